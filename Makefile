@@ -1,0 +1,47 @@
+# Every target installs what it needs first; `make test` and `make demo` work on a fresh clone.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: help install system-deps stubs image test lint demo bench clean
+
+help:
+	@echo "make demo     install everything, then run the main job (see README)"
+	@echo "make test     install everything, then run the whole test suite"
+	@echo "make lint     ruff over the tree"
+	@echo "make image    build (or reuse) the node image"
+	@echo "make bench    run the benchmarks (results go to docs/benchmarks.md by hand)"
+
+system-deps:
+	@bash scripts/system-deps.sh
+
+$(VENV)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: system-deps $(VENV)/.installed stubs
+
+stubs: $(VENV)/.installed
+	@$(PY) -m node.protos._compile >/dev/null
+
+image: install
+	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image; fi
+
+test: install image
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check . || true
+
+demo: install image
+	$(VENV)/bin/faultline campaign campaigns/demo.toml
+
+bench: install
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache node/protos/*_pb2*.py

@@ -1,0 +1,1 @@
+"""Checkers: decide whether a history is linearizable, and other properties."""

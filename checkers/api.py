@@ -1,0 +1,41 @@
+"""The checker protocol and the merge of verdicts.
+
+A history is a list of operation dicts in the format of docs/architecture.md
+(`index`, `time`, `type`, `process`, `f`, optional `key`, `value`, `node`, `error`).
+A checker returns a plain dict with `valid` in {True, False, "unknown"} plus evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Protocol
+
+Valid = bool | Literal["unknown"]
+Op = dict[str, Any]
+History = list[Op]
+
+
+class Checker(Protocol):
+    def check(self, test: Mapping[str, Any], history: History, opts: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+def merge_valid(values: Iterable[Valid]) -> Valid:
+    """False beats "unknown" beats True (Jepsen's merge); no values is True."""
+    seen_unknown = False
+    for v in values:
+        if v is False:
+            return False
+        if v is not True:
+            seen_unknown = True
+    return "unknown" if seen_unknown else True
+
+
+class Compose:
+    """Runs several named checkers over one history; `valid` is their merge."""
+
+    def __init__(self, checkers: Mapping[str, Checker]) -> None:
+        self.checkers = dict(checkers)
+
+    def check(self, test: Mapping[str, Any], history: History, opts: Mapping[str, Any]) -> dict[str, Any]:
+        results = {name: c.check(test, history, opts) for name, c in self.checkers.items()}
+        return {"valid": merge_valid(r.get("valid", "unknown") for r in results.values()), **results}

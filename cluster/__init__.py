@@ -1,0 +1,1 @@
+"""Clusters as data plus backends that bring them up: docker (default), local (netns), ssh."""

@@ -1,0 +1,86 @@
+"""The `faultline` command line.
+
+Each subcommand lives in its own module under `controller/commands/` exposing
+`HELP` (one line), `add_arguments(parser)` and `run(args) -> int`. Only modules
+that exist are offered, so `--help` never lists a command that does nothing.
+Heavy imports belong inside `run`, so `faultline --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import traceback
+
+from controller import __version__
+from controller.errors import EXIT_BAD_INPUT, EXIT_CRASH, UsageError
+
+# (subcommand, module) in the order --help lists them.
+COMMANDS: list[tuple[str, str]] = [
+    ("run", "controller.commands.run"),
+    ("check", "controller.commands.check"),
+    ("analyze", "controller.commands.analyze"),
+    ("campaign", "controller.commands.campaign"),
+    ("score", "controller.commands.score"),
+    ("synth", "controller.commands.synth"),
+    ("serve", "controller.commands.serve"),
+    ("cluster", "controller.commands.cluster"),
+    ("sim", "controller.commands.sim"),
+]
+
+
+class FaultlineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake exits 254 (Jepsen's 'bad arguments') instead of 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def available_commands() -> list[tuple[str, str]]:
+    return [(name, mod) for name, mod in COMMANDS if importlib.util.find_spec(mod) is not None]
+
+
+def build_parser() -> FaultlineParser:
+    parser = FaultlineParser(
+        prog="faultline",
+        description="Jepsen-style fault injection against a replicated Kudu-like store: "
+        "run workloads under faults, record histories, check them, score campaigns.",
+        epilog="Exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad arguments or input, 255 crash.",
+    )
+    parser.add_argument("--version", action="version", version=f"faultline {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=FaultlineParser)
+    for name, module_name in available_commands():
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as exc:
+        print(f"faultline {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"faultline {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception:
+        traceback.print_exc()
+        print(f"faultline {args.command}: crashed (a bug in faultline; the traceback is above)", file=sys.stderr)
+        return EXIT_CRASH
+
+
+if __name__ == "__main__":
+    sys.exit(main())

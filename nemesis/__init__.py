@@ -1,0 +1,1 @@
+"""Faults and their schedules; every fault knows how to heal itself."""

@@ -1,0 +1,45 @@
+"""Compile the .proto files beside this module into Python gRPC stubs.
+
+Used by the package build (setup.py) and, for source checkouts and editable
+installs, on import of `node.protos` when a stub is missing or older than its
+.proto. Generated files are never edited or committed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PROTO_DIR = Path(__file__).resolve().parent
+ROOT = PROTO_DIR.parent.parent
+
+
+def stale_protos(root: Path = ROOT) -> list[Path]:
+    """The .proto files whose generated stubs are missing or older than the source."""
+    out = []
+    for proto in sorted((root / "node" / "protos").glob("*.proto")):
+        stem = proto.with_suffix("")
+        stubs = [Path(f"{stem}_pb2.py"), Path(f"{stem}_pb2_grpc.py")]
+        if any(not s.exists() or s.stat().st_mtime < proto.stat().st_mtime for s in stubs):
+            out.append(proto)
+    return out
+
+
+def compile_protos(root: Path = ROOT, only_stale: bool = False) -> list[str]:
+    """Run grpc_tools.protoc over node/protos/*.proto; returns the files compiled."""
+    import grpc_tools
+    from grpc_tools import protoc
+
+    protos = stale_protos(root) if only_stale else sorted((root / "node" / "protos").glob("*.proto"))
+    rel = [str(p.relative_to(root)) for p in protos]
+    if not rel:
+        return []
+    include = str(Path(grpc_tools.__file__).parent / "_proto")
+    args = ["grpc_tools.protoc", f"-I{root}", f"-I{include}",
+            f"--python_out={root}", f"--pyi_out={root}", f"--grpc_python_out={root}", *rel]
+    if protoc.main(args) != 0:
+        raise RuntimeError(f"protoc failed on {rel}")
+    return rel
+
+
+if __name__ == "__main__":
+    print("\n".join(compile_protos()) or "nothing to compile")

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Faultline needs on the host, only those missing.
+# mmdebstrap builds the node image; chromium drives the web-view test;
+# iproute2/iptables serve the local (netns) backend; openjdk runs Spark.
+set -euo pipefail
+pkgs=(mmdebstrap iproute2 iptables chromium openssh-client procps)
+command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=(sudo -n); else
+    echo "system-deps: missing Debian packages: ${missing[*]} (run as root, or install them yourself)" >&2
+    exit 1
+  fi
+else SUDO=(); fi
+echo "system-deps: installing ${missing[*]}"
+"${SUDO[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,1 @@
+"""Workloads: bundles of client, generator, final generator and checker."""
