@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Faultline needs on the host, only those missing.
 # mmdebstrap builds the node image; chromium drives the web-view test;
-# iproute2/iptables serve the local (netns) backend; openjdk runs Spark.
+# iproute2/iptables/faketime serve the local (netns) backend; openjdk runs Spark.
 set -euo pipefail
-pkgs=(mmdebstrap iproute2 iptables chromium openssh-client procps)
+pkgs=(mmdebstrap iproute2 iptables chromium openssh-client procps faketime)
 command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
 missing=()
 for p in "${pkgs[@]}"; do

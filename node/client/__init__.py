@@ -1,1 +1,15 @@
-"""node/client"""
+"""The store's client library: `KuduClient` and its errors (see docs/node.md)."""
+
+from node.client.client import (
+    AlreadyExistsError,
+    IndeterminateError,
+    InvalidArgumentError,
+    KuduClient,
+    KuduError,
+    KuduTable,
+    NotFoundError,
+    UnavailableError,
+)
+
+__all__ = ["AlreadyExistsError", "IndeterminateError", "InvalidArgumentError", "KuduClient", "KuduError", "KuduTable",
+           "NotFoundError", "UnavailableError"]

@@ -1,0 +1,455 @@
+"""What the three backends share: cluster specs as data, daemon management and fault primitives over a Remote.
+
+A backend only has to say how to run a command on a node (its `Remote`), where a node keeps its state and
+source, and how names resolve; everything else (start/stop/kill/pause of the node process, partitions
+with iptables in a chain of our own, netem, the per-node clock offset) is the same argv on every backend.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import json
+import re
+import shlex
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster.api import Remote
+
+MASTER_PORT = 7051
+TSERVER_PORT = 7050
+CHAIN = "FL-PART"
+LOSS_CHAIN = "FL-LOSS"
+# `ip route ... proto 188` marks the fallback routes as ours, so heal removes exactly those.
+ROUTE_PROTO = "188"
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+LABEL = "org.faultline"
+
+
+class ClusterError(RuntimeError):
+    """A cluster operation failed on a node; the message names the node and the step."""
+
+
+class RemoteTimeout(ClusterError, TimeoutError):
+    """A remote command ran past its deadline (and was killed)."""
+
+
+def master_dns(i: int) -> str:
+    return f"master-{i}"
+
+
+@dataclass
+class NodeInfo:
+    """One node as plain data: `host` is the backend's handle (container, namespace, ssh address)."""
+
+    name: str
+    role: str  # master | tserver | sshd
+    address: str = ""
+    host: str = ""
+    dns: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClusterSpec:
+    """What `up` builds. `daemon`: `node` (the store), `placeholder` (a TCP stand-in) or `none`."""
+
+    name: str = "default"
+    masters: int = 3
+    tservers: int = 5
+    daemon: str = "auto"
+    inject_bugs: list[str] = field(default_factory=list)
+    node_args: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_mapping(cls, spec: Mapping[str, Any]) -> ClusterSpec:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(spec) - known - {"cluster", "hosts"}
+        if unknown:
+            raise ValueError(f"unknown cluster spec keys: {', '.join(sorted(unknown))}")
+        out = cls(**{k: v for k, v in spec.items() if k in known})
+        if not NAME_RE.match(out.name):
+            raise ValueError(f"cluster name {out.name!r}: use lowercase letters, digits and '-' (max 31)")
+        if out.masters < 1 or out.tservers < 0:
+            raise ValueError("need at least one master and a non-negative number of tablet servers")
+        if out.daemon == "auto":
+            out.daemon = "node" if node_available() else "placeholder"
+        if out.daemon not in ("node", "placeholder", "none"):
+            raise ValueError(f"daemon must be node, placeholder or none, not {out.daemon!r}")
+        return out
+
+    def node_names(self) -> list[tuple[str, str]]:
+        return [(f"m{i}", "master") for i in range(1, self.masters + 1)] + \
+               [(f"t{i}", "tserver") for i in range(1, self.tservers + 1)]
+
+
+def node_available() -> bool:
+    """Whether the store's processes exist in this checkout (`python -m node master`)."""
+    try:
+        return importlib.util.find_spec("node.server.process") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def role_of(name: str) -> str:
+    return "master" if re.match(r"^m\d+", name) else "tserver"
+
+
+def check_ip(ip: str) -> str:
+    return str(ipaddress.IPv4Address(ip))
+
+
+# Partition script: positional args only ("$@"), so no data is ever spliced into shell text.
+_PARTITION_SH = (
+    'ipt="$1"; shift; '
+    f'"$ipt" -w -N {CHAIN} 2>/dev/null || "$ipt" -w -F {CHAIN} || exit 3; '
+    f'"$ipt" -w -C INPUT -j {CHAIN} 2>/dev/null || "$ipt" -w -I INPUT 1 -j {CHAIN} || exit 4; '
+    f'for ip in "$@"; do "$ipt" -w -A {CHAIN} -s "$ip" -j DROP || exit 5; done'
+)
+_ROUTE_SH = (
+    f'ip route flush proto {ROUTE_PROTO} 2>/dev/null; '
+    f'for ip in "$@"; do ip route replace prohibit "$ip/32" proto {ROUTE_PROTO} || exit 5; done'
+)
+_HEAL_SH = (
+    'ipt="$1"; dev="$2"; '
+    'if [ "$ipt" != route ]; then for c in FL-PART FL-LOSS; do '
+    '  n=0; while "$ipt" -w -D INPUT -j $c 2>/dev/null && [ $n -lt 50 ]; do n=$((n+1)); done; '
+    '  "$ipt" -w -F $c 2>/dev/null; "$ipt" -w -X $c 2>/dev/null; done; '
+    '  if "$ipt" -w -S 2>/dev/null | grep -q -e FL-PART -e FL-LOSS; then echo "iptables rules left"; exit 6; fi; '
+    'fi; '
+    f'ip route flush proto {ROUTE_PROTO} 2>/dev/null; '
+    f'if [ -n "$(ip route show proto {ROUTE_PROTO} 2>/dev/null)" ]; then echo "routes left"; exit 7; fi; '
+    'tc qdisc del dev "$dev" root 2>/dev/null; '
+    'if tc qdisc show dev "$dev" 2>/dev/null | grep -q netem; then echo "netem left"; exit 8; fi; exit 0'
+)
+# Loss without netem: drop a random share of inbound packets on the interface (xt_statistic).
+_LOSS_SH = (
+    'ipt="$1"; dev="$2"; p="$3"; '
+    f'"$ipt" -w -N {LOSS_CHAIN} 2>/dev/null || "$ipt" -w -F {LOSS_CHAIN} || exit 3; '
+    f'"$ipt" -w -C INPUT -j {LOSS_CHAIN} 2>/dev/null || "$ipt" -w -I INPUT 1 -j {LOSS_CHAIN} || exit 4; '
+    f'"$ipt" -w -A {LOSS_CHAIN} -i "$dev" -m statistic --mode random --probability "$p" -j DROP || exit 5'
+)
+# Which iptables does this node's kernel use? Rules already present decide (Docker's DNS rules live in
+# the container's nat table); else the first that works; else routes.
+_DETECT_SH = (
+    'for v in nft legacy; do if iptables-$v-save 2>/dev/null | grep -q "^-A"; then echo iptables-$v; exit 0; fi; done; '
+    'for v in nft legacy; do if iptables-$v -w -S >/dev/null 2>&1; then echo iptables-$v; exit 0; fi; done; '
+    'echo route'
+)
+
+
+class NodeBackend:
+    """The backend-independent half of a ClusterBackend. Subclasses set `remote` and the hooks below."""
+
+    kind = "base"
+    remote: Remote
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.info: dict[str, NodeInfo] = {}
+        self._ipt: dict[str, str] = {}
+        self._partitioned: set[str] = set()
+        self._netem: set[str] = set()
+
+    # ------------------------------------------------------------------ hooks
+    def node_dir(self, node: str) -> str:
+        """Where the node keeps logs/, run/, data/ and its faketime file."""
+        raise NotImplementedError
+
+    def python(self, node: str) -> str:
+        return "python3"
+
+    def source_dir(self, node: str) -> str:
+        """Directory on the node that holds the `cluster` and `node` packages (PYTHONPATH)."""
+        raise NotImplementedError
+
+    def iface(self, node: str) -> str:
+        return "eth0"
+
+    def resolve(self, name: str) -> str:
+        """Address of a node name or master DNS name, as the host reaches it."""
+        if name in self.info:
+            return self.info[name].address
+        for n in self.info.values():
+            if name in n.dns:
+                return n.address
+        raise KeyError(f"unknown node or DNS name {name!r}")
+
+    # ------------------------------------------------------------------ names
+    def nodes(self) -> list[str]:
+        return [n for n, i in self.info.items() if i.role in ("master", "tserver")]
+
+    def masters(self) -> list[str]:
+        return [n for n, i in self.info.items() if i.role == "master"]
+
+    def tservers(self) -> list[str]:
+        return [n for n, i in self.info.items() if i.role == "tserver"]
+
+    def dns_names(self) -> list[str]:
+        return [master_dns(i) for i in range(1, self.spec.masters + 1)]
+
+    def master_addresses(self) -> list[str]:
+        return [f"{d}:{MASTER_PORT}" for d in self.dns_names()]
+
+    def resolved_master_addresses(self) -> list[str]:
+        """`master_addresses()` with the names resolved for the host (the host has no cluster DNS)."""
+        return [f"{self.resolve(d)}:{MASTER_PORT}" for d in self.dns_names()]
+
+    def dns_holder(self, name: str) -> str | None:
+        for n, i in self.info.items():
+            if name in i.dns:
+                return n
+        return None
+
+    def _node(self, node: str) -> NodeInfo:
+        try:
+            return self.info[node]
+        except KeyError:
+            raise ClusterError(f"no node {node!r} in cluster {self.spec.name} "
+                               f"(nodes: {', '.join(self.info) or 'none'})") from None
+
+    # ------------------------------------------------------------------ running things on a node
+    def run(self, node: str, argv: Sequence[str], timeout: float = 30, check: bool = True,
+            step: str = "") -> tuple[int, str, str]:
+        rc, out, err = self.remote.exec(node, list(argv), timeout)
+        if check and rc != 0:
+            what = step or " ".join(shlex.quote(a) for a in argv[:4])
+            raise ClusterError(f"{node}: {what} failed (exit {rc}): {(err or out).strip()[-500:]}")
+        return rc, out, err
+
+    def _daemon(self, node: str, action: str, extra: Sequence[str] = (), timeout: float = 30) -> str:
+        d = self.node_dir(node)
+        argv = ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1", self.python(node),
+                "-m", "cluster.daemon", action, "--dir", d, *extra]
+        return self.run(node, argv, timeout, step=f"daemon {action}")[1]
+
+    def daemon_argv(self, node: str) -> list[str] | None:
+        """The node process for `node`, or None when the spec runs no daemon."""
+        info = self._node(node)
+        d = self.node_dir(node)
+        port = MASTER_PORT if info.role == "master" else TSERVER_PORT
+        if self.spec.daemon == "none" or info.role not in ("master", "tserver"):
+            return None
+        if self.spec.daemon == "placeholder":
+            return [self.python(node), "-m", "cluster.placeholder", "--name", node, "--port", str(port)]
+        advertise = f"{info.dns[0]}:{port}" if info.dns else f"{info.address}:{port}"
+        argv = [self.python(node), "-m", "node", info.role, "--fs-dir", f"{d}/data",
+                "--rpc-bind", f"0.0.0.0:{port}", "--rpc-advertise", advertise,
+                "--master-addresses", ",".join(self.master_addresses()), *self.spec.node_args]
+        for bug in self.spec.inject_bugs:
+            argv += ["--inject-bug", bug]
+        return argv
+
+    def format_fs(self, node: str) -> None:
+        """`tool fs format` once, before the first start (a restart keeps the data)."""
+        if self.spec.daemon != "node":
+            return
+        d = self.node_dir(node)
+        rc, _, _ = self.run(node, ["test", "-e", f"{d}/data"], 10, check=False)
+        if rc == 0:
+            return
+        self.run(node, ["env", f"PYTHONPATH={self.source_dir(node)}", self.python(node), "-m", "node", "tool",
+                        "fs", "format", "--fs-dir", f"{d}/data"], 60, step="tool fs format")
+
+    def start(self, node: str) -> None:
+        argv = self.daemon_argv(node)
+        if argv is None:
+            return
+        self.format_fs(node)
+        d = self.node_dir(node)
+        role = self._node(node).role
+        env = [f"--env=PYTHONPATH={self.source_dir(node)}", "--env=PYTHONUNBUFFERED=1",
+               "--env=PYTHONDONTWRITEBYTECODE=1"]
+        self._daemon(node, "start", ["--name", role, *env, "--faketime", f"{d}/faketime", "--cwd", d, "--",
+                                     *argv])
+
+    def stop(self, node: str) -> None:
+        self._daemon(node, "stop", ["--name", self._node(node).role], timeout=40)
+
+    def kill(self, node: str) -> None:
+        self._daemon(node, "kill", ["--name", self._node(node).role])
+
+    def pause(self, node: str) -> None:
+        self._daemon(node, "pause", ["--name", self._node(node).role])
+
+    def resume(self, node: str) -> None:
+        self._daemon(node, "resume", ["--name", self._node(node).role])
+
+    def daemon_status(self, node: str) -> str:
+        """running | paused | stopped, as the node's pid file and /proc say."""
+        out = self._daemon(node, "status", ["--name", self._node(node).role])
+        return json.loads(out.strip().splitlines()[-1])[self._node(node).role]
+
+    def logs(self, node: str) -> str:
+        path = f"{self.node_dir(node)}/logs/{self._node(node).role}.log"
+        rc, out, _ = self.run(node, ["tail", "-c", "2000000", path], 30, check=False)
+        if rc != 0:
+            return ""
+        return out
+
+    def set_clock_offset(self, node: str, offset_s: float) -> None:
+        """Moves the node process's wall clock by `offset_s` (libfaketime re-reads the file within ~1 s)."""
+        self.remote.put(node, f"{self.node_dir(node)}/faketime", f"{offset_s:+.6f}\n".encode())
+
+    # ------------------------------------------------------------------ network faults
+    def iptables(self, node: str) -> str:
+        if node not in self._ipt:
+            self._ipt[node] = self.run(node, ["sh", "-c", _DETECT_SH], 20)[1].strip() or "route"
+        return self._ipt[node]
+
+    def partition(self, grudge: Mapping[str, Iterable[str]]) -> None:
+        """For each node a in `grudge`, a drops all inbound traffic from grudge[a] (replacing a's old set)."""
+        plan = {}
+        for a, others in grudge.items():
+            self._node(a)
+            plan[a] = sorted(check_ip(self._node(b).address) for b in others if b != a)
+
+        def apply(a: str) -> None:
+            ipt = self.iptables(a)
+            if ipt == "route":
+                self.run(a, ["sh", "-c", _ROUTE_SH, "sh", *plan[a]], 30, step="ip route prohibit")
+            else:
+                self.run(a, ["sh", "-c", _PARTITION_SH, "sh", ipt, *plan[a]], 30, step=f"{ipt} partition")
+            self._partitioned.add(a)
+
+        self._parallel(apply, list(plan))
+
+    def cut(self, a: str, b: str) -> None:
+        """Blocks a<->b both ways (each drops the other's packets), leaving everyone else alone."""
+        self.partition({a: self._blocked(a) | {b}, b: self._blocked(b) | {a}})
+
+    def _blocked(self, node: str) -> set[str]:
+        ipt = self.iptables(node)
+        if ipt == "route":
+            out = self.run(node, ["ip", "route", "show", "proto", ROUTE_PROTO], 20)[1]
+            ips = {line.split()[1].split("/")[0] for line in out.splitlines() if line.strip()}
+        else:
+            rc, out, _ = self.run(node, [ipt, "-w", "-S", CHAIN], 20, check=False)
+            ips = {ln.split()[3].split("/")[0] for ln in out.splitlines() if ln.startswith("-A") and rc == 0}
+        return {n for n, i in self.info.items() if i.address in ips}
+
+    def heal_network(self, nodes: Iterable[str] | None = None) -> None:
+        """Removes every partition rule, fallback route and netem qdisc, then verifies none is left."""
+        targets = list(nodes) if nodes is not None else self.nodes()
+        errors: list[str] = []
+
+        def heal(n: str) -> None:
+            rc, out, err = self.run(n, ["sh", "-c", _HEAL_SH, "sh", self.iptables(n), self.iface(n)], 30,
+                                    check=False)
+            if rc != 0:
+                errors.append(f"{n}: {(out + err).strip()}")
+            self._partitioned.discard(n)
+            self._netem.discard(n)
+
+        self._parallel(heal, targets)
+        if errors:
+            raise ClusterError("heal left residue: " + "; ".join(errors))
+
+    def netem(self, node: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None:
+        """Slow or lossy links on the node's interface (tc netem on egress); all zeros removes it.
+
+        Where the kernel has no netem (CONFIG_NET_SCH_NETEM off), loss falls back to dropping a random
+        share of inbound packets with iptables' statistic match; delay then raises a ClusterError."""
+        dev = self.iface(node)
+        if not (delay_ms or jitter_ms or loss_pct):
+            self.run(node, ["sh", "-c", 'tc qdisc del dev "$1" root 2>/dev/null; exit 0', "sh", dev], 20)
+            ipt = self.iptables(node)
+            if ipt != "route":
+                self.run(node, ["sh", "-c", f'"$1" -w -F {LOSS_CHAIN} 2>/dev/null; exit 0', "sh", ipt], 20)
+            self._netem.discard(node)
+            return
+        argv = ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", f"{float(delay_ms):.3f}ms"]
+        if jitter_ms:
+            argv.append(f"{float(jitter_ms):.3f}ms")
+        if loss_pct:
+            argv += ["loss", f"{float(loss_pct):.3f}%"]
+        rc, out, err = self.run(node, argv, 20, check=False)
+        if rc == 0:
+            self._netem.add(node)
+            return
+        if "unknown" not in (out + err).lower():
+            raise ClusterError(f"{node}: tc netem failed (exit {rc}): {(err or out).strip()}")
+        if delay_ms or jitter_ms:
+            raise ClusterError(f"{node}: this kernel has no tc netem (CONFIG_NET_SCH_NETEM), so links cannot be "
+                               "delayed; packet loss still works")
+        ipt = self.iptables(node)
+        if ipt == "route":
+            raise ClusterError(f"{node}: neither tc netem nor iptables is usable for packet loss")
+        self.run(node, ["sh", "-c", _LOSS_SH, "sh", ipt, dev, f"{min(float(loss_pct), 100) / 100:.4f}"], 20,
+                 step="iptables statistic loss")
+        self._netem.add(node)
+
+    # ------------------------------------------------------------------ helpers
+    def _parallel(self, fn, items: list, workers: int = 8) -> list:
+        if not items:
+            return []
+        with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    def wait_port(self, node: str, target: str, port: int, timeout: float = 20) -> bool:
+        """Whether `node` can open a TCP connection to target:port, retried until `timeout`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.can_connect(node, target, port, 2):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def can_connect(self, node: str, target: str, port: int, timeout: float = 2) -> bool:
+        """One TCP connect from `node` to target:port (target: node name, DNS name or address)."""
+        code = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), "
+                "float(sys.argv[3])).close()\nexcept OSError as e:\n print(e); sys.exit(1)")
+        rc, _, _ = self.remote.exec(node, [self.python(node), "-c", code, target, str(port), str(timeout)],
+                                    timeout + 10)
+        return rc == 0
+
+    def leader_master(self, timeout: float = 10) -> str | None:
+        """The node whose master leads the catalog, asked of the masters themselves (`tool master list`);
+        None when no master answers or the cluster runs no store."""
+        if self.spec.daemon != "node":
+            return None
+        for m in self.masters():
+            rc, out, _ = self.run(m, ["env", f"PYTHONPATH={self.source_dir(m)}", self.python(m), "-m", "node", "tool",
+                                      "master", "list", ",".join(self.master_addresses())], timeout, check=False)
+            if rc != 0:
+                continue
+            for line in out.splitlines():
+                if "LEADER" in line.upper():
+                    for token in line.replace(",", " ").split():
+                        host = token.split(":")[0]
+                        if host in self.info:
+                            return host
+                        holder = self.dns_holder(host)
+                        if holder:
+                            return holder
+                        for n, i in self.info.items():
+                            if i.address == host:
+                                return n
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data for `status` and test.json: nodes, roles, addresses, DNS names, daemon states."""
+        return {"name": self.spec.name, "backend": self.kind, "spec": asdict(self.spec),
+                "master_addresses": self.master_addresses(),
+                "nodes": [asdict(i) for i in self.info.values()]}
+
+    def collect(self, dest: str | Path) -> list[Path]:
+        """Copies each node's logs and data into dest/<node>/ (the run directory's nodes/)."""
+        dest = Path(dest)
+        out = []
+        for n in list(self.info):
+            target = dest / n
+            target.mkdir(parents=True, exist_ok=True)
+            try:
+                self.fetch_dir(n, self.node_dir(n), target)
+            except Exception as exc:
+                (target / "collect-error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+            out.append(target)
+        return out
+
+    def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
+        raise NotImplementedError

@@ -1,0 +1,200 @@
+"""Generic daemon management that runs *on a node*: `python3 -m cluster.daemon start|stop|kill|pause|...`.
+
+Every backend (docker exec, `ip netns exec`, SSH) manages processes the same way by running this module
+on the node, so there is one implementation of "argv + env + log file + pid file" instead of three shell
+dialects. Standard library only: it runs in the node image and on bare hosts.
+
+Layout under `--dir D`: `D/logs/NAME.log` (stdout and stderr, appended), `D/run/NAME.pid` ("pid starttime",
+so a recycled pid is never mistaken for ours). Each daemon leads its own session, so signals go to its
+whole process group. With `--faketime FILE` the daemon runs under libfaketime reading its offset from
+FILE; only the wall clock moves (monotonic clocks stay real, so timeouts keep working).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FAKETIME_LIBS = ("/usr/lib/*/faketime/libfaketimeMT.so.1", "/usr/lib/*/faketime/libfaketime.so.1",
+                 "/usr/lib/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketime.so.1")
+
+
+def _pidfile(d: Path, name: str) -> Path:
+    return d / "run" / f"{name}.pid"
+
+
+def _starttime(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[1].split()[19]
+
+
+def _state(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[1].split()[0]
+
+
+def read_pid(d: Path, name: str) -> int | None:
+    """The daemon's pid if it is alive (not a zombie, not a recycled pid), else None."""
+    try:
+        pid_s, start = _pidfile(d, name).read_text().split()
+        pid = int(pid_s)
+    except (OSError, ValueError):
+        return None
+    if _starttime(pid) != start or _state(pid) in (None, "Z", "X"):
+        return None
+    return pid
+
+
+def status(d: Path, name: str) -> str:
+    pid = read_pid(d, name)
+    if pid is None:
+        return "stopped"
+    return "paused" if _state(pid) == "T" else "running"
+
+
+def faketime_lib() -> str | None:
+    for pattern in FAKETIME_LIBS:
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[0]
+    return None
+
+
+def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: str | None, cwd: str | None) -> int:
+    if read_pid(d, name) is not None:
+        print(f"{name}: already running")
+        return 0
+    (d / "logs").mkdir(parents=True, exist_ok=True)
+    (d / "run").mkdir(parents=True, exist_ok=True)
+    full_env = dict(os.environ)
+    full_env.update(env)
+    if faketime:
+        lib = faketime_lib()
+        if lib is None:
+            print("libfaketime is not installed on this node", file=sys.stderr)
+            return 3
+        ft = Path(faketime)
+        ft.parent.mkdir(parents=True, exist_ok=True)
+        if not ft.exists():
+            ft.write_text("+0\n")
+        full_env.update({"LD_PRELOAD": lib, "FAKETIME_TIMESTAMP_FILE": str(ft), "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                         "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_RESET": "1"})
+    log = open(d / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (handed to the child)
+    log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} start {argv!r}\n".encode())
+    log.flush()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=full_env,
+                                cwd=cwd, start_new_session=True, close_fds=True)
+    except OSError as exc:
+        print(f"{name}: cannot start {argv[0]}: {exc}", file=sys.stderr)
+        return 4
+    finally:
+        log.close()
+    start_s = _starttime(proc.pid) or "0"
+    _pidfile(d, name).write_text(f"{proc.pid} {start_s}\n")
+    # a daemon that dies at once (bad flag, port taken) is reported now, not discovered later
+    deadline = time.monotonic() + 0.4
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = (d / "logs" / f"{name}.log").read_text(errors="replace").splitlines()[-10:]
+            print(f"{name}: exited at once with {proc.returncode}:\n" + "\n".join(tail), file=sys.stderr)
+            return 5
+        time.sleep(0.05)
+    print(f"{name}: started pid {proc.pid}")
+    return 0
+
+
+def _signal(d: Path, name: str, sig: int) -> int | None:
+    pid = read_pid(d, name)
+    if pid is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+    return pid
+
+
+def stop(d: Path, name: str, grace: float) -> int:
+    pid = _signal(d, name, signal.SIGCONT)  # a paused daemon cannot handle SIGTERM
+    if pid is None:
+        print(f"{name}: not running")
+        return 0
+    _signal(d, name, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if read_pid(d, name) is None:
+            print(f"{name}: stopped")
+            return 0
+        time.sleep(0.05)
+    return kill(d, name)
+
+
+def kill(d: Path, name: str) -> int:
+    pid = _signal(d, name, signal.SIGKILL)
+    if pid is None:
+        print(f"{name}: not running")
+        return 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and read_pid(d, name) is not None:
+        time.sleep(0.02)
+    print(f"{name}: killed")
+    return 0 if read_pid(d, name) is None else 6
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cluster.daemon", description=__doc__.splitlines()[0])
+    p.add_argument("action", choices=["start", "stop", "kill", "pause", "resume", "status"])
+    p.add_argument("--dir", required=True, type=Path, help="state directory (logs/, run/)")
+    p.add_argument("--name", action="append", default=[], help="daemon name (repeatable for status)")
+    p.add_argument("--env", action="append", default=[], metavar="K=V")
+    p.add_argument("--faketime", help="run under libfaketime with this offset file")
+    p.add_argument("--cwd")
+    p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
+    p.epilog = "start: the command to run follows `--`"
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, cmd = argv[:cut], argv[cut + 1:]
+    a = p.parse_args(argv)
+    a.argv = cmd
+    names = a.name or []
+    if a.action == "status":
+        run_dir = a.dir / "run"
+        if not names and run_dir.is_dir():
+            names = sorted(f.stem for f in run_dir.glob("*.pid"))
+        print(json.dumps({n: status(a.dir, n) for n in names}))
+        return 0
+    if len(names) != 1:
+        p.error("exactly one --name")
+    name = names[0]
+    if a.action == "start":
+        if not a.argv:
+            p.error("start needs a command after --")
+        env = dict(kv.split("=", 1) for kv in a.env)
+        return start(a.dir, name, a.argv, env, a.faketime, a.cwd)
+    if a.action == "stop":
+        return stop(a.dir, name, a.grace)
+    if a.action == "kill":
+        return kill(a.dir, name)
+    sig = signal.SIGSTOP if a.action == "pause" else signal.SIGCONT
+    pid = _signal(a.dir, name, sig)
+    print(f"{name}: {'not running' if pid is None else a.action + 'd'}")
+    return 0 if pid is not None else 7
+
+
+if __name__ == "__main__":
+    sys.exit(main())

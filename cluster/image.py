@@ -1,0 +1,263 @@
+"""The node image: a Debian bookworm root filesystem plus a venv with the node's Python dependencies.
+
+Built on this machine with no registry: `mmdebstrap` writes a root filesystem tarball through the apt
+mirror this machine is already configured with (read at build time, never stored in the repository), the
+wheels are downloaded on the host (the image's python3 is 3.11, the same ABI as ours) and installed inside,
+and `docker import` turns the tarball into an image. The tag is a hash of the inputs, so a warm build is a
+lookup. The project's source is bind-mounted into containers at run time, so code changes need no rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+IMAGE_REPO = "faultline-node"
+IMAGE_LABEL = "org.faultline.image"
+SUITE = "bookworm"
+# Bump when the recipe below changes in a way the inputs do not show.
+RECIPE_VERSION = 3
+PACKAGES = (
+    "python3",
+    "python3-venv",
+    "iptables",
+    "iproute2",
+    "procps",
+    "faketime",
+    "openssh-server",
+    "ca-certificates",
+    "iputils-ping",
+    "netcat-openbsd",
+)
+# Only what the node needs at run time; pinned to the versions installed on the host so the generated
+# stubs (built by the host's grpcio-tools) match the runtime inside.
+PY_DEPS = ("grpcio", "protobuf")
+VENV = "/opt/venv"
+# Keep the image small: no documentation, manuals or locales.
+DPKG_EXCLUDES = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/locale/*",
+    "path-exclude=/usr/share/info/*",
+)
+
+
+class ImageBuildError(RuntimeError):
+    """A build step failed; the message names the step."""
+
+
+@dataclass
+class BuildReport:
+    tag: str
+    built: bool
+    seconds: float
+    steps: dict[str, float] = field(default_factory=dict)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "faultline"
+
+
+def py_dep_pins() -> list[str]:
+    pins = []
+    for name in PY_DEPS:
+        try:
+            pins.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pins.append(name)
+    return pins
+
+
+def image_tag() -> str:
+    """`faultline-node:<hash of the inputs>`: the packages, the pinned wheels and the recipe version."""
+    inputs = {"suite": SUITE, "packages": PACKAGES, "py": py_dep_pins(), "recipe": RECIPE_VERSION,
+              "excludes": DPKG_EXCLUDES}
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{IMAGE_REPO}:{digest}"
+
+
+# ---------------------------------------------------------------- apt sources of this machine
+
+def _one_line_sources(text: str) -> list[tuple[str, str, list[str]]]:
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line.startswith("deb "):
+            continue
+        parts = line.split()[1:]
+        if parts and parts[0].startswith("["):
+            while parts and not parts[0].endswith("]"):
+                parts.pop(0)
+            parts = parts[1:]
+        if len(parts) >= 3:
+            out.append((parts[0], parts[1], parts[2:]))
+    return out
+
+
+def _deb822_sources(text: str) -> list[tuple[str, str, list[str]]]:
+    out = []
+    for stanza in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            if line.startswith("#") or ":" not in line or line[:1].isspace():
+                continue
+            key, value = line.split(":", 1)
+            fields[key.strip().lower()] = value.strip()
+        if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes").lower() == "no":
+            continue
+        for uri in fields.get("uris", "").split():
+            for suite in fields.get("suites", "").split():
+                out.append((uri, suite, fields.get("components", "main").split()))
+    return out
+
+
+def apt_sources(root: Path = Path("/etc/apt")) -> list[str]:
+    """One-line `deb URI SUITE main` entries for bookworm taken from this machine's apt configuration."""
+    found: list[tuple[str, str, list[str]]] = []
+    main = root / "sources.list"
+    if main.is_file():
+        found += _one_line_sources(main.read_text(errors="replace"))
+    d = root / "sources.list.d"
+    if d.is_dir():
+        for f in sorted(d.iterdir()):
+            if f.suffix == ".list":
+                found += _one_line_sources(f.read_text(errors="replace"))
+            elif f.suffix == ".sources":
+                found += _deb822_sources(f.read_text(errors="replace"))
+    wanted = {SUITE, f"{SUITE}-updates", f"{SUITE}-security", f"{SUITE}/updates"}
+    lines = []
+    for uri, suite, comps in found:
+        if suite in wanted and "main" in comps:
+            line = f"deb {uri} {suite} main"
+            if line not in lines:
+                lines.append(line)
+    if not any(line.split()[2] == SUITE for line in lines):
+        raise ImageBuildError(
+            f"step 'read apt sources' failed: no '{SUITE} main' source in {root}/sources.list(.d); "
+            "configure a Debian bookworm mirror for apt first"
+        )
+    return lines
+
+
+# ---------------------------------------------------------------- build
+
+def _run(step: str, argv: list[str], timeout: float, log: Callable[[str], None]) -> None:
+    log(f"  {step}: {' '.join(argv[:3])} ...")
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise ImageBuildError(f"step '{step}' failed: {exc.filename} not found "
+                              "(run scripts/system-deps.sh)") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ImageBuildError(f"step '{step}' failed: timed out after {timeout:.0f} s") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        raise ImageBuildError(f"step '{step}' failed (exit {proc.returncode}):\n{tail}")
+
+
+def download_wheels(dest: Path, log: Callable[[str], None]) -> None:
+    """cp311 manylinux wheels for the pinned deps, fetched on the host (the image has no pip network)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    pins = py_dep_pins()
+    have = {p.name.lower() for p in dest.glob("*.whl")}
+    if all(any(h.startswith(pin.replace("==", "-").lower()) for h in have) for pin in pins if "==" in pin) \
+            and all("==" in pin for pin in pins):
+        log("  wheels: cached")
+        return
+    _run("download wheels", [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
+                             "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
+                             "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
+                             "--platform", "manylinux_2_28_x86_64", "-d", str(dest), *pins], 600, log)
+
+
+def _docker():
+    import docker
+
+    return docker.from_env(timeout=600)
+
+
+def image_exists(tag: str | None = None) -> bool:
+    import docker.errors
+
+    try:
+        _docker().images.get(tag or image_tag())
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def build_image(rebuild: bool = False, log: Callable[[str], None] = lambda s: None) -> BuildReport:
+    """Build the node image unless an image with the same input hash exists (or `rebuild`)."""
+    t0 = time.monotonic()
+    tag = image_tag()
+    steps: dict[str, float] = {}
+    try:
+        client = _docker()
+        client.ping()
+    except Exception as exc:
+        raise ImageBuildError(f"step 'connect to docker' failed: {exc}") from exc
+    if not rebuild and image_exists(tag):
+        return BuildReport(tag, False, time.monotonic() - t0)
+    if shutil.which("mmdebstrap") is None:
+        raise ImageBuildError("step 'find mmdebstrap' failed: mmdebstrap is not installed "
+                              "(run scripts/system-deps.sh)")
+    log(f"building {tag}")
+    sources = apt_sources()
+    wheels = cache_dir() / "wheels"
+    s = time.monotonic()
+    download_wheels(wheels, log)
+    steps["wheels"] = time.monotonic() - s
+    with tempfile.TemporaryDirectory(prefix="faultline-image-") as tmp:
+        rootfs = Path(tmp) / "rootfs.tar"
+        pins = " ".join(p.split("==")[0] for p in py_dep_pins())
+        hooks = [
+            f'--customize-hook=mkdir -p "$1/tmp/wheels" && cp {wheels}/*.whl "$1/tmp/wheels/"',
+            f'--customize-hook=chroot "$1" python3 -m venv {VENV}',
+            f'--customize-hook=chroot "$1" {VENV}/bin/pip install -q --no-index --no-compile '
+            f'--find-links /tmp/wheels {pins}',
+            '--customize-hook=rm -rf "$1/tmp/wheels" "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/*',
+            # per-container host keys are made at sshd start (ssh-keygen -A), never baked in
+            '--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*',
+            '--customize-hook=mkdir -p "$1/run/sshd" "$1/var/lib/faultline"',
+        ]
+        argv = ["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(PACKAGES)}",
+                *[f"--dpkgopt={x}" for x in DPKG_EXCLUDES], *hooks, SUITE, str(rootfs), *sources]
+        s = time.monotonic()
+        _run("mmdebstrap root filesystem", argv, 1200, log)
+        steps["rootfs"] = time.monotonic() - s
+        s = time.monotonic()
+        repo, version = tag.split(":")
+        changes = [
+            f"ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "ENV PYTHONDONTWRITEBYTECODE=1",
+            "ENV PYTHONPATH=/opt/faultline",
+            f"LABEL {IMAGE_LABEL}={version}",
+            'CMD ["sleep", "infinity"]',
+        ]
+        log("  docker import ...")
+        try:
+            client.api.import_image_from_file(str(rootfs), repository=repo, tag=version, changes=changes)
+        except Exception as exc:
+            raise ImageBuildError(f"step 'docker import' failed: {exc}") from exc
+        if not image_exists(tag):
+            raise ImageBuildError(f"step 'docker import' failed: {tag} is not in the image list afterwards")
+        steps["import"] = time.monotonic() - s
+    return BuildReport(tag, True, time.monotonic() - t0, steps)
+
+
+def ensure_image(log: Callable[[str], None] = lambda s: None) -> str:
+    """The tag of the current node image, building it first if needed."""
+    return build_image(False, log).tag

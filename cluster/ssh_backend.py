@@ -1,0 +1,422 @@
+"""The SSH backend: real hosts driven over paramiko.
+
+Key-based auth only; host keys are checked against known_hosts (an explicit `accept_new_host_keys`
+accepts unknown keys of throwaway test hosts, still refusing changed ones). Commands run as root,
+through `sudo -n` when the login user is not root. Every command has a deadline; stdout and stderr are
+drained together while it runs (a chatty command cannot fill a pipe and deadlock); a dropped session is
+reconnected and the command retried when it never started. The `cluster` and `node` packages are uploaded
+with SFTP, so a host needs only python3 with grpcio/protobuf. Master DNS names live in a marked block of
+each host's /etc/hosts, rewritten in place.
+
+Hosts file (TOML):
+
+    [ssh]                      # defaults for every host
+    user = "root"
+    key = "~/.ssh/id_ed25519"
+    known_hosts = "~/.ssh/known_hosts"
+    accept_new_host_keys = false
+    python = "python3"
+
+    [[node]]
+    name = "m1"                # m* are masters, others tablet servers, unless role = "..."
+    address = "192.0.2.10"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import select
+import shlex
+import socket
+import tarfile
+import threading
+import time
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster import state
+from cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RemoteTimeout, master_dns, role_of
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+HOSTS_BEGIN = "# faultline begin"
+HOSTS_END = "# faultline end"
+# Rewrites the marked block of /etc/hosts in place (Docker bind-mounts /etc/hosts; a rename would fail).
+_HOSTS_PY = (
+    "import sys\n"
+    "b, e, block = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+    "with open('/etc/hosts', 'r+') as f:\n"
+    "    lines = f.read().splitlines()\n"
+    "    out, skip = [], False\n"
+    "    for ln in lines:\n"
+    "        if ln.strip() == b: skip = True; continue\n"
+    "        if ln.strip() == e: skip = False; continue\n"
+    "        if not skip: out.append(ln)\n"
+    "    if block: out += [b, *block.splitlines(), e]\n"
+    "    f.seek(0); f.write('\\n'.join(out) + '\\n'); f.truncate()\n"
+)
+
+
+@dataclass
+class SSHHost:
+    name: str
+    address: str
+    role: str = ""
+    user: str = "root"
+    port: int = 22
+    key: str = "~/.ssh/id_ed25519"
+    known_hosts: str = "~/.ssh/known_hosts"
+    accept_new_host_keys: bool = False
+    python: str = "python3"
+    workdir: str = "/var/lib/faultline"
+    source_dir: str = "/opt/faultline-src"
+    iface: str = "eth0"
+    connect_timeout: float = 10.0
+    dns: list[str] = field(default_factory=list)
+
+
+def load_hosts(path: str | Path) -> list[SSHHost]:
+    """Parses a hosts file; a mistake in it is a ValueError with one clear line."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read hosts file {p}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"hosts file {p}: {exc}") from exc
+    defaults = data.get("ssh", {})
+    known = set(SSHHost.__dataclass_fields__)
+    hosts = []
+    for i, entry in enumerate(data.get("node", [])):
+        merged = {**defaults, **entry}
+        bad = set(merged) - known
+        if bad:
+            raise ValueError(f"hosts file {p}: unknown keys {', '.join(sorted(bad))}")
+        if "name" not in merged or "address" not in merged:
+            raise ValueError(f"hosts file {p}: node #{i + 1} needs name and address")
+        h = SSHHost(**merged)
+        h.role = h.role or role_of(h.name)
+        hosts.append(h)
+    if not any(h.role == "master" for h in hosts):
+        raise ValueError(f"hosts file {p}: no master (name masters m1, m2, ... or set role = \"master\")")
+    return hosts
+
+
+class _AcceptNew:
+    """paramiko policy for throwaway hosts: remember an unknown key; a *changed* key is still refused
+    (paramiko raises BadHostKeyException before asking a policy)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+
+    def missing_host_key(self, client, hostname, key) -> None:
+        with self.lock:
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class SSHRemote:
+    """One paramiko connection per node, opened lazily, reopened when it drops."""
+
+    def __init__(self, backend: SSHBackend) -> None:
+        self.b = backend
+        self._clients: dict[str, Any] = {}
+        self._locks: dict[str, threading.Lock] = {}
+
+    def _host(self, node: str) -> SSHHost:
+        return self.b.hosts[node]
+
+    def _connect(self, node: str):
+        import paramiko
+
+        h = self._host(node)
+        client = paramiko.SSHClient()
+        kh = Path(os.path.expanduser(h.known_hosts))
+        if kh.exists():
+            client.load_host_keys(str(kh))
+        if h.accept_new_host_keys:
+            client.set_missing_host_key_policy(_AcceptNew(kh))
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(h.address, port=h.port, username=h.user, key_filename=os.path.expanduser(h.key),
+                           timeout=h.connect_timeout, banner_timeout=h.connect_timeout,
+                           auth_timeout=h.connect_timeout, look_for_keys=False, allow_agent=False)
+        except paramiko.BadHostKeyException as exc:
+            raise ClusterError(f"{node}: host key of {h.address} CHANGED (not in {kh} as recorded); refusing") from exc
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                raise ClusterError(f"{node}: {h.address} is not in {kh}; add its key, or set "
+                                   "accept_new_host_keys = true for throwaway hosts") from exc
+            raise ClusterError(f"{node}: ssh to {h.user}@{h.address}:{h.port} failed: {exc}") from exc
+        except OSError as exc:
+            raise ClusterError(f"{node}: cannot reach {h.address}:{h.port}: {exc}") from exc
+        return client
+
+    def client(self, node: str, fresh: bool = False):
+        lock = self._locks.setdefault(node, threading.Lock())
+        with lock:
+            c = self._clients.get(node)
+            alive = c is not None and c.get_transport() is not None and c.get_transport().is_active()
+            if fresh or not alive:
+                if c is not None:
+                    with contextlib.suppress(Exception):
+                        c.close()
+                c = self._connect(node)
+                self._clients[node] = c
+            return c
+
+    def close(self) -> None:
+        for c in self._clients.values():
+            with contextlib.suppress(Exception):
+                c.close()
+        self._clients.clear()
+
+    def command(self, node: str, argv: Sequence[str]) -> str:
+        cmd = shlex.join(argv)
+        return cmd if self._host(node).user == "root" else f"sudo -n -- {cmd}"
+
+    def exec_bytes(self, node: str, argv: Sequence[str], timeout: float, stdin: bytes | None = None,
+                   attempts: int = 3) -> tuple[int, bytes, bytes]:
+        """Runs argv; only a session that could not be *opened* is retried (a started command never is)."""
+        import paramiko
+
+        last: Exception | None = None
+        for attempt in range(attempts):
+            try:
+                chan = self.client(node, fresh=attempt > 0).get_transport().open_session(timeout=10)
+                chan.exec_command(self.command(node, argv))
+                break
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                last = exc
+                time.sleep(min(0.5 * 2 ** attempt, 3))
+        else:
+            raise ClusterError(f"{node}: ssh session failed after {attempts} attempts: {last}")
+        return self._drain(node, chan, argv, timeout, stdin)
+
+    def _drain(self, node: str, chan, argv: Sequence[str], timeout: float,
+               stdin: bytes | None) -> tuple[int, bytes, bytes]:
+        if stdin:
+            chan.sendall(stdin)
+        chan.shutdown_write()
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                if chan.recv_ready():
+                    out += chan.recv(65536)
+                    continue
+                if chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                    continue
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    # the exit status can arrive before the last data: drain once more
+                    while chan.recv_ready():
+                        out += chan.recv(65536)
+                    while chan.recv_stderr_ready():
+                        err += chan.recv_stderr(65536)
+                    return chan.recv_exit_status(), bytes(out), bytes(err)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
+                select.select([chan], [], [], min(left, 0.5))
+        finally:
+            chan.close()
+
+    def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+        # `timeout` on the host too: the command dies with our deadline instead of lingering
+        rc, out, err = self.exec_bytes(node, ["timeout", "-k", "2", f"{max(timeout, 0.1):.1f}", *argv], timeout + 5)
+        if rc == 124:
+            raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
+        return rc, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def put(self, node: str, path: str, data: bytes) -> None:
+        """SFTP upload to a temporary name, then an atomic move (through sudo when not root)."""
+        parent = os.path.dirname(path) or "."
+        tmp = f"/tmp/.faultline-put-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+        for attempt in range(3):
+            try:
+                with self.client(node, fresh=attempt > 0).open_sftp() as sftp:
+                    sftp.putfo(io.BytesIO(data), tmp)
+                break
+            except (OSError, EOFError) as exc:
+                if attempt == 2:
+                    raise ClusterError(f"{node}: sftp upload of {path} failed: {exc}") from exc
+        rc, _, err = self.exec(node, ["sh", "-c", 'mkdir -p "$1" && mv -f "$2" "$3"', "sh", parent, tmp, path], 30)
+        if rc != 0:
+            raise ClusterError(f"{node}: cannot place {path}: {err.strip()}")
+
+    def get(self, node: str, path: str) -> bytes:
+        rc, out, err = self.exec_bytes(node, ["cat", "--", path], 60)
+        if rc != 0:
+            raise ClusterError(f"{node}: cannot read {path}: {err.decode(errors='replace').strip()}")
+        return out
+
+
+class SSHBackend(NodeBackend):
+    kind = "ssh"
+
+    def __init__(self, spec: ClusterSpec, hosts: list[SSHHost]) -> None:
+        super().__init__(spec)
+        self.hosts = {h.name: h for h in hosts}
+        self.remote = SSHRemote(self)
+
+    @classmethod
+    def from_hosts_file(cls, path: str | Path, name: str = "default", **spec: Any) -> SSHBackend:
+        hosts = load_hosts(path)
+        s = ClusterSpec.from_mapping({"name": name, "masters": sum(h.role == "master" for h in hosts),
+                                      "tservers": sum(h.role == "tserver" for h in hosts), **spec})
+        return cls(s, hosts)
+
+    def node_dir(self, node: str) -> str:
+        return self.hosts[node].workdir
+
+    def python(self, node: str) -> str:
+        return self.hosts[node].python
+
+    def source_dir(self, node: str) -> str:
+        return self.hosts[node].source_dir
+
+    def iface(self, node: str) -> str:
+        return self.hosts[node].iface
+
+    # ------------------------------------------------------------------ lifecycle
+    def up(self, spec: Any = None, log=lambda s: None) -> None:
+        if state.load("ssh", self.spec.name):
+            raise ClusterError(f"an ssh cluster named {self.spec.name!r} is up; "
+                               f"`faultline cluster down --cluster ssh --name {self.spec.name}` first")
+        k = 0
+        for h in self.hosts.values():
+            dns = h.dns or ([master_dns(k := k + 1)] if h.role == "master" else [])
+            self.info[h.name] = NodeInfo(h.name, h.role, _resolve_addr(h.address), h.address, list(dns))
+        self.spec.masters = len(self.masters())
+        self.spec.tservers = len(self.tservers())
+        try:
+            self._save()
+            self._parallel(self.upload_source, list(self.info))
+            log(f"source uploaded to {len(self.info)} hosts")
+            self._write_hosts()
+            self._parallel(self.start, list(self.info))
+            log(f"node processes started ({self.spec.daemon})")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.down()
+            raise
+
+    def upload_source(self, node: str) -> None:
+        """The `cluster` and `node` packages as a tarball over SFTP, unpacked into source_dir."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for pkg in ("cluster", "node"):
+                tar.add(REPO_ROOT / pkg, arcname=pkg,
+                        filter=lambda ti: None if "__pycache__" in ti.name or ti.name.endswith(".pyc") else ti)
+        tmp = f"/tmp/faultline-src-{self.spec.name}.tgz"
+        self.remote.put(node, tmp, buf.getvalue())
+        src = self.source_dir(node)
+        _check_removable(src)
+        self.run(node, ["sh", "-c", 'rm -rf "$1" && mkdir -p "$1" "$3" && tar -xzf "$2" -C "$1" && rm -f "$2"', "sh",
+                        src, tmp, self.node_dir(node)], 120, step="unpack source")
+
+    def _write_hosts(self, remove: bool = False) -> None:
+        block = "" if remove else "\n".join(f"{i.address}\t{n} {' '.join(i.dns)}".rstrip()
+                                            for n, i in self.info.items())
+
+        def write(n: str) -> None:
+            self.run(n, [self.python(n), "-c", _HOSTS_PY, HOSTS_BEGIN, HOSTS_END, block], 30, step="/etc/hosts")
+
+        self._parallel(write, list(self.info))
+
+    def _save(self) -> None:
+        state.save("ssh", self.spec.name, {"spec": self.spec.__dict__,
+                                           "hosts": [h.__dict__ for h in self.hosts.values()],
+                                           "nodes": {n: i.__dict__ for n, i in self.info.items()}})
+
+    @classmethod
+    def attach(cls, name: str) -> SSHBackend:
+        data = state.load("ssh", name)
+        if data is None:
+            raise ClusterError(f"no ssh cluster named {name!r}")
+        b = cls(ClusterSpec(**data["spec"]), [SSHHost(**h) for h in data["hosts"]])
+        b.info = {n: NodeInfo(**i) for n, i in data["nodes"].items()}
+        return b
+
+    def down(self) -> None:
+        """Stops the daemons, heals the network, removes the hosts block, the data and the source."""
+        def clean(n: str) -> None:
+            with contextlib.suppress(Exception):
+                self.kill(n)
+            with contextlib.suppress(Exception):
+                self.heal_network([n])
+            with contextlib.suppress(Exception):
+                self.run(n, [self.python(n), "-c", _HOSTS_PY, HOSTS_BEGIN, HOSTS_END, ""], 30)
+            with contextlib.suppress(Exception):
+                _check_removable(self.node_dir(n))
+                _check_removable(self.source_dir(n))
+                self.run(n, ["rm", "-rf", self.node_dir(n), self.source_dir(n)], 60)
+
+        self._parallel(clean, list(self.info))
+        self.remote.close()
+        state.remove("ssh", self.spec.name)
+        self.info.clear()
+
+    def destroy(self, node: str) -> None:
+        self.kill(node)
+        _check_removable(self.node_dir(node))
+        self.run(node, ["rm", "-rf", self.node_dir(node)], 60)
+        del self.info[node]
+        self._write_hosts()
+        self._save()
+
+    def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
+        """Brings back a host listed in the hosts file (after `destroy`) with empty data."""
+        if name in self.info:
+            raise ClusterError(f"node {name!r} is already in the cluster")
+        if name not in self.hosts:
+            raise ClusterError(f"no host {name!r} in the hosts file")
+        h = self.hosts[name]
+        self.info[name] = NodeInfo(name, role or h.role, _resolve_addr(h.address), h.address, [])
+        self.upload_source(name)
+        self._write_hosts()
+        self._save()
+        if start:
+            self.start(name)
+        return name
+
+    def set_dns(self, name: str, node: str) -> None:
+        target = self._node(node)
+        old = self.dns_holder(name)
+        if old == node:
+            return
+        if old is not None:
+            self.info[old].dns.remove(name)
+        target.dns.append(name)
+        self._write_hosts()
+        self._save()
+
+    def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
+        rc, out, err = self.remote.exec_bytes(node, ["tar", "-czf", "-", "-C", remote_dir, "."], 300)
+        if rc != 0:
+            raise ClusterError(f"{node}: tar {remote_dir} failed: {err.decode(errors='replace').strip()}")
+        with tarfile.open(fileobj=io.BytesIO(out), mode="r:gz") as tar:
+            tar.extractall(local_dir, filter="data")
+
+
+def _resolve_addr(address: str) -> str:
+    try:
+        return socket.gethostbyname(address)
+    except OSError:
+        return address
+
+
+def _check_removable(path: str) -> None:
+    """workdir and source_dir are deleted on down/destroy: refuse anything that looks like a system path."""
+    p = os.path.normpath(path)
+    if not p.startswith("/") or p.count("/") < 2 or p in ("/usr/lib", "/var/lib", "/opt/local", "/home/root"):
+        raise ClusterError(f"refusing to delete {path!r}: workdir and source_dir must be dedicated directories")

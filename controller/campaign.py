@@ -1,0 +1,377 @@
+"""Campaigns: a matrix of runs, each with an expectation, resumable, ending in a scorecard.
+
+A campaign file (TOML) has defaults in `[campaign]` and any number of `[[cell]]` tables; a cell's
+`workload`, `nemesis` and `bugs` may also be lists of alternatives (`workloads`, `nemeses`, `bug_sets`),
+in which case the cell expands to their product. Every cell runs once per seed and time limit.
+
+    [campaign]
+    name = "ci"
+    cluster = "docker"
+    seeds = [1, 2]
+    time_limit = 30
+
+    [[cell]]
+    name = "register-partition"
+    workload = "register"
+    nemesis = ["partition", "kill"]
+    expect = "valid"
+
+The whole file is validated before anything starts: an unknown key, workload, nemesis or bug, or a
+value of the wrong type, is one error naming the key and the valid choices. Progress is kept in
+`campaign.json` in the campaign's store after every run, so an interrupted campaign resumes where it
+stopped and never repeats a finished run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.errors import UsageError
+
+EXPECTATIONS = ("valid", "invalid")
+
+# key -> (accepted python types, description); shared by [campaign] defaults and [[cell]] tables.
+RUN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "cluster": ((str,), "docker | local | ssh"),
+    "masters": ((int,), "number of masters"),
+    "tservers": ((int,), "number of tablet servers"),
+    "concurrency": ((int,), "client workers"),
+    "time_limit": ((int, float), "seconds of workload per run"),
+    "time_limits": ((list,), "several time limits, each a run"),
+    "seeds": ((list,), "seeds, each a run"),
+    "nemesis_interval": ((int, float), "seconds between faults"),
+    "quiet_period": ((int, float), "seconds of quiet before the final reads"),
+    "rate": ((int, float), "ops/s per worker"),
+    "nodes": ((list,), "hosts for the ssh backend"),
+}
+CAMPAIGN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "name": ((str,), "campaign name"),
+    "description": ((str,), "free text"),
+    "store": ((str,), "store directory (default store/campaign-NAME)"),
+    **RUN_KEYS,
+}
+CELL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "name": ((str,), "cell name"),
+    "workload": ((str,), "one workload"),
+    "workloads": ((list,), "alternatives: one cell per workload"),
+    "nemesis": ((list, str), "nemeses run together, e.g. [\"partition\", \"kill\"]"),
+    "nemeses": ((list,), "alternatives: one cell per nemesis list"),
+    "bugs": ((list,), "injected bugs, e.g. [\"stale-leader-reads\"]"),
+    "bug_sets": ((list,), "alternatives: one cell per bug list"),
+    "expect": ((str,), "valid | invalid"),
+    **RUN_KEYS,
+}
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a campaign: a cell at one seed and time limit."""
+
+    cell: str
+    seed: int
+    time_limit: float
+    expect: str
+    opts: dict[str, Any] = field(hash=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.cell}|seed={self.seed}|t={self.time_limit:g}"
+
+
+@dataclass
+class RunRecord:
+    key: str
+    cell: str
+    seed: int
+    time_limit: float
+    expect: str
+    valid: Any
+    expectation_met: bool
+    run_dir: str | None
+    elapsed_s: float
+    cut_short: str | None = None
+    time_to_detection_s: float | None = None
+    first_anomaly: str | None = None
+
+
+@dataclass
+class Campaign:
+    name: str
+    store: Path
+    runs: list[PlannedRun]
+    source: Path
+
+
+def _check_type(where: str, key: str, value: Any, spec: Mapping[str, tuple[tuple[type, ...], str]]) -> None:
+    if key not in spec:
+        raise UsageError(f"{where}: unknown key {key!r}; valid keys: {', '.join(sorted(spec))}")
+    types, desc = spec[key]
+    # bool is an int subclass in Python; a campaign never means True for a number
+    if isinstance(value, bool) or not isinstance(value, types):
+        names = " or ".join("array" if t is list else t.__name__ for t in types)
+        raise UsageError(f"{where}: {key} must be {names} ({desc}), not {value!r}")
+
+
+def _string_list(where: str, key: str, value: Any) -> list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise UsageError(f"{where}: {key} must be a list of strings, not {value!r}")
+    return list(items)
+
+
+def _choose(where: str, key: str, value: str, valid: Sequence[str]) -> str:
+    if value not in valid:
+        raise UsageError(f"{where}: {key} {value!r} is unknown; valid: {', '.join(valid)}")
+    return value
+
+
+def load(path: str | Path, store_override: str | Path | None = None) -> Campaign:
+    """Parses and validates a campaign file completely; nothing runs until this returns."""
+    from controller import testspec
+    from nemesis.registry import NEMESES
+    from node.bugs import BUGS
+    from workloads.registry import WORKLOADS
+
+    source = Path(path)
+    if not source.is_file():
+        raise UsageError(f"campaign file {str(source)!r} does not exist")
+    try:
+        doc = tomllib.loads(source.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{source}: not valid TOML: {exc}") from None
+    for key in doc:
+        if key not in ("campaign", "cell"):
+            raise UsageError(f"{source}: unknown table {key!r}; valid: [campaign], [[cell]]")
+    head = doc.get("campaign", {})
+    if not isinstance(head, dict):
+        raise UsageError(f"{source}: [campaign] must be a table")
+    for key, value in head.items():
+        _check_type(f"{source} [campaign]", key, value, CAMPAIGN_KEYS)
+    cells = doc.get("cell", [])
+    if not isinstance(cells, list) or not cells:
+        raise UsageError(f"{source}: no [[cell]] tables: a campaign needs at least one cell")
+    name = head.get("name", source.stem)
+    defaults = {k: v for k, v in head.items() if k in RUN_KEYS}
+    workloads, nemeses, bugs = list(WORKLOADS), list(NEMESES), sorted(BUGS)
+
+    runs: list[PlannedRun] = []
+    seen_names: set[str] = set()
+    for i, cell in enumerate(cells, 1):
+        where = f"{source} cell #{i}" + (f" ({cell['name']})" if isinstance(cell.get("name"), str) else "")
+        for key, value in cell.items():
+            _check_type(where, key, value, CELL_KEYS)
+        if "expect" not in cell:
+            raise UsageError(f"{where}: missing key 'expect' (valid | invalid)")
+        expect = _choose(where, "expect", cell["expect"], EXPECTATIONS)
+        if ("workload" in cell) == ("workloads" in cell):
+            raise UsageError(f"{where}: give exactly one of 'workload' or 'workloads'")
+        wl_choices = [cell["workload"]] if "workload" in cell else _string_list(where, "workloads", cell["workloads"])
+        if "nemesis" in cell and "nemeses" in cell:
+            raise UsageError(f"{where}: give 'nemesis' or 'nemeses', not both")
+        if "nemeses" in cell:
+            nem_choices = [_string_list(where, "nemeses", n) for n in cell["nemeses"]]
+        else:
+            nem_choices = [_string_list(where, "nemesis", cell.get("nemesis", ["none"]))]
+        if "bugs" in cell and "bug_sets" in cell:
+            raise UsageError(f"{where}: give 'bugs' or 'bug_sets', not both")
+        if "bug_sets" in cell:
+            bug_choices = [_string_list(where, "bug_sets", b) for b in cell["bug_sets"]]
+        else:
+            bug_choices = [_string_list(where, "bugs", cell.get("bugs", []))]
+        for w in wl_choices:
+            _choose(where, "workload", w, workloads)
+        for ns in nem_choices:
+            for n in ns:
+                _choose(where, "nemesis", n, nemeses)
+        for bs in bug_choices:
+            for b in bs:
+                _choose(where, "bug", b, bugs)
+        merged = {**defaults, **{k: v for k, v in cell.items() if k in RUN_KEYS}}
+        seeds = merged.pop("seeds", [1])
+        if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise UsageError(f"{where}: seeds must be a non-empty list of integers, not {seeds!r}")
+        limits = merged.pop("time_limits", None) or [merged.pop("time_limit", 60)]
+        merged.pop("time_limit", None)
+        if not all(isinstance(t, int | float) and not isinstance(t, bool) and t > 0 for t in limits):
+            raise UsageError(f"{where}: time limits must be positive numbers, not {limits!r}")
+        product = list(itertools.product(wl_choices, nem_choices, bug_choices))
+        for w, ns, bs in product:
+            base = cell.get("name") or "-".join([w, *ns] + [f"bug-{b}" for b in bs])
+            cell_name = base if len(product) == 1 else "-".join([base, w, *ns, *bs])
+            if cell_name in seen_names:
+                raise UsageError(f"{where}: cell name {cell_name!r} is used twice; give each cell a unique name")
+            seen_names.add(cell_name)
+            for seed, limit in itertools.product(seeds, limits):
+                opts = {**merged, "workload": w, "nemesis": ",".join(ns), "inject_bug": ",".join(bs),
+                        "seed": seed, "time_limit": limit, "name": f"{name}-{cell_name}"}
+                testspec.build_test(opts)  # validates every option now, before anything starts
+                runs.append(PlannedRun(cell_name, seed, float(limit), expect, opts))
+    store = Path(store_override or head.get("store") or Path("store") / f"campaign-{name}")
+    return Campaign(name=name, store=store, runs=runs, source=source)
+
+
+# ---- progress file -------------------------------------------------------------------------------
+
+def state_path(campaign: Campaign) -> Path:
+    return campaign.store / "campaign.json"
+
+
+def load_state(campaign: Campaign) -> dict[str, RunRecord]:
+    path = state_path(campaign)
+    if not path.exists():
+        return {}
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is corrupt ({exc}); move it away to start the campaign afresh") from None
+    return {r["key"]: RunRecord(**r) for r in raw.get("runs", [])}
+
+
+def save_state(campaign: Campaign, records: Mapping[str, RunRecord]) -> None:
+    """Atomic: a crash while saving leaves the previous state intact."""
+    path = state_path(campaign)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    body = {"campaign": campaign.name, "source": str(campaign.source),
+            "runs": [asdict(r) for r in records.values()]}
+    with open(tmp, "w") as f:
+        json.dump(body, f, indent=1, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ---- running -------------------------------------------------------------------------------------
+
+def first_anomaly(results: Mapping[str, Any], times: Mapping[int, int]) -> tuple[float | None, str | None]:
+    """(seconds since the run began, description) of the earliest anomaly any checker reported.
+
+    A checker's evidence names the offending operation (`op`, `first_anomaly` or `bad_op`) either with
+    its own `time` or by history indexes (`complete_index`, `invoke_index`, `index`); the anomaly
+    counts from when it became observable: the op's completion. `times` maps history index -> time (ns).
+    """
+    best: tuple[float | None, str | None] = (None, None)
+
+    def op_time(op: Mapping[str, Any]) -> float | None:
+        for k in ("complete_index", "index", "invoke_index"):
+            if isinstance(op.get(k), int) and op[k] in times:
+                return times[op[k]] / 1e9
+        return op["time"] / 1e9 if isinstance(op.get("time"), int | float) else None
+
+    def visit(node: Any, path: str) -> None:
+        nonlocal best
+        if isinstance(node, Mapping):
+            if node.get("valid") is False:
+                for candidate in (node.get("failure"), node):
+                    op = candidate.get("op") or candidate.get("first_anomaly") or candidate.get("bad_op") \
+                        if isinstance(candidate, Mapping) else None
+                    if isinstance(op, Mapping) and (t := op_time(op)) is not None:
+                        if best[0] is None or t < best[0]:
+                            desc = {k: op[k] for k in ("process", "f", "key", "value") if k in op}
+                            best = (t, f"{path or 'checker'}: {json.dumps(desc, default=str)}")
+                        break
+                else:
+                    if best[1] is None:
+                        best = (best[0], path or "checker")
+            for k, v in node.items():
+                if isinstance(v, Mapping | list):
+                    visit(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(node, list):
+            for v in node[:50]:
+                visit(v, path)
+
+    visit(results, "")
+    return best
+
+
+def history_times(run_dir: str | Path | None) -> dict[int, int]:
+    """index -> time (ns) of a stored run's history; empty if there is none."""
+    from checkers.history import read_jsonl
+
+    path = Path(run_dir or "") / "history.jsonl"
+    if not run_dir or not path.exists():
+        return {}
+    return {op["index"]: op["time"] for op in read_jsonl(path) if "index" in op and "time" in op}
+
+
+RunFn = Callable[[dict[str, Any], Path], Any]
+
+
+def execute(campaign: Campaign, run_fn: RunFn, *, on_start: Callable[[PlannedRun, int, int], None] | None = None,
+            on_done: Callable[[RunRecord], None] | None = None) -> dict[str, RunRecord]:
+    """Runs every planned run not yet finished, saving progress after each. `run_fn(test, store)`
+    returns an Outcome (controller.runner). A run cut short by Ctrl-C is not recorded, so a resume
+    runs it again; KeyboardInterrupt propagates after the state is saved."""
+    import time
+
+    from controller import testspec
+
+    records = load_state(campaign)
+    todo = [r for r in campaign.runs if r.key not in records]
+    for n, planned in enumerate(todo, 1):
+        if on_start:
+            on_start(planned, n, len(todo))
+        test = testspec.build_test(planned.opts)
+        t0 = time.monotonic()
+        outcome = run_fn(test, campaign.store)
+        elapsed = time.monotonic() - t0
+        if outcome.cut_short and "interrupt" in str(outcome.cut_short).lower():
+            raise KeyboardInterrupt
+        t_detect, anomaly = (first_anomaly(outcome.results, history_times(outcome.run_dir))
+                             if outcome.valid is False else (None, None))
+        record = RunRecord(
+            key=planned.key, cell=planned.cell, seed=planned.seed, time_limit=planned.time_limit,
+            expect=planned.expect, valid=outcome.valid,
+            expectation_met=(outcome.valid is True) if planned.expect == "valid" else (outcome.valid is False),
+            run_dir=str(outcome.run_dir) if outcome.run_dir else None, elapsed_s=round(elapsed, 2),
+            cut_short=outcome.cut_short, time_to_detection_s=t_detect, first_anomaly=anomaly,
+        )
+        records[planned.key] = record
+        save_state(campaign, records)
+        if on_done:
+            on_done(record)
+    return records
+
+
+@dataclass
+class CellSummary:
+    cell: str
+    expect: str
+    runs: int
+    valid: int
+    invalid: int
+    unknown: int
+    met: int
+    median_detection_s: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.met == self.runs
+
+
+def summarize(campaign: Campaign, records: Mapping[str, RunRecord]) -> list[CellSummary]:
+    out: list[CellSummary] = []
+    cells: dict[str, list[RunRecord]] = {}
+    expects: dict[str, str] = {}
+    for planned in campaign.runs:
+        expects[planned.cell] = planned.expect
+        cells.setdefault(planned.cell, [])
+        if planned.key in records:
+            cells[planned.cell].append(records[planned.key])
+    for cell, recs in cells.items():
+        detections = [r.time_to_detection_s for r in recs if r.time_to_detection_s is not None]
+        out.append(CellSummary(
+            cell=cell, expect=expects[cell], runs=len(recs),
+            valid=sum(r.valid is True for r in recs), invalid=sum(r.valid is False for r in recs),
+            unknown=sum(r.valid not in (True, False) for r in recs), met=sum(r.expectation_met for r in recs),
+            median_detection_s=round(statistics.median(detections), 2) if detections else None,
+        ))
+    return out

@@ -1,0 +1,166 @@
+"""`faultline cluster up|status|logs|down|image`: bring a cluster of the store up and down by hand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+HELP = "bring a cluster up or down (docker, local namespaces, ssh hosts); show status and logs; build the image"
+DESCRIPTION = (
+    "Clusters of the store: 'up' starts masters and tablet servers on Docker (default), in network "
+    "namespaces on this machine (--cluster local, needs root) or on real hosts over SSH (--cluster ssh "
+    "--hosts FILE); 'status' lists nodes, roles, addresses, DNS names and the leading master; 'logs NODE' "
+    "prints a node's log; 'down' removes a cluster ('down --all' removes everything Faultline made on this "
+    "machine); 'image' builds the node image (cached by a hash of its inputs)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def common(p: argparse.ArgumentParser, default_name: str | None) -> None:
+        p.add_argument("--cluster", choices=["docker", "local", "ssh"], default=None,
+                       help="backend (default: docker for up; for the others, wherever the cluster is)")
+        p.add_argument("--name", default=default_name,
+                       help="cluster name" + (f" (default {default_name})" if default_name else
+                                              " (default: the only cluster that is up)"))
+
+    up = sub.add_parser("up", help="start a cluster", description="Start masters and tablet servers.")
+    common(up, "default")
+    up.add_argument("--masters", type=int, default=3, help="number of masters (default 3)")
+    up.add_argument("--tservers", type=int, default=5, help="number of tablet servers (default 5)")
+    up.add_argument("--hosts", metavar="FILE", help="ssh backend: TOML hosts file (see docs/cluster.md)")
+    up.add_argument("--daemon", choices=["auto", "node", "placeholder", "none"], default="auto",
+                    help="what runs on each node: the store (node), a TCP stand-in (placeholder) or nothing; "
+                         "auto = node when the store is in this checkout")
+    up.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
+                    help="start the nodes with an injected bug (repeatable)")
+    up.add_argument("--json", action="store_true", help="print the cluster description as JSON")
+
+    st = sub.add_parser("status", help="nodes, roles, addresses, DNS names, leader")
+    common(st, None)
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+
+    lg = sub.add_parser("logs", help="print a node's log")
+    common(lg, None)
+    lg.add_argument("node", help="node name (m1, t3, ...)")
+
+    dn = sub.add_parser("down", help="remove a cluster (or --all)")
+    common(dn, None)
+    dn.add_argument("--all", action="store_true",
+                    help="remove every Faultline container, network, namespace and recorded ssh cluster")
+
+    im = sub.add_parser("image", help="build the node image unless it is cached")
+    im.add_argument("--rebuild", action="store_true", help="build even if an image with the same inputs exists")
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _find(args: argparse.Namespace):
+    """The (kind, name) the user means: explicit flags, or the only cluster that is up."""
+    from cluster.backends import KINDS, list_clusters
+    from controller.errors import UsageError
+
+    kinds = (args.cluster,) if args.cluster else KINDS
+    found = list_clusters(kinds)
+    if args.name:
+        found = [(k, n) for k, n in found if n == args.name]
+    if not found:
+        where = args.cluster or "any backend"
+        raise UsageError(f"no cluster{' named ' + repr(args.name) if args.name else ''} is up on {where}")
+    if len(found) > 1:
+        raise UsageError("several clusters are up: " + ", ".join(f"{n} ({k})" for k, n in found)
+                         + "; pick one with --name/--cluster")
+    return found[0]
+
+
+def run(args: argparse.Namespace) -> int:
+    from cluster.base import ClusterError
+    from controller.errors import UsageError
+
+    try:
+        return _dispatch(args)
+    except ClusterError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from cluster.backends import attach, make_backend, remove_everything
+    from controller.errors import UsageError
+
+    if args.action == "image":
+        from cluster.image import ImageBuildError, build_image
+
+        try:
+            rep = build_image(args.rebuild, log=_err)
+        except ImageBuildError as exc:
+            raise UsageError(f"image build: {exc}") from exc
+        print(f"{rep.tag} built in {rep.seconds:.1f} s" if rep.built else f"{rep.tag} is up to date")
+        return 0
+
+    if args.action == "up":
+        kind = args.cluster or "docker"
+        if kind == "ssh" and not args.hosts:
+            raise UsageError("--cluster ssh needs --hosts FILE")
+        spec = {"name": args.name, "masters": args.masters, "tservers": args.tservers, "daemon": args.daemon,
+                "inject_bugs": args.inject_bug}
+        try:
+            backend = make_backend(kind, spec, hosts=args.hosts)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        t0 = time.monotonic()
+        backend.up(log=lambda s: _err(f"  {s}"))
+        desc = backend.describe()
+        if args.json:
+            print(json.dumps(desc, indent=1))
+        else:
+            _print_status(backend, desc, leader=None)
+            _err(f"cluster {args.name} ({kind}) up in {time.monotonic() - t0:.1f} s")
+        return 0
+
+    if args.action == "down" and args.all:
+        n = remove_everything(log=_err)
+        print(f"removed {n} Faultline object(s)")
+        return 0
+
+    kind, name = _find(args)
+    backend = attach(kind, name)
+    if args.action == "down":
+        backend.down()
+        print(f"cluster {name} ({kind}) removed")
+        return 0
+    if args.action == "logs":
+        if args.node not in backend.info:
+            raise UsageError(f"no node {args.node!r} in cluster {name} (nodes: {', '.join(backend.info)})")
+        sys.stdout.write(backend.logs(args.node))
+        return 0
+    # status
+    desc = backend.describe()
+    desc["daemons"] = {}
+    for n in backend.nodes():
+        try:
+            desc["daemons"][n] = backend.daemon_status(n)
+        except Exception as exc:
+            desc["daemons"][n] = f"unknown ({type(exc).__name__})"
+    leader = backend.leader_master()
+    desc["leader"] = leader
+    if args.json:
+        print(json.dumps(desc, indent=1))
+    else:
+        _print_status(backend, desc, leader)
+    return 0
+
+
+def _print_status(backend, desc: dict, leader: str | None) -> None:
+    print(f"cluster {desc['name']} ({desc['backend']}), masters at {','.join(desc['master_addresses'])}")
+    print(f"{'NODE':<6} {'ROLE':<8} {'ADDRESS':<16} {'DNS':<12} {'DAEMON':<10}")
+    for n in desc["nodes"]:
+        state = desc.get("daemons", {}).get(n["name"], "-")
+        mark = "  <- leader" if leader and leader == n["name"] else ""
+        print(f"{n['name']:<6} {n['role']:<8} {n['address']:<16} {','.join(n['dns']) or '-':<12} {state:<10}{mark}")
+    if "leader" in desc:
+        print(f"leader: {leader or 'unknown (no master answered)'}")

@@ -1,0 +1,100 @@
+"""`faultline run`: one test (or several) against a real cluster, recorded and checked."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+HELP = "run a workload under faults against a cluster, record the history and check it"
+DESCRIPTION = (
+    "Brings up a cluster (or reuses one), drives concurrent clients with the chosen workload while the "
+    "nemesis injects faults, heals everything, runs the final reads, then checks the history. The run is "
+    "stored under STORE/<test-name>/<time>/ (test.json, history.jsonl, results.json, plots, report). "
+    "Ctrl-C stops cleanly (heals, keeps the history, checks what it has); a second Ctrl-C stops at once "
+    "but still heals. Exit codes: 0 valid, 1 invalid, 2 unknown or cut short, 254 bad options, 255 crash."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nemesis.registry import NEMESES
+    from node.bugs import BUGS
+    from workloads.registry import WORKLOADS
+
+    p.add_argument("--workload", "-w", default="register", metavar="NAME",
+                   help=f"what the clients do: {', '.join(WORKLOADS)} (default register)")
+    p.add_argument("--nemesis", "-n", default="none", metavar="A,B,...",
+                   help=f"faults, comma-separated, interleaved on a schedule: {', '.join(NEMESES)} (default none)")
+    p.add_argument("--nemesis-interval", type=str, default=None, metavar="S",
+                   help="seconds between a fault's start and stop, and between faults (default 10)")
+    p.add_argument("--time-limit", type=str, default=None, metavar="S", help="length of the main phase (default 60)")
+    p.add_argument("--concurrency", "-c", type=str, default=None, metavar="N", help="client workers (default 10)")
+    p.add_argument("--cluster", default="docker", metavar="KIND",
+                   help="where the nodes run: docker (default), local (network namespaces, root) or ssh")
+    p.add_argument("--cluster-name", default=None, metavar="NAME", help="name of the cluster (default faultline)")
+    p.add_argument("--nodes", default=None, metavar="HOST,...", help="hosts for --cluster ssh")
+    p.add_argument("--masters", type=str, default=None, metavar="N", help="master nodes (default 3)")
+    p.add_argument("--tservers", type=str, default=None, metavar="N", help="tablet servers (default 5)")
+    p.add_argument("--seed", type=str, default=None, metavar="N",
+                   help="seed of every random choice (default: random, recorded in test.json)")
+    p.add_argument("--test-count", type=str, default=None, metavar="N",
+                   help="run the test N times (seeds SEED, SEED+1, ...); the exit code merges the verdicts")
+    p.add_argument("--inject-bug", action="append", default=None, metavar="NAME",
+                   help=f"turn on a known bug in every node (repeatable): {', '.join(BUGS)}")
+    p.add_argument("--rate", type=str, default=None, metavar="OPS",
+                   help="target client ops/s over all workers (default: as fast as the cluster answers)")
+    p.add_argument("--leave-cluster-running", action="store_true", help="do not tear the cluster down afterwards")
+    p.add_argument("--reuse-cluster", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--quiet-period", type=str, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--store", default="store", metavar="DIR", help="where runs are stored (default ./store)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no live progress; print only the summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller import testspec
+    from controller.errors import UsageError, exit_code_for
+    from controller.runner import run_once
+
+    opts: dict[str, Any] = vars(args)
+    test = testspec.build_test(opts)
+    try:
+        from results.store import Store
+
+        Store(args.store)
+    except Exception as exc:
+        raise UsageError(f"cannot use store {args.store!r}: {exc}") from None
+    verdicts = []
+    cut = False
+    for i in range(int(test["test_count"])):
+        one = {**test, "seed": int(test["seed"]) + i}
+        out = run_once(one, args.store, quiet=args.quiet)
+        verdicts.append(out.valid)
+        cut = cut or bool(out.cut_short)
+        print(summary(out, one), flush=True)
+        if out.cut_short and "interrupted" in out.cut_short:
+            break
+    from checkers.api import merge_valid
+
+    code = exit_code_for(merge_valid(verdicts))
+    # A run cut short cannot vouch for a valid verdict: its history is partial.
+    return 2 if code == 0 and cut else code
+
+
+def summary(out: Any, test: dict[str, Any]) -> str:
+    verdict = {True: "valid", False: "INVALID"}.get(out.valid, "unknown")
+    lines = [f"{test['name']} seed {test['seed']}: {verdict} ({out.ops} history entries)"]
+    if out.cut_short:
+        lines.append(f"  cut short: {out.cut_short}")
+    wl = out.results.get("workload") if isinstance(out.results.get("workload"), dict) else {}
+    if wl and out.valid is False:
+        failure = wl.get("failure") if isinstance(wl.get("failure"), dict) else None
+        if failure and isinstance(failure.get("op"), dict):
+            op = failure["op"]
+            lines.append(f"  first non-linearizable op: key {failure.get('key')} {op.get('f')} "
+                         f"{op.get('value')!r} by process {op.get('process')} "
+                         f"(history entries {op.get('invoke_index')}..{op.get('complete_index')})")
+        for k in ("error", "anomalies", "lost", "unexpected", "duplicated", "bad"):
+            if wl.get(k):
+                lines.append(f"  {k}: {str(wl[k])[:300]}")
+    if out.run_dir is not None:
+        lines.append(f"  run: {out.run_dir}")
+    return "\n".join(lines)

@@ -1,0 +1,82 @@
+"""`faultline score`: score every run of a store on Spark and write the campaign scorecard."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+
+from controller.errors import UsageError, exit_code_for
+
+HELP = "score every run in a store on Spark: metrics, verdicts, a per-(workload, nemesis, bug) scorecard"
+DESCRIPTION = (
+    "Loads every run's history in STORE into Spark and computes per run: op counts by f and type, ok rate, "
+    "latency p50/p95/p99/max, throughput, fault windows, outages and the time to recover after each heal, "
+    "and the linearizability verdict (checked per (run, key) on the executors, by the same checker as "
+    "`faultline check`). Then per (workload, nemesis, bug): runs, valid/invalid/unknown, detection rate, "
+    "median time to first anomaly, availability. Writes scores.parquet, scorecard.json and scorecard.html "
+    "to --out (default STORE/_score). Malformed or partial runs are scored with a warning. "
+    "Exit status: 0 if every run is valid, 1 if any is invalid, 2 if any is unknown (and none invalid)."
+)
+MASTER_RE = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("store", metavar="STORE", help="store directory")
+    parser.add_argument("--master", default="local[*]",
+                        help="Spark master: local[*] (default), local[N], or spark://HOST:7077 for a standalone "
+                             "cluster (the store must be at the same path on every worker)")
+    parser.add_argument("--out", metavar="DIR", default=None, help="output directory (default STORE/_score)")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="S",
+                        help="seconds per (run, key) linearizability check; beyond it the verdict is unknown")
+    parser.add_argument("--engine", choices=("spark", "pandas"), default="spark",
+                        help="pandas: the single-process baseline, same metrics without Spark")
+    parser.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from results.store import StoreError
+
+    store = Path(args.store)
+    if not store.exists():
+        raise UsageError(f"store {store} does not exist")
+    if not store.is_dir():
+        raise UsageError(f"store {store} is not a directory")
+    if not MASTER_RE.match(args.master):
+        raise UsageError(f"bad --master {args.master!r}: use local[*], local[N] or spark://HOST:PORT")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    started = time.monotonic()
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"score [{time.monotonic() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    try:
+        if args.engine == "pandas":
+            from results.spark import score_pandas
+
+            result = score_pandas(store, args.out, time_limit=args.time_limit, progress=progress)
+        else:
+            from results.spark import score
+            from results.spark_session import get_session
+
+            progress(f"starting Spark ({args.master})")
+            spark = get_session(args.master, app_name="faultline-score")
+            try:
+                result = score(spark, store, args.out, time_limit=args.time_limit, progress=progress)
+            finally:
+                spark.stop()
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    for w in result.warnings:
+        print(f"score: warning: {w}", file=sys.stderr)
+    counts = result.runs["verdict"].value_counts()
+    print(f"score: {len(result.runs)} runs, {result.total_events:,} ops in {result.seconds:.1f} s "
+          f"({result.total_events / max(result.seconds, 1e-9):,.0f} ops/s): "
+          f"{counts.get('true', 0)} valid, {counts.get('false', 0)} invalid, {counts.get('unknown', 0)} unknown; "
+          f"scorecard: {result.out_dir / 'scorecard.html'}", file=sys.stderr)
+    return exit_code_for(result.verdict)

@@ -1,0 +1,52 @@
+"""`faultline serve`: browse a store's runs, reports, plots and files in a web browser."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+
+from controller.errors import UsageError
+
+HELP = "browse a store in a web browser: runs, verdicts, reports, plots, files, zip downloads"
+DESCRIPTION = (
+    "Serves STORE over HTTP: the runs newest first with verdict colours and filters (workload, nemesis, "
+    "verdict), each run's report, plots, timeline and files, and a zip of any run. Binds 127.0.0.1 by "
+    "default; pass --host 0.0.0.0 only on a network you trust (there is no authentication)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("store", metavar="STORE", help="store directory")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+
+
+def run(args: argparse.Namespace) -> int:
+    from results.serve import make_server
+    from results.store import StoreError
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"bad port {args.port}")
+    try:
+        server = make_server(args.store, args.host, args.port, verbose=args.verbose)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    host, port = server.server_address[:2]
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        print(f"faultline serve: warning: listening on {host}, reachable from other machines", file=sys.stderr)
+    print(f"faultline serve: http://{host}:{port}/  (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

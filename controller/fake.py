@@ -1,0 +1,387 @@
+"""An in-memory cluster for testing the runner, workloads and nemeses without containers.
+
+`faultline run --cluster fake` (hidden from `--help`; for tests and demos of the harness itself) runs the
+whole lifecycle against `FakeBackend`: a single in-memory store behind a client with the node client's
+method names, whose faults make operations fail or end indeterminate (sometimes after taking effect, as
+a real timeout can). It is linearizable by construction (every op applies atomically under one lock),
+unless a bug is injected: `stale-leader-reads` makes reads during a fault return an older value, which
+the linearizability checker must catch. It is NOT a model of the real store's behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from cluster.base import MASTER_PORT, master_dns
+from node.client import (
+    AlreadyExistsError,
+    IndeterminateError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnavailableError,
+)
+
+
+class FakeIndeterminate(IndeterminateError):
+    """The outcome of a write is unknown (it may or may not have been applied)."""
+
+
+class FakeUnavailable(UnavailableError):
+    """The operation definitely did not happen (refused before sending)."""
+
+
+class FakeRemote:
+    """Answers the admin tool invocations the nemeses make, and records them for the tests."""
+
+    def __init__(self, backend: FakeBackend) -> None:
+        self.backend = backend
+        self.calls: list[tuple[str, tuple[str, ...]]] = []
+
+    def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+        argv = tuple(argv)
+        with self.backend.lock:
+            self.calls.append((node, argv))
+        if self.backend.state.get(node, "destroyed") == "destroyed":  # a container exists unless destroyed
+            return 1, "", f"{node} does not exist"
+        words = list(argv[argv.index("tool") + 1:]) if "tool" in argv else list(argv)
+        if words[:2] == ["cluster", "ksck"]:
+            text = self.backend.ksck_json()
+            return (0 if '"healthy": true' in text else 1), text, ""
+        if words[:2] == ["master", "list"]:
+            return 0, self.backend.master_list_text(), ""
+        if words[:2] == ["table", "list"]:
+            return 0, self.backend.table_list_text(), ""
+        if words[:3] == ["fs", "dump", "uuid"]:
+            return 0, f"{self.backend.uuid(node)}\n", ""
+        return 0, "", ""
+
+    def put(self, node: str, path: str, data: bytes) -> None:
+        self.backend.files[(node, path)] = data
+
+    def get(self, node: str, path: str) -> bytes:
+        return self.backend.files.get((node, path), b"")
+
+
+class FakeBackend:
+    """Implements the ClusterBackend protocol in memory; fault state degrades the fake store's clients."""
+
+    kind = "fake"
+
+    def __init__(self, seed: int = 0, error_rate: float = 0.15, latency_s: float = 0.0005) -> None:
+        self.lock = threading.RLock()
+        self.remote = FakeRemote(self)
+        self.rng = random.Random(seed)
+        self.error_rate = error_rate
+        self.latency_s = latency_s
+        self.bugs: set[str] = set()
+        self.masters: list[str] = []
+        self.tservers: list[str] = []
+        self.state: dict[str, str] = {}  # node -> running | stopped | killed | paused | destroyed
+        self.dns: dict[str, str] = {}
+        self.grudge: dict[str, set[str]] = {}
+        self.clock: dict[str, float] = {}
+        self.netems: dict[str, tuple[float, float, float]] = {}
+        self.files: dict[tuple[str, str], bytes] = {}
+        self.events: list[tuple[str, str]] = []
+        self.tables: dict[str, dict[str, Any]] = {}
+        self.history_of: dict[tuple[str, Any], list[Any]] = {}
+        self.is_up = False
+        self.heal_delay_s = float(os.environ.get("FAULTLINE_FAKE_HEAL_DELAY", "0") or 0)
+
+    # ------------------------------------------------------------ lifecycle
+    def up(self, spec: Mapping[str, Any]) -> None:
+        with self.lock:
+            n_m, n_t = int(spec.get("masters", 3)), int(spec.get("tservers", 5))
+            self.masters = [f"m{i}" for i in range(1, n_m + 1)]
+            self.tservers = [f"t{i}" for i in range(1, n_t + 1)]
+            self.state = {n: "running" for n in self.masters + self.tservers}
+            self.dns = {master_dns(i): f"m{i}" for i in range(1, n_m + 1)}
+            self.bugs = set(spec.get("inject_bugs") or [])
+            self.is_up = True
+            self.events.append(("up", ""))
+
+    def down(self) -> None:
+        with self.lock:
+            self.is_up = False
+            self.events.append(("down", ""))
+
+    def nodes(self) -> list[str]:
+        with self.lock:
+            return [n for n in self.masters + self.tservers if self.state.get(n) != "destroyed"]
+
+    def up_nodes(self) -> list[str]:
+        with self.lock:
+            return [n for n, s in self.state.items() if s == "running"]
+
+    def _set(self, node: str, state: str) -> None:
+        with self.lock:
+            if node not in self.state:
+                raise KeyError(f"no node {node}")
+            self.state[node] = state
+            self.events.append((state, node))
+
+    def start(self, node: str) -> None:
+        self._set(node, "running")
+
+    def stop(self, node: str) -> None:
+        self._set(node, "stopped")
+
+    def kill(self, node: str) -> None:
+        self._set(node, "killed")
+
+    def pause(self, node: str) -> None:
+        self._set(node, "paused")
+
+    def resume(self, node: str) -> None:
+        with self.lock:
+            if self.state.get(node) == "paused":
+                self._set(node, "running")
+
+    def destroy(self, node: str) -> None:
+        self._set(node, "destroyed")
+
+    def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
+        with self.lock:
+            role = role or ("master" if name.startswith("m") else "tserver")
+            (self.masters if role == "master" else self.tservers).append(name)
+            self.state[name] = "running" if start else "stopped"
+            self.events.append(("add", name))
+            return name
+
+    def logs(self, node: str) -> str:
+        return f"fake node {node}: {self.state.get(node)}\n"
+
+    # ------------------------------------------------------------ naming
+    def set_dns(self, name: str, node: str) -> None:
+        with self.lock:
+            self.dns[name] = node
+            self.events.append(("dns", f"{name}->{node}"))
+
+    def resolve(self, name: str) -> str:
+        return self.address(self.dns.get(name, name))
+
+    def dns_holder(self, name: str) -> str | None:
+        return self.dns.get(name)
+
+    def master_addresses(self) -> list[str]:
+        return [f"{name}:{MASTER_PORT}" for name in sorted(self.dns)]
+
+    # ------------------------------------------------------------ faults
+    def partition(self, grudge: Mapping[str, Iterable[str]]) -> None:
+        with self.lock:
+            self.grudge = {a: set(bs) for a, bs in grudge.items() if bs}
+            self.events.append(("partition", str(sorted(self.grudge))))
+
+    def heal_network(self) -> None:
+        if self.heal_delay_s:  # lets tests land a second Ctrl-C while healing
+            time.sleep(self.heal_delay_s)
+        with self.lock:
+            self.grudge = {}
+            self.netems = {}
+            self.events.append(("heal", ""))
+
+    def netem(self, node: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None:
+        with self.lock:
+            self.netems[node] = (delay_ms, jitter_ms, loss_pct)
+
+    def set_clock_offset(self, node: str, offset_s: float) -> None:
+        with self.lock:
+            self.clock[node] = offset_s
+
+    def degraded(self) -> bool:
+        with self.lock:
+            return bool(self.grudge) or any(s != "running" for n, s in self.state.items()
+                                             if s != "destroyed") or any(self.clock.values())
+
+    def residue(self) -> list[str]:
+        """What a run left behind: rules, paused or stopped nodes, clock offsets (should be empty)."""
+        with self.lock:
+            out = [f"grudge {sorted(self.grudge)}"] if self.grudge else []
+            out += [f"{n} {s}" for n, s in self.state.items() if s not in ("running", "destroyed")]
+            out += [f"clock {n} {o}" for n, o in self.clock.items() if o]
+            return out
+
+    # ------------------------------------------------------------ tool output, in the real tools' formats
+    def uuid(self, node: str) -> str:
+        return f"{sorted(self.masters + self.tservers).index(node) + 1:032x}"
+
+    def address(self, node: str) -> str:
+        return f"10.0.0.{sorted(self.masters + self.tservers).index(node) + 2}"
+
+    def master_list_text(self) -> str:
+        """`tool master list`: `uuid addr role` per master."""
+        with self.lock:
+            running = [n for n in self.masters if self.state.get(n) == "running"]
+            leader = running[0] if running else None
+            lines = []
+            for name, node in sorted(self.dns.items()):
+                role = "LEADER" if node == leader else "FOLLOWER"
+                lines.append(f"{self.uuid(node)} {name}:{MASTER_PORT} {role}")
+            return "\n".join(lines) + "\n"
+
+    def _placement(self) -> list[tuple[str, str, list[str]]]:
+        live = [t for t in self.tservers if self.state.get(t) == "running"]
+        out = []
+        for i, table in enumerate(sorted(self.tables)):
+            reps = (live[i:] + live[:i])[:3]
+            out.append((table, f"{i + 1:032x}", reps))
+        return out
+
+    def table_list_text(self) -> str:
+        """`tool table list --tablets`: the table name, then `  tablet pN STATE uuid:ROLE ...`."""
+        with self.lock:
+            lines = []
+            for table, tablet, reps in self._placement():
+                lines.append(table)
+                roles = " ".join(f"{self.uuid(r)}:{'LEADER' if j == 0 else 'FOLLOWER'}" for j, r in enumerate(reps))
+                lines.append(f"  {tablet} p0 RUNNING {roles}")
+            return "\n".join(lines) + "\n"
+
+    def ksck_json(self) -> str:
+        """`tool cluster ksck --json`: tablet servers with uuid and address, health."""
+        import json
+
+        with self.lock:
+            ts = [{"uuid": self.uuid(t), "addr": f"{self.address(t)}:7050", "live": self.state.get(t) == "running"}
+                  for t in self.tservers if self.state.get(t) != "destroyed"]
+            healthy = all(t["live"] for t in ts) and not self.grudge
+            return json.dumps({"healthy": healthy, "problems": [], "tservers": ts, "masters": [],
+                               "tables": {t: 1 for t in self.tables}})
+
+    # ------------------------------------------------------------ the store
+    def client(self, *args: Any, **kwargs: Any) -> FakeClient:
+        return FakeClient(self)
+
+
+class FakeClient:
+    """The node client's surface, over the fake store. Thread-safe; every op is atomic under one lock."""
+
+    def __init__(self, backend: FakeBackend) -> None:
+        self.b = backend
+        self.rng = random.Random(backend.rng.random())
+
+    # fault model: a degraded cluster refuses some ops and leaves some writes indeterminate
+    def _enter(self, write: bool) -> str:
+        if self.b.latency_s:
+            time.sleep(self.rng.uniform(0, 2 * self.b.latency_s))
+        if not self.b.degraded() or self.rng.random() >= self.b.error_rate:
+            return "normal"
+        if not write:
+            raise FakeUnavailable("no leader reachable (fake)")
+        return self.rng.choice(["refuse", "lost-before", "lost-after"])
+
+    def _write(self, apply: Any) -> Any:
+        mode = self._enter(True)
+        if mode == "refuse":
+            raise FakeUnavailable("not the leader (fake)")
+        if mode == "lost-before":
+            raise FakeIndeterminate("deadline exceeded (fake)")
+        with self.b.lock:
+            result = apply()
+        if mode == "lost-after":
+            raise FakeIndeterminate("connection lost after sending (fake)")
+        return result
+
+    def _rows(self, table: str) -> dict[Any, Any]:
+        t = self.b.tables.get(table)
+        if t is None:
+            raise NotFoundError(f"table {table} not found")
+        return t["rows"]
+
+    def _set_row(self, table: str, key: Any, value: Any) -> None:
+        self._rows(table)[key] = value
+        self.b.history_of.setdefault((table, key), []).append(value)
+
+    # tables (the node client's signatures)
+    def create_table(self, name: str, num_tablets: int = 3, replication: int = 3, timeout: float | None = None,
+                     wait: bool = True) -> str:
+        def apply() -> str:
+            if name in self.b.tables:
+                raise AlreadyExistsError(f"table {name} already exists")
+            self.b.tables[name] = {"rows": {}, "schema_version": 0, "num_tablets": num_tablets}
+            return f"id-{name}"
+        return self._write(apply)
+
+    def delete_table(self, name: str, timeout: float | None = None) -> None:
+        def apply() -> None:
+            if name not in self.b.tables:
+                raise NotFoundError(f"table {name} not found")
+            del self.b.tables[name]
+        self._write(apply)
+
+    def alter_table(self, name: str, schema_version: int, timeout: float | None = None) -> int:
+        def apply() -> int:
+            t = self.b.tables.get(name)
+            if t is None:
+                raise NotFoundError(f"table {name} not found")
+            if schema_version <= t["schema_version"]:
+                raise InvalidArgumentError(f"schema version must grow beyond {t['schema_version']}")
+            t["schema_version"] = schema_version
+            return schema_version
+        return self._write(apply)
+
+    def list_tables(self, timeout: float | None = None) -> list[str]:
+        self._enter(False)
+        with self.b.lock:
+            return sorted(self.b.tables)
+
+    def table_info(self, name: str, timeout: float | None = None) -> dict[str, Any]:
+        self._enter(False)
+        with self.b.lock:
+            t = self.b.tables.get(name)
+            if t is None:
+                raise NotFoundError(f"table {name} not found")
+            return {"table_id": f"id-{name}", "name": name, "num_tablets": t.get("num_tablets", 1),
+                    "replication": 3, "schema_version": t["schema_version"]}
+
+    # rows
+    def get(self, table: str, key: Any, timeout: float | None = None) -> Any:
+        self._enter(False)
+        with self.b.lock:
+            rows = self._rows(table)
+            value = rows.get(key)
+            if "stale-leader-reads" in self.b.bugs and self.b.degraded():
+                past = self.b.history_of.get((table, key), [])
+                if len(past) >= 2 and self.rng.random() < 0.5:
+                    value = self.rng.choice(past[:-1])
+            return value
+
+    def put(self, table: str, key: Any, value: Any, timeout: float | None = None) -> None:
+        self.batch(table, [("put", key, value)], timeout)
+
+    def delete(self, table: str, key: Any, timeout: float | None = None) -> None:
+        self.batch(table, [("delete", key)], timeout)
+
+    def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
+        return self.batch(table, [("cas", key, expected, new)], timeout)[0][0]
+
+    def batch(self, table: str, ops: Sequence[tuple], timeout: float | None = None) -> list[tuple[bool, Any]]:
+        """("put", k, v), ("delete", k), ("cas", k, expected, new): all apply or none (one tablet here)."""
+        def apply() -> list[tuple[bool, Any]]:
+            rows = self._rows(table)
+            prev = [rows.get(o[1]) for o in ops]
+            if any(o[0] == "cas" and rows.get(o[1]) != o[2] for o in ops):
+                return [(False, p) for p in prev]
+            for o in ops:
+                if o[0] == "put":
+                    self._set_row(table, o[1], o[2])
+                elif o[0] == "delete" or (o[0] == "cas" and o[3] is None):
+                    rows.pop(o[1], None)
+                    self.b.history_of.setdefault((table, o[1]), []).append(None)
+                else:
+                    self._set_row(table, o[1], o[3])
+            return [(True, p) for p in prev]
+        return self._write(apply)
+
+    def scan(self, table: str, start: Any = None, end: Any = None, timeout: float | None = None) -> list[tuple]:
+        self._enter(False)
+        with self.b.lock:
+            return sorted(self._rows(table).items(), key=lambda kv: (isinstance(kv[0], str), kv[0]))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,166 @@
+"""A test is a plain dict; this module builds one from options, validating everything before anything starts.
+
+Fields written to test.json: name, workload, nemesis (list), nemesis_interval, bugs (list), seed,
+time_limit, concurrency, cluster, cluster_name, masters, tservers, start_time (ISO UTC), quiet_period,
+workload_opts, cluster_spec, leave_cluster_running. Live objects (backend, recorder, connect) are added by
+the runner and never serialised (see runner.RUNTIME_KEYS).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.errors import UsageError
+
+CLUSTERS: tuple[str, ...] = ("docker", "local", "ssh")
+TEST_ONLY_CLUSTERS: tuple[str, ...] = ("fake",)  # in-memory, for testing the harness itself
+
+BACKENDS: dict[str, tuple[str, str]] = {
+    "docker": ("cluster.docker_backend", "DockerBackend"),
+    "local": ("cluster.local_backend", "LocalBackend"),
+    "ssh": ("cluster.ssh_backend", "SshBackend"),
+}
+
+
+def _choices(what: str, value: str, valid: Sequence[str]) -> UsageError:
+    return UsageError(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
+
+
+def split_list(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else [x for v in value for x in str(v).split(",")]
+    return [i.strip() for i in items if i.strip()]
+
+
+def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated test dict from options (argparse namespace vars or a campaign cell)."""
+    from nemesis.registry import NEMESES
+    from node.bugs import BUGS
+    from workloads.registry import WORKLOADS
+
+    workload = str(opts.get("workload") or "register")
+    if workload not in WORKLOADS:
+        raise _choices("workload", workload, list(WORKLOADS))
+    nemeses = split_list(opts.get("nemesis") or "none")
+    for n in nemeses:
+        if n not in NEMESES:
+            raise _choices("nemesis", n, list(NEMESES))
+    if "none" in nemeses and len(nemeses) > 1:
+        raise UsageError("--nemesis none cannot be combined with other nemeses")
+    bugs = split_list(opts.get("inject_bug"))
+    for b in bugs:
+        if b not in BUGS:
+            raise _choices("bug", b, sorted(BUGS))
+    cluster = str(opts.get("cluster") or "docker")
+    if cluster not in CLUSTERS + TEST_ONLY_CLUSTERS:
+        raise _choices("cluster", cluster, list(CLUSTERS))
+
+    def positive(name: str, default: float, integer: bool = False) -> Any:
+        raw = opts.get(name)
+        flag = "--" + name.replace("_", "-")
+        try:
+            value = int(default if raw is None else raw) if integer else float(default if raw is None else raw)
+        except (TypeError, ValueError):
+            raise UsageError(f"{flag} must be a {'whole ' if integer else ''}number, not {raw!r}") from None
+        if value <= 0:
+            raise UsageError(f"{flag} must be positive, not {raw!r}")
+        return value
+
+    time_limit = positive("time_limit", 60.0)
+    concurrency = positive("concurrency", 10, integer=True)
+    masters = positive("masters", 3, integer=True)
+    tservers = positive("tservers", 5, integer=True)
+    interval = positive("nemesis_interval", 10.0)
+    test_count = positive("test_count", 1, integer=True)
+    if "master-migrate" in nemeses and masters != 1:
+        raise UsageError("--nemesis master-migrate starts from one master: use --masters 1")
+    if tservers < 3:
+        raise UsageError("--tservers must be at least 3 (tablets are replicated three ways)")
+    seed = opts.get("seed")
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    try:
+        seed = int(seed)
+    except (TypeError, ValueError):
+        raise UsageError(f"--seed must be an integer, not {seed!r}") from None
+    cluster_name = str(opts.get("cluster_name") or "faultline")
+    if not re.match(r"^[a-z][a-z0-9-]{0,30}$", cluster_name):
+        raise UsageError(f"--cluster-name {cluster_name!r}: use lowercase letters, digits and '-' (max 31)")
+    name = str(opts.get("name") or "-".join([workload, *nemeses] + [f"bug-{b}" for b in bugs]))[:128]
+    quiet = opts.get("quiet_period")
+    test: dict[str, Any] = {
+        "name": re.sub(r"[^A-Za-z0-9._+-]", "_", name),
+        "workload": workload,
+        "nemesis": nemeses,
+        "nemesis_interval": interval,
+        "bugs": bugs,
+        "seed": seed,
+        "time_limit": time_limit,
+        "concurrency": concurrency,
+        "cluster": cluster,
+        "cluster_name": cluster_name,
+        "masters": masters,
+        "tservers": tservers,
+        "test_count": test_count,
+        "quiet_period": float(quiet) if quiet is not None else (0.2 if cluster == "fake" else 5.0),
+        "leave_cluster_running": bool(opts.get("leave_cluster_running")),
+        "reuse_cluster": bool(opts.get("reuse_cluster")),
+        "workload_opts": {"concurrency": concurrency, **({"rate": float(opts["rate"])} if opts.get("rate") else {})},
+        "hosts": split_list(opts.get("nodes")),
+    }
+    test["cluster_spec"] = {"name": cluster_name, "masters": masters, "tservers": tservers, "inject_bugs": bugs}
+    if test["hosts"]:
+        test["cluster_spec"]["hosts"] = test["hosts"]
+    return test
+
+
+def stamp(test: dict[str, Any]) -> dict[str, Any]:
+    """A copy for one run: start time now, master DNS names, node lists."""
+    out = dict(test)
+    out["start_time"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    out["master_names"] = [f"master-{i}" for i in range(1, int(test["masters"]) + 1)]
+    out["tservers_list"] = [f"t{i}" for i in range(1, int(test["tservers"]) + 1)]
+    return out
+
+
+def make_backend(test: Mapping[str, Any]) -> Any:
+    """The cluster backend object for the test (not started)."""
+    kind = test["cluster"]
+    if kind == "fake":
+        from controller.fake import FakeBackend
+
+        return FakeBackend(seed=int(test["seed"]))
+    import importlib
+
+    module, cls = BACKENDS[kind]
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise UsageError(f"the {kind} cluster backend is not available in this installation ({exc})") from None
+    from cluster.base import ClusterSpec
+
+    try:
+        spec = ClusterSpec.from_mapping(test["cluster_spec"])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return getattr(mod, cls)(spec)
+
+
+def connector(test: Mapping[str, Any], backend: Any) -> Any:
+    """A zero-argument callable returning a node client connected to the test's cluster."""
+    if hasattr(backend, "client") and test["cluster"] == "fake":
+        return backend.client
+    timeout = float(test.get("op_timeout_s", 5))
+
+    def connect() -> Any:
+        from node.client import KuduClient  # type: ignore[attr-defined]
+
+        # DNS names plus the backend's resolver, so the client follows a name moved by master-replace
+        return KuduClient(backend.master_addresses(), resolve=backend.resolve, default_timeout_s=timeout)
+
+    return connect

@@ -1,0 +1,238 @@
+"""What the nemeses share: node selection, running the node's admin tools, and asking the cluster who leads.
+
+Leaders are asked of the cluster (the masters' own view through `tool master list`, tablet leaders through
+`tool cluster ksck`), never guessed, so `partition-leader` and `kill leaders` hit the real leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from controller.generator import Context
+
+log = logging.getLogger("faultline.nemesis")
+Op = dict[str, Any]
+
+ROLES = ("masters", "tservers", "all")
+SUBSETS = ("one", "minority", "majority", "all", "leaders")
+
+
+class NemesisError(RuntimeError):
+    """A fault could not be applied or healed; the message names the step."""
+
+
+def backend(test: Mapping[str, Any]) -> Any:
+    b = test.get("backend")
+    if b is None:
+        raise NemesisError("the test has no cluster backend")
+    return b
+
+
+def nemesis_rng(test: Mapping[str, Any], salt: str) -> random.Random:
+    """A generator of the run's seed, one per nemesis, so choices replay with the seed."""
+    return random.Random(f"{test.get('seed', 0)}:{salt}")
+
+
+def role_nodes(test: Mapping[str, Any], role: str) -> list[str]:
+    """The live (not destroyed) nodes of a role: masters, tservers or all."""
+    nodes = list(backend(test).nodes())
+    if role == "masters":
+        return sorted(n for n in nodes if re.match(r"^m\d+$", n))
+    if role == "tservers":
+        return sorted(n for n in nodes if re.match(r"^t\d+$", n))
+    return sorted(nodes)
+
+
+def pick_subset(nodes: Sequence[str], subset: str, rng: random.Random, leaders: Sequence[str] = ()) -> list[str]:
+    nodes = sorted(nodes)
+    if not nodes:
+        return []
+    shuffled = list(nodes)
+    rng.shuffle(shuffled)
+    if subset == "one":
+        return shuffled[:1]
+    if subset == "minority":
+        return sorted(shuffled[: max(1, (len(nodes) - 1) // 2)])
+    if subset == "majority":
+        return sorted(shuffled[: len(nodes) // 2 + 1])
+    if subset == "all":
+        return nodes
+    if subset == "leaders":
+        return sorted(set(leaders) & set(nodes)) or shuffled[:1]
+    raise ValueError(f"unknown node subset {subset!r}; valid: {', '.join(SUBSETS)}")
+
+
+def tool(test: Mapping[str, Any], node: str, args: Sequence[str], timeout: float = 60,
+         check: bool = True) -> tuple[int, str, str]:
+    """Runs `python -m node tool ARGS` on `node` through the backend's Remote."""
+    b = backend(test)
+    argv: list[str] = []
+    if hasattr(b, "source_dir"):
+        argv = ["env", f"PYTHONPATH={b.source_dir(node)}"]
+    python = b.python(node) if hasattr(b, "python") else "python3"
+    argv += [python, "-m", "node", "tool", *args]
+    rc, out, err = b.remote.exec(node, argv, timeout)
+    if check and rc != 0:
+        raise NemesisError(f"{node}: tool {' '.join(args[:3])} failed (exit {rc}): {(err or out).strip()[-400:]}")
+    return rc, out, err
+
+
+def masters_arg(test: Mapping[str, Any]) -> str:
+    return ",".join(backend(test).master_addresses())
+
+
+def dns_holder(test: Mapping[str, Any], name: str) -> str | None:
+    """The node that currently holds a master DNS name (moved by master-replace)."""
+    b = backend(test)
+    if hasattr(b, "dns_holder"):
+        return b.dns_holder(name)
+    dns = getattr(b, "dns", None) or test.get("dns") or {}
+    return dns.get(name)
+
+
+def node_of_address(test: Mapping[str, Any], addr: str) -> str | None:
+    """The node behind HOST:PORT, where HOST is a node name, a master DNS name or an address."""
+    host = addr.rsplit(":", 1)[0]
+    b = backend(test)
+    if host in b.nodes():
+        return host
+    holder = dns_holder(test, host)
+    if holder:
+        return holder
+    for n in b.nodes():
+        try:
+            if b.resolve(n) == host or (hasattr(b, "address") and b.address(n) == host):
+                return n
+        except Exception:
+            continue
+    return None
+
+
+def first_up(test: Mapping[str, Any], nodes: Sequence[str]) -> str:
+    """A node to run a tool from: any of `nodes` that answers a trivial command."""
+    b = backend(test)
+    for n in nodes:
+        try:
+            if b.remote.exec(n, ["true"], 10)[0] == 0:
+                return n
+        except Exception:
+            continue
+    raise NemesisError(f"no reachable node among {', '.join(nodes)}")
+
+
+def _tool_anywhere(test: Mapping[str, Any], args: Sequence[str], timeout: float = 30) -> tuple[int, str, str]:
+    runner = first_up(test, role_nodes(test, "masters") + role_nodes(test, "tservers"))
+    return tool(test, runner, args, timeout=timeout, check=False)
+
+
+def master_roles(test: Mapping[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """`tool master list`: (uuid, addr, role, voter) per master, from the leader's view."""
+    rc, out, _ = _tool_anywhere(test, ["master", "list", masters_arg(test)], timeout=20)
+    if rc != 0:
+        return []
+    rows = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and ":" in parts[1]:
+            rows.append((parts[0], parts[1], parts[2].upper(), "non-voter" not in line))
+    return rows
+
+
+def master_leader(test: Mapping[str, Any]) -> str | None:
+    """The node of the current leader master, as the masters report it (None if none)."""
+    try:
+        for _, addr, role, _ in master_roles(test):
+            if role == "LEADER":
+                return node_of_address(test, addr)
+    except Exception as exc:
+        log.warning("cannot ask for the leader master: %s", exc)
+    return None
+
+
+def ksck(test: Mapping[str, Any], timeout: float = 60) -> tuple[bool, dict[str, Any]]:
+    """(healthy, report) from `tool cluster ksck --json`."""
+    import json
+
+    try:
+        rc, out, err = _tool_anywhere(test, ["cluster", "ksck", masters_arg(test), "--json"], timeout=timeout)
+    except Exception as exc:
+        return False, {"problems": [str(exc)]}
+    try:
+        rep = json.loads(out)
+    except ValueError:
+        return False, {"problems": [(err or out).strip()[-300:]]}
+    return rc == 0 and bool(rep.get("healthy")), rep
+
+
+def tserver_nodes(test: Mapping[str, Any]) -> dict[str, str]:
+    """uuid -> node for the tablet servers the masters know."""
+    _, rep = ksck(test)
+    out = {}
+    for t in rep.get("tservers", []):
+        node = node_of_address(test, str(t.get("addr", "")))
+        if node:
+            out[str(t["uuid"])] = node
+    return out
+
+
+def tablets(test: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every tablet from `tool table list --tablets`: tablet, table, leader (uuid), replicas (uuids),
+    replica_nodes and leader_node (node names, None when unknown)."""
+    rc, out, _ = _tool_anywhere(test, ["table", "list", masters_arg(test), "--tablets"], timeout=30)
+    if rc != 0:
+        return []
+    nodes = tserver_nodes(test)
+    result = []
+    table = None
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith(" "):
+            table = line.strip()
+            continue
+        parts = line.split()
+        reps = [p.split(":", 1) for p in parts[3:] if ":" in p]
+        uuids = [u for u, _ in reps]
+        leader = next((u for u, role in reps if role.upper() == "LEADER"), None)
+        result.append({"tablet": parts[0], "table": table, "state": parts[2] if len(parts) > 2 else "",
+                       "leader": leader, "replicas": uuids, "replica_nodes": [nodes.get(u) for u in uuids],
+                       "leader_node": nodes.get(leader) if leader else None})
+    return result
+
+
+def tablet_leaders(test: Mapping[str, Any]) -> list[str]:
+    return sorted({t["leader_node"] for t in tablets(test) if t.get("leader_node")})
+
+
+def wait_until(pred: Callable[[], bool], timeout_s: float, interval_s: float = 1.0, what: str = "") -> bool:
+    """Polls `pred` until true or the deadline; bounded in time and count."""
+    deadline = time.monotonic() + timeout_s
+    for _ in range(int(timeout_s / max(interval_s, 0.01)) + 2):
+        try:
+            if pred():
+                return True
+        except Exception as exc:
+            log.info("waiting for %s: %s", what, exc)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(interval_s)
+    return False
+
+
+def done(op: Op, value: Any = None, kind: str = "ok", **extra: Any) -> Op:
+    out = {**op, "type": kind, **extra}
+    if value is not None:
+        out["value"] = value
+    return out
+
+
+def choice_op(f: str, choices: Mapping[str, Sequence[Any]]) -> Callable[[Context], Op]:
+    """An op whose value draws each field from its choices with the run's randomness."""
+    def make(ctx: Context) -> Op:
+        return {"f": f, "value": {k: ctx.rng.choice(list(v)) for k, v in choices.items()}}
+    return make

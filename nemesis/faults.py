@@ -1,0 +1,185 @@
+"""Transient faults: partitions, process kills and pauses, clock skew. Each starts, stops and heals.
+
+Every start op's completion names exactly what was done (the grudge, the nodes killed, the offsets), so
+the history alone tells which fault was active when.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from nemesis import grudge as gr
+from nemesis.base import (
+    NemesisError,
+    Op,
+    backend,
+    done,
+    log,
+    master_leader,
+    nemesis_rng,
+    pick_subset,
+    role_nodes,
+    tablet_leaders,
+)
+
+
+class PartitionNemesis:
+    """start-partition {shape, targets} cuts the network with a grudge; stop-partition heals it."""
+
+    fs = frozenset({"start-partition", "stop-partition"})
+
+    def __init__(self) -> None:
+        self.rng = None
+        self.active = False
+
+    def setup(self, test: Mapping[str, Any]) -> PartitionNemesis:
+        self.rng = nemesis_rng(test, "partition")
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        if op["f"] == "stop-partition":
+            backend(test).heal_network()
+            self.active = False
+            return done(op)
+        v = op.get("value") or {}
+        shape, targets = v.get("shape", "one"), v.get("targets", "all")
+        nodes = role_nodes(test, targets)
+        leader = None
+        if shape == "leader":
+            leader = master_leader(test) if targets != "tservers" else next(iter(tablet_leaders(test)), None)
+        grudge = gr.shape(shape, nodes, self.rng, leader=leader)
+        backend(test).partition(grudge)
+        self.active = True
+        return done(op, {"shape": shape, "targets": targets, "groups": gr.describe(grudge),
+                         "grudge": gr.to_json(grudge), **({"leader": leader} if leader else {})})
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        backend(test).heal_network()
+        self.active = False
+
+
+class ProcessNemesis:
+    """start-kill / start-pause on a subset of a role's nodes (or the current leaders); stop restarts them.
+
+    `mode` is "kill" (SIGKILL, then start) or "pause" (SIGSTOP, then SIGCONT).
+    """
+
+    def __init__(self, mode: str) -> None:
+        if mode not in ("kill", "pause"):
+            raise ValueError(mode)
+        self.mode = mode
+        self.fs = frozenset({f"start-{mode}", f"stop-{mode}"})
+        self.affected: set[str] = set()
+        self.rng = None
+        self.lock = threading.Lock()
+
+    def setup(self, test: Mapping[str, Any]) -> ProcessNemesis:
+        self.rng = nemesis_rng(test, self.mode)
+        return self
+
+    def _leaders(self, test: Mapping[str, Any], role: str) -> list[str]:
+        out = []
+        if role in ("masters", "all"):
+            m = master_leader(test)
+            if m:
+                out.append(m)
+        if role in ("tservers", "all"):
+            out += tablet_leaders(test)[:1]
+        return out
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        b = backend(test)
+        if op["f"].startswith("stop-"):
+            revived = self._revive(test)
+            return done(op, {"nodes": revived})
+        v = op.get("value") or {}
+        role, subset = v.get("targets", "all"), v.get("subset", "one")
+        leaders = self._leaders(test, role) if subset == "leaders" else []
+        victims = pick_subset(role_nodes(test, role), subset, self.rng, leaders)
+        hit = []
+        for n in victims:
+            with self.lock:
+                self.affected.add(n)  # before the act: a crash in between still gets healed
+            (b.kill if self.mode == "kill" else b.pause)(n)
+            hit.append(n)
+        return done(op, {"targets": role, "subset": subset, "nodes": hit})
+
+    def _revive(self, test: Mapping[str, Any]) -> list[str]:
+        b = backend(test)
+        with self.lock:
+            nodes = sorted(self.affected)
+        errors = []
+        for n in nodes:
+            try:
+                (b.start if self.mode == "kill" else b.resume)(n)
+                with self.lock:
+                    self.affected.discard(n)
+            except Exception as exc:
+                errors.append(f"{n}: {exc}")
+        if errors:
+            raise NemesisError(f"could not {'restart' if self.mode == 'kill' else 'resume'}: {'; '.join(errors)}")
+        return nodes
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        self._revive(test)
+
+
+class ClockNemesis:
+    """Bumps, strobes and resets node clocks through libfaketime (`set_clock_offset`), never the host's.
+
+    start-clock {kind: bump|strobe, targets, subset}: bump sets a random offset of up to +-`max_skew_s`;
+    strobe flips between that offset and none every `strobe_period_s` for `strobe_s`, then leaves the
+    offset set. stop-clock resets every touched node to zero.
+    """
+
+    fs = frozenset({"start-clock", "stop-clock"})
+
+    def __init__(self, max_skew_s: float = 5.0, strobe_s: float = 3.0, strobe_period_s: float = 0.25) -> None:
+        self.max_skew_s, self.strobe_s, self.strobe_period_s = max_skew_s, strobe_s, strobe_period_s
+        self.touched: set[str] = set()
+        self.rng = None
+
+    def setup(self, test: Mapping[str, Any]) -> ClockNemesis:
+        self.rng = nemesis_rng(test, "clock")
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        b = backend(test)
+        if op["f"] == "stop-clock":
+            nodes = self._reset(test)
+            return done(op, {"nodes": nodes})
+        v = op.get("value") or {}
+        kind = v.get("kind", "bump")
+        victims = pick_subset(role_nodes(test, v.get("targets", "all")), v.get("subset", "one"), self.rng)
+        offsets = {n: round(self.rng.uniform(-self.max_skew_s, self.max_skew_s), 3) for n in victims}
+        self.touched |= set(victims)
+        if kind == "strobe":
+            deadline = time.monotonic() + self.strobe_s
+            flip = False
+            for _ in range(int(self.strobe_s / self.strobe_period_s) + 1):
+                if time.monotonic() >= deadline:
+                    break
+                flip = not flip
+                for n, off in offsets.items():
+                    b.set_clock_offset(n, off if flip else 0.0)
+                time.sleep(self.strobe_period_s)
+        for n, off in offsets.items():
+            b.set_clock_offset(n, off)
+        return done(op, {"kind": kind, "offsets": offsets})
+
+    def _reset(self, test: Mapping[str, Any]) -> list[str]:
+        b = backend(test)
+        nodes = sorted(self.touched)
+        for n in nodes:
+            try:
+                b.set_clock_offset(n, 0.0)
+                self.touched.discard(n)
+            except Exception as exc:
+                log.warning("clock reset on %s failed: %s", n, exc)
+        return nodes
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        self._reset(test)

@@ -1,0 +1,148 @@
+"""Nemesis packages by name, and their composition.
+
+A package is a dict {"nemesis", "generator", "final_generator"}. `compose(names, interval_s)` merges
+several: one composite nemesis that routes each op to the package that handles its `f`; their schedules
+run side by side (each package cycles wait, start, wait, stop, offset from the others so faults overlap
+and interleave); the final generator stops every package's fault, and `heal` heals them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from controller import generator as gen
+from nemesis import faults, topology
+from nemesis.base import ROLES, Op, choice_op
+from nemesis.grudge import SHAPES
+
+ALL_SUBSETS = ("one", "minority", "majority", "leaders")
+
+
+def _start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float) -> tuple[gen.Gen, gen.Gen]:
+    start = gen.limit(1, gen.repeat(choice_op(f"start-{f}", choices)))
+    stop = gen.once({"f": f"stop-{f}", "value": None})
+    schedule = gen.cycle(gen.seq(gen.sleep(interval_s), start, gen.sleep(interval_s), stop))
+    return schedule, gen.once({"f": f"stop-{f}", "value": None})
+
+
+def partition_package(shapes: Sequence[str], interval_s: float) -> dict[str, Any]:
+    sched, final = _start_stop("partition", {"shape": shapes, "targets": ROLES}, interval_s)
+    return {"nemesis": faults.PartitionNemesis(), "generator": sched, "final_generator": final}
+
+
+def process_package(mode: str, interval_s: float) -> dict[str, Any]:
+    sched, final = _start_stop(mode, {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS}, interval_s)
+    return {"nemesis": faults.ProcessNemesis(mode), "generator": sched, "final_generator": final}
+
+
+def clock_package(interval_s: float) -> dict[str, Any]:
+    sched, final = _start_stop("clock", {"kind": ("bump", "strobe"), "targets": ROLES,
+                                         "subset": ("one", "minority", "majority")}, interval_s)
+    return {"nemesis": faults.ClockNemesis(), "generator": sched, "final_generator": final}
+
+
+def one_shot_package(nemesis: Any, f: str, interval_s: float, value: Callable[[gen.Context], Any] | None = None,
+                     times: int | None = None) -> dict[str, Any]:
+    op = gen.limit(1, gen.repeat(lambda ctx: {"f": f, "value": value(ctx) if value else None}))
+    sched = gen.cycle(gen.seq(gen.sleep(interval_s), op), times=times)
+    return {"nemesis": nemesis, "generator": sched, "final_generator": None}
+
+
+def _membership_value(ctx: gen.Context) -> dict[str, str]:
+    return {"action": ctx.rng.choice(["leader-step-down", "add-replica", "remove-replica", "move-replica"])}
+
+
+def _builders() -> dict[str, Callable[[float], dict[str, Any]]]:
+    b: dict[str, Callable[[float], dict[str, Any]]] = {
+        "none": lambda i: {"nemesis": Noop(), "generator": None, "final_generator": None},
+        "partition": lambda i: partition_package(SHAPES, i),
+    }
+    for shape in SHAPES:
+        b[f"partition-{shape}"] = lambda i, s=shape: partition_package([s], i)
+    b["kill"] = lambda i: process_package("kill", i)
+    b["pause"] = lambda i: process_package("pause", i)
+    b["clock"] = clock_package
+    b["membership"] = lambda i: one_shot_package(topology.MembershipNemesis(), "membership", i / 2,
+                                                  _membership_value)
+    b["master-replace"] = lambda i: one_shot_package(topology.MasterReplaceNemesis(), "replace-master", i)
+    b["master-migrate"] = lambda i: one_shot_package(topology.MasterMigrateNemesis(), "migrate-masters", i,
+                                                     times=1)
+    b["tserver-replace"] = lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i)
+    b["majority-loss"] = lambda i: one_shot_package(topology.MajorityLossNemesis(), "majority-loss", i,
+                                                    times=1)
+    return b
+
+
+BUILDERS = _builders()
+NEMESES: tuple[str, ...] = tuple(BUILDERS)
+
+
+def validate(names: Sequence[str]) -> list[str]:
+    """Returns the names, or raises ValueError naming the unknown one and the valid choices."""
+    if not names:
+        raise ValueError(f"no nemesis given; valid: {', '.join(NEMESES)}")
+    for n in names:
+        if n not in BUILDERS:
+            raise ValueError(f"unknown nemesis {n!r}; valid: {', '.join(NEMESES)}")
+    return list(names)
+
+
+class Noop:
+    fs: frozenset[str] = frozenset()
+
+    def setup(self, test: Mapping[str, Any]) -> Noop:
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        return {**op, "type": "fail", "error": "no nemesis handles this op"}
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        pass
+
+
+class Composite:
+    """Routes each op to the nemesis whose `fs` has its `f`; heals every one, even if some fail."""
+
+    def __init__(self, nemeses: Sequence[Any]) -> None:
+        self.nemeses = list(nemeses)
+        self.fs = frozenset().union(*(n.fs for n in self.nemeses)) if self.nemeses else frozenset()
+
+    def setup(self, test: Mapping[str, Any]) -> Composite:
+        self.nemeses = [n.setup(test) or n for n in self.nemeses]
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        for n in self.nemeses:
+            if op["f"] in n.fs:
+                return n.invoke(test, op)
+        return {**op, "type": "fail", "error": f"no nemesis handles {op['f']!r}"}
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        errors = []
+        for n in self.nemeses:
+            try:
+                n.heal(test)
+            except Exception as exc:
+                errors.append(f"{type(n).__name__}: {exc}")
+        if errors:
+            raise RuntimeError("heal failed: " + "; ".join(errors))
+
+
+def compose(names: Sequence[str], interval_s: float = 10.0) -> dict[str, Any]:
+    """One package from several, interleaved on a schedule (see the module docstring)."""
+    validate(names)
+    pkgs = [BUILDERS[n](interval_s) for n in dict.fromkeys(names)]
+    gens = []
+    for i, p in enumerate(pkgs):
+        if p["generator"] is None:
+            continue
+        offset = interval_s * i / max(1, len(pkgs))
+        gens.append(gen.seq(gen.sleep(offset), p["generator"]) if offset else p["generator"])
+    finals = [p["final_generator"] for p in pkgs if p.get("final_generator") is not None]
+    return {
+        "nemesis": Composite([p["nemesis"] for p in pkgs]),
+        "generator": gen.any_of(*gens) if gens else None,
+        "final_generator": gen.seq(*finals) if finals else None,
+        "names": list(dict.fromkeys(names)),
+    }

@@ -1,0 +1,307 @@
+"""Faults that change the cluster's shape through the admin tools: tablet membership changes, the permanent
+replacement of a master (master-permanent-failure.txt), migration from one master to three, replacing a
+tablet server for good, and the loss of a tablet's majority recovered with unsafe_change_config.
+
+Each is one op whose completion lists the steps it took; each waits (bounded) for the cluster to be
+healthy again before it returns, and says so in its completion when it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cluster.base import MASTER_PORT, master_dns
+from nemesis.base import (
+    Op,
+    backend,
+    dns_holder,
+    done,
+    first_up,
+    ksck,
+    master_leader,
+    master_roles,
+    masters_arg,
+    nemesis_rng,
+    role_nodes,
+    tablets,
+    tool,
+    tserver_nodes,
+    wait_until,
+)
+
+# The masters' catalog is one tablet with a well-known id (as in Kudu).
+SYS_CATALOG_TABLET = "00000000000000000000000000000000"
+
+
+def _fs_dir(test: Mapping[str, Any], node: str) -> str:
+    b = backend(test)
+    return f"{b.node_dir(node)}/data" if hasattr(b, "node_dir") else "/var/lib/faultline/data"
+
+
+def _next_name(test: Mapping[str, Any], prefix: str) -> str:
+    """A node name never used in this run (a destroyed node's name is not reused: logs stay apart)."""
+    b = backend(test)
+    used: set[str] = test["state"].setdefault("used_names", set()) if isinstance(test.get("state"), dict) else set()
+    used |= set(b.nodes()) | {f"m{i}" for i in range(1, int(test.get("masters", 3)) + 1)} \
+        | {f"t{i}" for i in range(1, int(test.get("tservers", 5)) + 1)}
+    i = 1
+    while f"{prefix}{i}" in used:
+        i += 1
+    used.add(f"{prefix}{i}")
+    return f"{prefix}{i}"
+
+
+def masters_healthy(test: Mapping[str, Any], n: int) -> bool:
+    """`master list` shows n voters and exactly one leader."""
+    roles = master_roles(test)
+    return sum(r[2] == "LEADER" for r in roles) == 1 and sum(r[3] for r in roles) >= n
+
+
+class MembershipNemesis:
+    """Adds, removes and moves tablet replicas and transfers tablet leadership, through the admin tools."""
+
+    fs = frozenset({"membership"})
+
+    def __init__(self) -> None:
+        self.rng = None
+
+    def setup(self, test: Mapping[str, Any]) -> MembershipNemesis:
+        self.rng = nemesis_rng(test, "membership")
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        action = (op.get("value") or {}).get("action", "leader-step-down")
+        ts = tablets(test)
+        if not ts:
+            return done(op, {"action": action, "skipped": "no tablet reported by ksck"}, kind="fail")
+        t = self.rng.choice(ts)
+        servers = role_nodes(test, "tservers")
+        holders = [n for n in t["replica_nodes"] if n]
+        spare = [s for s in servers if s not in holders]
+        runner = first_up(test, role_nodes(test, "masters"))
+        masters = masters_arg(test)
+        uuid_of = {n: u for n, u in zip(t["replica_nodes"], t["replicas"], strict=False) if n}
+        uuid_of.update({n: u for u, n in tserver_nodes(test).items()})
+        if action == "leader-step-down":
+            args = ["tablet", "leader_step_down", masters, t["tablet"]]
+        elif action == "add-replica" and spare:
+            args = ["tablet", "change_config", "add_replica", masters, t["tablet"], uuid_of.get(spare[0], spare[0])]
+        elif action == "remove-replica" and len(holders) > 3:
+            victim = self.rng.choice(holders)
+            args = ["tablet", "change_config", "remove_replica", masters, t["tablet"], uuid_of.get(victim, victim)]
+        elif action == "move-replica" and spare and holders:
+            src = self.rng.choice(holders)
+            args = ["tablet", "change_config", "move_replica", masters, t["tablet"], uuid_of.get(src, src),
+                    uuid_of.get(spare[0], spare[0])]
+        else:
+            return done(op, {"action": action, "tablet": t["tablet"], "skipped": "no suitable replica"},
+                        kind="fail")
+        rc, out, err = tool(test, runner, args, timeout=60, check=False)
+        kind = "ok" if rc == 0 else "info"
+        return done(op, {"action": action, "tablet": t["tablet"], "argv": args[:3],
+                         **({} if rc == 0 else {"error": (err or out).strip()[-300:]})}, kind=kind)
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        pass  # membership changes are not faults to undo; the cluster re-replicates on its own
+
+
+def _uuid(test: Mapping[str, Any], node: str) -> str:
+    _, out, _ = tool(test, node, ["fs", "dump", "uuid", "--fs-dir", _fs_dir(test, node)], timeout=20)
+    return out.strip().splitlines()[-1].strip()
+
+
+class MasterReplaceNemesis:
+    """master-permanent-failure.txt, step by step, on a random master C:
+    stop C and destroy its data; make a fresh node D; move C's DNS name to D; copy the master state to D
+    from the leader with the remote bootstrap tool; start the master on D with the same master addresses;
+    wait until the masters are healthy voters again."""
+
+    fs = frozenset({"replace-master"})
+
+    def __init__(self, wait_s: float = 120) -> None:
+        self.wait_s = wait_s
+        self.rng = None
+        self.pending_start: str | None = None
+
+    def setup(self, test: Mapping[str, Any]) -> MasterReplaceNemesis:
+        self.rng = nemesis_rng(test, "master-replace")
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        b = backend(test)
+        masters = role_nodes(test, "masters")
+        n_masters = int(test.get("masters", len(masters)))
+        names = [master_dns(i) for i in range(1, n_masters + 1)]
+        holders = {name: dns_holder(test, name) for name in names}
+        roles = master_roles(test)
+        leader = master_leader(test)
+        name = self.rng.choice(names)
+        victim = holders[name]
+        uuid = next((u for u, addr, _, _ in roles if addr.rsplit(":", 1)[0] == name), None)
+        if victim is None or leader is None or uuid is None:
+            return done(op, {"skipped": f"no holder or uuid for {name}, or no leader"}, kind="fail")
+        steps: list[str] = []
+        b.stop(victim)
+        steps.append(f"stop {victim}")
+        b.destroy(victim)  # its data is gone: it can never come back
+        steps.append(f"destroy {victim}")
+        replacement = _next_name(test, "m")
+        self.pending_start = replacement
+        b.add_node(replacement, role="master", start=False)
+        steps.append(f"add node {replacement}")
+        b.set_dns(name, replacement)
+        steps.append(f"dns {name} -> {replacement}")
+        if isinstance(test.get("dns"), dict):
+            test["dns"][name] = replacement  # type: ignore[index]
+        source = next((n for n, h in holders.items() if h == leader), leader)
+        # the replacement takes the dead master's uuid: the masters' Raft config names it by uuid
+        tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
+             timeout=60)
+        steps.append(f"fs format --uuid {uuid} on {replacement}")
+        tool(test, replacement, ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET,
+                                 f"{source}:{MASTER_PORT}", "--fs-dir", _fs_dir(test, replacement)], timeout=120)
+        steps.append(f"copy_from_remote from {source}")
+        b.start(replacement)
+        self.pending_start = None
+        steps.append(f"start master on {replacement}")
+        healthy = wait_until(lambda: masters_healthy(test, n_masters), self.wait_s, 1.0, "masters healthy")
+        value = {"name": name, "dead": victim, "uuid": uuid, "replacement": replacement, "leader": leader,
+                 "steps": steps,
+                 "healthy": healthy}
+        return done(op, value, kind="ok" if healthy else "info")
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        if self.pending_start:  # a replacement that was made but not started yet
+            try:
+                backend(test).start(self.pending_start)
+            finally:
+                self.pending_start = None
+
+
+class MasterMigrateNemesis:
+    """One master to three, as master-permanent-failure.txt describes (a run started with --masters 1):
+    stop A; format each new node and read its uuid; rewrite A's catalog config to all three; start A;
+    copy A's state to each new node; start them; wait until three healthy voters."""
+
+    fs = frozenset({"migrate-masters"})
+
+    def __init__(self, wait_s: float = 120) -> None:
+        self.wait_s = wait_s
+        self.done_once = False
+
+    def setup(self, test: Mapping[str, Any]) -> MasterMigrateNemesis:
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        if self.done_once:
+            return done(op, {"skipped": "already migrated"}, kind="fail")
+        b = backend(test)
+        masters = role_nodes(test, "masters")
+        if len(masters) != 1:
+            return done(op, {"skipped": f"needs one master, found {len(masters)}"}, kind="fail")
+        a = masters[0]
+        steps = [f"stop {a}"]
+        b.stop(a)
+        new_nodes = []
+        for i in (2, 3):
+            node = _next_name(test, "m")
+            b.add_node(node, role="master", start=False)
+            b.set_dns(master_dns(i), node)
+            new_nodes.append((node, master_dns(i)))
+            tool(test, node, ["fs", "format", "--fs-dir", _fs_dir(test, node)], timeout=60)
+            steps.append(f"format {node} as {master_dns(i)}")
+        peers = [(a, master_dns(1)), *new_nodes]
+        uuids = {node: _uuid(test, node) for node, _ in peers}
+        config = [f"{uuids[n]}:{dns}:{MASTER_PORT}" for n, dns in peers]
+        tool(test, a, ["local_replica", "cmeta", "rewrite_raft_config", SYS_CATALOG_TABLET, *config,
+                       "--fs-dir", _fs_dir(test, a)], timeout=60)
+        steps.append("rewrite_raft_config on " + a)
+        b.start(a)
+        for node, _ in new_nodes:
+            tool(test, node, ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, f"{master_dns(1)}:{MASTER_PORT}",
+                              "--fs-dir", _fs_dir(test, node)], timeout=120)
+            b.start(node)
+            steps.append(f"copy and start {node}")
+        self.done_once = True
+        healthy = wait_until(lambda: masters_healthy(test, 3), self.wait_s, 1.0, "three masters")
+        return done(op, {"steps": steps, "healthy": healthy}, kind="ok" if healthy else "info")
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        pass
+
+
+class TserverReplaceNemesis:
+    """Destroys a tablet server for good, adds a fresh one, and waits until ksck reports every tablet
+    back at full replication (the masters re-replicate)."""
+
+    fs = frozenset({"replace-tserver"})
+
+    def __init__(self, wait_s: float = 180) -> None:
+        self.wait_s = wait_s
+        self.rng = None
+
+    def setup(self, test: Mapping[str, Any]) -> TserverReplaceNemesis:
+        self.rng = nemesis_rng(test, "tserver-replace")
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        b = backend(test)
+        servers = role_nodes(test, "tservers")
+        if len(servers) <= 3:
+            return done(op, {"skipped": "needs more than 3 tablet servers to re-replicate"}, kind="fail")
+        victim = self.rng.choice(servers)
+        b.stop(victim)
+        b.destroy(victim)
+        fresh = _next_name(test, "t")
+        b.add_node(fresh, role="tserver", start=True)
+        healthy = wait_until(lambda: ksck(test)[0], self.wait_s, 2.0, "full replication")
+        return done(op, {"destroyed": victim, "added": fresh, "healthy": healthy},
+                    kind="ok" if healthy else "info")
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        pass
+
+
+class MajorityLossNemesis:
+    """Destroys a majority of one tablet's replicas, then forces the survivor to be the only voter with
+    `remote_replica unsafe_change_config`. Writes acknowledged only by the lost replicas are gone: data
+    loss is expected here, and the checkers must report it."""
+
+    fs = frozenset({"majority-loss"})
+
+    def __init__(self, wait_s: float = 180) -> None:
+        self.wait_s = wait_s
+        self.rng = None
+
+    def setup(self, test: Mapping[str, Any]) -> MajorityLossNemesis:
+        self.rng = nemesis_rng(test, "majority-loss")
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        b = backend(test)
+        ts = [t for t in tablets(test) if len([n for n in t["replica_nodes"] if n]) >= 3]
+        if not ts:
+            return done(op, {"skipped": "no tablet with three known replicas"}, kind="fail")
+        t = self.rng.choice(ts)
+        holders = [n for n in t["replica_nodes"] if n]
+        uuid_of = {n: u for n, u in zip(t["replica_nodes"], t["replicas"], strict=False) if n}
+        lost = sorted(self.rng.sample(holders, len(holders) // 2 + 1))
+        survivor = next(n for n in holders if n not in lost)
+        for n in lost:
+            b.stop(n)
+            b.destroy(n)
+        tool(test, survivor, ["remote_replica", "unsafe_change_config", f"{survivor}:7050", t["tablet"],
+                              str(uuid_of.get(survivor, survivor))], timeout=60)
+        added = []
+        for _ in lost:
+            fresh = _next_name(test, "t")
+            b.add_node(fresh, role="tserver", start=True)
+            added.append(fresh)
+        healthy = wait_until(lambda: ksck(test)[0], self.wait_s, 2.0, "re-replication")
+        return done(op, {"tablet": t["tablet"], "lost": lost, "survivor": survivor, "added": added,
+                         "healthy": healthy}, kind="ok" if healthy else "info")
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        pass
+

@@ -1,0 +1,61 @@
+"""The file layer under the WAL and cmeta: fsync helpers that also record what reached the disk.
+
+Every directory holding tracked files gets a sidecar `.fsynced`: one line per fsync, naming the file and
+how many bytes of it were durable at that moment (for atomically replaced small files, the durable
+content itself). `node.log.power_loss.cut_to_synced` replays it to simulate a power failure: every file
+goes back to what was fsynced. The sidecar is only written, never synced: a simulated power loss keeps
+the page cache of the sidecar itself, which is exactly what lets us know what a real one would lose.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+SIDECAR = ".fsynced"
+_lock = threading.Lock()
+
+
+def note_synced(path: str | os.PathLike, length: int) -> None:
+    """Record that the first `length` bytes of an append-only file are durable."""
+    p = Path(path)
+    with _lock, open(p.parent / SIDECAR, "a", encoding="utf-8") as f:
+        f.write(f"len {length} {p.name}\n")
+
+
+def note_synced_content(path: str | os.PathLike, data: bytes) -> None:
+    """Record the durable content of a small file replaced atomically (cmeta)."""
+    p = Path(path)
+    with _lock, open(p.parent / SIDECAR, "a", encoding="utf-8") as f:
+        f.write(f"content {data.hex()} {p.name}\n")
+
+
+def note_removed(path: str | os.PathLike) -> None:
+    """A file was deleted and the directory synced: power loss must not bring it back (nor keep it)."""
+    p = Path(path)
+    with _lock, open(p.parent / SIDECAR, "a", encoding="utf-8") as f:
+        f.write(f"removed 0 {p.name}\n")
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes, fsync: bool = True) -> None:
+    """Replace a file atomically: write a temporary file, fsync it, rename, fsync the directory."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        if fsync:
+            os.fsync(f.fileno())
+    os.replace(tmp, p)
+    if fsync:
+        fsync_dir(p.parent)
+        note_synced_content(p, data)

@@ -1,0 +1,86 @@
+"""Raft messages, entries and configs of node/consensus to and from bytes and plain dicts.
+
+The consensus core speaks frozen dataclasses; the transport and the storage need bytes. JSON
+keeps the wire format readable in logs and the tools' output; payloads travel base64-encoded.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from node.consensus import (
+    AppendRequest,
+    AppendResponse,
+    Entry,
+    EntryType,
+    HardState,
+    MemberType,
+    Message,
+    Peer,
+    RaftConfig,
+    TimeoutNow,
+    VoteRequest,
+    VoteResponse,
+)
+
+_MSG_TYPES: dict[str, type] = {
+    "vreq": VoteRequest, "vresp": VoteResponse, "areq": AppendRequest, "aresp": AppendResponse,
+    "tnow": TimeoutNow,
+}
+_MSG_TAGS = {v: k for k, v in _MSG_TYPES.items()}
+
+
+def config_to_dict(c: RaftConfig) -> dict[str, Any]:
+    return {"opid_index": c.opid_index,
+            "peers": [{"uuid": p.uuid, "address": p.address, "member_type": p.member_type.value,
+                       "promote": p.promote} for p in c.peers]}
+
+
+def config_from_dict(d: dict[str, Any]) -> RaftConfig:
+    return RaftConfig(tuple(Peer(p["uuid"], p.get("address", ""), MemberType(p.get("member_type", "VOTER")),
+                                 bool(p.get("promote", False))) for p in d["peers"]),
+                      int(d.get("opid_index", -1)))
+
+
+def entry_to_dict(e: Entry) -> dict[str, Any]:
+    d: dict[str, Any] = {"term": e.term, "index": e.index, "type": e.type.value}
+    if e.payload:
+        d["payload"] = base64.b64encode(e.payload).decode()
+    if e.config is not None:
+        d["config"] = config_to_dict(e.config)
+    return d
+
+
+def entry_from_dict(d: dict[str, Any]) -> Entry:
+    return Entry(int(d["term"]), int(d["index"]), EntryType(d["type"]),
+                 base64.b64decode(d["payload"]) if d.get("payload") else b"",
+                 config_from_dict(d["config"]) if d.get("config") else None)
+
+
+def encode_entry(e: Entry) -> bytes:
+    return json.dumps(entry_to_dict(e), separators=(",", ":")).encode()
+
+
+def decode_entry(b: bytes) -> Entry:
+    return entry_from_dict(json.loads(b))
+
+
+def hard_state_to_dict(h: HardState) -> dict[str, Any]:
+    return {"term": h.term, "voted_for": h.voted_for}
+
+
+def encode_message(m: Message) -> bytes:
+    d: dict[str, Any] = {"_t": _MSG_TAGS[type(m)]}
+    for k, v in m.__dict__.items():
+        d[k] = [entry_to_dict(e) for e in v] if k == "entries" else v
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def decode_message(b: bytes) -> Message:
+    d = json.loads(b)
+    cls = _MSG_TYPES[d.pop("_t")]
+    if "entries" in d:
+        d["entries"] = tuple(entry_from_dict(e) for e in d["entries"])
+    return cls(**d)

@@ -1,0 +1,143 @@
+"""Start a master or a tablet server: checks that refuse a bad start, then serve until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import threading
+import time
+
+from node.log.cmeta import CmetaCorruption
+from node.protos import common_pb2 as cpb
+from node.protos import common_pb2_grpc as cpbg
+from node.protos import node_pb2_grpc as pbg
+from node.server.fs import FsError, FsLayout, read_uuid
+from node.server.host import ConsensusService, ReplicaHost
+from node.server.replica import DriverOptions
+from node.server.rpc import ChannelPool, make_server, split_addr
+
+log = logging.getLogger("node.process")
+
+
+class StartupError(Exception):
+    """The process refuses to start; the message is one line for the operator."""
+
+
+class GenericService(cpbg.GenericServicer):
+    def __init__(self, uuid: str, advertise: str, role: str) -> None:
+        self.uuid, self.advertise, self.role = uuid, advertise, role
+        self.started = time.monotonic()
+
+    def Ping(self, request, context):
+        host, port = split_addr(self.advertise)
+        return cpb.PingResponse(server=cpb.ServerIdentity(uuid=self.uuid, host=host, port=port), role=self.role,
+                                uptime_ms=int((time.monotonic() - self.started) * 1000))
+
+
+def parse_masters(value: str) -> list[str]:
+    addrs = [a.strip() for a in value.split(",") if a.strip()]
+    if not addrs:
+        raise StartupError("--master-addresses is empty")
+    for a in addrs:
+        try:
+            split_addr(a)
+        except ValueError as exc:
+            raise StartupError(f"--master-addresses: {exc}") from None
+    if len(set(addrs)) != len(addrs):
+        raise StartupError("--master-addresses lists an address twice")
+    return addrs
+
+
+def driver_options(args: argparse.Namespace) -> DriverOptions:
+    """Map wall-clock flags to the core's ticks (1 tick = 100 ms, or less for fast heartbeats)."""
+    hb_ms = max(20, args.heartbeat_interval_ms)
+    tick_ms = min(100, max(10, hb_ms // 2))
+    hb_ticks = max(1, round(hb_ms / tick_ms))
+    el_ticks = max(2 * hb_ticks + 1, round(max(args.election_timeout_ms, 2 * hb_ms) / tick_ms))
+    failed = max(el_ticks, round(args.follower_unavailable_s * 1000 / tick_ms))
+    return DriverOptions(tick_s=tick_ms / 1000, heartbeat_ticks=hb_ticks, election_ticks=el_ticks,
+                         failed_after_ticks=failed, bugs=frozenset(args.inject_bug))
+
+
+def advertise_addr(args: argparse.Namespace, port: int) -> str:
+    if args.rpc_advertise:
+        try:
+            split_addr(args.rpc_advertise)
+        except ValueError as exc:
+            raise StartupError(f"--rpc-advertise: {exc}") from None
+        return args.rpc_advertise
+    host, _ = split_addr(args.rpc_bind)
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    return f"{host}:{port}"
+
+
+def run_server(kind: str, args: argparse.Namespace) -> int:
+    try:
+        uuid = read_uuid(args.fs_dir)
+    except FsError as exc:
+        raise StartupError(str(exc)) from None
+    masters = parse_masters(args.master_addresses)
+    try:
+        split_addr(args.rpc_bind)
+    except ValueError as exc:
+        raise StartupError(f"--rpc-bind: {exc}") from None
+    bugs = frozenset(args.inject_bug)
+    layout = FsLayout(__import__("pathlib").Path(args.fs_dir))
+    try:
+        server, port = make_server(args.rpc_bind)
+    except OSError as exc:
+        raise StartupError(f"{exc} (is another process using the port?)") from None
+    advertise = advertise_addr(args, port)
+    pool = ChannelPool(reresolve="no-dns-reresolve" not in bugs)
+    fsync = args.fsync == "always" and "no-fsync" not in bugs
+    host = ReplicaHost(uuid, layout, advertise, pool, driver_options(args), fsync)
+    try:
+        host.load_all()
+    except (CmetaCorruption, ValueError) as exc:
+        server.stop(0)
+        raise StartupError(f"corrupt or foreign metadata: {exc}") from None
+    cpbg.add_GenericServicer_to_server(GenericService(uuid, advertise, kind), server)
+    pbg.add_ConsensusServicer_to_server(ConsensusService(host), server)
+    stop_ev = threading.Event()
+    extra_stop = []
+    if kind == "tserver":
+        from node.tserver.heartbeat import Heartbeater
+        from node.tserver.service import TabletServerService
+
+        pbg.add_TabletServerServicer_to_server(TabletServerService(host, bugs), server)
+        hb = Heartbeater(host, masters, args.heartbeat_interval_ms / 1000, bugs)
+        extra_stop.append(hb.stop)
+        starters = [hb.start]
+    else:
+        from node.master.service import MasterServer
+
+        try:
+            ms = MasterServer(host, masters, args, bugs)
+        except ValueError as exc:
+            server.stop(0)
+            raise StartupError(str(exc)) from None
+        pbg.add_MasterServicer_to_server(ms.service, server)
+        extra_stop.append(ms.stop)
+        starters = [ms.start]
+    server.start()
+    for s in starters:
+        s()
+    log.info("%s %s listening on %s (advertised %s), masters %s, fsync=%s, bugs=%s", kind, uuid, args.rpc_bind,
+             advertise, ",".join(masters), fsync, ",".join(sorted(bugs)) or "none")
+
+    def on_signal(signum, frame):
+        stop_ev.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while not stop_ev.wait(1.0):
+        pass
+    log.info("%s %s shutting down", kind, uuid)
+    for fn in extra_stop:
+        fn()
+    server.stop(1.0).wait(2.0)
+    host.stop()
+    return 0

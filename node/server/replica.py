@@ -1,0 +1,372 @@
+"""Drives one Raft group's replica: the consensus core, its storage, and the tablet state machine.
+
+A single driver thread per replica owns the order of effects the core asks for: feed inbound
+messages and ticks into the core, then for each `Ready` persist (one fsync for the whole batch:
+group commit), send, apply committed entries to the tablet, answer reads, and `advance`. RPC
+threads only enqueue proposals and wait on per-entry waiters with their own deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from node.consensus import (
+    ConfigChange,
+    EntryType,
+    ErrorCode,
+    Event,
+    EventKind,
+    Message,
+    Options,
+    PeerHealth,
+    PersistentState,
+    RaftConfig,
+    RaftCore,
+    RaftError,
+    Role,
+)
+from node.protos import node_pb2 as pb
+from node.server.codec import decode_message, encode_message
+from node.server.storage import ReplicaStorage
+from node.tablet.state import OpResult, TabletState
+
+log = logging.getLogger("node.replica")
+
+
+class Indeterminate(Exception):
+    """The entry was proposed but its fate is unknown (deadline, or leadership lost before commit)."""
+
+
+class ReplicaStopped(Exception):
+    pass
+
+
+@dataclass
+class _Waiter:
+    term: int
+    ev: threading.Event = field(default_factory=threading.Event)
+    ok: bool = False
+    results: list[OpResult] | None = None
+    error: str = ""
+
+
+@dataclass
+class _ReadWaiter:
+    ev: threading.Event = field(default_factory=threading.Event)
+    index: int = 0
+    error: ErrorCode | None = None
+
+
+@dataclass
+class DriverOptions:
+    tick_s: float = 0.1
+    heartbeat_ticks: int = 5
+    election_ticks: int = 15
+    failed_after_ticks: int = 100
+    bugs: frozenset[str] = frozenset()
+
+
+class Replica:
+    """One tablet replica hosted by a node (a tablet server, or a master for the system tablet)."""
+
+    def __init__(self, uuid: str, tablet_id: str, storage: ReplicaStorage, state: PersistentState,
+                 snapshot: bytes | None, snap_index: int, snap_term: int, opts: DriverOptions,
+                 send: Callable[[str, list[pb.ConsensusMessage]], None], my_addr: str,
+                 on_event: Callable[[Replica, Event], None] | None = None,
+                 on_apply: Callable[[Replica, int], None] | None = None) -> None:
+        self.uuid = uuid
+        self.tablet_id = tablet_id
+        self.storage = storage
+        self.opts = opts
+        self._send = send
+        self.my_addr = my_addr
+        self.on_event = on_event
+        self.on_apply = on_apply
+        self.tablet = TabletState()
+        if snapshot is not None:
+            self.tablet.restore(snapshot, snap_index, snap_term)
+        self.core = RaftCore(uuid, state, Options(
+            election_ticks=opts.election_ticks, heartbeat_ticks=opts.heartbeat_ticks,
+            failed_after_ticks=opts.failed_after_ticks, bugs=opts.bugs), rng=random.Random())
+        self.lock = threading.Lock()
+        self.cv = threading.Condition(self.lock)
+        self.apply_cv = threading.Condition()
+        self._inbox: list[Message] = []
+        self._waiters: dict[int, _Waiter] = {}
+        self._reads: dict[int, _ReadWaiter] = {}
+        self._read_ids = itertools.count(1)
+        self._stopped = False
+        self.leader_since = 0.0
+        self.last_error = ""
+        self.thread = threading.Thread(target=self._run, name=f"replica-{tablet_id[:8]}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        with self.cv:
+            self._stopped = True
+            self.cv.notify_all()
+        if threading.current_thread() is not self.thread and self.thread.is_alive():
+            self.thread.join(timeout=5)
+        for w in list(self._waiters.values()):
+            w.error = "replica stopped"
+            w.ev.set()
+        for r in list(self._reads.values()):
+            r.error = ErrorCode.ABORTED
+            r.ev.set()
+        self.storage.close()
+
+    # ------------------------------------------------------------------ inbound
+    def deliver(self, payloads: list[bytes]) -> None:
+        msgs = [decode_message(p) for p in payloads]
+        with self.cv:
+            self._inbox.extend(msgs)
+            self.cv.notify()
+
+    # ------------------------------------------------------------------ driver loop
+    def _run(self) -> None:
+        tick = self.opts.tick_s
+        next_tick = time.monotonic() + tick
+        while True:
+            with self.cv:
+                while not self._stopped and not self._inbox and not self.core.has_ready():
+                    delay = next_tick - time.monotonic()
+                    if delay <= 0:
+                        break
+                    self.cv.wait(delay)
+                if self._stopped:
+                    return
+                inbox, self._inbox = self._inbox, []
+                try:
+                    for m in inbox:
+                        self.core.step(m)
+                    now = time.monotonic()
+                    if now >= next_tick:
+                        self.core.tick()
+                        next_tick += tick
+                        if now - next_tick > 5 * tick:  # stalled (GC, paused process): don't burst-tick
+                            next_tick = now + tick
+                    rd = self.core.ready() if self.core.has_ready() else None
+                    addrs = {p.uuid: p.address for p in self.core.committed_config.peers}
+                    addrs.update({p.uuid: p.address for p in self.core.config.peers})
+                except Exception as exc:
+                    log.exception("%s: consensus core failed; stopping this replica", self.tablet_id)
+                    self.last_error = f"consensus: {exc}"
+                    self._stopped = True
+                    return
+            if rd is None:
+                continue
+            try:
+                self._handle(rd, addrs)
+            except Exception as exc:
+                log.exception("%s: handling a ready batch failed; stopping this replica", self.tablet_id)
+                self.last_error = f"storage: {exc}"
+                with self.cv:
+                    self._stopped = True
+                return
+
+    def _handle(self, rd, addrs: dict[str, str]) -> None:
+        self.storage.persist(rd)
+        by_addr: dict[str, list[pb.ConsensusMessage]] = {}
+        for m in rd.messages:
+            addr = addrs.get(m.dst, "")
+            if not addr:
+                continue
+            by_addr.setdefault(addr, []).append(pb.ConsensusMessage(
+                tablet_id=self.tablet_id, from_uuid=self.uuid, to_uuid=m.dst, payload=encode_message(m),
+                from_addr=self.my_addr))
+        for addr, msgs in by_addr.items():
+            self._send(addr, msgs)
+        applied_any = False
+        for e in rd.committed_entries:
+            res = self.tablet.apply(e.index, e.term, e.payload if e.type == EntryType.WRITE else b"")
+            applied_any = True
+            w = self._waiters.pop(e.index, None)
+            if w is not None:
+                if w.term == e.term:
+                    w.ok, w.results = True, res or []
+                else:
+                    w.error = "entry lost to a newer leader"
+                w.ev.set()
+        for rs in rd.read_states:
+            r = self._reads.pop(rs.ctx, None)  # type: ignore[arg-type]
+            if r is not None:
+                r.index, r.error = rs.index, (None if rs.ok else (rs.error or ErrorCode.ABORTED))
+                r.ev.set()
+        for ev in rd.events:
+            if ev.kind == EventKind.BECAME_LEADER:
+                self.leader_since = time.monotonic()
+            if ev.kind in (EventKind.LOST_LEADERSHIP, EventKind.BECAME_LEADER, EventKind.CONFIG_COMMITTED,
+                           EventKind.REMOVED):
+                log.info("%s: %s term=%s leader=%s %s", self.tablet_id[:12], ev.kind.value, ev.term,
+                         ev.leader, ev.detail)
+            if self.on_event is not None:
+                try:
+                    self.on_event(self, ev)
+                except Exception:
+                    log.exception("event handler")
+        with self.cv:
+            self.core.advance(rd)
+            # waiters whose index was overwritten by a newer term can never commit as proposed
+            for idx, w in list(self._waiters.items()):
+                t = self.core.term_at(idx)
+                if t is not None and t != w.term:
+                    self._waiters.pop(idx)
+                    w.error = "entry lost to a newer leader"
+                    w.ev.set()
+        if applied_any:
+            with self.apply_cv:
+                self.apply_cv.notify_all()
+            if self.on_apply is not None:
+                try:
+                    self.on_apply(self, self.tablet.applied_index)
+                except Exception:
+                    log.exception("apply handler")
+
+    # ------------------------------------------------------------------ requests
+    def _not_leader(self, exc: RaftError) -> RaftError:
+        return exc
+
+    def propose(self, payload: bytes, timeout: float) -> list[OpResult]:
+        """Replicate one entry; returns the state machine's results once committed and applied.
+
+        Raises RaftError (definitely not applied: not leader, transfer in progress) or
+        Indeterminate (it may or may not commit)."""
+        with self.cv:
+            if self._stopped:
+                raise RaftError(ErrorCode.NOT_LEADER, "replica stopped")
+            idx = self.core.propose(payload)
+            w = _Waiter(self.core.term)
+            self._waiters[idx] = w
+            self.cv.notify()
+        if not w.ev.wait(timeout):
+            with self.cv:
+                self._waiters.pop(idx, None)
+            raise Indeterminate(f"not committed within {timeout:.2f}s (index {idx})")
+        if not w.ok:
+            raise Indeterminate(f"{w.error} (index {idx})")
+        return w.results or []
+
+    def read_index(self, timeout: float) -> None:
+        """Block until a read at this moment is linearizable: leadership confirmed by a majority and
+        the state machine has applied the confirmed commit index."""
+        deadline = time.monotonic() + timeout
+        rid = next(self._read_ids)
+        r = _ReadWaiter()
+        with self.cv:
+            if self._stopped:
+                raise RaftError(ErrorCode.NOT_LEADER, "replica stopped")
+            self._reads[rid] = r
+            try:
+                self.core.read_index(rid)
+            except RaftError:
+                self._reads.pop(rid, None)
+                raise
+            self.cv.notify()
+        if not r.ev.wait(max(0.0, deadline - time.monotonic())):
+            with self.cv:
+                self._reads.pop(rid, None)
+            raise TimeoutError("leadership not confirmed in time")
+        if r.error is not None:
+            raise RaftError(r.error, "read aborted: leadership lost", None)
+        with self.apply_cv:
+            while self.tablet.applied_index < r.index:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("state machine did not catch up in time")
+                self.apply_cv.wait(left)
+
+    def wait_applied(self, index: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.apply_cv:
+            while self.tablet.applied_index < index:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.apply_cv.wait(left)
+        return True
+
+    def change_config(self, change: ConfigChange, timeout: float) -> int:
+        """Propose a one-by-one membership change and wait for it to commit; returns its index."""
+        with self.cv:
+            idx = self.core.change_config(change)
+            w = _Waiter(self.core.term)
+            self._waiters[idx] = w
+            self.cv.notify()
+        if not w.ev.wait(timeout):
+            with self.cv:
+                self._waiters.pop(idx, None)
+            raise Indeterminate(f"config change not committed within {timeout:.1f}s")
+        if not w.ok:
+            raise Indeterminate(w.error)
+        return idx
+
+    def transfer_leadership(self, target: str | None) -> str:
+        with self.cv:
+            t = self.core.transfer_leadership(target)
+            self.cv.notify()
+            return t
+
+    def step_down(self) -> None:
+        with self.cv:
+            self.core.step_down()
+            self.cv.notify()
+
+    # ------------------------------------------------------------------ queries
+    def role(self) -> Role:
+        return self.core.role
+
+    def leader_uuid(self) -> str | None:
+        return self.core.leader_id
+
+    def leader_addr(self) -> str:
+        lid = self.core.leader_id
+        p = self.core.config.peer(lid) if lid else None
+        return p.address if p else ""
+
+    def is_ready_leader(self) -> bool:
+        with self.lock:
+            return self.core.is_leader() and self.core.current_term_committed()
+
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def status(self) -> pb.ReplicaStatus:
+        with self.lock:
+            c = self.core
+            st = pb.ReplicaStatus(
+                tablet_id=self.tablet_id, state="FAILED" if self._stopped else "RUNNING",
+                role=c.role.value, term=c.term, leader_uuid=c.leader_id or "",
+                committed_config=config_to_pb(c.committed_config),
+                last_index=c.last_index(), commit_index=c.commit_index,
+                applied_index=self.tablet.applied_index, schema_version=self.tablet.schema_version)
+            if c.config != c.committed_config:
+                st.pending_config.CopyFrom(config_to_pb(c.config))
+            if c.is_leader():
+                for u, h in c.peer_health().items():
+                    if h != PeerHealth.HEALTHY:
+                        st.failed_peers.append(u)
+                for u, pr in c.progress.items():
+                    if pr.match >= c.commit_index:
+                        st.caught_up_peers.append(u)
+            return st
+
+
+def config_to_pb(c: RaftConfig) -> pb.RaftConfig:
+    return pb.RaftConfig(index=c.opid_index, peers=[
+        pb.RaftPeer(uuid=p.uuid, addr=p.address, voter=p.member_type.value == "VOTER", promote=p.promote)
+        for p in c.peers])
+
+
+def config_from_pb(c: pb.RaftConfig) -> RaftConfig:
+    from node.consensus import MemberType, Peer
+
+    return RaftConfig(tuple(Peer(p.uuid, p.addr, MemberType.VOTER if p.voter else MemberType.NON_VOTER,
+                                 p.promote) for p in c.peers), c.index)

@@ -1,0 +1,87 @@
+"""Carries Raft messages between replicas: one sender thread and queue per destination address.
+
+Raft tolerates lost messages, so a send that fails is dropped (the core retries on its next
+heartbeat); a dead peer therefore never blocks the messages to live ones. Queues are bounded.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+
+import grpc
+
+from node.protos import node_pb2 as pb
+from node.protos import node_pb2_grpc as pbg
+from node.server.rpc import ChannelPool
+
+log = logging.getLogger("node.transport")
+
+MAX_QUEUE = 4000
+MAX_BATCH = 256
+SEND_TIMEOUT_S = 1.0
+
+
+class _Sender:
+    def __init__(self, transport: Transport, addr: str) -> None:
+        self.t = transport
+        self.addr = addr
+        self.q: collections.deque[pb.ConsensusMessage] = collections.deque()
+        self.cv = threading.Condition()
+        self.thread = threading.Thread(target=self._run, name=f"send-{addr}", daemon=True)
+        self.thread.start()
+
+    def put(self, msgs: list[pb.ConsensusMessage]) -> None:
+        with self.cv:
+            self.q.extend(msgs)
+            while len(self.q) > MAX_QUEUE:
+                self.q.popleft()
+            self.cv.notify()
+
+    def _run(self) -> None:
+        failures = 0
+        while not self.t.stopped:
+            with self.cv:
+                if not self.q:
+                    self.cv.wait(0.5)
+                    if not self.q:
+                        continue
+                batch = [self.q.popleft() for _ in range(min(MAX_BATCH, len(self.q)))]
+            try:
+                self.t.pool.call(self.addr, pbg.ConsensusStub, "Send", pb.ConsensusBatch(messages=batch),
+                                 timeout=SEND_TIMEOUT_S)
+                failures = 0
+            except grpc.RpcError as exc:
+                failures += 1
+                if failures in (1, 10) or failures % 100 == 0:
+                    log.debug("send to %s failed (%s): %s", self.addr, failures, exc.code())
+                self.t.wait_stop(min(0.05 * failures, 0.3))
+            except Exception:  # never let a sender thread die: log and keep going
+                log.exception("send to %s", self.addr)
+                self.t.wait_stop(0.2)
+
+
+class Transport:
+    def __init__(self, pool: ChannelPool) -> None:
+        self.pool = pool
+        self.stopped = False
+        self._stop_ev = threading.Event()
+        self._lock = threading.Lock()
+        self._senders: dict[str, _Sender] = {}
+
+    def wait_stop(self, s: float) -> None:
+        self._stop_ev.wait(s)
+
+    def send(self, addr: str, msgs: list[pb.ConsensusMessage]) -> None:
+        if not addr or not msgs:
+            return
+        with self._lock:
+            s = self._senders.get(addr)
+            if s is None:
+                s = self._senders[addr] = _Sender(self, addr)
+        s.put(msgs)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._stop_ev.set()

@@ -1,0 +1,153 @@
+"""A cluster of real node processes on loopback, for tests and benchmarks (no Docker needed).
+
+Every process runs in its own session so that `kill` can signal its whole process group;
+`MiniCluster` is a context manager whose exit kills everything it started, also on failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from node.server.fs import format_fs
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class NodeProc:
+    name: str
+    kind: str             # master | tserver
+    fs_dir: Path
+    bind: str             # host:port it listens on
+    advertise: str        # host:port others use (may be a DNS name)
+    uuid: str
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    extra: list[str] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class MiniCluster:
+    def __init__(self, base: Path, num_masters: int = 3, num_tservers: int = 3, heartbeat_ms: int = 200,
+                 election_ms: int = 1000, follower_unavailable_s: float = 10.0, fsync: str = "never",
+                 bugs: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 master_names: list[str] | None = None) -> None:
+        self.base = Path(base)
+        self.heartbeat_ms, self.election_ms = heartbeat_ms, election_ms
+        self.follower_unavailable_s = follower_unavailable_s
+        self.fsync = fsync
+        self.bugs = bugs
+        self.env = dict(os.environ, **(env or {}))
+        self.nodes: dict[str, NodeProc] = {}
+        self.master_addrs: list[str] = []
+        for i in range(num_masters):
+            port = free_port()
+            adv = f"{master_names[i]}:{port}" if master_names else f"127.0.0.1:{port}"
+            self.master_addrs.append(adv)
+            self._add(f"m{i + 1}", "master", f"127.0.0.1:{port}", adv)
+        for i in range(num_tservers):
+            self.add_tserver(f"t{i + 1}")
+
+    def _add(self, name: str, kind: str, bind: str, advertise: str, uuid: str | None = None) -> NodeProc:
+        fs = self.base / name
+        u = format_fs(fs, uuid)
+        n = NodeProc(name, kind, fs, bind, advertise, u, self.base / f"{name}.log")
+        self.nodes[name] = n
+        return n
+
+    def add_tserver(self, name: str) -> NodeProc:
+        port = free_port()
+        return self._add(name, "tserver", f"127.0.0.1:{port}", f"127.0.0.1:{port}")
+
+    def add_master(self, name: str, bind: str, advertise: str, uuid: str | None = None) -> NodeProc:
+        return self._add(name, "master", bind, advertise, uuid)
+
+    def argv(self, n: NodeProc, masters: list[str] | None = None) -> list[str]:
+        argv = [sys.executable, "-m", "node", n.kind, "--fs-dir", str(n.fs_dir), "--rpc-bind", n.bind,
+                "--rpc-advertise", n.advertise, "--master-addresses", ",".join(masters or self.master_addrs),
+                "--heartbeat-interval-ms", str(self.heartbeat_ms), "--election-timeout-ms", str(self.election_ms),
+                "--follower-unavailable-s", str(self.follower_unavailable_s), "--fsync", self.fsync]
+        for b in self.bugs:
+            argv += ["--inject-bug", b]
+        return argv + n.extra
+
+    def start(self, name: str, masters: list[str] | None = None) -> NodeProc:
+        n = self.nodes[name]
+        if n.alive():
+            return n
+        logf = open(n.log_path, "ab")  # noqa: SIM115 - handed to the child
+        n.proc = subprocess.Popen(self.argv(n, masters), stdout=logf, stderr=subprocess.STDOUT, env=self.env,
+                                  start_new_session=True, cwd=str(self.base))
+        logf.close()
+        return n
+
+    def start_all(self) -> None:
+        for name in self.nodes:
+            self.start(name)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        n = self.nodes[name]
+        if n.proc is None:
+            return
+        try:
+            os.killpg(n.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            n.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(n.proc.pid, signal.SIGKILL)
+            n.proc.wait(timeout=10)
+        n.proc = None
+
+    def stop_all(self) -> None:
+        for name in list(self.nodes):
+            self.kill(name)
+
+    def tool(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "node", "tool", *args], capture_output=True, text=True,
+                              timeout=timeout, env=self.env, cwd=str(self.base))
+
+    def masters_arg(self) -> str:
+        return ",".join(self.master_addrs)
+
+    def client(self, timeout: float = 10.0):
+        from node.client import KuduClient
+
+        return KuduClient(self.master_addrs, default_timeout_s=timeout)
+
+    def wait_for(self, pred, timeout: float, what: str, interval: float = 0.2):
+        deadline = time.monotonic() + timeout
+        last_exc = None
+        while time.monotonic() < deadline:
+            try:
+                v = pred()
+                if v:
+                    return v
+            except Exception as exc:  # the condition may raise while the cluster settles
+                last_exc = exc
+            time.sleep(interval)
+        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last error: {last_exc})")
+
+    def logs(self, name: str, tail: int = 60) -> str:
+        p = self.nodes[name].log_path
+        return "\n".join(p.read_text(errors="replace").splitlines()[-tail:]) if p.exists() else ""
+
+    def __enter__(self) -> MiniCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()

@@ -1,0 +1,159 @@
+"""`python -m node tool ...`: admin tools named after Kudu's.
+
+Misuse prints usage and exits 2; an operation that fails prints one `error:` line and exits 1.
+Tools that write a cmeta write it atomically, so a failing tool never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+
+import grpc
+
+from node.tool import ops
+
+
+class ToolError(Exception):
+    """An operation that cannot be done; one line for the operator."""
+
+
+def _masters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("masters", metavar="MASTERS", help="comma-separated HOST:PORT of the masters")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m node tool", description=__doc__.splitlines()[0])
+    groups = top.add_subparsers(dest="group", required=True, metavar="GROUP")
+
+    fs = groups.add_parser("fs", help="data directories").add_subparsers(dest="action", required=True)
+    p = fs.add_parser("format", help="create an empty data directory with a permanent uuid")
+    p.add_argument("--fs-dir", required=True)
+    p.add_argument("--uuid", default=None, help="use this uuid (32 hex digits), e.g. to replace a dead master")
+    p.set_defaults(fn=ops.fs_format)
+    dump = fs.add_parser("dump", help="print facts about a data directory").add_subparsers(dest="what", required=True)
+    p = dump.add_parser("uuid", help="print the data directory's uuid")
+    p.add_argument("--fs-dir", required=True)
+    p.set_defaults(fn=ops.fs_dump_uuid)
+
+    lr = groups.add_parser("local_replica", help="replicas in a local data directory (server stopped)")
+    lrs = lr.add_subparsers(dest="action", required=True)
+    p = lrs.add_parser("list", help="list the replicas in a data directory")
+    p.add_argument("--fs-dir", required=True)
+    p.set_defaults(fn=ops.local_list)
+    cm = lrs.add_parser("cmeta", help="consensus metadata").add_subparsers(dest="what", required=True)
+    p = cm.add_parser("print_replica_uuids", help="print the uuids of the replica's committed config")
+    p.add_argument("tablet", metavar="TABLET")
+    p.add_argument("--fs-dir", required=True)
+    p.set_defaults(fn=ops.cmeta_print_uuids)
+    p = cm.add_parser("rewrite_raft_config", help="replace the committed config (server must be stopped)")
+    p.add_argument("tablet", metavar="TABLET")
+    p.add_argument("peers", metavar="UUID:HOST:PORT", nargs="+")
+    p.add_argument("--fs-dir", required=True)
+    p.set_defaults(fn=ops.cmeta_rewrite)
+    p = lrs.add_parser("copy_from_remote", help="copy a replica from a running server (tablet copy)")
+    p.add_argument("tablet", metavar="TABLET", help="tablet id, or 'sys' / 00000000000000000000000000000000 for masters")
+    p.add_argument("source", metavar="HOST:PORT")
+    p.add_argument("--fs-dir", required=True)
+    p.add_argument("--inject-bug", action="append", default=[], help="copy-from-lagging-master: skip the leader check")
+    p.set_defaults(fn=ops.copy_from_remote)
+
+    rr = groups.add_parser("remote_replica", help="replicas on a running server").add_subparsers(dest="action", required=True)
+    p = rr.add_parser("list", help="list the replicas of a server")
+    p.add_argument("server", metavar="HOST:PORT")
+    p.set_defaults(fn=ops.remote_list)
+    p = rr.add_parser("unsafe_change_config", help="force a config of surviving voters (after losing a majority)")
+    p.add_argument("server", metavar="HOST:PORT")
+    p.add_argument("tablet", metavar="TABLET")
+    p.add_argument("uuids", metavar="UUID", nargs="+")
+    p.set_defaults(fn=ops.unsafe_change_config)
+
+    ma = groups.add_parser("master", help="the masters' Raft config").add_subparsers(dest="action", required=True)
+    p = ma.add_parser("list", help="list masters and their roles")
+    _masters(p)
+    p.set_defaults(fn=ops.master_list)
+    p = ma.add_parser("add", help="add a running, empty master to the config (it copies the catalog)")
+    _masters(p)
+    p.add_argument("new", metavar="HOST:PORT")
+    p.add_argument("--uuid", default="")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.set_defaults(fn=ops.master_add)
+    p = ma.add_parser("remove", help="remove a master from the config")
+    _masters(p)
+    p.add_argument("old", metavar="HOST:PORT")
+    p.add_argument("--uuid", default="")
+    p.set_defaults(fn=ops.master_remove)
+
+    tb = groups.add_parser("tablet", help="tablet replicas and leadership")
+    tbs = tb.add_subparsers(dest="action", required=True)
+    cc = tbs.add_parser("change_config", help="add/remove/move a replica").add_subparsers(dest="what", required=True)
+    p = cc.add_parser("add_replica", help="add a replica on a tablet server")
+    _masters(p)
+    p.add_argument("tablet", metavar="TABLET")
+    p.add_argument("ts", metavar="TS_UUID")
+    p.add_argument("--replica-type", choices=["VOTER", "NON_VOTER"], default="VOTER")
+    p.set_defaults(fn=ops.add_replica)
+    p = cc.add_parser("remove_replica", help="remove a replica")
+    _masters(p)
+    p.add_argument("tablet", metavar="TABLET")
+    p.add_argument("ts", metavar="TS_UUID")
+    p.set_defaults(fn=ops.remove_replica)
+    p = cc.add_parser("move_replica", help="move a replica: add on the target, wait, remove from the source")
+    _masters(p)
+    p.add_argument("tablet", metavar="TABLET")
+    p.add_argument("src", metavar="FROM_TS_UUID")
+    p.add_argument("dst", metavar="TO_TS_UUID")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.set_defaults(fn=ops.move_replica)
+    p = tbs.add_parser("leader_step_down", help="make the tablet's leader step down")
+    _masters(p)
+    p.add_argument("tablet", metavar="TABLET")
+    p.add_argument("--new-leader", default="", metavar="UUID")
+    p.set_defaults(fn=ops.leader_step_down)
+
+    ta = groups.add_parser("table", help="tables").add_subparsers(dest="action", required=True)
+    p = ta.add_parser("create", help="create a table")
+    _masters(p)
+    p.add_argument("name")
+    p.add_argument("--num-tablets", type=int, default=3)
+    p.add_argument("--replication", type=int, default=3)
+    p.set_defaults(fn=ops.table_create)
+    p = ta.add_parser("delete", help="delete a table")
+    _masters(p)
+    p.add_argument("name")
+    p.set_defaults(fn=ops.table_delete)
+    p = ta.add_parser("list", help="list tables (with --tablets: their tablets and replicas)")
+    _masters(p)
+    p.add_argument("--tablets", action="store_true")
+    p.set_defaults(fn=ops.table_list)
+
+    cl = groups.add_parser("cluster", help="the whole cluster").add_subparsers(dest="action", required=True)
+    p = cl.add_parser("ksck", help="check every tablet: a leader, agreeing replicas, full replication")
+    _masters(p)
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.set_defaults(fn=ops.ksck)
+    return top
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    fn: Callable[[argparse.Namespace], int] = args.fn
+    try:
+        return fn(args)
+    except ops.UsageProblem as exc:
+        parser.print_usage(sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ops.ToolFailure as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as exc:
+        print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        return 1
+
+
+__all__ = ["ToolError", "build_parser", "json", "main", "time"]

@@ -1,0 +1,529 @@
+"""The admin tools' implementations (argument parsing lives in node/tool/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from node.client import KuduClient, KuduError
+from node.consensus import MemberType, Peer, RaftConfig
+from node.log.cmeta import CmetaCorruption, ConsensusMetadata
+from node.master.catalog import SYS_TABLET
+from node.protos import common_pb2 as cpb
+from node.protos import common_pb2_grpc as cpbg
+from node.protos import node_pb2 as pb
+from node.protos import node_pb2_grpc as pbg
+from node.server.fs import UUID_RE, FsError, FsLayout, format_fs, read_uuid
+from node.server.host import COPYING, RUNNING, end_copy, fetch_copy, install_copy, read_superblock
+from node.server.rpc import ChannelPool, split_addr
+from node.server.storage import ReplicaStorage
+
+RPC_TIMEOUT = 10.0
+
+
+class UsageProblem(Exception):
+    """Arguments that parse but make no sense: usage + exit 2."""
+
+
+class ToolFailure(Exception):
+    """The operation failed: one line, exit 1."""
+
+
+def _tablet_id(t: str) -> str:
+    t = t.strip()
+    if t in ("sys", "sys.catalog"):
+        return SYS_TABLET
+    if not UUID_RE.match(t):
+        raise UsageProblem(f"bad tablet id {t!r}: expected 32 hex digits (or 'sys' for the master catalog)")
+    return t
+
+
+def _addr(a: str, what: str = "address") -> str:
+    try:
+        split_addr(a)
+    except ValueError as exc:
+        raise UsageProblem(f"{what}: {exc}") from None
+    return a
+
+
+def _masters(s: str) -> list[str]:
+    out = [_addr(a.strip(), "MASTERS") for a in s.split(",") if a.strip()]
+    if not out:
+        raise UsageProblem("MASTERS is empty")
+    return out
+
+
+def _client(args: argparse.Namespace) -> KuduClient:
+    return KuduClient(_masters(args.masters), default_timeout_s=RPC_TIMEOUT)
+
+
+def _wrap(fn):
+    try:
+        return fn()
+    except KuduError as exc:
+        raise ToolFailure(str(exc)) from None
+
+
+# ---------------------------------------------------------------------- fs
+def fs_format(args: argparse.Namespace) -> int:
+    try:
+        u = format_fs(args.fs_dir, args.uuid)
+    except FsError as exc:
+        if "invalid uuid" in str(exc):
+            raise UsageProblem(str(exc)) from None
+        raise ToolFailure(str(exc)) from None
+    print(u)
+    return 0
+
+
+def fs_dump_uuid(args: argparse.Namespace) -> int:
+    try:
+        print(read_uuid(args.fs_dir))
+    except FsError as exc:
+        raise ToolFailure(str(exc)) from None
+    return 0
+
+
+def _layout(args: argparse.Namespace) -> tuple[FsLayout, str]:
+    try:
+        u = read_uuid(args.fs_dir)
+    except FsError as exc:
+        raise ToolFailure(str(exc)) from None
+    return FsLayout(Path(args.fs_dir)), u
+
+
+# ---------------------------------------------------------------------- local_replica
+def local_list(args: argparse.Namespace) -> int:
+    layout, _ = _layout(args)
+    for tid in layout.tablet_ids():
+        sb = read_superblock(layout, tid)
+        print(f"{tid} {sb.state} {sb.table_name}")
+    return 0
+
+
+def _load_cmeta(layout: FsLayout, tid: str) -> ConsensusMetadata:
+    try:
+        return ConsensusMetadata.load(layout.cmeta(tid))
+    except FileNotFoundError:
+        raise ToolFailure(f"no consensus metadata for tablet {tid} in {layout.root}") from None
+    except CmetaCorruption as exc:
+        raise ToolFailure(str(exc)) from None
+
+
+def cmeta_print_uuids(args: argparse.Namespace) -> int:
+    layout, _ = _layout(args)
+    cm = _load_cmeta(layout, _tablet_id(args.tablet))
+    print(" ".join(p.uuid for p in cm.committed_config.peers))
+    return 0
+
+
+def cmeta_rewrite(args: argparse.Namespace) -> int:
+    """Replace the committed config with the given voters (the server must be stopped)."""
+    layout, _ = _layout(args)
+    tid = _tablet_id(args.tablet)
+    peers = []
+    for spec in args.peers:
+        u, sep, addr = spec.partition(":")
+        if not sep or not UUID_RE.match(u):
+            raise UsageProblem(f"bad peer {spec!r}: expected UUID:HOST:PORT with a 32-hex-digit uuid")
+        peers.append(Peer(u, _addr(addr, f"peer {spec!r}"), MemberType.VOTER))
+    if len({p.uuid for p in peers}) != len(peers):
+        raise UsageProblem("a uuid is listed twice")
+    cm = _load_cmeta(layout, tid)
+    sb = read_superblock(layout, tid)
+    storage = ReplicaStorage(layout, tid)
+    try:
+        state, _snap, _si, _st = storage.load(RaftConfig(()))
+    finally:
+        storage.close()
+    last = max([e.index for e in state.entries] + [state.log_start - 1, cm.committed_config.opid_index])
+    new = ConsensusMetadata(cm.term, cm.voted_for, RaftConfig(tuple(peers), last))
+    new.save(layout.cmeta(tid), fsync=True)   # atomic: temp file, fsync, rename
+    del sb
+    print(f"rewrote the config of {tid}: {' '.join(p.uuid for p in peers)} (opid_index {last})")
+    return 0
+
+
+def copy_from_remote(args: argparse.Namespace) -> int:
+    layout, my_uuid = _layout(args)
+    tid = _tablet_id(args.tablet)
+    src = _addr(args.source, "HOST:PORT")
+    if layout.superblock(tid).exists():
+        sb = read_superblock(layout, tid)
+        if sb.state in (RUNNING, COPYING) and layout.cmeta(tid).exists() and sb.state == RUNNING:
+            raise ToolFailure(f"tablet {tid} already exists in {layout.root} ({sb.state}); delete it first")
+    pool = ChannelPool()
+    try:
+        if tid == SYS_TABLET and "copy-from-lagging-master" not in args.inject_bug:
+            # KUDU-1556: copying the catalog from a lagging master loses committed DDL
+            resp = pool.call(src, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=RPC_TIMEOUT)
+            ping = pool.call(src, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
+            leader = [m for m in resp.masters if m.role == "LEADER"]
+            if not resp.masters:
+                raise ToolFailure(f"{src} has no master catalog to copy")
+            if leader and leader[0].uuid != ping.server.uuid:
+                raise ToolFailure(f"{src} is not the leader master; copy from the leader {leader[0].addr}")
+            if not leader:
+                # no leader anywhere (e.g. migrating from one master): the source is all there is
+                print(f"warning: no leader master is known; copying from {src} as is", file=sys.stderr)
+        print(f"copying tablet {tid} from {src} ...", file=sys.stderr)
+        copy = fetch_copy(pool, src, tid, my_uuid, timeout=60.0)
+        try:
+            install_copy(layout, my_uuid, tid, copy)
+        finally:
+            end_copy(pool, src, copy.session_id)
+    except grpc.RpcError as exc:
+        raise ToolFailure(f"copy from {src} failed: {exc.code().name} {exc.details()}") from None
+    finally:
+        pool.close()
+    print(f"copied tablet {tid} from {src}: snapshot at index {copy.snapshot_index}, "
+          f"{len(copy.log_entries)} log entries")
+    return 0
+
+
+# ---------------------------------------------------------------------- remote_replica
+def remote_list(args: argparse.Namespace) -> int:
+    pool = ChannelPool()
+    try:
+        resp = pool.call(_addr(args.server), pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(),
+                         timeout=RPC_TIMEOUT)
+    finally:
+        pool.close()
+    for r in resp.replicas:
+        voters = ",".join(p.uuid[:8] for p in r.committed_config.peers if p.voter)
+        print(f"{r.tablet_id} {r.state} {r.role} term={r.term} commit={r.commit_index} "
+              f"table={r.table_name} voters={voters}")
+    return 0
+
+
+def unsafe_change_config(args: argparse.Namespace) -> int:
+    tid = _tablet_id(args.tablet)
+    for u in args.uuids:
+        if not UUID_RE.match(u):
+            raise UsageProblem(f"bad uuid {u!r}")
+    pool = ChannelPool()
+    try:
+        resp = pool.call(_addr(args.server), pbg.ConsensusStub, "UnsafeChangeConfig",
+                         pb.UnsafeChangeConfigRequest(tablet_id=tid, voter_uuids=args.uuids), timeout=RPC_TIMEOUT)
+    except grpc.RpcError as exc:
+        raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
+    finally:
+        pool.close()
+    print(f"tablet {tid}: new config {' '.join(p.uuid for p in resp.config.peers)} at index {resp.config.index}")
+    return 0
+
+
+# ---------------------------------------------------------------------- master
+def master_list(args: argparse.Namespace) -> int:
+    c = _client(args)
+    try:
+        resp = _wrap(c.list_masters)
+    finally:
+        c.close()
+    for m in resp.masters:
+        print(f"{m.uuid} {m.addr} {m.role}{'' if m.voter else ' (non-voter)'}")
+    return 0
+
+
+def _change_masters(args: argparse.Namespace, add: bool, addr: str) -> int:
+    c = _client(args)
+    try:
+        deadline = time.monotonic() + getattr(args, "timeout", 60.0)
+        while True:
+            try:
+                c._master_call("ChangeMasters", pb.ChangeMastersRequest(add=add, addr=addr, uuid=args.uuid),
+                               time.monotonic() + 20, True)
+                break
+            except KuduError as exc:
+                if time.monotonic() > deadline or ("STEPPING_DOWN" not in str(exc) and "PENDING" not in str(exc)):
+                    raise ToolFailure(str(exc)) from None
+                time.sleep(0.5)
+        if add:
+            print(f"added {addr} as a non-voter; waiting for it to copy the catalog and be promoted ...",
+                  file=sys.stderr)
+            while time.monotonic() < deadline:
+                try:
+                    ms = c.list_masters(timeout=5)
+                    if any(m.addr == addr and m.voter for m in ms.masters):
+                        print(f"master {addr} is a voter")
+                        return 0
+                except KuduError:
+                    pass
+                time.sleep(0.5)
+            raise ToolFailure(f"master {addr} was added but not promoted within {args.timeout:.0f}s")
+        print(f"removed master {addr}")
+        return 0
+    finally:
+        c.close()
+
+
+def master_add(args: argparse.Namespace) -> int:
+    return _change_masters(args, True, _addr(args.new, "new master"))
+
+
+def master_remove(args: argparse.Namespace) -> int:
+    return _change_masters(args, False, _addr(args.old, "old master"))
+
+
+# ---------------------------------------------------------------------- tablet
+def _find_tablet(c: KuduClient, tid: str) -> pb.TabletLocation:
+    for name in _wrap(c.list_tables):
+        locs = _wrap(lambda name=name: c.table_locations(name))
+        for t in locs.tablets:
+            if t.tablet_id == tid:
+                return t
+    raise ToolFailure(f"tablet {tid} not found in any table")
+
+
+def _leader_status(c: KuduClient, tid: str, deadline: float) -> tuple[str, pb.ReplicaStatus]:
+    """Ask every replica; return (addr, status) of the one that is leader."""
+    while True:
+        loc = _find_tablet(c, tid)
+        for r in loc.replicas:
+            try:
+                resp = c.pool.call(r.addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=tid),
+                                   timeout=3.0)
+            except grpc.RpcError:
+                continue
+            for st in resp.replicas:
+                if st.role == "LEADER":
+                    return r.addr, st
+        if time.monotonic() > deadline:
+            raise ToolFailure(f"tablet {tid} has no leader")
+        time.sleep(0.3)
+
+
+def _tserver(c: KuduClient, uuid: str) -> pb.TServerInfo:
+    for s in _wrap(c.list_tservers).servers:
+        if s.uuid == uuid:
+            return s
+    raise ToolFailure(f"tablet server {uuid} is not known to the masters")
+
+
+def _change(c: KuduClient, tid: str, typ: int, peer: pb.RaftPeer, timeout: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        addr, st = _leader_status(c, tid, deadline)
+        try:
+            resp = c.pool.call(addr, pbg.ConsensusStub, "ChangeConfig", pb.ChangeConfigRequest(
+                tablet_id=tid, type=typ, peer=peer, cas_config_index=st.committed_config.index), timeout=15.0)
+            return resp.config_index
+        except grpc.RpcError as exc:
+            d = exc.details() or ""
+            if time.monotonic() > deadline or not any(s in d for s in ("NOT_LEADER", "PENDING", "NOT_READY",
+                                                                        "CAS_FAILED", "TRANSFER")):
+                raise ToolFailure(f"{exc.code().name}: {d}") from None
+            time.sleep(0.5)
+
+
+def add_replica(args: argparse.Namespace) -> int:
+    tid = _tablet_id(args.tablet)
+    c = _client(args)
+    try:
+        ts = _tserver(c, args.ts)
+        voter = args.replica_type == "VOTER"
+        # a VOTER joins as a promotable NON_VOTER first, so it cannot weaken the majority while copying
+        idx = _change(c, tid, pb.ChangeConfigRequest.ADD_PEER,
+                      pb.RaftPeer(uuid=ts.uuid, addr=ts.addr, voter=False, promote=voter))
+        print(f"added {ts.uuid} to {tid} as {'a promotable NON_VOTER' if voter else 'NON_VOTER'} (config index {idx})")
+        return 0
+    finally:
+        c.close()
+
+
+def remove_replica(args: argparse.Namespace) -> int:
+    tid = _tablet_id(args.tablet)
+    c = _client(args)
+    try:
+        idx = _change(c, tid, pb.ChangeConfigRequest.REMOVE_PEER, pb.RaftPeer(uuid=args.ts))
+        print(f"removed {args.ts} from {tid} (config index {idx})")
+        return 0
+    finally:
+        c.close()
+
+
+def move_replica(args: argparse.Namespace) -> int:
+    tid = _tablet_id(args.tablet)
+    c = _client(args)
+    deadline = time.monotonic() + args.timeout
+    try:
+        ts = _tserver(c, args.dst)
+        _change(c, tid, pb.ChangeConfigRequest.ADD_PEER, pb.RaftPeer(uuid=ts.uuid, addr=ts.addr, voter=False,
+                                                                       promote=True))
+        print(f"added {ts.uuid}; waiting for it to catch up and be promoted ...", file=sys.stderr)
+        while True:
+            _, st = _leader_status(c, tid, deadline)
+            if any(p.uuid == ts.uuid and p.voter for p in st.committed_config.peers):
+                break
+            if time.monotonic() > deadline:
+                raise ToolFailure(f"{ts.uuid} was not promoted within {args.timeout:.0f}s")
+            time.sleep(0.3)
+        _change(c, tid, pb.ChangeConfigRequest.REMOVE_PEER, pb.RaftPeer(uuid=args.src),
+                timeout=max(5.0, deadline - time.monotonic()))
+        print(f"moved the replica of {tid} from {args.src} to {ts.uuid}")
+        return 0
+    finally:
+        c.close()
+
+
+def leader_step_down(args: argparse.Namespace) -> int:
+    tid = _tablet_id(args.tablet)
+    c = _client(args)
+    try:
+        addr, _ = _leader_status(c, tid, time.monotonic() + RPC_TIMEOUT)
+        try:
+            c.pool.call(addr, pbg.ConsensusStub, "LeaderStepDown",
+                        pb.LeaderStepDownRequest(tablet_id=tid, new_leader_uuid=args.new_leader), timeout=RPC_TIMEOUT)
+        except grpc.RpcError as exc:
+            raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
+        print(f"leader of {tid} at {addr} is stepping down")
+        return 0
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------- table
+def table_create(args: argparse.Namespace) -> int:
+    c = _client(args)
+    try:
+        tid = _wrap(lambda: c.create_table(args.name, args.num_tablets, args.replication, timeout=60.0))
+        print(tid)
+        return 0
+    finally:
+        c.close()
+
+
+def table_delete(args: argparse.Namespace) -> int:
+    c = _client(args)
+    try:
+        _wrap(lambda: c.delete_table(args.name))
+        print(f"deleted {args.name}")
+        return 0
+    finally:
+        c.close()
+
+
+def table_list(args: argparse.Namespace) -> int:
+    c = _client(args)
+    try:
+        for name in _wrap(c.list_tables):
+            print(name)
+            if args.tablets:
+                for t in _wrap(lambda name=name: c.table_locations(name)).tablets:
+                    reps = " ".join(f"{r.uuid}:{r.role}" for r in t.replicas)
+                    print(f"  {t.tablet_id} p{t.partition} {t.state} {reps}")
+        return 0
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------- ksck
+def ksck_report(masters: list[str], rounds: int = 3) -> dict[str, Any]:
+    """Check the cluster; returns {"healthy": bool, "problems": [...], "tablets": n, ...}."""
+    c = KuduClient(masters, default_timeout_s=RPC_TIMEOUT)
+    try:
+        for attempt in range(rounds):
+            rep = _ksck_once(c, masters)
+            if rep["healthy"] or attempt == rounds - 1:
+                return rep
+            time.sleep(1.0)
+        return rep
+    finally:
+        c.close()
+
+
+def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
+    problems: list[str] = []
+    out: dict[str, Any] = {"masters": [], "tservers": [], "tables": {}}
+    leaders = set()
+    for a in masters:
+        try:
+            resp = c.pool.call(a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=3.0)
+            out["masters"].append({"addr": a, "config": [(m.uuid, m.addr, m.role) for m in resp.masters]})
+            leaders.update(m.uuid for m in resp.masters if m.role == "LEADER")
+        except grpc.RpcError as exc:
+            problems.append(f"master {a} unreachable: {exc.code().name}")
+    if len(leaders) != 1:
+        problems.append(f"masters do not agree on one leader: {sorted(leaders)}")
+    try:
+        servers = c.list_tservers().servers
+        tables = c.list_tables()
+    except KuduError as exc:
+        problems.append(f"cannot query the leader master: {exc}")
+        return {"healthy": False, "problems": problems, **out}
+    live = {s.uuid: s for s in servers if s.live}
+    out["tservers"] = [{"uuid": s.uuid, "addr": s.addr, "live": s.live} for s in servers]
+    for s in servers:
+        if not s.live:
+            problems.append(f"tablet server {s.uuid} ({s.addr}) is not heartbeating")
+    ntablets = 0
+    for name in tables:
+        try:
+            locs = c.table_locations(name)
+        except KuduError as exc:
+            problems.append(f"table {name}: {exc}")
+            continue
+        rf = locs.table.replication
+        out["tables"][name] = len(locs.tablets)
+        for t in locs.tablets:
+            ntablets += 1
+            where = f"table {name} tablet {t.tablet_id}"
+            statuses: dict[str, pb.ReplicaStatus] = {}
+            for r in t.replicas:
+                try:
+                    resp = c.pool.call(r.addr, pbg.ConsensusStub, "ListReplicas",
+                                       pb.ListTabletsRequest(tablet_id=t.tablet_id), timeout=3.0)
+                    for st in resp.replicas:
+                        if st.state == "RUNNING":
+                            statuses[r.uuid] = st
+                except grpc.RpcError:
+                    pass
+            voters = [r for r in t.replicas if r.voter]
+            if t.state != "RUNNING":
+                problems.append(f"{where}: state {t.state}")
+            if len(voters) < rf:
+                problems.append(f"{where}: under-replicated ({len(voters)} voters, replication {rf})")
+            missing = [r.uuid for r in voters if r.uuid not in statuses]
+            if missing:
+                problems.append(f"{where}: replicas not running: {missing}")
+            lead = [u for u, st in statuses.items() if st.role == "LEADER"]
+            if len(lead) != 1:
+                problems.append(f"{where}: {len(lead)} leaders")
+                continue
+            lst = statuses[lead[0]]
+            for u, st in statuses.items():
+                if st.committed_config.SerializeToString() != lst.committed_config.SerializeToString():
+                    problems.append(f"{where}: replica {u} has config index {st.committed_config.index}, "
+                                    f"leader has {lst.committed_config.index}")
+                if st.commit_index < lst.commit_index:
+                    problems.append(f"{where}: replica {u} committed index {st.commit_index} < leader's "
+                                    f"{lst.commit_index}")
+            if {p.uuid for p in lst.committed_config.peers} != {r.uuid for r in t.replicas}:
+                problems.append(f"{where}: master's config differs from the leader's")
+            if lst.failed_peers:
+                problems.append(f"{where}: leader reports failed peers {list(lst.failed_peers)}")
+    out.update({"healthy": not problems, "problems": problems, "tablets": ntablets, "live_tservers": len(live)})
+    return out
+
+
+def ksck(args: argparse.Namespace) -> int:
+    rep = ksck_report(_masters(args.masters))
+    if args.json:
+        print(json.dumps(rep, indent=2, default=str))
+    else:
+        for p in rep["problems"]:
+            print(f"WARNING: {p}")
+        print(f"{len(rep.get('tables', {}))} tables, {rep.get('tablets', 0)} tablets, "
+              f"{rep.get('live_tservers', 0)} live tablet servers, {len(rep['masters'])} masters")
+        print("OK" if rep["healthy"] else "UNHEALTHY")
+    return 0 if rep["healthy"] else 1
+
+
+__all__ = ["ToolFailure", "UsageProblem", "ksck_report", "re"]

@@ -1,0 +1,96 @@
+"""Tablet server -> every master heartbeats, with tablet reports.
+
+Each master gets its own heartbeat stream (followers only record liveness; the leader acts on
+reports). Reports are incremental (replicas whose state changed since the last report that master
+acknowledged), except that a full report goes to a master that asks for one, after a restart, and
+to a master that has just become leader (KUDU-1374) -- unless `edge-triggered-reports` is on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import grpc
+
+from node.protos import node_pb2 as pb
+from node.protos import node_pb2_grpc as pbg
+from node.server.host import ReplicaHost
+
+log = logging.getLogger("node.heartbeat")
+
+
+def signature(st: pb.ReplicaStatus) -> tuple:
+    return (st.state, st.role, st.term, st.leader_uuid, st.committed_config.SerializeToString(),
+            st.pending_config.SerializeToString(), st.schema_version, tuple(st.failed_peers),
+            tuple(sorted(st.caught_up_peers)) if st.role == "LEADER" else ())
+
+
+class _MasterStream:
+    def __init__(self, hb: Heartbeater, addr: str) -> None:
+        self.hb = hb
+        self.addr = addr
+        self.sent: dict[str, tuple] = {}
+        self.need_full = True
+        self.was_leader = False
+        self.leader_term = 0
+        self.thread = threading.Thread(target=self._run, name=f"hb-{addr}", daemon=True)
+
+    def _run(self) -> None:
+        failures = 0
+        while not self.hb.stop_ev.wait(self.hb.interval_s if failures == 0 else min(1.0, self.hb.interval_s)):
+            try:
+                self.beat()
+                failures = 0
+            except grpc.RpcError as exc:
+                failures += 1
+                if failures in (1, 20) or failures % 200 == 0:
+                    log.info("heartbeat to %s failed (%d): %s", self.addr, failures, exc.code())
+            except Exception:
+                log.exception("heartbeat to %s", self.addr)
+
+    def beat(self) -> None:
+        statuses = self.hb.host.statuses()
+        full = self.need_full
+        cur = {st.tablet_id: signature(st) for st in statuses}
+        if full:
+            report = statuses
+        else:
+            report = [st for st in statuses if self.sent.get(st.tablet_id) != cur[st.tablet_id]]
+            gone = [t for t in self.sent if t not in cur]
+            report += [pb.ReplicaStatus(tablet_id=t, state="DELETED") for t in gone]
+        req = pb.HeartbeatRequest(uuid=self.hb.host.uuid, addr=self.hb.host.advertise,
+                                  report=pb.TabletReport(full=full, replicas=report))
+        resp = self.hb.host.pool.call(self.addr, pbg.MasterStub, "Heartbeat", req,
+                                      timeout=max(1.0, 2 * self.hb.interval_s))
+        if full:
+            self.sent = dict(cur)
+        else:
+            for st in report:
+                if st.state == "DELETED":
+                    self.sent.pop(st.tablet_id, None)
+                else:
+                    self.sent[st.tablet_id] = cur[st.tablet_id]
+        self.need_full = bool(resp.needs_full_report)
+        new_leader = resp.is_leader and (not self.was_leader or resp.leader_term != self.leader_term)
+        if new_leader and not full and "edge-triggered-reports" not in self.hb.bugs:
+            log.info("master %s is a new leader (term %d): sending a full tablet report", self.addr,
+                     resp.leader_term)
+            self.need_full = True
+        self.was_leader, self.leader_term = resp.is_leader, resp.leader_term
+
+
+class Heartbeater:
+    def __init__(self, host: ReplicaHost, masters: list[str], interval_s: float, bugs: frozenset[str]) -> None:
+        self.host = host
+        self.interval_s = interval_s
+        self.bugs = bugs
+        self.stop_ev = threading.Event()
+        self.streams = [_MasterStream(self, a) for a in masters]
+
+    def start(self) -> None:
+        for s in self.streams:
+            s.thread.start()
+
+    def stop(self) -> None:
+        self.stop_ev.set()

@@ -1,0 +1,218 @@
+"""Histories as Parquet: a fixed, typed schema that keeps every op losslessly.
+
+A history op's `value` may be an int, a string, a list, a map or null, and `process` an int or
+"nemesis", so no single Arrow type fits. Each such field is stored twice: `<field>_json` holds the JSON
+text exactly (null when the op has no such field, the text `null` when it is present and null), and a
+typed convenience column (`process`, `key`, `value_int`, ...) serves queries. Fields outside the format go
+to `extra_json`. Reading rebuilds the original dicts from the JSON columns, so a round trip is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = "1"
+
+SCHEMA = pa.schema(
+    [
+        pa.field("index", pa.int64()),
+        pa.field("time", pa.int64()),  # ns since the run began
+        pa.field("type", pa.string()),  # invoke | ok | fail | info
+        pa.field("f", pa.string()),
+        pa.field("process", pa.int64()),  # null for "nemesis" and other non-int processes
+        pa.field("is_nemesis", pa.bool_()),
+        pa.field("key", pa.string()),  # str(key) for str/int keys, else its JSON
+        pa.field("value_int", pa.int64()),  # the value when it is an int
+        pa.field("node", pa.string()),
+        pa.field("error", pa.string()),  # the error when it is a string, else its JSON
+        pa.field("process_json", pa.string()),
+        pa.field("key_json", pa.string()),
+        pa.field("value_json", pa.string()),
+        pa.field("node_json", pa.string()),
+        pa.field("error_json", pa.string()),
+        pa.field("extra_json", pa.string()),  # any other fields, and index/time/type/f of an unusual type
+    ],
+    metadata={b"faultline.history.schema": SCHEMA_VERSION.encode()},
+)
+VARIANT_FIELDS = ("process", "key", "value", "node", "error")
+CORE_FIELDS = {"index": int, "time": int, "type": str, "f": str}
+KNOWN = set(CORE_FIELDS) | set(VARIANT_FIELDS)
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+
+
+@dataclass
+class JsonlRead:
+    ops: list[dict[str, Any]]
+    dropped_lines: int = 0  # malformed lines skipped (a truncated tail counts as one)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_jsonl(path: Path | str, *, tolerate_truncated_tail: bool = True, strict: bool = False) -> JsonlRead:
+    """Reads a history.jsonl. A truncated or malformed line is dropped with a warning (a crashed run
+    leaves a torn last line); `strict` raises instead."""
+    ops: list[dict[str, Any]] = []
+    out = JsonlRead(ops)
+    loads = json.loads
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.readlines()
+    last = len(lines) - 1
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            op = loads(line)
+            if not isinstance(op, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            tail = n == last
+            msg = f"{path}:{n + 1}: {'truncated last line' if tail else 'malformed line'} ({exc})"
+            if strict or (tail and not tolerate_truncated_tail):
+                raise ValueError(msg) from exc
+            out.dropped_lines += 1
+            out.problems.append(msg)
+            warnings.warn(msg, stacklevel=2)
+            continue
+        ops.append(op)
+    return out
+
+
+def _json_text(v: Any) -> str:
+    t = type(v)
+    if t is int:
+        return str(v)
+    if v is None:
+        return "null"
+    return _dumps(v)
+
+
+def _variant(values: list[Any], present: list[bool]) -> list[str | None]:
+    return [(str(v) if type(v) is int else _json_text(v)) if p else None for v, p in zip(values, present, strict=True)]
+
+
+def ops_to_table(ops: Iterable[dict[str, Any]]) -> pa.Table:
+    """Arrow table in SCHEMA for a list of op dicts (column by column: this runs over millions of ops)."""
+    ops = ops if isinstance(ops, list) else list(ops)
+    cols: dict[str, list[Any]] = {}
+    extras: list[dict[str, Any] | None] = [None] * len(ops)
+    known = KNOWN
+    for pos, op in enumerate(ops):
+        odd = op.keys() - known
+        ex = {k: op[k] for k in odd} if odd else None
+        for name, typ in CORE_FIELDS.items():
+            if name in op and type(op[name]) is not typ:
+                ex = ex or {}
+                ex[name] = op[name]
+        if "index" not in op:
+            ex = ex or {}
+            ex["__no_index__"] = True
+        extras[pos] = ex
+    idx = [op.get("index") for op in ops]
+    cols["index"] = [i if type(i) is int else pos for pos, i in enumerate(idx)]
+    for name, typ in CORE_FIELDS.items():
+        if name != "index":
+            cols[name] = [v if type(v) is typ else None for v in (op.get(name) for op in ops)]
+    for name in VARIANT_FIELDS:
+        present = [name in op for op in ops]
+        values = [op.get(name) for op in ops]
+        cols[f"{name}_json"] = _variant(values, present)
+        if name == "process":
+            cols["process"] = [v if type(v) is int else None for v in values]
+            cols["is_nemesis"] = [v == "nemesis" for v in values]
+        elif name == "key":
+            cols["key"] = [v if type(v) is str else (str(v) if type(v) is int else (None if v is None else _dumps(v)))
+                           for v in values]
+        elif name == "value":
+            cols["value_int"] = [v if type(v) is int else None for v in values]
+        else:
+            cols[name] = [v if type(v) is str else (None if v is None else _dumps(v)) for v in values]
+    cols["extra_json"] = [None if e is None else _dumps(e) for e in extras]
+    return pa.Table.from_pydict({n: cols[n] for n in SCHEMA.names}, schema=SCHEMA)
+
+
+@dataclass
+class ParquetStats:
+    rows: int
+    duration_s: float | None
+    dropped_lines: int
+
+
+def write_table(table: pa.Table, parquet_path: Path | str) -> None:
+    """Atomic write, so a reader never sees a half-written file."""
+    path = Path(parquet_path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(path)
+
+
+def write_history_parquet(jsonl_path: Path | str, parquet_path: Path | str) -> ParquetStats:
+    """history.jsonl -> history.parquet (tolerating a truncated tail); returns rows and duration."""
+    read = read_jsonl(jsonl_path)
+    table = ops_to_table(read.ops)
+    write_table(table, parquet_path)
+    return ParquetStats(len(read.ops), history_duration_s(read.ops), read.dropped_lines)
+
+
+def history_duration_s(ops: list[dict[str, Any]]) -> float | None:
+    times = [op["time"] for op in ops if type(op.get("time")) is int]
+    if not times:
+        return None
+    return (max(times) - min(times)) / 1e9
+
+
+def read_history_frame(parquet_path: Path | str, columns: list[str] | None = None) -> Any:
+    """The Parquet history as a pandas DataFrame (typed columns and JSON columns)."""
+    return pq.read_table(parquet_path, columns=columns).to_pandas()
+
+
+def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[dict[str, Any]]:
+    loads = json.loads
+    pos = {n: i for i, n in enumerate(names)}
+    i_index, i_time, i_type, i_f, i_extra = (pos[n] for n in ("index", "time", "type", "f", "extra_json"))
+    variants = [(n, pos[f"{n}_json"]) for n in VARIANT_FIELDS]
+    out = []
+    for r in rows:
+        op: dict[str, Any] = {"index": int(r[i_index])}
+        t = r[i_time]
+        if t is not None and t == t:
+            op["time"] = int(t)
+        if r[i_type] is not None:
+            op["type"] = r[i_type]
+        if r[i_f] is not None:
+            op["f"] = r[i_f]
+        for name, i in variants:
+            text = r[i]
+            if text is not None:
+                op[name] = int(text) if text.isdigit() else loads(text)
+        if r[i_extra] is not None:
+            extra = loads(r[i_extra])
+            if extra.pop("__no_index__", False):
+                del op["index"]
+            op.update(extra)
+        out.append(op)
+    return out
+
+
+def frame_to_ops(df: Any) -> list[dict[str, Any]]:
+    """Rebuilds the original op dicts from a DataFrame in SCHEMA (e.g. one Spark group)."""
+    names = list(df.columns)
+    return _rows_to_ops(df.itertuples(index=False, name=None), names)
+
+
+def table_to_ops(table: pa.Table) -> list[dict[str, Any]]:
+    names = table.column_names
+    cols = [table.column(n).to_pylist() for n in names]
+    return _rows_to_ops(zip(*cols, strict=True), names)
+
+
+def read_history_parquet(parquet_path: Path | str) -> list[dict[str, Any]]:
+    """history.parquet -> the exact list of op dicts that was written."""
+    return table_to_ops(pq.read_table(parquet_path))

@@ -1,0 +1,340 @@
+"""Campaign scoring: every run of a store, on Spark (or, as a baseline, in one process).
+
+The heavy work runs on the executors, over the histories as one DataFrame:
+- `groupBy(run_id).applyInPandas(run_metrics)`: counts, latency quantiles, throughput, fault windows,
+  outages and recovery for each run;
+- `groupBy(run_id, key).applyInPandas(key_verdict)`: the linearizability check of each independent key,
+  by `checkers.linearizability.check`, the same function `faultline check` uses, so verdicts match.
+The per-run rows (one per run) are then joined and aggregated per (workload, nemesis, bug) on the driver
+with the same pandas functions the single-process baseline uses.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from results import metrics
+from results.store import RunDir, Store, StoreError
+
+# workload -> the checker model its history is checked against
+WORKLOAD_MODELS = {"register": "cas-register", "cas-register": "cas-register", "kv": "kv", "set": "set"}
+METRIC_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis"]
+OP_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis", "key", "process_json", "key_json",
+              "value_json", "node_json", "error_json", "extra_json"]
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ScoreResult:
+    runs: pd.DataFrame  # one row per run (scores.parquet)
+    groups: pd.DataFrame  # one row per (workload, nemesis, bug)
+    out_dir: Path | None = None
+    engine: str = "spark"
+    seconds: float = 0.0
+    total_events: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> bool | str:
+        from checkers.api import merge_valid
+
+        return merge_valid(metrics.text_valid(v) for v in self.runs["verdict"]) if len(self.runs) else "unknown"
+
+
+def _say(progress: Progress | None, msg: str) -> None:
+    if progress:
+        progress(msg)
+
+
+def model_for(test: dict[str, Any]) -> str | None:
+    """The checker model for a run: test.json's `model`, else the workload's default, else none."""
+    m = test.get("model")
+    if isinstance(m, str):
+        return m
+    return WORKLOAD_MODELS.get(str(test.get("workload")))
+
+
+def prepare_runs(path: Path | str, progress: Progress | None = None) -> pd.DataFrame:
+    """The runs table on the driver: index facts, checker model, Parquet path, and a warning for every
+    malformed or partial run. Writes history.parquet for runs that lack a fresh one."""
+    root = Path(path).absolute()
+    if not root.exists():
+        raise StoreError(f"store {root} does not exist")
+    if not root.is_dir():
+        raise StoreError(f"store {root} is not a directory")
+    store = Store(root, create=False)
+    rows = []
+    run_dirs = list(store.run_dirs())
+    stale = [r for r in run_dirs if r.history_path.exists() and not r.parquet_is_fresh()]
+    if stale:
+        _say(progress, f"writing history.parquet for {len(stale)} run(s)")
+    for n, run in enumerate(run_dirs, 1):
+        rows.append(_run_row(run))
+        if stale and n % 50 == 0:
+            _say(progress, f"prepared {n}/{len(run_dirs)} runs")
+    cols = ["run_id", "test_name", "stamp", "workload", "nemesis", "bug", "seed", "status", "recorded_verdict",
+            "model", "parquet", "warning", "start_time"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _run_row(run: RunDir) -> dict[str, Any]:
+    info = run.info()
+    problems: list[str] = []
+    test: dict[str, Any] = {}
+    if info.status == "broken":
+        problems.append("test.json missing or unreadable")
+    else:
+        test = run.load_test()
+    if info.status == "incomplete":
+        problems.append("no results.json (run did not finish)")
+    parquet_path = None
+    if run.history_path.exists() or run.parquet_path.exists():
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                parquet_path = str(run.ensure_parquet())
+            problems += [str(w.message) for w in caught]
+        except (OSError, ValueError) as exc:
+            problems.append(f"history unreadable: {exc}")
+    else:
+        problems.append("no history")
+    recorded = None if info.verdict is None else metrics.valid_text(info.verdict)
+    return {
+        "run_id": info.run_id, "test_name": info.test_name, "stamp": info.stamp,
+        "workload": info.workload or "unknown", "nemesis": info.nemesis_label, "bug": info.bug_label,
+        "seed": info.seed, "status": info.status, "recorded_verdict": recorded, "model": model_for(test),
+        "parquet": parquet_path, "warning": "; ".join(problems), "start_time": info.start_time,
+    }
+
+
+def load_store(spark: Any, path: Path | str, progress: Progress | None = None) -> tuple[Any, Any]:
+    """(runs, history) as Spark DataFrames: one row per run, and every op of every run with its `run_id`.
+
+    The history columns are results.parquet.SCHEMA's plus `run_id`. On a standalone cluster the store
+    must be readable at the same path on every worker (a shared filesystem)."""
+    runs_pd = prepare_runs(path, progress)
+    return _frames(spark, runs_pd)
+
+
+def _frames(spark: Any, runs_pd: pd.DataFrame) -> tuple[Any, Any]:
+    from pyspark.sql import functions as F
+
+    from results.parquet import SCHEMA
+
+    runs_sdf = spark.createDataFrame(runs_pd.astype(object).where(runs_pd.notna(), None),
+                                     schema=_runs_schema())
+    paths = [p for p in runs_pd["parquet"].dropna().tolist()]
+    if not paths:
+        empty = spark.createDataFrame([], schema=_history_schema())
+        return runs_sdf, empty
+    by_file = {Path(p).absolute().as_uri(): rid for p, rid in zip(runs_pd["parquet"], runs_pd["run_id"], strict=True)
+               if p}
+    mapping = spark.createDataFrame(list(by_file.items()), "file string, run_id string")
+    hist = spark.read.schema(_arrow_to_spark(SCHEMA)).parquet(*paths).withColumn("file", F.input_file_name())
+    hist = _join_files(hist, mapping)
+    return runs_sdf, hist
+
+
+def _join_files(hist: Any, mapping: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    h = hist.withColumn("_f", F.url_decode(F.regexp_replace("file", "^file:/+", "/")))
+    m = mapping.withColumn("_f", F.url_decode(F.regexp_replace("file", "^file:/+", "/"))).drop("file")
+    return h.join(F.broadcast(m), on="_f", how="inner").drop("_f", "file")
+
+
+def _arrow_to_spark(schema: Any) -> Any:
+    from pyspark.sql import types as T
+
+    conv = {"int64": T.LongType(), "string": T.StringType(), "bool": T.BooleanType()}
+    return T.StructType([T.StructField(f.name, conv[str(f.type)], True) for f in schema])
+
+
+def _history_schema() -> Any:
+    from pyspark.sql import types as T
+
+    from results.parquet import SCHEMA
+
+    s = _arrow_to_spark(SCHEMA)
+    return T.StructType([*s.fields, T.StructField("run_id", T.StringType(), True)])
+
+
+def _runs_schema() -> str:
+    return ("run_id string, test_name string, stamp string, workload string, nemesis string, bug string, "
+            "seed long, status string, recorded_verdict string, model string, parquet string, warning string, "
+            "start_time string")
+
+
+# ------------------------------------------------------------------------------------------- the work
+def _metrics_fn(gap_s: float) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def fn(pdf: pd.DataFrame) -> pd.DataFrame:
+        row = metrics.run_metrics(pdf, str(pdf["run_id"].iloc[0]), gap_s)
+        return pd.DataFrame([row], columns=[c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")])
+
+    return fn
+
+
+def _verdict_fn(models: dict[str, str], time_limit: float | None) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def fn(pdf: pd.DataFrame) -> pd.DataFrame:
+        from results.parquet import frame_to_ops
+
+        pdf = pdf.sort_values("index", kind="stable")
+        run_id = str(pdf["run_id"].iloc[0])
+        key = pdf["gkey"].iloc[0]
+        ops = frame_to_ops(pdf[[c for c in pdf.columns if c not in ("run_id", "gkey")]])
+        row = metrics.key_verdict(ops, run_id, None if key == metrics.NO_KEY else key, models[run_id], time_limit)
+        return pd.DataFrame([row], columns=[c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")])
+
+    return fn
+
+
+def _finish(runs_pd: pd.DataFrame, met: pd.DataFrame, kv: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Joins runs, metrics and per-key verdicts into per-run scores, then the per-group scorecard."""
+    merged = metrics.merge_key_verdicts(kv)
+    scores = runs_pd.drop(columns=["parquet"]).merge(met, on="run_id", how="left").merge(merged, on="run_id",
+                                                                                         how="left")
+    # runs without a model keep the verdict their checkers recorded; runs without history are unknown
+    no_check = scores["model"].isna() | scores["verdict"].isna()
+    scores.loc[no_check, "verdict"] = scores.loc[no_check, "recorded_verdict"].fillna("unknown")
+    no_hist = scores["events"].isna() | (scores["events"] == 0)
+    scores.loc[no_hist & scores["model"].notna(), "verdict"] = "unknown"
+    scores["warning"] = scores["warning"].fillna("")
+    scores = scores.sort_values("run_id").reset_index(drop=True)
+    if scores.empty:
+        groups = pd.DataFrame(columns=[c.split()[0] for c in metrics.GROUP_SCHEMA.split(", ")])
+    else:
+        groups = pd.DataFrame([metrics.aggregate_group(g) for _, g in
+                               scores.groupby(["workload", "nemesis", "bug"], sort=True, dropna=False)])
+    return scores, groups
+
+
+class _StageProgress:
+    """Prints Spark's task progress every few seconds while a job runs (a scored campaign takes minutes)."""
+
+    def __init__(self, spark: Any, progress: Progress | None, label: str, every_s: float = 5.0) -> None:
+        self.spark, self.progress, self.label, self.every_s = spark, progress, label, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _StageProgress:
+        if self.progress:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        tracker = self.spark.sparkContext.statusTracker()
+        while not self._stop.wait(self.every_s):
+            try:
+                done = total = 0
+                for sid in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(sid)
+                    if info:
+                        done += info.numCompletedTasks
+                        total += info.numTasks
+                if total and self.progress:
+                    self.progress(f"{self.label}: {done}/{total} tasks of the running stage(s)")
+            except Exception:
+                return
+
+
+def score(
+    spark: Any,
+    path: Path | str,
+    out_dir: Path | str | None = None,
+    *,
+    time_limit: float | None = None,
+    gap_s: float = metrics.OUTAGE_GAP_S,
+    progress: Progress | None = None,
+) -> ScoreResult:
+    """Scores every run in the store on `spark`; writes scores.parquet, scorecard.json and scorecard.html
+    to `out_dir` (default STORE/_score). `time_limit` bounds each key's check (then "unknown")."""
+    started = time.monotonic()
+    runs_pd = prepare_runs(path, progress)
+    _say(progress, f"scoring {len(runs_pd)} runs on Spark ({spark.sparkContext.master})")
+    _, hist = _frames(spark, runs_pd)
+    models = {r: m for r, m in zip(runs_pd["run_id"], runs_pd["model"], strict=True) if isinstance(m, str)}
+    with _StageProgress(spark, progress, "metrics"):
+        met = (hist.select(*METRIC_COLUMNS, "run_id").groupBy("run_id")
+               .applyInPandas(_metrics_fn(gap_s), metrics.RUN_SCHEMA).toPandas())
+    _say(progress, "metrics done; checking linearizability per (run, key)")
+    from pyspark.sql import functions as F
+
+    checked = hist.filter(F.col("run_id").isin(list(models)) & ~F.col("is_nemesis"))
+    with _StageProgress(spark, progress, "linearizability"):
+        kv = (checked.select(*OP_COLUMNS, "run_id")
+              .withColumn("gkey", F.coalesce(F.col("key"), F.lit(metrics.NO_KEY)))
+              .groupBy("run_id", "gkey").applyInPandas(_verdict_fn(models, time_limit), metrics.KEY_SCHEMA)
+              .toPandas())
+    scores, groups = _finish(runs_pd, met, kv)
+    result = ScoreResult(scores, groups, engine=f"spark {spark.sparkContext.master}",
+                         seconds=time.monotonic() - started, total_events=int(scores["events"].fillna(0).sum()),
+                         warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w])
+    _write(result, path, out_dir, progress)
+    return result
+
+
+def score_pandas(
+    path: Path | str,
+    out_dir: Path | str | None = None,
+    *,
+    time_limit: float | None = None,
+    gap_s: float = metrics.OUTAGE_GAP_S,
+    progress: Progress | None = None,
+) -> ScoreResult:
+    """The single-process baseline: the same metrics and verdicts, one run after another, no Spark."""
+    from results.parquet import frame_to_ops, read_history_frame
+
+    started = time.monotonic()
+    runs_pd = prepare_runs(path, progress)
+    met_rows, kv_rows = [], []
+    for n, (rid, pq_path, model) in enumerate(zip(runs_pd["run_id"], runs_pd["parquet"], runs_pd["model"],
+                                                  strict=True), 1):
+        if not pq_path:
+            continue
+        df = read_history_frame(pq_path)
+        met_rows.append(metrics.run_metrics(df, rid, gap_s))
+        if isinstance(model, str):
+            df = df[~df["is_nemesis"]]
+            for key, g in df.groupby(df["key"].fillna(metrics.NO_KEY), sort=False):
+                ops = frame_to_ops(g[OP_COLUMNS].sort_values("index", kind="stable"))
+                kv_rows.append(metrics.key_verdict(ops, rid, None if key == metrics.NO_KEY else key, model,
+                                                   time_limit))
+        if n % 20 == 0:
+            _say(progress, f"scored {n}/{len(runs_pd)} runs")
+    met = pd.DataFrame(met_rows, columns=[c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")])
+    kv = pd.DataFrame(kv_rows, columns=[c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")])
+    scores, groups = _finish(runs_pd, met, kv)
+    result = ScoreResult(scores, groups, engine="pandas", seconds=time.monotonic() - started,
+                         total_events=int(scores["events"].fillna(0).sum()),
+                         warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w])
+    _write(result, path, out_dir, progress)
+    return result
+
+
+def _write(result: ScoreResult, store: Path | str, out_dir: Path | str | None, progress: Progress | None) -> None:
+    from results.scorecard import write_scorecard
+
+    out = Path(out_dir) if out_dir is not None else Path(store) / "_score"
+    write_scorecard(result, out, store=Path(store))
+    result.out_dir = out
+    _say(progress, f"wrote {out / 'scores.parquet'}, {out / 'scorecard.json'}, {out / 'scorecard.html'}")
+
+
+def read_scores(out_dir: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(scores.parquet as pandas, scorecard.json) from a scoring output directory."""
+    out = Path(out_dir)
+    return pd.read_parquet(out / "scores.parquet"), json.loads((out / "scorecard.json").read_text())

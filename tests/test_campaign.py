@@ -1,0 +1,148 @@
+"""Campaign files: validation before anything runs, expectations, resume without repeats, the CLI.
+
+Runs use the in-memory fake cluster (controller/fake.py) so the campaign machinery is tested quickly;
+the real-cluster chaos suite is tests/test_chaos_ci.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller import campaign as cp
+from controller.errors import UsageError
+from controller.runner import run_once
+
+FAKE_CAMPAIGN = """
+[campaign]
+name = "t"
+cluster = "fake"
+seeds = [1, 2]
+time_limit = 1.5
+concurrency = 4
+nemesis_interval = 0.3
+quiet_period = 0.1
+
+[[cell]]
+name = "good"
+workload = "register"
+nemesis = ["partition"]
+expect = "valid"
+
+[[cell]]
+name = "stale"
+workload = "register"
+nemesis = ["partition"]
+bugs = ["stale-leader-reads"]
+expect = "invalid"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("snippet", "needle"),
+    [
+        ('workload = "regster"', "workload 'regster' is unknown; valid: register"),
+        ('workload = "register"\nnemesis = ["partishun"]', "nemesis 'partishun' is unknown; valid:"),
+        ('workload = "register"\nbugs = ["nope"]', "bug 'nope' is unknown; valid:"),
+        ('workload = "register"\nconcurrency = "ten"', "concurrency must be int"),
+        ('workload = "register"\ncolour = 3', "unknown key 'colour'; valid keys:"),
+        ('workload = "register"\nexpect = "maybe"', "expect 'maybe' is unknown; valid: valid, invalid"),
+    ],
+)
+def test_typos_are_rejected_before_anything_runs(tmp_path: Path, snippet: str, needle: str) -> None:
+    body = "[campaign]\nname = 'x'\ncluster = 'fake'\n[[cell]]\n" + snippet + "\n"
+    if "expect" not in snippet:
+        body += 'expect = "valid"\n'
+    with pytest.raises(UsageError) as exc:
+        cp.load(write(tmp_path, body))
+    assert needle in str(exc.value)
+
+
+def test_matrix_expands_to_product_of_alternatives_seeds_and_limits(tmp_path: Path) -> None:
+    camp = cp.load(write(tmp_path, """
+[campaign]
+cluster = "fake"
+seeds = [1, 2, 3]
+time_limits = [5, 10]
+[[cell]]
+name = "m"
+workloads = ["register", "set"]
+nemeses = [["partition"], ["kill", "pause"]]
+expect = "valid"
+"""))
+    assert len(camp.runs) == 2 * 2 * 3 * 2
+    assert len({r.key for r in camp.runs}) == len(camp.runs)
+    assert {r.opts["nemesis"] for r in camp.runs} == {"partition", "kill,pause"}
+
+
+def test_campaign_meets_expectations_and_resumes_without_repeating(tmp_path: Path) -> None:
+    camp = cp.load(write(tmp_path, FAKE_CAMPAIGN), store_override=tmp_path / "store")
+    assert len(camp.runs) == 4
+    calls: list[str] = []
+
+    def flaky(test: dict, store: Path) -> object:
+        calls.append(test["name"])
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the user pressed Ctrl-C during the third run
+        return run_once(test, store, quiet=True, install_signals=False)
+
+    with pytest.raises(KeyboardInterrupt):
+        cp.execute(camp, flaky)
+    saved = cp.load_state(camp)
+    assert len(saved) == 2  # the interrupted run is not recorded
+
+    resumed: list[str] = []
+
+    def counting(test: dict, store: Path) -> object:
+        resumed.append(f"{test['name']}|{test['seed']}")
+        return run_once(test, store, quiet=True, install_signals=False)
+
+    records = cp.execute(camp, counting)
+    assert len(resumed) == 2  # only the unfinished runs ran again
+    assert len(records) == 4
+    summary = {s.cell: s for s in cp.summarize(camp, records)}
+    assert summary["good"].valid == 2 and summary["good"].ok
+    assert summary["stale"].invalid == 2 and summary["stale"].ok
+    assert summary["stale"].median_detection_s is not None
+    for rec in records.values():
+        assert Path(rec.run_dir, "results.json").exists()
+
+
+def test_cli_dry_run_and_bad_file_exit_codes(tmp_path: Path) -> None:
+    path = write(tmp_path, FAKE_CAMPAIGN)
+    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(path), "--dry-run"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "good|seed=1|t=1.5\texpect valid" in out.stdout
+    bad = write(tmp_path, FAKE_CAMPAIGN.replace('workload = "register"', 'workload = "regster"', 1))
+    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(bad)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 254
+    assert "valid: register" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.spark
+def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path) -> None:
+    # "good" with the bug injected cannot be valid: its expectation must fail the campaign (exit 1)
+    text = FAKE_CAMPAIGN.replace("seeds = [1, 2]", "seeds = [1]").replace(
+        'name = "good"\nworkload = "register"\nnemesis = ["partition"]',
+        'name = "good"\nworkload = "register"\nnemesis = ["partition"]\nbugs = ["stale-leader-reads"]')
+    path = write(tmp_path, text)
+    store = tmp_path / "store"
+    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(path), "--store", str(store),
+                          "--quiet"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "expectation not met: good|seed=1" in out.stdout
+    assert (store / "_score" / "scorecard.html").exists()
+    state = json.loads((store / "campaign.json").read_text())
+    assert {r["cell"] for r in state["runs"]} == {"good", "stale"}

@@ -1,0 +1,244 @@
+"""The runner end to end against the in-memory fake cluster: verdicts, healing, crashes, Ctrl-C, analyze."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import generator as gen
+from controller import testspec
+from controller.errors import UsageError
+from controller.fake import FakeBackend
+from controller.runner import reanalyze, run_once, run_test
+from nemesis.registry import compose
+from results.store import Store
+from workloads.registry import get as get_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_test(**kw: Any) -> dict[str, Any]:
+    opts = {"cluster": "fake", "workload": "register", "nemesis": "partition,kill", "time_limit": 1.5,
+            "nemesis_interval": 0.2, "concurrency": 6, "seed": 7, **kw}
+    return testspec.stamp(testspec.build_test(opts))
+
+
+def run_fake(tmp_path: Path, test: dict[str, Any], workload: dict | None = None,
+             nemesis_pkg: dict | None = None) -> tuple[Any, FakeBackend]:
+    backend = FakeBackend(seed=test["seed"])
+    test["connect"] = backend.client
+    wl = workload or get_workload(test["workload"], test["workload_opts"])
+    pkg = nemesis_pkg or compose(test["nemesis"], test["nemesis_interval"])
+    run_dir = Store(tmp_path / "store").create_run(test["name"], {k: v for k, v in test.items() if k != "connect"})
+    out = run_test(test, backend, wl, pkg, run_dir, install_signals=False)
+    return out, backend
+
+
+def history(out: Any) -> list[dict]:
+    return [json.loads(line) for line in (Path(out.run_dir) / "history.jsonl").read_text().splitlines()]
+
+
+def test_correct_fake_is_valid_and_healed(tmp_path: Path) -> None:
+    out, backend = run_fake(tmp_path, make_test())
+    assert out.valid is True, out.results
+    assert out.cut_short is None
+    h = history(out)
+    assert [o["index"] for o in h] == list(range(len(h)))
+    assert all(a["time"] <= b["time"] for a, b in zip(h, h[1:], strict=False))
+    nem = [o for o in h if o["process"] == "nemesis"]
+    assert any(o["f"] == "start-partition" and o["type"] == "ok" for o in nem)
+    assert any(o["f"] == "start-kill" and o["type"] == "ok" for o in nem)
+    # the final generator stopped every fault that was started
+    assert nem[-1]["f"].startswith("stop-") and nem[-1]["type"] == "ok"
+    assert backend.residue() == [] and out.results["residue"] == []
+    assert ("down", "") in backend.events
+    results = json.loads((Path(out.run_dir) / "results.json").read_text())
+    assert results["valid"] is True and results["workload"]["model"] == "cas-register"
+    assert (Path(out.run_dir) / "faultline.log").read_text().count("phase: main") == 1
+
+
+def test_a_process_never_has_two_outstanding_ops_and_info_retires_it(tmp_path: Path) -> None:
+    out, _ = run_fake(tmp_path, make_test(seed=3))
+    h = history(out)
+    open_: dict = {}
+    retired: set = set()
+    infos = 0
+    for o in h:
+        p = o["process"]
+        if o["type"] == "invoke":
+            assert p not in open_, f"process {p} has two outstanding ops"
+            assert p not in retired, f"process {p} reused after info"
+            open_[p] = o
+        else:
+            assert open_.pop(p)["f"] == o["f"]
+            if o["type"] == "info" and p != "nemesis":
+                retired.add(p)
+                infos += 1
+    assert infos > 0  # the fake's faults produce indeterminate writes, so retirement was exercised
+    assert max(p for o in h if isinstance(p := o["process"], int)) >= 6
+
+
+def test_buggy_fake_is_flagged_invalid(tmp_path: Path) -> None:
+    test = make_test(inject_bug=["stale-leader-reads"], nemesis="partition", seed=2, time_limit=2)
+    backend = FakeBackend(seed=2)
+    test["connect"] = backend.client
+    test["cluster_spec"]["inject_bugs"] = ["stale-leader-reads"]
+    run_dir = Store(tmp_path / "s").create_run("bug", {})
+    out = run_test(test, backend, get_workload("register", test["workload_opts"]),
+                   compose(["partition"], 0.2), run_dir, install_signals=False)
+    assert out.valid is False
+    failure = out.results["workload"]["failure"]
+    assert failure["op"]["f"] == "read"
+
+
+class CrashingClient:
+    def __init__(self, after: int = 20) -> None:
+        self.after = after
+        self.n = 0
+
+    def open(self, test: Any, node: str) -> CrashingClient:
+        return self
+
+    def invoke(self, test: Any, op: dict) -> dict:
+        self.n += 1
+        if self.n > self.after:
+            raise RuntimeError("client exploded")
+        return {**op, "type": "ok", "value": None if op["f"] == "read" else op.get("value")}
+
+    def close(self) -> None:
+        pass
+
+
+def test_crashed_client_cuts_short_but_heals_and_checks(tmp_path: Path) -> None:
+    test = make_test(time_limit=5)
+    wl = get_workload("register", test["workload_opts"])
+    wl = {**wl, "client": CrashingClient()}
+    t0 = time.monotonic()
+    out, backend = run_fake(tmp_path, test, workload=wl)
+    assert time.monotonic() - t0 < 5
+    assert out.cut_short and "client" in out.cut_short and "exploded" in out.cut_short
+    assert backend.residue() == []
+    assert "workload" in out.results and out.results["cut_short"] == out.cut_short
+    crash = [o for o in history(out) if "exploded" in str(o.get("error", ""))]
+    assert crash and crash[0]["type"] == "info"
+
+
+class CrashingNemesis:
+    fs = frozenset({"start-partition", "stop-partition"})
+
+    def __init__(self) -> None:
+        self.healed = 0
+
+    def setup(self, test: Any) -> CrashingNemesis:
+        return self
+
+    def invoke(self, test: Any, op: dict) -> dict:
+        test["backend"].partition({"t1": {"t2"}})
+        raise OSError("nemesis exploded")
+
+    def heal(self, test: Any) -> None:
+        self.healed += 1
+        test["backend"].heal_network()
+
+
+def test_crashed_nemesis_cuts_short_and_still_heals(tmp_path: Path) -> None:
+    nem = CrashingNemesis()
+    pkg = {"nemesis": nem, "generator": gen.seq(gen.sleep(0.2), {"f": "start-partition"}), "final_generator": None}
+    out, backend = run_fake(tmp_path, make_test(time_limit=5), nemesis_pkg=pkg)
+    assert out.cut_short and "nemesis" in out.cut_short
+    assert nem.healed >= 1 and backend.residue() == []
+
+
+def test_validation_names_the_choices() -> None:
+    with pytest.raises(UsageError, match="valid: register, set, bank, catalog"):
+        testspec.build_test({"workload": "regster"})
+    with pytest.raises(UsageError, match="partition-ring"):
+        testspec.build_test({"nemesis": "partition,chaos"})
+    with pytest.raises(UsageError, match="stale-leader-reads"):
+        testspec.build_test({"inject_bug": ["stale-reads"]})
+    with pytest.raises(UsageError, match="positive"):
+        testspec.build_test({"time_limit": "-3"})
+    with pytest.raises(UsageError, match="number"):
+        testspec.build_test({"concurrency": "many"})
+    with pytest.raises(UsageError, match="masters 1"):
+        testspec.build_test({"nemesis": "master-migrate"})
+    with pytest.raises(UsageError, match="docker, local, ssh"):
+        testspec.build_test({"cluster": "kubernetes"})
+
+
+def test_run_once_and_reanalyze(tmp_path: Path) -> None:
+    test = testspec.build_test({"cluster": "fake", "workload": "register", "nemesis": "pause,clock",
+                                "time_limit": 1, "nemesis_interval": 0.2, "concurrency": 4, "seed": 5})
+    out = run_once(test, tmp_path / "store")
+    assert out.valid is True
+    (Path(out.run_dir) / "results.json").unlink()
+    again = reanalyze(out.run_dir)
+    assert again["valid"] is True and again["reanalyzed"] is True
+    assert "did not finish" in again["cut_short"]
+
+
+def faultline(*args: str, env_extra: dict | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
+    return subprocess.Popen([sys.executable, "-m", "controller", *args], cwd=ROOT, text=True, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for_history(store: Path, min_lines: int, timeout: float = 60) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for h in store.glob("*/*/history.jsonl"):
+            if len(h.read_text().splitlines()) >= min_lines:
+                return h.parent
+        time.sleep(0.1)
+    raise AssertionError("the run never wrote its history")
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: int) -> None:
+    store = tmp_path / "store"
+    proc = faultline("run", "--cluster", "fake", "--workload", "register", "--nemesis", "partition,kill",
+                     "--nemesis-interval", "0.3", "--time-limit", "60", "--seed", "4", "--store", str(store),
+                     "--quiet", env_extra={"FAULTLINE_FAKE_HEAL_DELAY": "1.5"})
+    try:
+        run_dir = _wait_for_history(store, 500)
+        proc.send_signal(signal.SIGINT)
+        if presses == 2:
+            time.sleep(0.5)  # the first press is being handled: the fake's heal takes 1.5 s
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 2, (out, err)
+    assert "cut short: interrupted" in out
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["cut_short"].startswith("interrupted")
+    assert results["residue"] == []  # healed: no grudge, no killed node left
+    lines = (run_dir / "history.jsonl").read_text().splitlines()
+    assert len(lines) >= 500
+    if presses == 2:
+        assert results["valid"] == "unknown" and "aborted" in results["skipped"]
+    ana = subprocess.run([sys.executable, "-m", "controller", "analyze", str(run_dir)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert ana.returncode == 0, ana.stderr
+    assert json.loads(ana.stdout)["valid"] is True
+
+
+def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "controller", "run", "--cluster", "fake", "--nemesis", "bogus",
+                        "--store", str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 254
+    assert "unknown nemesis 'bogus'; valid:" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "s").exists()
+    p = subprocess.run([sys.executable, "-m", "controller", "analyze", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 254 and "not a run directory" in p.stderr

@@ -1,0 +1,140 @@
+"""Nemeses against the in-memory fake cluster: each fault applies, records what it did, and heals."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from controller import generator as gen
+from controller.fake import FakeBackend
+from nemesis import registry
+from nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
+from nemesis.topology import MasterReplaceNemesis, MembershipNemesis, TserverReplaceNemesis
+
+
+@pytest.fixture()
+def test() -> dict[str, Any]:
+    b = FakeBackend(seed=1)
+    b.up({"masters": 3, "tservers": 5})
+    b.tables["register"] = {"rows": {}, "schema_version": 0, "columns": []}
+    return {"seed": 1, "backend": b, "masters": 3, "tservers": 5, "dns": dict(b.dns), "state": {}}
+
+
+def test_partition_leader_isolates_the_master_leader(test: dict) -> None:
+    n = PartitionNemesis().setup(test)
+    done = n.invoke(test, {"f": "start-partition", "value": {"shape": "leader", "targets": "masters"}})
+    assert done["type"] == "ok" and done["value"]["leader"] == "m1"  # the fake's leader is the first running
+    assert done["value"]["groups"] == [["m1"], ["m2", "m3"]]
+    assert test["backend"].grudge == {"m1": {"m2", "m3"}, "m2": {"m1"}, "m3": {"m1"}}
+    n.invoke(test, {"f": "stop-partition"})
+    assert test["backend"].grudge == {}
+
+
+@pytest.mark.parametrize("shape", ["one", "halves", "majority", "ring", "bridge"])
+def test_every_partition_shape_applies_and_heals(test: dict, shape: str) -> None:
+    n = PartitionNemesis().setup(test)
+    done = n.invoke(test, {"f": "start-partition", "value": {"shape": shape, "targets": "all"}})
+    assert done["type"] == "ok" and test["backend"].grudge
+    n.heal(test)
+    assert test["backend"].residue() == []
+
+
+@pytest.mark.parametrize("mode", ["kill", "pause"])
+def test_kill_and_pause_then_revive(test: dict, mode: str) -> None:
+    n = ProcessNemesis(mode).setup(test)
+    done = n.invoke(test, {"f": f"start-{mode}", "value": {"targets": "tservers", "subset": "majority"}})
+    victims = done["value"]["nodes"]
+    assert len(victims) == 3 and all(v.startswith("t") for v in victims)
+    state = "killed" if mode == "kill" else "paused"
+    assert all(test["backend"].state[v] == state for v in victims)
+    leaders = n.invoke(test, {"f": f"start-{mode}", "value": {"targets": "masters", "subset": "leaders"}})
+    assert leaders["value"]["nodes"] == ["m1"]
+    stop = n.invoke(test, {"f": f"stop-{mode}"})
+    assert sorted(stop["value"]["nodes"]) == sorted([*victims, "m1"])
+    assert test["backend"].residue() == []
+
+
+def test_clock_bump_and_strobe_are_reset(test: dict) -> None:
+    n = ClockNemesis(strobe_s=0.2, strobe_period_s=0.05).setup(test)
+    for kind in ("bump", "strobe"):
+        done = n.invoke(test, {"f": "start-clock", "value": {"kind": kind, "targets": "all", "subset": "minority"}})
+        assert done["value"]["offsets"] and all(abs(o) <= 5 for o in done["value"]["offsets"].values())
+    assert any(test["backend"].clock.values())
+    n.invoke(test, {"f": "stop-clock"})
+    assert test["backend"].residue() == []
+
+
+def test_master_replace_follows_the_procedure(test: dict) -> None:
+    b = test["backend"]
+    n = MasterReplaceNemesis(wait_s=5).setup(test)
+    done = n.invoke(test, {"f": "replace-master"})
+    v = done["value"]
+    assert done["type"] == "ok" and v["healthy"] is True
+    dead, new, name = v["dead"], v["replacement"], v["name"]
+    assert new == "m4" and b.state[dead] == "destroyed" and b.dns[name] == new
+    order = [e for e in b.events if e[1] in (dead, new) or e[0] == "dns"]
+    assert order[:5] == [("stopped", dead), ("destroyed", dead), ("add", new), ("dns", f"{name}->{new}"),
+                         ("running", new)]
+    copies = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
+    assert "master-1:7051" in copies[0]  # copied from the leader (m1 in the fake), by its DNS name
+    assert [node for node, argv in b.remote.calls if "copy_from_remote" in argv] == [new]
+
+
+def test_tserver_replace_and_membership(test: dict) -> None:
+    b = test["backend"]
+    done = TserverReplaceNemesis(wait_s=5).setup(test).invoke(test, {"f": "replace-tserver"})
+    assert done["type"] == "ok" and done["value"]["added"] == "t6"
+    assert b.state[done["value"]["destroyed"]] == "destroyed"
+    m = MembershipNemesis().setup(test)
+    out = m.invoke(test, {"f": "membership", "value": {"action": "leader-step-down"}})
+    assert out["type"] == "ok"
+    assert any("leader_step_down" in argv for _, argv in b.remote.calls)
+
+
+def test_composite_routes_ops_and_heals_everything(test: dict) -> None:
+    pkg = registry.compose(["partition", "kill", "clock"], interval_s=1)
+    nem = pkg["nemesis"].setup(test)
+    assert {"start-partition", "stop-kill", "start-clock"} <= nem.fs
+    nem.invoke(test, {"f": "start-partition", "value": {"shape": "halves", "targets": "all"}})
+    nem.invoke(test, {"f": "start-kill", "value": {"targets": "tservers", "subset": "one"}})
+    nem.invoke(test, {"f": "start-clock", "value": {"kind": "bump", "targets": "all", "subset": "one"}})
+    assert len(test["backend"].residue()) == 3
+    nem.heal(test)
+    assert test["backend"].residue() == []
+    assert nem.invoke(test, {"f": "no-such"})["type"] == "fail"
+
+
+def test_composed_schedule_interleaves_and_final_generator_stops_all() -> None:
+    pkg = registry.compose(["partition", "kill"], interval_s=1)
+    h = gen.simulate(gen.nemesis(gen.time_limit(10, pkg["generator"])), concurrency=0, seed=3)
+    fs = [o["f"] for o in h if o["type"] == "invoke"]
+    counts = Counter(fs)
+    assert counts["start-partition"] >= 4 and counts["start-kill"] >= 4
+    # each package alternates start and stop
+    for f in ("partition", "kill"):
+        seq = [x for x in fs if x.endswith(f)]
+        assert all(a != b for a, b in zip(seq, seq[1:], strict=False))
+    # the faults overlap: a kill starts while a partition is active
+    active = set()
+    overlapped = False
+    for x in fs:
+        kind = x.split("-", 1)[1]
+        if x.startswith("start-"):
+            overlapped |= bool(active)
+            active.add(kind)
+        else:
+            active.discard(kind)
+    assert overlapped
+    final = [o["f"] for o in gen.simulate(gen.nemesis(pkg["final_generator"]), 0) if o["type"] == "invoke"]
+    assert final == ["stop-partition", "stop-kill"]
+
+
+def test_single_shapes_are_selectable() -> None:
+    pkg = registry.compose(["partition-ring"], interval_s=0.5)
+    h = gen.simulate(gen.nemesis(gen.time_limit(3, pkg["generator"])), concurrency=0)
+    shapes = {o["value"]["shape"] for o in h if o["f"] == "start-partition" and o["type"] == "invoke"}
+    assert shapes == {"ring"}
+    with pytest.raises(ValueError, match="valid: none, partition"):
+        registry.validate(["partition-triangle"])

@@ -1,0 +1,107 @@
+"""Workload clients and generators against the fake store: op semantics, error mapping, final reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import generator as gen
+from controller import testspec
+from controller.fake import FakeBackend, FakeIndeterminate, FakeUnavailable
+from controller.runner import run_test
+from nemesis.registry import compose
+from workloads import common
+from workloads.registry import WORKLOADS
+from workloads.registry import get as get_workload
+
+
+@pytest.fixture()
+def test() -> dict[str, Any]:
+    b = FakeBackend(seed=1, latency_s=0)
+    b.up({"masters": 3, "tservers": 5})
+    return {"seed": 1, "backend": b, "connect": b.client}
+
+
+def test_register_client(test: dict) -> None:
+    wl = get_workload("register", {"concurrency": 4})
+    wl["client"].setup(test)
+    c = wl["client"].open(test, "t1")
+    assert c.invoke(test, {"f": "read", "key": "k1", "value": None})["value"] is None
+    assert c.invoke(test, {"f": "write", "key": "k1", "value": 3})["type"] == "ok"
+    assert c.invoke(test, {"f": "read", "key": "k1", "value": None})["value"] == 3
+    assert c.invoke(test, {"f": "cas", "key": "k1", "value": [3, 4]})["type"] == "ok"
+    assert c.invoke(test, {"f": "cas", "key": "k1", "value": [3, 1]})["type"] == "fail"
+    assert c.invoke(test, {"f": "read", "key": "k1", "value": None})["value"] == 4
+
+
+def test_error_mapping_reads_fail_writes_are_indeterminate() -> None:
+    op = {"f": "write", "value": 1}
+    assert common.completion(op, FakeIndeterminate("lost"), read_only=False)["type"] == "info"
+    assert common.completion(op, RuntimeError("who knows"), read_only=False)["type"] == "info"
+    assert common.completion(op, TimeoutError(), read_only=False)["type"] == "info"
+    assert common.completion(op, FakeUnavailable("refused"), read_only=False)["type"] == "fail"
+    assert common.completion({"f": "read"}, FakeIndeterminate("x"), read_only=True)["type"] == "fail"
+    assert "refused" in common.completion(op, FakeUnavailable("refused"), read_only=False)["error"]
+
+
+def test_set_unique_adds_and_read(test: dict) -> None:
+    wl = get_workload("set", {})
+    h = gen.simulate(gen.clients(gen.limit(30, wl["generator"])), concurrency=3, latency_s=0.01)
+    values = [o["value"] for o in h if o["type"] == "invoke"]
+    assert sorted(values) == list(range(30))
+    wl["client"].setup(test)
+    c = wl["client"].open(test, "t1")
+    for v in (5, 1, 3):
+        assert c.invoke(test, {"f": "add", "value": v})["type"] == "ok"
+    assert c.invoke(test, {"f": "read", "value": None})["value"] == [1, 3, 5]
+
+
+def test_bank_transfers_conserve_the_total(test: dict) -> None:
+    wl = get_workload("bank", {"accounts": 4, "total": 40})
+    wl["client"].setup(test)
+    c = wl["client"].open(test, "t1")
+    assert c.invoke(test, {"f": "read"})["value"] == {0: 10, 1: 10, 2: 10, 3: 10}
+    assert c.invoke(test, {"f": "transfer", "value": {"from": 0, "to": 1, "amount": 7}})["type"] == "ok"
+    r = c.invoke(test, {"f": "transfer", "value": {"from": 0, "to": 2, "amount": 5}})
+    assert r["type"] == "fail" and "insufficient" in r["error"]
+    bal = c.invoke(test, {"f": "read"})["value"]
+    assert bal == {0: 3, 1: 17, 2: 10, 3: 10} and sum(bal.values()) == 40
+
+
+def test_catalog_ops(test: dict) -> None:
+    wl = get_workload("catalog", {})
+    c = wl["client"].open(test, "m1")
+    assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
+    assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "fail"  # already present: definite
+    alt = c.invoke(test, {"f": "alter-table", "value": {"table": "t0", "column": "c0"}})
+    assert alt["type"] == "ok" and alt["value"]["version"] == 1
+    lst = c.invoke(test, {"f": "list-tables"})
+    assert lst["value"] == ["t0"] and lst["versions"] == {"t0": 1}
+    assert c.invoke(test, {"f": "delete-table", "value": "t0"})["type"] == "ok"
+    assert c.invoke(test, {"f": "list-tables"})["value"] == []
+    h = gen.simulate(gen.clients(gen.limit(200, wl["generator"])), concurrency=2, latency_s=0.001, seed=4)
+    creates = [o["value"] for o in h if o["type"] == "invoke" and o["f"] == "create-table"]
+    assert len(creates) == len(set(creates)) > 20  # every create names a fresh table
+    targets = {o["value"] if isinstance(o["value"], str) else o["value"]["table"]
+               for o in h if o["type"] == "invoke" and o["f"] in ("delete-table", "alter-table")}
+    assert targets <= set(creates)
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str) -> None:
+    t = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": name, "nemesis": "partition",
+                                            "time_limit": 1, "nemesis_interval": 0.2, "concurrency": 4,
+                                            "seed": 9, "quiet_period": 0}))
+    b = FakeBackend(seed=9)
+    t["connect"] = b.client
+    out = run_test(t, b, get_workload(name, t["workload_opts"]), compose(["partition"], 0.2), None,
+                   install_signals=False)
+    assert out.cut_short is None, out.cut_short
+    assert "workload" in out.results
+    assert b.residue() == []
+    ops = t["recorder"].ops
+    if name != "register":  # a final read after healing, and it succeeded
+        final_f = {"set": "read", "bank": "read", "catalog": "list-tables"}[name]
+        assert ops[-1]["f"] == final_f and ops[-1]["type"] == "ok"

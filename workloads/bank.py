@@ -1,0 +1,91 @@
+"""bank: transfers between accounts kept in one tablet, each an atomic batch; reads must always see the
+same total and no negative balance.
+
+A transfer reads both balances, then writes both new balances in one batch conditioned on the balances
+it read (a compare-and-set on each row), so a concurrent transfer makes it fail instead of losing money.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller import generator as gen
+from workloads.common import KVClient, LazyChecker, Op, connect
+
+
+class BankClient(KVClient):
+    table = "bank"
+
+    def __init__(self, conn: Any = None, accounts: int = 5, total: int = 100) -> None:
+        super().__init__(conn)
+        self.accounts, self.total = accounts, total
+
+    def open(self, test: Mapping[str, Any], node: str) -> BankClient:
+        return BankClient(connect(test), self.accounts, self.total)
+
+    def setup(self, test: Mapping[str, Any]) -> None:
+        import time
+
+        self.ensure_table(test, num_tablets=1)
+        conn = connect(test)
+        per = self.total // self.accounts
+        balances = [per] * self.accounts
+        balances[0] += self.total - per * self.accounts
+        rows = [("put", f"a{i}", b) for i, b in enumerate(balances)]
+        deadline = time.monotonic() + float(test.get("setup_timeout_s", 60))
+        try:
+            while True:  # an indeterminate batch is harmless here: it is idempotent and nothing else runs
+                try:
+                    conn.batch(self.table, rows)
+                    return
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        finally:
+            if hasattr(conn, "close"):
+                conn.close()
+
+    def _balances(self) -> dict[int, int]:
+        rows = self.conn.scan(self.table)
+        items = rows.items() if isinstance(rows, Mapping) else rows
+        return {int(str(k)[1:]): int(v) for k, v in items if str(k).startswith("a")}
+
+    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+        if op["f"] == "read":
+            return {**op, "type": "ok", "value": self._balances()}
+        if op["f"] == "transfer":
+            t = op["value"]
+            src, dst, amount = f"a{t['from']}", f"a{t['to']}", int(t["amount"])
+            try:
+                b_src, b_dst = self.conn.get(self.table, src), self.conn.get(self.table, dst)
+            except Exception as exc:  # nothing was written yet: a definite failure
+                return {**op, "type": "fail", "error": f"read before transfer: {type(exc).__name__}"}
+            if b_src is None or b_dst is None or int(b_src) < amount:
+                return {**op, "type": "fail", "error": "insufficient funds"}
+            # one tablet, so the batch is atomic: both conditional writes apply, or neither does
+            results = self.conn.batch(self.table, [("cas", src, b_src, int(b_src) - amount),
+                                                   ("cas", dst, b_dst, int(b_dst) + amount)])
+            ok = all(applied for applied, _ in results)
+            return {**op, "type": "ok" if ok else "fail", **({} if ok else {"error": "balances changed"})}
+        raise ValueError(f"bank: unknown op {op['f']!r}")
+
+
+def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
+    accounts = int(opts.get("accounts", 5))
+    total = int(opts.get("total", 100))
+
+    def transfer(ctx: gen.Context) -> Op:
+        a, b = ctx.rng.sample(range(accounts), 2)
+        return {"f": "transfer", "value": {"from": a, "to": b, "amount": ctx.rng.randint(1, 5)}}
+
+    g = gen.mix(gen.repeat(transfer), gen.repeat({"f": "read", "value": None}))
+    if opts.get("rate"):
+        g = gen.stagger(1.0 / float(opts["rate"]), g)
+    return {
+        "client": BankClient(accounts=accounts, total=total),
+        "generator": g,
+        "final_generator": gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
+        "checker": LazyChecker("checkers.bank", "BankChecker", total=total, accounts=accounts),
+    }

@@ -1,0 +1,78 @@
+"""catalog: CreateTable / DeleteTable / AlterTable / ListTables against the masters while they fail over
+and are replaced. After healing, every acknowledged create must be visible exactly once, deleted tables
+must stay deleted, and a table's schema version must never go back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from controller import generator as gen
+from workloads.common import KVClient, LazyChecker, Op
+
+
+class CatalogClient(KVClient):
+    read_fs = frozenset({"list-tables", "describe-table"})
+
+    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+        f, v = op["f"], op.get("value")
+        if f == "create-table":
+            # one tablet and no wait for its leader: this workload is about the catalog, not the tablets
+            self.conn.create_table(v, num_tablets=1, wait=False)
+            return {**op, "type": "ok"}
+        if f == "delete-table":
+            self.conn.delete_table(v)
+            return {**op, "type": "ok"}
+        if f == "alter-table":
+            version = self.conn.alter_table(v["table"], int(v["version"]))
+            return {**op, "type": "ok", "value": {**v, "version": version}}
+        if f == "describe-table":
+            info = self.conn.table_info(v["table"])
+            return {**op, "type": "ok", "value": {"table": v["table"], "version": int(info["schema_version"])}}
+        if f == "list-tables":
+            return {**op, "type": "ok", "value": sorted(self.conn.list_tables())}
+        raise ValueError(f"catalog: unknown op {f!r}")
+
+
+@dataclass(frozen=True)
+class CatalogOps(gen.Gen):
+    """Creates fresh tables, and deletes, alters, describes and lists ones created before; pure (its state
+    is two counters)."""
+
+    created: int = 0
+    version: int = 0
+
+    def op(self, ctx: gen.Context) -> gen.Answer:
+        thread = ctx.some_free_thread()
+        if thread is None:
+            return gen.PENDING, self
+        roll = ctx.rng.random()
+        nxt = self
+        if self.created == 0 or roll < 0.35:
+            o: Op = {"f": "create-table", "value": f"t{self.created}"}
+            nxt = replace(self, created=self.created + 1)
+        elif roll < 0.5:
+            o = {"f": "delete-table", "value": f"t{ctx.rng.randrange(self.created)}"}
+        elif roll < 0.65:
+            # versions drawn from one growing counter: each alter asks for a version above all earlier ones
+            o = {"f": "alter-table", "value": {"table": f"t{ctx.rng.randrange(self.created)}",
+                                                "version": self.version + 1}}
+            nxt = replace(self, version=self.version + 1)
+        elif roll < 0.8:
+            o = {"f": "describe-table", "value": {"table": f"t{ctx.rng.randrange(self.created)}"}}
+        else:
+            o = {"f": "list-tables", "value": None}
+        return gen._fill(o, ctx, thread), nxt
+
+
+def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
+    rate = float(opts.get("rate") or 20)  # catalog changes are heavy: a modest default rate
+    return {
+        "client": CatalogClient(),
+        "generator": gen.stagger(1.0 / rate, CatalogOps()),
+        "final_generator": gen.until_ok(gen.delay(1.0, gen.repeat({"f": "list-tables", "value": None})),
+                                        attempts=30),
+        "checker": LazyChecker("checkers.catalog", "CatalogChecker"),
+    }

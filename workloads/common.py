@@ -1,0 +1,124 @@
+"""What every workload client shares: connecting through the test, and turning errors into completions.
+
+The rule (Jepsen's): an error on an operation that cannot change state (a read) is a `fail`; an error on
+a write is `info` (indeterminate) unless the error proves the write did not happen. Only errors that
+say so explicitly (a `definite` attribute, or the node client's not-found / already-present errors) are
+definite; anything unknown on a write is `info`, because calling a maybe-applied write `fail` makes the
+checkers report anomalies that did not happen.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Op = dict[str, Any]
+
+
+def _client_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(indeterminate, definite) error types of the node client."""
+    try:
+        from node.client import (
+            AlreadyExistsError,
+            IndeterminateError,
+            InvalidArgumentError,
+            NotFoundError,
+            UnavailableError,
+        )
+    except ImportError:
+        return (TimeoutError,), ()
+    return (IndeterminateError, TimeoutError), (UnavailableError, NotFoundError, AlreadyExistsError,
+                                                InvalidArgumentError)
+
+
+def is_definite(exc: BaseException) -> bool:
+    """True when the error proves the operation did not take effect (the node client's Unavailable,
+    NotFound, AlreadyExists, InvalidArgument); anything else on a write is indeterminate."""
+    indeterminate, definite = _client_errors()
+    if isinstance(exc, indeterminate) or getattr(exc, "indeterminate", False):
+        return False
+    return isinstance(exc, definite) or bool(getattr(exc, "definite", False))
+
+
+def error_text(exc: BaseException) -> str:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {msg}"[:200] if msg else type(exc).__name__
+
+
+def completion(op: Op, exc: BaseException, *, read_only: bool) -> Op:
+    """The completion of `op` that failed with `exc`."""
+    kind = "fail" if read_only or is_definite(exc) else "info"
+    return {**op, "type": kind, "error": error_text(exc)}
+
+
+def connect(test: Mapping[str, Any]) -> Any:
+    """A node client for this test: the runner puts a `connect` callable in the test."""
+    factory: Callable[[], Any] | None = test.get("connect")
+    if factory is None:
+        raise RuntimeError("the test has no `connect` (the runner sets it from the cluster backend)")
+    return factory()
+
+
+class LazyChecker:
+    """A checker from the checkers package, imported when it is used (analysis may run without a cluster)."""
+
+    def __init__(self, module: str, name: str, **kwargs: Any) -> None:
+        self.module, self.name, self.kwargs = module, name, kwargs
+
+    def build(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)(**self.kwargs)
+
+    def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
+        return self.build().check(test, history, opts)
+
+    def __repr__(self) -> str:
+        return f"{self.module}.{self.name}({self.kwargs})"
+
+
+class KVClient:
+    """Base of the row-based workload clients: one node client per worker, a table, and error mapping."""
+
+    table = "faultline"
+    read_fs: frozenset[str] = frozenset({"read"})
+
+    def __init__(self, conn: Any = None) -> None:
+        self.conn = conn
+
+    def open(self, test: Mapping[str, Any], node: str) -> KVClient:
+        return type(self)(connect(test))
+
+    def close(self) -> None:
+        if self.conn is not None and hasattr(self.conn, "close"):
+            self.conn.close()
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        try:
+            return self.apply(test, op)
+        except Exception as exc:
+            return completion(op, exc, read_only=op["f"] in self.read_fs)
+
+    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+        raise NotImplementedError
+
+    def ensure_table(self, test: Mapping[str, Any], **kwargs: Any) -> None:
+        """Creates the workload's table once, retrying through transient errors (bounded)."""
+        import time
+
+        conn = connect(test)
+        deadline = time.monotonic() + float(test.get("setup_timeout_s", 60))
+        last: BaseException | None = None
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    conn.create_table(self.table, **kwargs)
+                    return
+                except Exception as exc:
+                    if "exist" in str(exc).lower() or "already" in type(exc).__name__.lower():
+                        return
+                    last = exc
+                    time.sleep(0.5)
+        finally:
+            if hasattr(conn, "close"):
+                conn.close()
+        raise RuntimeError(f"could not create table {self.table}: {last}")

@@ -1,0 +1,58 @@
+"""set: unique adds while faults run, then one final read after healing.
+
+Checked for lost elements (acknowledged adds missing from the final read), unexpected ones (never
+added), duplicates, and adds of unknown outcome that turned up (recovered).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from controller import generator as gen
+from workloads.common import KVClient, LazyChecker, Op
+
+
+class SetClient(KVClient):
+    table = "set"
+
+    def setup(self, test: Mapping[str, Any]) -> None:
+        self.ensure_table(test)
+
+    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+        if op["f"] == "add":
+            v = op["value"]
+            self.conn.put(self.table, f"e{v:09d}", v)
+            return {**op, "type": "ok"}
+        if op["f"] == "read":
+            rows = self.conn.scan(self.table)
+            values = rows.values() if isinstance(rows, Mapping) else [r[1] for r in rows]
+            return {**op, "type": "ok", "value": sorted(int(v) for v in values)}
+        raise ValueError(f"set: unknown op {op['f']!r}")
+
+
+@dataclass(frozen=True)
+class UniqueAdds(gen.Gen):
+    """add 0, add 1, ...: a pure generator whose state is the next element."""
+
+    next: int = 0
+
+    def op(self, ctx: gen.Context) -> gen.Answer:
+        thread = ctx.some_free_thread()
+        if thread is None:
+            return gen.PENDING, self
+        return gen._fill({"f": "add", "value": self.next}, ctx, thread), replace(self, next=self.next + 1)
+
+
+def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
+    rate = opts.get("rate")
+    g: gen.Gen = UniqueAdds()
+    if rate:
+        g = gen.stagger(1.0 / float(rate), g)
+    return {
+        "client": SetClient(),
+        "generator": g,
+        "final_generator": gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
+        "checker": LazyChecker("checkers.set", "SetChecker"),
+    }
