@@ -75,10 +75,13 @@ def test_catalog_ops(test: dict) -> None:
     c = wl["client"].open(test, "m1")
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "fail"  # already present: definite
-    alt = c.invoke(test, {"f": "alter-table", "value": {"table": "t0", "column": "c0"}})
-    assert alt["type"] == "ok" and alt["value"]["version"] == 1
-    lst = c.invoke(test, {"f": "list-tables"})
-    assert lst["value"] == ["t0"] and lst["versions"] == {"t0": 1}
+    alt = c.invoke(test, {"f": "alter-table", "value": {"table": "t0", "version": 2}})
+    assert alt["type"] == "ok" and alt["value"]["version"] == 2
+    back = c.invoke(test, {"f": "alter-table", "value": {"table": "t0", "version": 1}})
+    assert back["type"] == "fail"  # a version that does not grow is refused: definite
+    desc = c.invoke(test, {"f": "describe-table", "value": {"table": "t0"}})
+    assert desc["value"] == {"table": "t0", "version": 2}
+    assert c.invoke(test, {"f": "list-tables"})["value"] == ["t0"]
     assert c.invoke(test, {"f": "delete-table", "value": "t0"})["type"] == "ok"
     assert c.invoke(test, {"f": "list-tables"})["value"] == []
     h = gen.simulate(gen.clients(gen.limit(200, wl["generator"])), concurrency=2, latency_s=0.001, seed=4)

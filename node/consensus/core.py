@@ -56,6 +56,7 @@ class Progress:
     match: int = 0
     next: int = 1
     probing: bool = True  # until a success, send empty appends at next-1 to find the match point
+    inflight: bool = False  # a batch is on its way; the next one waits for its answer (flow control)
     last_contact: int = 0  # core tick of the last response in the current term
     acked_seq: int = 0
 
@@ -266,6 +267,8 @@ class RaftCore:
             self._tick_leader()
             return
         self._election_elapsed += 1
+        if self.role in (Role.PRE_CANDIDATE, Role.CANDIDATE):
+            self._tick_candidate()
         if self._election_elapsed >= self._timeout:
             self._election_elapsed = 0
             self._timeout = self._random_timeout()
@@ -282,6 +285,19 @@ class RaftCore:
         if self._heartbeat_elapsed >= self.opts.heartbeat_ticks:
             self._heartbeat_elapsed = 0
             self._broadcast(heartbeat=True)
+
+    def _tick_candidate(self) -> None:
+        """Candidates retry vote requests to voters that have not answered (Raft 5.5: RPCs are retried)."""
+        self._heartbeat_elapsed += 1
+        if self._heartbeat_elapsed < self.opts.heartbeat_ticks:
+            return
+        self._heartbeat_elapsed = 0
+        pre = self.role == Role.PRE_CANDIDATE
+        term = self.term + 1 if pre else self.term
+        for u in self.config.voters():
+            if u != self.uuid and u not in self._votes:
+                self._send(VoteRequest(self.uuid, u, term, self.last_term(), self.last_index(), pre,
+                                       self._transfer_campaign))
 
     # ------------------------------------------------------------ elections
     def _become_follower(self, term: int, leader: str | None) -> None:
@@ -307,6 +323,7 @@ class RaftCore:
 
     def _campaign(self, pre: bool, transfer: bool) -> None:
         self._votes = {self.uuid: True}
+        self._heartbeat_elapsed = 0
         self._transfer_campaign = transfer
         if pre:
             self.role = Role.PRE_CANDIDATE
@@ -411,10 +428,16 @@ class RaftCore:
         if heartbeat:
             self._seq += 1
         for u in list(self.progress):
-            self._send_append(u)
+            self._send_append(u, heartbeat)
 
-    def _send_append(self, peer: str) -> None:
+    def _send_append(self, peer: str, heartbeat: bool = False) -> None:
+        """One AppendRequest to `peer`. At most one batch is in flight per peer; a heartbeat re-sends the
+        unacknowledged batch (from match + 1), so a lost message costs one heartbeat, not a timeout."""
         pr = self.progress[peer]
+        if pr.inflight and not heartbeat:
+            return
+        if pr.inflight and not pr.probing:
+            pr.next = pr.match + 1
         prev = pr.next - 1
         prev_term = self.term_at(prev)
         if prev_term is None:
@@ -425,7 +448,8 @@ class RaftCore:
         entries: tuple[Entry, ...] = ()
         if not pr.probing:
             entries = tuple(self.entries_from(pr.next, pr.next + self.opts.max_batch_entries - 1))
-            pr.next += len(entries)  # pipelined; a rejection resets it
+            pr.next += len(entries)
+        pr.inflight = bool(entries) or pr.probing
         self._send(AppendRequest(self.uuid, peer, self.term, prev, prev_term, entries, self.commit_index, self._seq))
 
     def _on_append_response(self, m: AppendResponse) -> None:
@@ -434,6 +458,7 @@ class RaftCore:
             return
         pr.last_contact = self.now
         pr.acked_seq = max(pr.acked_seq, m.seq)
+        pr.inflight = False
         if m.success:
             if m.match_index > pr.match:
                 pr.match = m.match_index
@@ -701,7 +726,7 @@ class RaftCore:
         self._release_reads()
         if self._reads:
             for u in list(self.progress):
-                self._send_append(u)
+                self._send_append(u, heartbeat=True)
 
     def _release_reads(self) -> None:
         if not self._reads:

@@ -460,9 +460,7 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
         return {"healthy": False, "problems": problems, **out}
     live = {s.uuid: s for s in servers if s.live}
     out["tservers"] = [{"uuid": s.uuid, "addr": s.addr, "live": s.live} for s in servers]
-    for s in servers:
-        if not s.live:
-            problems.append(f"tablet server {s.uuid} ({s.addr}) is not heartbeating")
+    members: set[str] = set()
     ntablets = 0
     for name in tables:
         try:
@@ -486,6 +484,7 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
                 except grpc.RpcError:
                     pass
             voters = [r for r in t.replicas if r.voter]
+            members.update(r.uuid for r in t.replicas)
             if t.state != "RUNNING":
                 problems.append(f"{where}: state {t.state}")
             if len(voters) < rf:
@@ -509,6 +508,9 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
                 problems.append(f"{where}: master's config differs from the leader's")
             if lst.failed_peers:
                 problems.append(f"{where}: leader reports failed peers {list(lst.failed_peers)}")
+    for s in servers:
+        if not s.live and s.uuid in members:
+            problems.append(f"tablet server {s.uuid} ({s.addr}) hosts replicas but is not heartbeating")
     out.update({"healthy": not problems, "problems": problems, "tablets": ntablets, "live_tservers": len(live)})
     return out
 

@@ -1,0 +1,86 @@
+"""Re-replication (Kudu's 3-4-3) after losing a tablet server, and recovery from losing a majority
+of a tablet with `remote_replica unsafe_change_config`."""
+
+from __future__ import annotations
+
+import shutil
+
+from node.protos import node_pb2 as pb
+from node.protos import node_pb2_grpc as pbg
+from node.testing import MiniCluster
+
+
+def _configs(cl, table: str) -> dict[str, list]:
+    return {t.tablet_id: [(r.uuid, r.voter) for r in t.replicas] for t in cl.table_locations(table).tablets}
+
+
+def _ksck_ok(c: MiniCluster) -> bool:
+    r = c.tool("cluster", "ksck", c.masters_arg())
+    return r.returncode == 0
+
+
+def test_tserver_loss_is_rereplicated(tmp_path):
+    c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=4, follower_unavailable_s=3.0)
+    try:
+        c.start_all()
+        cl = c.client(timeout=30)
+        cl.create_table("t", 3, 3, timeout=40)
+        for i in range(30):
+            cl.put("t", i, i)
+        cfgs = _configs(cl, "t")
+        counts: dict[str, int] = {}
+        for reps in cfgs.values():
+            for u, _ in reps:
+                counts[u] = counts.get(u, 0) + 1
+        victim_uuid = max(counts, key=counts.get)
+        victim = next(n for n in c.nodes.values() if n.uuid == victim_uuid)
+        c.kill(victim.name)
+        shutil.rmtree(victim.fs_dir)
+
+        def healed():
+            cf = _configs(cl, "t")
+            return all(len(reps) == 3 and all(v for _, v in reps) and victim_uuid not in [u for u, _ in reps]
+                       for reps in cf.values())
+
+        c.wait_for(healed, 50, "every tablet back to 3 voters without the lost server")
+        assert [cl.get("t", i) for i in range(30)] == list(range(30))
+        c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
+        cl.close()
+    finally:
+        c.stop_all()
+
+
+def test_majority_loss_unsafe_change_config(tmp_path):
+    c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=5, follower_unavailable_s=3.0)
+    try:
+        c.start_all()
+        cl = c.client(timeout=30)
+        cl.create_table("t", 1, 3, timeout=40)
+        for i in range(10):
+            cl.put("t", i, i)
+        (tablet_id, reps), = _configs(cl, "t").items()
+        uuids = [u for u, _ in reps]
+        by_uuid = {n.uuid: n for n in c.nodes.values()}
+        survivor, lost = by_uuid[uuids[0]], [by_uuid[u] for u in uuids[1:]]
+        for n in lost:
+            c.kill(n.name)
+        # misuse: the survivor must be in the new config
+        r = c.tool("remote_replica", "unsafe_change_config", survivor.advertise, tablet_id, lost[0].uuid)
+        assert r.returncode == 1 and "must include" in r.stderr
+        r = c.tool("remote_replica", "unsafe_change_config", survivor.advertise, tablet_id, survivor.uuid)
+        assert r.returncode == 0, r.stderr
+        cl.put("t", "after", 1, timeout=20)   # available again with one voter
+        assert [cl.get("t", i) for i in range(10)] == list(range(10))
+
+        def healed():
+            (reps2,) = _configs(cl, "t").values()
+            return len(reps2) == 3 and all(v for _, v in reps2) and not ({u for u, _ in reps2} & set(uuids[1:]))
+
+        c.wait_for(healed, 50, "the tablet back to 3 voters")
+        c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
+        resp = pbg.ConsensusStub(cl.pool.get(survivor.advertise)).ListReplicas(
+            pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5)
+        assert resp.replicas[0].state == "RUNNING"
+        cl.close()
+    finally:
+        c.stop_all()
