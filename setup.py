@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -24,4 +24,8 @@ class BuildWithProtos(build_py):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildWithProtos})
+# The linearizability checker's compiled core; optional: without a C compiler the
+# pure-Python search (identical verdicts) is used.
+WGL = Extension("checkers._wgl", ["checkers/_wgl.c"], optional=True, extra_compile_args=["-O2"])
+
+setup(cmdclass={"build_py": BuildWithProtos}, ext_modules=[WGL])

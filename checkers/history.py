@@ -195,11 +195,7 @@ def to_edn(ops: Iterable[dict[str, Any]]) -> str:
     for op in ops:
         m: dict[Any, Any] = {}
         for k, v in op.items():
-            if k in ("type", "f") and isinstance(v, str):
-                v = edn.Keyword(v)
-            elif k == "process" and isinstance(v, str):
-                v = edn.Keyword(v)
-            elif k == "error" and isinstance(v, str):
+            if (k in ("type", "f") and isinstance(v, str)) or (k == "process" and isinstance(v, str)) or (k == "error" and isinstance(v, str)):
                 v = edn.Keyword(v)
             m[k.replace("_", "-")] = v
         lines.append(edn.dumps(m))
@@ -291,7 +287,7 @@ def detect_format(text: str, path: str | os.PathLike[str] = "") -> str:
                 return "jsonl"
     if head.startswith("["):
         stripped = head[1:].lstrip()
-        if stripped.startswith("{") and stripped[1:].lstrip().startswith('"') or stripped.startswith("]"):
+        if (stripped.startswith("{") and stripped[1:].lstrip().startswith('"')) or stripped.startswith("]"):
             return "elle-json"
     if str(path).endswith(".jsonl"):
         return "jsonl"

@@ -21,12 +21,12 @@ built; the pure-Python search is the reference and gives identical verdicts.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.api import History, merge_valid
-from checkers.models import ANY, ILLEGAL, Model, get_model
+from checkers.api import History
+from checkers.models import ANY, ILLEGAL, KV, CasRegister, Model, Register, freeze, get_model
 
 SEMANTICS = ("jepsen", "porcupine", "knossos")
 
@@ -110,6 +110,8 @@ def prepare(
                 continue
         if semantics == "knossos" and outcome == "ok" and value is None and _is_readish(model, f):
             value = ANY
+        else:
+            value = freeze(value)
         if model.is_noop(f, value, outcome):
             stats["dropped_noop"] += 1
             continue
@@ -143,10 +145,11 @@ class Tables:
     n: int
     ev_op: list[int]  # event -> op id
     ev_call: list[bool]  # event is a call
-    required: list[bool]
+    required: list[int]  # bit 0: must be linearized; bit 1: an observer (identity wherever legal)
     states: list[Any]  # state id -> state
     state_ids: dict[Any, int]
     trans: list[dict[int, int]]  # op -> {state id -> next state id or -1}
+    prev_same: list[int]  # open op -> the previous identical open op (by invocation), or -1
 
 
 def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
@@ -160,11 +163,35 @@ def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
         n=len(calls),
         ev_op=[e[2] for e in events],
         ev_call=[e[1] == 1 for e in events],
-        required=[c.required for c in calls],
+        required=[int(c.required) | (2 if model.is_observer(c.f, c.value, c.outcome) else 0) for c in calls],
         states=[init_state],
         state_ids={init_state: 0},
         trans=[{} for _ in calls],
+        prev_same=_prev_same(calls),
     )
+
+
+def _prev_same(calls: list[Call]) -> list[int]:
+    """Links each open op to the previous identical open op.
+
+    Identical ops that never return are interchangeable, so the search only
+    linearizes the k-th of a class after the (k-1)-th: a valid linearization
+    can always be rewritten to use them in invocation order. This turns the
+    2**k subsets of k identical timed-out writes into k + 1 counts.
+    """
+    last: dict[Any, int] = {}
+    out = [-1] * len(calls)
+    for c in sorted(calls, key=lambda c: c.invoke_index):
+        if c.required:
+            continue
+        try:
+            k = (c.f, c.value, c.outcome)
+            hash(k)
+        except TypeError:
+            continue
+        out[c.id] = last.get(k, -1)
+        last[k] = c.id
+    return out
 
 
 class _Stepper:
@@ -182,6 +209,8 @@ class _Stepper:
             r = self.t.state_ids.get(ns, -1)
             if r < 0:
                 r = len(self.t.states)
+                if r >= 1 << 24:
+                    raise MemoryError("more than 2**24 distinct model states in one partition")
                 self.t.states.append(ns)
                 self.t.state_ids[ns] = r
         self.t.trans[op][sid] = r
@@ -202,14 +231,19 @@ class SearchResult:
     best_states: list[int]  # state ids seen when blocked at the best depth
 
 
-def search_py(t: Tables, step: _Stepper, deadline: float | None) -> SearchResult:
-    """Lowe's variant of Wing & Gong with a (bitset, state) memo; the reference implementation."""
+def search_py(t: Tables, step: _Stepper, deadline: float | None, slice_steps: int = 0) -> Iterator[SearchResult | None]:
+    """Lowe's variant of Wing & Gong with a (bitset, state) memo; the reference implementation.
+
+    A generator: it yields None after every `slice_steps` steps (0: never) so that a
+    driver can interleave partitions, and finally yields the result.
+    """
     nev = len(t.ev_op)
     head = nev  # sentinel
     nxt = [*list(range(1, nev)), -1, 0]
     prv = [head, *list(range(0, nev - 1)), -1]
     if nev == 0:
-        return SearchResult(True, 0, 0, [], -1, [])
+        yield SearchResult(True, 0, 0, [], -1, [])
+        return
     # Map call event -> return event.
     ret_of = [0] * nev
     call_ev = [0] * t.n
@@ -220,7 +254,8 @@ def search_py(t: Tables, step: _Stepper, deadline: float | None) -> SearchResult
         if not t.ev_call[e]:
             ret_of[call_ev[t.ev_op[e]]] = e
     ev_op, ev_call, trans = t.ev_op, t.ev_call, t.trans
-    remaining = sum(t.required)
+    remaining = sum(r & 1 for r in t.required)
+    prev_same = t.prev_same
     req = t.required
     seen: set[int] = set()
     stack: list[tuple[int, int]] = []  # (call event, state before)
@@ -235,12 +270,20 @@ def search_py(t: Tables, step: _Stepper, deadline: float | None) -> SearchResult
     cur = nxt[head]
     while True:
         if remaining == 0:
-            return SearchResult(True, steps, len(seen), [ev_op[e] for e, _ in stack], -1, [state])
+            yield SearchResult(True, steps, len(seen), [ev_op[e] for e, _ in stack], -1, [state])
+            return
         steps += 1
-        if deadline is not None and not steps & 0x3FFF and time.monotonic() > deadline:
-            raise _Timeout
-        if cur != -1 and ev_call[cur]:
+        if not steps & 0x3FFF:
+            if deadline is not None and time.monotonic() > deadline:
+                raise _Timeout
+            if slice_steps and not steps % slice_steps:
+                yield None
+        if cur >= 0 and ev_call[cur]:
             op = ev_op[cur]
+            ps = prev_same[op]
+            if ps >= 0 and not (bits >> ps) & 1:
+                cur = nxt[cur]
+                continue
             ns = trans[op].get(state)
             if ns is None:
                 ns = step(op, state)
@@ -262,26 +305,31 @@ def search_py(t: Tables, step: _Stepper, deadline: float | None) -> SearchResult
                     nxt[p] = q
                     if q != -1:
                         prv[q] = p
-                    if req[op]:
+                    if req[op] & 1:
                         remaining -= 1
                     cur = nxt[head]
+                    continue
+                if req[op] & 2:
+                    # A legal observer dominates its siblings: linearizing it here already failed.
+                    cur = -2
                     continue
             cur = nxt[cur]
             continue
         # A return of an op not yet linearized (or the end): backtrack.
-        if len(stack) >= best_len:
+        if cur != -2 and len(stack) >= best_len:
             if len(stack) > best_len:
                 best_len = len(stack)
                 best = [ev_op[e] for e, _ in stack]
-                best_block = ev_op[cur] if cur != -1 else -1
+                best_block = ev_op[cur] if cur >= 0 else -1
                 best_states = set()
             best_states.add(state)
         if not stack:
-            return SearchResult(False, steps, len(seen), best, best_block, sorted(best_states))
+            yield SearchResult(False, steps, len(seen), best, best_block, sorted(best_states))
+            return
         cur, state = stack.pop()
         op = ev_op[cur]
         bits &= ~(1 << op)
-        if req[op]:
+        if req[op] & 1:
             remaining += 1
         # unlift: reinsert return then call (reverse order of removal)
         r = ret_of[cur]
@@ -293,7 +341,8 @@ def search_py(t: Tables, step: _Stepper, deadline: float | None) -> SearchResult
         nxt[p] = cur
         if q != -1:
             prv[q] = cur
-        cur = nxt[cur]
+        # Popping an observer: its siblings are dominated, keep backtracking.
+        cur = -2 if req[op] & 2 else nxt[cur]
 
 
 def _call_json(c: Call) -> dict[str, Any]:
@@ -311,40 +360,117 @@ def _call_json(c: Call) -> dict[str, Any]:
     return out
 
 
-def check_partition(
-    part: Partition, model: Model, init_state: Any, deadline: float | None, use_c: bool | None = None
-) -> dict[str, Any]:
-    """Checks one key's calls; returns valid plus evidence."""
-    t = build_tables(part.calls, model, init_state)
-    stepper = _Stepper(part.calls, model, t)
-    engine = "python"
-    try:
-        if (use_c is None or use_c) and _wgl is not None:
-            engine = "c"
-            raw = _wgl.search(t.ev_op, t.ev_call, t.required, t.n, t.trans, stepper, deadline)
-            res = SearchResult(*raw)
+class _Runner:
+    """One partition's search, advanced in slices so partitions can be interleaved."""
+
+    def __init__(self, part: Partition, model: Model, init_state: Any, deadline: float | None, use_c: bool | None):
+        if use_c and _wgl is None:
+            raise RuntimeError("the C core checkers._wgl is not built")
+        self.part, self.model = part, model
+        self.t = build_tables(part.calls, model, init_state)
+        self.stepper = _Stepper(part.calls, model, self.t)
+        self.engine = "c" if (use_c is None or use_c) and _wgl is not None else "python"
+        self.deadline = deadline
+        self.decode = lambda sid: model.describe_state(self.t.states[sid])
+        if self.engine == "c":
+            t = self.t
+            native = native_spec(model, part.calls, init_state)
+            if native is not None:
+                spec, values = native
+                if spec[0] == 1:
+                    self.decode = lambda sid: model.describe_state(values[sid])
+                else:
+                    self.decode = lambda sid: self._c.kv_string(sid).decode("utf-8")
+            self._c = _wgl.Search(t.ev_op, t.ev_call, t.required, t.prev_same, self.stepper, spec if native else None)
         else:
-            if use_c:
-                raise RuntimeError("the C core checkers._wgl is not built")
-            res = search_py(t, stepper, deadline)
-    except _Timeout:
-        return {"valid": "unknown", "key": part.key, "ops": len(part.calls), "engine": engine, "error": "time limit"}
-    out: dict[str, Any] = {
-        "valid": res.valid,
-        "key": part.key,
-        "ops": len(part.calls),
-        "steps": res.steps,
-        "configs": res.memo,
-        "engine": engine,
-    }
-    if res.valid is False:
-        calls = part.calls
-        lin = [calls[i] for i in res.best]
-        out["op"] = _call_json(calls[res.best_block]) if res.best_block >= 0 else None
-        out["linearized"] = [_call_json(c) for c in lin]
-        out["final_states"] = [model.describe_state(t.states[s]) for s in res.best_states]
-        out["previous_ok"] = _call_json(lin[-1]) if lin else None
-    return out
+            self._gen = search_py(self.t, self.stepper, deadline, slice_steps=SLICE)
+
+    def advance(self) -> SearchResult | None:
+        """Runs about SLICE steps; the result when the search finished, else None."""
+        if self.engine == "c":
+            raw = self._c.run(SLICE)
+            if raw is None:
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    raise _Timeout
+                return None
+            return SearchResult(*raw)
+        return next(self._gen)
+
+    def report(self, res: SearchResult) -> dict[str, Any]:
+        part, model, t = self.part, self.model, self.t
+        out: dict[str, Any] = {
+            "valid": res.valid,
+            "key": part.key,
+            "ops": len(part.calls),
+            "steps": res.steps,
+            "configs": res.memo,
+            "engine": self.engine,
+        }
+        if res.valid is False:
+            calls = part.calls
+            lin = [calls[i] for i in res.best]
+            out["op"] = _call_json(calls[res.best_block]) if res.best_block >= 0 else None
+            out["linearized"] = [_call_json(c) for c in lin]
+            out["final_states"] = [self.decode(s) for s in res.best_states]
+            out["previous_ok"] = _call_json(lin[-1]) if lin else None
+        return out
+
+
+_OUTCOME = {"ok": 0, "fail": 1, "info": 2}
+
+
+def native_spec(model: Model, calls: list[Call], init_state: Any) -> tuple[tuple[Any, ...], list[Any]] | None:
+    """Integer tables for the C core's built-in models, or None if the model or a value doesn't fit.
+
+    Register family: states are value ids (values interned by equality, as Python compares them).
+    kv: strings are interned as UTF-8 bytes and states are a trie of appends inside the C core.
+    """
+    okind: list[int] = []
+    oa: list[int] = []
+    ob: list[int] = []
+    oout = [_OUTCOME[c.outcome] for c in calls]
+    values: list[Any] = []
+    ids: dict[Any, int] = {}
+
+    def vid(v: Any) -> int:
+        if v is ANY:
+            return -1
+        i = ids.get(v)
+        if i is None:
+            i = ids[v] = len(values)
+            values.append(v)
+        return i
+
+    try:
+        if isinstance(model, Register | CasRegister):
+            init = vid(init_state)
+            for c in calls:
+                if c.f == "read":
+                    okind.append(1), oa.append(vid(c.value)), ob.append(0)
+                elif c.f == "write":
+                    okind.append(2), oa.append(vid(c.value)), ob.append(0)
+                elif c.f == "cas" and isinstance(model, CasRegister):
+                    old, new = c.value
+                    okind.append(3), oa.append(vid(old)), ob.append(vid(new))
+                else:
+                    return None
+            return (1, init, okind, oa, ob, oout, []), values
+        if isinstance(model, KV):
+            if not isinstance(init_state, str):
+                return None
+            init = vid(init_state)
+            for c in calls:
+                kind = {"get": 4, "read": 4, "put": 5, "write": 5, "append": 6}.get(c.f)
+                if kind is None or not (c.value is ANY or isinstance(c.value, str)):
+                    return None
+                okind.append(kind), oa.append(vid(c.value)), ob.append(0)
+            return (2, init, okind, oa, ob, oout, [v.encode("utf-8") for v in values]), values
+    except (TypeError, ValueError):  # unhashable or malformed values: let the generic path report them
+        return None
+    return None
+
+
+SLICE = 1 << 14  # steps per partition per turn when interleaving
 
 
 def check(
@@ -357,25 +483,40 @@ def check(
 ) -> dict[str, Any]:
     """Is `history` linearizable with respect to `model`?
 
-    Returns `{"valid": True|False|"unknown", ...evidence}`; per-key partitions are
-    checked independently when ops carry `key`. `time_limit` (seconds) bounds the
-    whole check; running out yields "unknown". `use_c`: None picks the C core if
-    built, False forces the Python search, True requires the C core.
+    Returns `{"valid": True|False|"unknown", ...evidence}`. Per-key partitions are
+    searched interleaved, a slice of steps each in turn, so one cheap bad key ends
+    the check without waiting for an expensive good one. `time_limit` (seconds)
+    bounds the whole check; running out yields "unknown". `use_c`: None picks the
+    C core if built, False forces the Python search, True requires the C core.
     """
     m = get_model(model)
     start = time.monotonic()
     deadline = start + time_limit if time_limit is not None else None
     parts, stats = prepare(history, m, semantics)
     init_state = m.init(init)
-    results = []
-    failures = []
-    for part in parts:
-        r = check_partition(part, m, init_state, deadline, use_c)
-        results.append(r)
-        if r["valid"] is False:
-            failures.append(r)
-            break  # one bad key is enough: the history is not linearizable
-    valid = merge_valid(r["valid"] for r in results)
+    runners = [_Runner(p, m, init_state, deadline, use_c) for p in parts]
+    results: list[dict[str, Any]] = []
+    failure: dict[str, Any] | None = None
+    timed_out = False
+    active = list(runners)
+    try:
+        while active and failure is None:
+            still = []
+            for r in active:
+                res = r.advance()
+                if res is None:
+                    still.append(r)
+                    continue
+                rep = r.report(res)
+                results.append(rep)
+                if res.valid is False:
+                    failure = rep
+                    break
+            active = still
+    except _Timeout:
+        timed_out = True
+    valid = False if failure is not None else ("unknown" if timed_out else True)
+    engine = runners[0].engine if runners else ("c" if _wgl is not None and use_c is not False else "python")
     out: dict[str, Any] = {
         "valid": valid,
         "model": m.name,
@@ -386,14 +527,13 @@ def check(
         "open_ops": stats["open"],
         "steps": sum(r.get("steps", 0) for r in results),
         "configs": sum(r.get("configs", 0) for r in results),
-        "engine": results[0]["engine"] if results else ("c" if _wgl is not None and use_c is not False else "python"),
+        "engine": engine,
         "elapsed_s": round(time.monotonic() - start, 6),
     }
-    if failures:
-        f = failures[0]
-        out["failure"] = {k: v for k, v in f.items() if k not in ("valid", "engine", "steps", "configs")}
+    if failure is not None:
+        out["failure"] = {k: v for k, v in failure.items() if k not in ("valid", "engine", "steps", "configs")}
     if valid == "unknown":
-        out["error"] = "time limit reached before a verdict"
+        out["error"] = f"time limit of {time_limit} s reached before a verdict"
     return out
 
 

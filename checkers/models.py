@@ -65,6 +65,15 @@ class Model:
         """True if the op can neither change the state nor be refuted (so the search skips it)."""
         return f in self.read_only and (outcome == "info" or value is ANY)
 
+    def is_observer(self, f: str, value: Any, outcome: str) -> bool:
+        """True if the op leaves the state unchanged wherever it is legal.
+
+        The search may then linearize it as soon as it is legal and never try
+        alternatives at that point (moving an observer earlier keeps a valid
+        linearization valid), which prunes most of the search for reads.
+        """
+        return outcome == "fail" or f in self.read_only
+
     def describe_state(self, state: Any) -> Any:
         return state
 
@@ -196,6 +205,9 @@ class MultiRegister(Model):
             else:
                 return ILLEGAL
         return tuple(sorted(regs.items(), key=repr))
+
+    def is_observer(self, f: str, value: Any, outcome: str) -> bool:
+        return outcome == "fail" or all(m[0] in ("read", "r") for m in value)
 
     def is_noop(self, f: str, value: Any, outcome: str) -> bool:
         return all(m[0] in ("read", "r") for m in value) and (

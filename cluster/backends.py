@@ -115,4 +115,8 @@ def remove_everything(log=print) -> int:
             removed += 1
         except Exception as exc:
             log(f"ssh cluster {name}: {exc}")
+    for kind in KINDS:
+        d = state.state_dir(kind)
+        for p in d.glob(f"{kind}-*.hosts") if d.is_dir() else []:
+            p.unlink(missing_ok=True)
     return removed

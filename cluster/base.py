@@ -21,6 +21,8 @@ from typing import Any
 
 from cluster.api import Remote
 
+HOSTS_ENV = "FAULTLINE_HOSTS_FILE"
+
 MASTER_PORT = 7051
 TSERVER_PORT = 7050
 CHAIN = "FL-PART"
@@ -29,6 +31,7 @@ LOSS_CHAIN = "FL-LOSS"
 ROUTE_PROTO = "188"
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 LABEL = "org.faultline"
+CLOCK_ENV = "FAULTLINE_CLOCK_OFFSET_FILE"
 
 
 class ClusterError(RuntimeError):
@@ -64,6 +67,9 @@ class ClusterSpec:
     daemon: str = "auto"
     inject_bugs: list[str] = field(default_factory=list)
     node_args: list[str] = field(default_factory=list)
+    # libfaketime 0.9.10 (Debian bookworm) breaks CPython's time.sleep (EINVAL, or a hang when the
+    # monotonic clock is faked too), so preloading it is opt-in; the offset file is always provided.
+    faketime: bool = False
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any]) -> ClusterSpec:
@@ -199,6 +205,26 @@ class NodeBackend:
         """`master_addresses()` with the names resolved for the host (the host has no cluster DNS)."""
         return [f"{self.resolve(d)}:{MASTER_PORT}" for d in self.dns_names()]
 
+    def hosts_file(self) -> Path:
+        """A hosts file on the controller's machine ("IP NAME..." lines) kept in step with the cluster:
+        host-side clients set FAULTLINE_HOSTS_FILE to it and follow a moved master name."""
+        from cluster import state
+
+        return state.state_dir(self.kind) / f"{self.kind}-{self.spec.name}.hosts"
+
+    def sync_hosts_file(self) -> Path:
+        p = self.hosts_file()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(f"{i.address} {n} {' '.join(i.dns)}".rstrip() + "\n" for n, i in self.info.items()
+                       if i.address)
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(p)
+        return p
+
+    def remove_hosts_file(self) -> None:
+        self.hosts_file().unlink(missing_ok=True)
+
     def dns_holder(self, name: str) -> str | None:
         for n, i in self.info.items():
             if name in i.dns:
@@ -263,9 +289,9 @@ class NodeBackend:
         d = self.node_dir(node)
         role = self._node(node).role
         env = [f"--env=PYTHONPATH={self.source_dir(node)}", "--env=PYTHONUNBUFFERED=1",
-               "--env=PYTHONDONTWRITEBYTECODE=1"]
-        self._daemon(node, "start", ["--name", role, *env, "--faketime", f"{d}/faketime", "--cwd", d, "--",
-                                     *argv])
+               "--env=PYTHONDONTWRITEBYTECODE=1", f"--env={CLOCK_ENV}={self.clock_file(node)}"]
+        ft = ["--faketime", self.clock_file(node)] if self.spec.faketime else []
+        self._daemon(node, "start", ["--name", role, *env, *ft, "--cwd", d, "--", *argv])
 
     def stop(self, node: str) -> None:
         self._daemon(node, "stop", ["--name", self._node(node).role], timeout=40)
@@ -291,9 +317,14 @@ class NodeBackend:
             return ""
         return out
 
+    def clock_file(self, node: str) -> str:
+        return f"{self.node_dir(node)}/clock-offset"
+
     def set_clock_offset(self, node: str, offset_s: float) -> None:
-        """Moves the node process's wall clock by `offset_s` (libfaketime re-reads the file within ~1 s)."""
-        self.remote.put(node, f"{self.node_dir(node)}/faketime", f"{offset_s:+.6f}\n".encode())
+        """Moves the node process's wall clock by `offset_s` seconds: the file named by the daemon's
+        FAULTLINE_CLOCK_OFFSET_FILE holds the offset ("+3600.5"); the node's clock adds it, and with
+        spec.faketime libfaketime reads the same file (within ~1 s)."""
+        self.remote.put(node, self.clock_file(node), f"{offset_s:+.6f}\n".encode())
 
     # ------------------------------------------------------------------ network faults
     def iptables(self, node: str) -> str:

@@ -167,6 +167,7 @@ class DockerBackend(NodeBackend):
             self._parallel(lambda nr: self._create_container(nr[0]), names)
             log(f"{len(names)} containers running")
             self._parallel(self.start, [n for n, _ in names])
+            self.sync_hosts_file()
             log(f"node processes started ({self.spec.daemon})")
         except BaseException:
             with contextlib.suppress(Exception):
@@ -224,6 +225,7 @@ class DockerBackend(NodeBackend):
     def down(self) -> None:
         """Removes the cluster's containers and network (also ones this object did not create)."""
         remove_cluster(self.client, self.spec.name)
+        self.remove_hosts_file()
         self.info.clear()
 
     def destroy(self, node: str) -> None:
@@ -233,6 +235,7 @@ class DockerBackend(NodeBackend):
             self.client.api.remove_container(info.host, force=True, v=True)
         del self.info[node]
         self._ipt.pop(node, None)
+        self.sync_hosts_file()
 
     def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
         """A fresh node (new container, empty data). A new master carries no DNS name until `set_dns`."""
@@ -245,6 +248,7 @@ class DockerBackend(NodeBackend):
         except BaseException:
             del self.info[name]
             raise
+        self.sync_hosts_file()
         if start:
             self.start(name)
         return name
@@ -262,6 +266,7 @@ class DockerBackend(NodeBackend):
             self._reconnect(old)
         target.dns.append(name)
         self._reconnect(node)
+        self.sync_hosts_file()
         self._verify_dns(name, target.address)
 
     def _reconnect(self, node: str) -> None:
@@ -325,7 +330,7 @@ class DockerBackend(NodeBackend):
 
 def _spec_data(spec: ClusterSpec) -> dict[str, Any]:
     return {"name": spec.name, "masters": spec.masters, "tservers": spec.tservers, "daemon": spec.daemon,
-            "inject_bugs": spec.inject_bugs, "node_args": spec.node_args}
+            "inject_bugs": spec.inject_bugs, "node_args": spec.node_args, "faketime": spec.faketime}
 
 
 def _free_subnet(client) -> ipaddress.IPv4Network:

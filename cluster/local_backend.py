@@ -138,6 +138,7 @@ class LocalBackend(NodeBackend):
             self._save()
             log(f"{len(self.info)} namespaces ready")
             self._parallel(self.start, list(self.info))
+            self.sync_hosts_file()
             log(f"node processes started ({self.spec.daemon})")
         except BaseException:
             with contextlib.suppress(Exception):
@@ -209,6 +210,7 @@ class LocalBackend(NodeBackend):
         _ip("link", "del", self.host_link, check=False)
         shutil.rmtree(DATA_ROOT / self.spec.name, ignore_errors=True)
         state.remove("local", self.spec.name)
+        self.remove_hosts_file()
         self.info.clear()
 
     def _teardown_node(self, node: str) -> None:
@@ -225,6 +227,7 @@ class LocalBackend(NodeBackend):
         self._ipt.pop(node, None)
         self._write_hosts()
         self._save()
+        self.sync_hosts_file()
 
     def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
         if name in self.info:
@@ -232,6 +235,7 @@ class LocalBackend(NodeBackend):
         self._make_node(name, role or role_of(name), [])
         self._write_hosts()
         self._save()
+        self.sync_hosts_file()
         if start:
             self.start(name)
         return name
@@ -246,6 +250,7 @@ class LocalBackend(NodeBackend):
         target.dns.append(name)
         self._write_hosts()
         self._save()
+        self.sync_hosts_file()
 
     def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
         shutil.copytree(remote_dir, local_dir, dirs_exist_ok=True, symlinks=True)

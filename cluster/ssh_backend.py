@@ -304,6 +304,7 @@ class SSHBackend(NodeBackend):
             log(f"source uploaded to {len(self.info)} hosts")
             self._write_hosts()
             self._parallel(self.start, list(self.info))
+            self.sync_hosts_file()
             log(f"node processes started ({self.spec.daemon})")
         except BaseException:
             with contextlib.suppress(Exception):
@@ -364,6 +365,7 @@ class SSHBackend(NodeBackend):
         self._parallel(clean, list(self.info))
         self.remote.close()
         state.remove("ssh", self.spec.name)
+        self.remove_hosts_file()
         self.info.clear()
 
     def destroy(self, node: str) -> None:
@@ -373,6 +375,7 @@ class SSHBackend(NodeBackend):
         del self.info[node]
         self._write_hosts()
         self._save()
+        self.sync_hosts_file()
 
     def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
         """Brings back a host listed in the hosts file (after `destroy`) with empty data."""
@@ -385,6 +388,7 @@ class SSHBackend(NodeBackend):
         self.upload_source(name)
         self._write_hosts()
         self._save()
+        self.sync_hosts_file()
         if start:
             self.start(name)
         return name
@@ -399,6 +403,7 @@ class SSHBackend(NodeBackend):
         target.dns.append(name)
         self._write_hosts()
         self._save()
+        self.sync_hosts_file()
 
     def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
         rc, out, err = self.remote.exec_bytes(node, ["tar", "-czf", "-", "-C", remote_dir, "."], 300)

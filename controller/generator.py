@@ -469,14 +469,14 @@ def _is_nemesis(t: Thread) -> bool:
     return t == NEMESIS
 
 
-def clients(gen: Gen) -> Gen:
+def clients(gen: Any) -> Gen:
     """Only client threads run this generator."""
-    return OnThreads(_is_client, gen)
+    return OnThreads(_is_client, lift(gen))
 
 
-def nemesis(gen: Gen) -> Gen:
+def nemesis(gen: Any) -> Gen:
     """Only the nemesis thread runs this generator."""
-    return OnThreads(_is_nemesis, gen)
+    return OnThreads(_is_nemesis, lift(gen))
 
 
 @dataclass(frozen=True)

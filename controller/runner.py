@@ -318,6 +318,7 @@ def run_test(
         workers[NEMESIS] = Worker(NEMESIS, lambda op: nemesis.invoke(test, op), completions)
         for w in workers.values():
             w.start()
+        recorder.restart_clock()
         ctx = Context.initial(concurrency, rng, nemesis=True)
         interp = Interpreter(test, recorder, workers, completions, ctx, interrupts, on_nemesis=faults)
         if progress is not None:
@@ -375,7 +376,7 @@ def run_test(
             # The verdict stands for the history that was recorded; `cut_short` says it is partial.
             results["cut_short"] = cut_short
         results["faults"] = faults.count
-        if cluster_up and hasattr(backend, "residue"):
+        if cluster_up and not interrupts.abort:
             # what the faults left behind after healing (rules, paused nodes, clock offsets): must be empty
             results["residue"] = _residue(backend)
         if run_dir is not None:
@@ -479,10 +480,25 @@ def _collect_logs(backend: Any, run_dir: Any) -> None:
 
 
 def _residue(backend: Any) -> list[str] | str:
+    """Partition rules, paused or stopped node processes and clock offsets left on the cluster."""
     try:
-        return list(backend.residue())
+        if hasattr(backend, "residue"):
+            return list(backend.residue())
+        out: list[str] = []
+        for n in backend.nodes():
+            if hasattr(backend, "_blocked") and backend._blocked(n):
+                out.append(f"{n}: partition rules against {sorted(backend._blocked(n))}")
+            if hasattr(backend, "daemon_status"):
+                status = backend.daemon_status(n)
+                if status != "running":
+                    out.append(f"{n}: node process {status}")
+            if hasattr(backend, "node_dir"):
+                rc, text, _ = backend.remote.exec(n, ["cat", f"{backend.node_dir(n)}/faketime"], 10)
+                if rc == 0 and text.strip() and float(text.strip() or 0) != 0:
+                    out.append(f"{n}: clock offset {text.strip()}")
+        return out
     except Exception as exc:
-        return f"could not verify: {exc}"
+        return f"could not verify: {type(exc).__name__}: {exc}"
 
 
 def _guard(what: str, fn: Callable[[], Any]) -> None:

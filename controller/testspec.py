@@ -148,7 +148,15 @@ def make_backend(test: Mapping[str, Any]) -> Any:
         spec = ClusterSpec.from_mapping(test["cluster_spec"])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return getattr(mod, cls)(spec)
+    klass = getattr(mod, cls)
+    if test.get("reuse_cluster"):
+        if not hasattr(klass, "attach"):
+            raise UsageError(f"the {kind} backend cannot reuse a running cluster")
+        try:
+            return klass.attach(spec.name)
+        except Exception as exc:
+            raise UsageError(f"cannot reuse cluster {spec.name!r}: {exc}") from None
+    return klass(spec)
 
 
 def connector(test: Mapping[str, Any], backend: Any) -> Any:
@@ -161,6 +169,25 @@ def connector(test: Mapping[str, Any], backend: Any) -> Any:
         from node.client import KuduClient  # type: ignore[attr-defined]
 
         # DNS names plus the backend's resolver, so the client follows a name moved by master-replace
-        return KuduClient(backend.master_addresses(), resolve=backend.resolve, default_timeout_s=timeout)
+        return KuduClient(backend.master_addresses(), resolve=host_resolver(backend), default_timeout_s=timeout)
 
     return connect
+
+
+def host_resolver(backend: Any) -> Any:
+    """How the host reaches a name the cluster hands out: node and master DNS names through the backend;
+    addresses (tablet servers advertise theirs) and unknown names pass through unchanged."""
+    import ipaddress
+
+    def resolve(name: str) -> str:
+        try:
+            ipaddress.ip_address(name)
+            return name
+        except ValueError:
+            pass
+        try:
+            return backend.resolve(name)
+        except Exception:
+            return name
+
+    return resolve

@@ -84,7 +84,7 @@ def fault_windows(nem: pd.DataFrame, end_ns: int) -> list[dict[str, Any]]:
     return out
 
 
-def _pair_latencies(cl: pd.DataFrame) -> pd.DataFrame:
+def pair_latencies(cl: pd.DataFrame) -> pd.DataFrame:
     """Completion rows with the invocation time of their op (same process, previous row)."""
     cl = cl.sort_values(["process", "index"], kind="stable")
     prev_type = cl["type"].shift(1)
@@ -122,7 +122,7 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
     out.update(client_ops=completions, ok=ok, fail=fail, info=info, open_ops=max(0, invokes - completions),
                ok_rate=(ok / completions) if completions else None, duration_s=duration_s,
                counts_json=json.dumps(counts, sort_keys=True))
-    done = _pair_latencies(cl)
+    done = pair_latencies(cl)
     lat = done.loc[done["type"] == "ok", "latency_ns"].to_numpy(dtype="float64") / 1e6
     if len(lat):
         p50, p95, p99 = np.percentile(lat, [50, 95, 99])

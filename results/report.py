@@ -82,10 +82,10 @@ def _own_latency_png(df: Any, faults: list[dict[str, Any]]) -> bytes | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from results.metrics import _pair_latencies
+    from results.metrics import pair_latencies
 
     cl = df[~df["is_nemesis"].fillna(False).astype(bool) & df["process"].notna() & df["time"].notna()]
-    done = _pair_latencies(cl)
+    done = pair_latencies(cl)
     if done.empty:
         return None
     fig, ax = plt.subplots(figsize=(9, 3.2), dpi=90)

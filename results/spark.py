@@ -126,30 +126,22 @@ def load_store(spark: Any, path: Path | str, progress: Progress | None = None) -
 
 
 def _frames(spark: Any, runs_pd: pd.DataFrame) -> tuple[Any, Any]:
+    runs_sdf = spark.createDataFrame(runs_pd.astype(object).where(runs_pd.notna(), None), schema=_runs_schema())
+    return runs_sdf, _history(spark, runs_pd)
+
+
+def _history(spark: Any, runs_pd: pd.DataFrame) -> Any:
+    """Every run's history.parquet as one DataFrame with a `run_id` column taken from the file's path
+    (test names and stamps are restricted to characters that file URIs leave as they are)."""
     from pyspark.sql import functions as F
 
     from results.parquet import SCHEMA
 
-    runs_sdf = spark.createDataFrame(runs_pd.astype(object).where(runs_pd.notna(), None),
-                                     schema=_runs_schema())
-    paths = [p for p in runs_pd["parquet"].dropna().tolist()]
+    paths = [str(Path(p).absolute()) for p in runs_pd["parquet"].dropna().tolist()]
     if not paths:
-        empty = spark.createDataFrame([], schema=_history_schema())
-        return runs_sdf, empty
-    by_file = {Path(p).absolute().as_uri(): rid for p, rid in zip(runs_pd["parquet"], runs_pd["run_id"], strict=True)
-               if p}
-    mapping = spark.createDataFrame(list(by_file.items()), "file string, run_id string")
-    hist = spark.read.schema(_arrow_to_spark(SCHEMA)).parquet(*paths).withColumn("file", F.input_file_name())
-    hist = _join_files(hist, mapping)
-    return runs_sdf, hist
-
-
-def _join_files(hist: Any, mapping: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    h = hist.withColumn("_f", F.url_decode(F.regexp_replace("file", "^file:/+", "/")))
-    m = mapping.withColumn("_f", F.url_decode(F.regexp_replace("file", "^file:/+", "/"))).drop("file")
-    return h.join(F.broadcast(m), on="_f", how="inner").drop("_f", "file")
+        return spark.createDataFrame([], schema=_history_schema())
+    hist = spark.read.schema(_arrow_to_spark(SCHEMA)).parquet(*paths)
+    return hist.withColumn("run_id", F.regexp_extract(F.input_file_name(), r"([^/]+/[^/]+)/history\.parquet$", 1))
 
 
 def _arrow_to_spark(schema: Any) -> Any:
@@ -265,7 +257,7 @@ def score(
     started = time.monotonic()
     runs_pd = prepare_runs(path, progress)
     _say(progress, f"scoring {len(runs_pd)} runs on Spark ({spark.sparkContext.master})")
-    _, hist = _frames(spark, runs_pd)
+    hist = _history(spark, runs_pd)
     models = {r: m for r, m in zip(runs_pd["run_id"], runs_pd["model"], strict=True) if isinstance(m, str)}
     with _StageProgress(spark, progress, "metrics"):
         met = (hist.select(*METRIC_COLUMNS, "run_id").groupBy("run_id")

@@ -108,7 +108,8 @@ def test_daemon_runs_under_faketime_offset(tmp_path: Path) -> None:
         pytest.skip("libfaketime is not installed on this host")
     (tmp_path / "ft").write_text("+86400\n")
     out = tmp_path / "t.txt"
-    code = f"import time; open({str(out)!r}, 'w').write(str(time.time())); time.sleep(30)"
+    # (no time.sleep: libfaketime 0.9.10 breaks CPython's clock_nanosleep, see ClusterSpec.faketime)
+    code = f"import signal, time; open({str(out)!r}, 'w').write(str(time.time())); signal.pause()"
     assert _daemon(tmp_path, "start", "--name", "c", "--faketime", str(tmp_path / "ft"), "--",
                    sys.executable, "-c", code).returncode == 0
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any
 
@@ -115,7 +116,7 @@ def test_composed_schedule_interleaves_and_final_generator_stops_all() -> None:
     # each package alternates start and stop
     for f in ("partition", "kill"):
         seq = [x for x in fs if x.endswith(f)]
-        assert all(a != b for a, b in zip(seq, seq[1:], strict=False))
+        assert all(a != b for a, b in itertools.pairwise(seq))
     # the faults overlap: a kill starts while a partition is active
     active = set()
     overlapped = False

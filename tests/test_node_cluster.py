@@ -7,7 +7,13 @@ import time
 import grpc
 import pytest
 
-from node.client import AlreadyExistsError, IndeterminateError, InvalidArgumentError, NotFoundError, UnavailableError
+from node.client import (
+    AlreadyExistsError,
+    IndeterminateError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnavailableError,
+)
 from node.protos import node_pb2 as pb
 from node.protos import node_pb2_grpc as pbg
 from node.testing import MiniCluster

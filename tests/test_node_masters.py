@@ -11,6 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from node.client import NotFoundError
 from node.protos import common_pb2 as cpb
 from node.protos import common_pb2_grpc as cpbg
 from node.server.rpc import HOSTS_ENV, ChannelPool, split_addr
@@ -219,3 +220,28 @@ def test_threads_are_not_leaked_by_pool():
     pool.close()
     pool.close()
     assert threading.active_count() >= 1
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_new_leader_master_rebuilds_caches_from_catalog(tmp_path, bug):
+    """KUDU-1353/1358: a new leader master serves what the catalog holds; with `cold-tserver-cache`
+    it serves from caches never rebuilt, and loses tables created under the previous leader."""
+    c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1, bugs=("cold-tserver-cache",) if bug else ())
+    try:
+        c.start_all()
+        cl = c.client(timeout=30)
+        cl.create_table("t", 1, 1, timeout=40)
+        old = cl._leader_master
+        c.kill(next(n.name for n in c.nodes.values() if n.advertise == old))
+        tables = cl.list_tables()   # retried by the client until a new leader master answers
+        assert cl._leader_master != old
+        if bug:
+            assert tables == []
+            with pytest.raises(NotFoundError):
+                cl.put("t", "k", 1)
+        else:
+            cl.put("t", "k", 1)
+            assert tables == ["t"] and cl.get("t", "k") == 1
+        cl.close()
+    finally:
+        c.stop_all()

@@ -85,7 +85,7 @@ def test_spark_metrics_equal_pandas_baseline(scored: tuple) -> None:
 
 @pytest.mark.spark
 def test_partial_and_malformed_runs_are_scored_with_warnings(scored: tuple) -> None:
-    root, result, _ = scored
+    _root, result, _ = scored
     runs = result.runs.set_index("run_id")
     crashed = next(r for r in runs.index if r.startswith("register-crashed/"))
     broken = next(r for r in runs.index if r.startswith("register-broken/"))
@@ -100,7 +100,7 @@ def test_partial_and_malformed_runs_are_scored_with_warnings(scored: tuple) -> N
 
 @pytest.mark.spark
 def test_scorecard_outputs(scored: tuple) -> None:
-    root, result, _ = scored
+    root, _result, _ = scored
     out = root / "_score"
     scores = pd.read_parquet(out / "scores.parquet")
     assert len(scores) == 9 and set(scores["verdict"]) <= {"true", "false", "unknown"}

@@ -43,7 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=str, default=None, metavar="OPS",
                    help="target client ops/s over all workers (default: as fast as the cluster answers)")
     p.add_argument("--leave-cluster-running", action="store_true", help="do not tear the cluster down afterwards")
-    p.add_argument("--reuse-cluster", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--reuse-cluster", action="store_true",
+                   help="run against the running cluster named --cluster-name (e.g. from `faultline cluster up` "
+                        "or --leave-cluster-running) instead of bringing one up; it is left running")
     p.add_argument("--quiet-period", type=str, default=None, help=argparse.SUPPRESS)
     p.add_argument("--store", default="store", metavar="DIR", help="where runs are stored (default ./store)")
     p.add_argument("--quiet", "-q", action="store_true", help="no live progress; print only the summary")

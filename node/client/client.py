@@ -65,7 +65,7 @@ _NOT_SENT = ("failed to connect", "connection refused", "connections to all back
              "channel closed", "unable to resolve", "errors resolving", "domain name not found")
 # server answers that say "not applied, try again" (see node/server/host.py raft_error_status)
 _RETRY_PREFIXES = ("NOT_LEADER", "LEADER_NOT_READY", "TRANSFER_IN_PROGRESS", "CONFIG_CHANGE_PENDING", "ABORTED",
-                   "read not confirmed", "catalog not initialized", "STEPPING_DOWN")
+                   "read not confirmed", "catalog not initialized", "STEPPING_DOWN", "NOT_ENOUGH_TSERVERS")
 
 
 def _not_sent(exc: grpc.RpcError) -> bool:

@@ -215,12 +215,15 @@ class RaftCore:
         return not self._peek_ready_empty()
 
     def _peek_ready_empty(self) -> bool:
-        return not (
-            self._msgs or self._events or self._read_states or self._config_dirty
-            or self._pending_truncate is not None or self._stable_last < self.last_index()
-            or self._hard_state() != self._persisted_hs
-            or self.applied_index < min(self.commit_index, self.last_index())
-        )
+        if self._msgs or self._events or self._read_states or self._config_dirty:
+            return False
+        last = self.log[-1].index if self.log else self.log_start - 1
+        if self._pending_truncate is not None or self._stable_last < last:
+            return False
+        if self.applied_index < min(self.commit_index, last):
+            return False
+        ph = self._persisted_hs
+        return ph.term == self.term and (ph.voted_for == self.voted_for or self._vote_volatile)
 
     def ready(self) -> Ready:
         """Everything produced since the last advance(). Call advance(ready) once it is done."""
@@ -765,7 +768,7 @@ class RaftCore:
         if self.role != Role.LEADER:
             return out
         for u, pr in self.progress.items():
-            if pr.next - 1 < self.log_start - 1:
+            if pr.match < self.log_start - 1:
                 out[u] = PeerHealth.FAILED_UNRECOVERABLE
             elif self.now - pr.last_contact >= self.opts.failed_after_ticks:
                 out[u] = PeerHealth.FAILED

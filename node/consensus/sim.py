@@ -46,6 +46,7 @@ from node.consensus.types import (
     RaftError,
     Ready,
     Role,
+    VoteResponse,
 )
 
 ELECTION_TICKS = 10
@@ -99,6 +100,8 @@ class _Profile:
     dup: float
     max_delay: int
     max_batch: int
+    p_isolate_new_leader: float  # partition a freshly elected leader away (a leader-targeted nemesis)
+    p_bounce: float  # kill and restart a server at once
 
     @staticmethod
     def draw(rng: random.Random) -> _Profile:
@@ -116,7 +119,9 @@ class _Profile:
             loss=rng.choice([0.05, 0.2, 0.4]),
             dup=rng.choice([0.0, 0.05, 0.2]),
             max_delay=rng.choice([1, 2, 3]),
-            max_batch=rng.choice([1, 2, 3, 8]),
+            max_batch=rng.choice([1, 1, 2, 3, 8]),
+            p_isolate_new_leader=rng.choice([0.0, 0.0, 0.2, 0.5]),
+            p_bounce=rng.choice([0.0, 0.02, 0.05]),
         )
 
 
@@ -158,6 +163,8 @@ class Simulation:
         self.lossy = False
         # checker state
         self.leaders: dict[int, str] = {}
+        self.votes: dict[tuple[str, int], str] = {}
+        self._isolate_next: str | None = None
         self.entry_key: dict[tuple[int, int], tuple] = {}
         self.committed: dict[int, tuple[int, tuple]] = {}
         self.max_committed = 0
@@ -203,6 +210,10 @@ class Simulation:
 
     def _send(self, m: Message) -> None:
         self.result.messages += 1
+        if isinstance(m, VoteResponse) and m.granted and not m.pre_vote:
+            other = self.votes.setdefault((m.src, m.term), m.dst)
+            if other != m.dst:
+                raise Violation("vote-once", f"{m.src} voted for {other} and for {m.dst} in term {m.term}")
         if not self._connected(m.src, m.dst):
             return
         if self.lossy and self.rng.random() < self.profile.loss:
@@ -279,8 +290,28 @@ class Simulation:
             if len(holders) < core.config.majority():
                 raise Violation("voters-only", f"leader {s.uuid} committed index {c} held by voters {holders} "
                                 f"only; its config's voters are {core.config.voters()}")
+            self._check_electable(s.uuid, core.config, c, t)
         self.result.commits += c - s.seen_commit
         s.seen_commit = c
+
+    def _check_electable(self, leader: str, config: RaftConfig, index: int, term: int | None) -> None:
+        """A committed entry must be in every log that could still win an election (Raft's safety
+        argument, checked on the persisted logs): a voter without it must be less up to date than a
+        majority of the voters."""
+        def last(v: str) -> tuple[int, int]:
+            log = self.servers[v].log
+            return (log[-1].term, len(log)) if log else (0, 0)
+
+        voters = config.voters()
+        for x in voters:
+            log = self.servers[x].log
+            if len(log) >= index and log[index - 1].term == term:
+                continue
+            mine = last(x)
+            supporters = [v for v in voters if last(v) <= mine]
+            if len(supporters) >= config.majority():
+                raise Violation("committed-not-durable", f"leader {leader} committed ({index}, term {term}) but "
+                                f"{x}, whose log lacks it, could win an election with votes of {supporters}")
 
     def _apply(self, s: _Server, r: Ready) -> None:
         for e in r.committed_entries:
@@ -310,6 +341,8 @@ class Simulation:
                                     f"entry ({i}, term {want[0]}); it has term {core.term_at(i)}")
             self._log(f"{s.uuid} leader of term {ev.term} (last index {core.last_index()})")
             self.stable_since = self.now
+            if self.rng.random() < self.profile.p_isolate_new_leader:
+                self._isolate_next = s.uuid
         elif ev.kind in (EventKind.CONFIG_COMMITTED, EventKind.TRANSFER_STARTED, EventKind.LOST_LEADERSHIP):
             self._log(f"{s.uuid}: {ev.kind.value} {ev.detail}"
                       + (f" voters={ev.config.voters()}" if ev.config else ""))
@@ -532,6 +565,19 @@ class Simulation:
 
     def _faults(self) -> None:
         p, rng = self.profile, self.rng
+        if self._isolate_next is not None:
+            victim, self._isolate_next = self._isolate_next, None
+            if victim in self.graph and not self.servers[victim].destroyed:
+                g = self.graph.copy()
+                g.remove_edges_from(list(g.edges(victim)))
+                self._set_graph(g)
+                self._log(f"isolate new leader {victim}")
+        if rng.random() < p.p_bounce:
+            live = self._live()
+            if live:
+                victim = rng.choice(live)
+                self._crash(victim)
+                self._restart(victim)
         if rng.random() < p.p_partition:
             self._partition()
         elif rng.random() < p.p_heal and self.graph.number_of_edges() < len(self.graph) * (len(self.graph) - 1) // 2:

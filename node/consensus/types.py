@@ -80,24 +80,26 @@ class RaftConfig:
     peers: tuple[Peer, ...]
     opid_index: int = -1
 
+    def __post_init__(self) -> None:
+        # derived lookups, computed once: the core asks for them on every message
+        voters = tuple(p.uuid for p in self.peers if p.member_type == MemberType.VOTER)
+        object.__setattr__(self, "_voters", voters)
+        object.__setattr__(self, "_by_uuid", {p.uuid: p for p in self.peers})
+
     def peer(self, uuid: str) -> Peer | None:
-        for p in self.peers:
-            if p.uuid == uuid:
-                return p
-        return None
+        return self._by_uuid.get(uuid)  # type: ignore[attr-defined]
 
     def voters(self) -> list[str]:
-        return [p.uuid for p in self.peers if p.member_type == MemberType.VOTER]
+        return list(self._voters)  # type: ignore[attr-defined]
 
     def uuids(self) -> list[str]:
         return [p.uuid for p in self.peers]
 
     def is_voter(self, uuid: str) -> bool:
-        p = self.peer(uuid)
-        return p is not None and p.member_type == MemberType.VOTER
+        return uuid in self._voters  # type: ignore[attr-defined]
 
     def majority(self) -> int:
-        return len(self.voters()) // 2 + 1
+        return len(self._voters) // 2 + 1  # type: ignore[attr-defined]
 
     def with_index(self, opid_index: int) -> RaftConfig:
         return replace(self, opid_index=opid_index)

@@ -17,6 +17,12 @@ SIDECAR = ".fsynced"
 _lock = threading.Lock()
 
 
+def track_dir(path: str | os.PathLike) -> None:
+    """Mark a directory as tracked (even if nothing in it is ever synced, e.g. with `no-fsync`)."""
+    with _lock, open(Path(path) / SIDECAR, "a", encoding="utf-8"):
+        pass
+
+
 def note_synced(path: str | os.PathLike, length: int) -> None:
     """Record that the first `length` bytes of an append-only file are durable."""
     p = Path(path)
@@ -49,6 +55,7 @@ def fsync_dir(path: str | os.PathLike) -> None:
 def atomic_write(path: str | os.PathLike, data: bytes, fsync: bool = True) -> None:
     """Replace a file atomically: write a temporary file, fsync it, rename, fsync the directory."""
     p = Path(path)
+    track_dir(p.parent)
     tmp = p.with_name(p.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(data)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from node.consensus.types import Entry, EntryType
 from node.log.cmeta import config_from_json, config_to_json
-from node.log.durable import SIDECAR, fsync_dir, note_removed, note_synced
+from node.log.durable import SIDECAR, fsync_dir, note_removed, note_synced, track_dir
 
 log = logging.getLogger("faultline.wal")
 
@@ -129,6 +129,7 @@ class Wal:
             raise ValueError(f"fsync must be 'always' or 'never', not {fsync!r}")
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        track_dir(self.path)
         self.sync = fsync == "always" and "no-fsync" not in bugs
         self.segment_size = segment_size
         self.stats = WalStats()

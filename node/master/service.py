@@ -129,8 +129,12 @@ class MasterServer:
         leader to add us and copy the catalog to us."""
         others = [a for a in self.masters if a != self.host.advertise]
         uuids: dict[str, str] = {self.host.advertise: self.host.uuid}
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + 3600
+        waited = 0
         while not self.stop_ev.is_set() and time.monotonic() < deadline:
+            waited += 1
+            if waited % 20 == 0 and self.bootstrap_error:
+                log.info("catalog not initialized: %s", self.bootstrap_error)
             if self.host.get(SYS_TABLET) is not None:   # copied in by the leader meanwhile
                 self.initialized = True
                 return
@@ -313,9 +317,9 @@ class MasterServer:
                     raise MasterError(grpc.StatusCode.ALREADY_EXISTS, f"table {name!r} already exists")
                 live = self.live_tservers()
                 if len(live) < replication:
-                    raise MasterError(grpc.StatusCode.INVALID_ARGUMENT if not live or len(self.tservers) < replication
-                                      else grpc.StatusCode.UNAVAILABLE,
-                                      f"not enough live tablet servers for replication {replication}: {len(live)} live")
+                    raise MasterError(grpc.StatusCode.UNAVAILABLE,
+                                      f"NOT_ENOUGH_TSERVERS: replication {replication} needs as many live tablet "
+                                      f"servers; {len(live)} live")
                 counts = self.cache.replica_counts()
             table_id = uuidlib.uuid4().hex
             tablets = []

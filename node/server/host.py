@@ -168,7 +168,7 @@ class ReplicaHost:
                 self._open(sb)
 
     def _open(self, sb: Superblock) -> Replica:
-        storage = ReplicaStorage(self.layout, sb.tablet_id, fsync=self.fsync)
+        storage = ReplicaStorage(self.layout, sb.tablet_id, fsync=self.fsync, bugs=self.opts.bugs)
         state, snap, si, st = storage.load(config_from_dict(sb.initial_config))
         r = Replica(self.uuid, sb.tablet_id, storage, state, snap, si, st, self.opts, self.transport.send,
                     self.advertise, on_event=self._on_event, on_apply=self._on_apply)
@@ -215,7 +215,7 @@ class ReplicaHost:
             sb = Superblock(tablet_id, table_id, table_name, COPYING, self.uuid, config_to_dict(config),
                             schema_version)
             write_superblock(self.layout, sb)
-            storage = ReplicaStorage(self.layout, tablet_id, fsync=self.fsync)
+            storage = ReplicaStorage(self.layout, tablet_id, fsync=self.fsync, bugs=self.opts.bugs)
             storage.destroy_data(keep_cmeta=False)
             storage.create(config)
             storage.close()
@@ -226,7 +226,7 @@ class ReplicaHost:
             return self._open(sb)
 
     def _tombstone_files(self, sb: Superblock, reason: str) -> None:
-        storage = ReplicaStorage(self.layout, sb.tablet_id, fsync=self.fsync)
+        storage = ReplicaStorage(self.layout, sb.tablet_id, fsync=self.fsync, bugs=self.opts.bugs)
         storage.destroy_data(keep_cmeta=True)
         sb.state, sb.reason = TOMBSTONED, reason
         write_superblock(self.layout, sb)
@@ -297,7 +297,7 @@ class ReplicaHost:
             raise HostError(grpc.StatusCode.NOT_FOUND, f"tablet {tablet_id} not running on {self.uuid}")
         with r.lock:
             snap, si, st = r.tablet.snapshot()
-            entries = [e for e in r.storage.entries if e.index > si]
+            entries = r.storage.entries_after(si)
             cm = r.storage.cmeta
             term = r.core.term
             committed = r.core.committed_config
@@ -348,7 +348,7 @@ class ReplicaHost:
         with self.lock:
             self.replicas.pop(tablet_id, None)
         r.stop()
-        storage = ReplicaStorage(self.layout, tablet_id, fsync=self.fsync)
+        storage = ReplicaStorage(self.layout, tablet_id, fsync=self.fsync, bugs=self.opts.bugs)
         storage.load(config_from_dict(sb.initial_config))
         storage.save_cmeta(HardState(term + 1, None), new)
         storage.close()
@@ -393,6 +393,8 @@ class ReplicaHost:
             sb = self.superblocks.get(tablet_id)
             if tablet_id in self.copying or tablet_id in self.replicas:
                 return
+            if sb is not None and sb.state == TOMBSTONED and sb.reason == "table deleted":
+                return  # a straggler of a deleted table: never bring it back
             self.copying.add(tablet_id)
 
         def run() -> None:

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from node.log.cmeta import CmetaCorruption
+from node.log import CmetaCorruption, WalCorruption
 from node.protos import common_pb2 as cpb
 from node.protos import common_pb2_grpc as cpbg
 from node.protos import node_pb2_grpc as pbg
@@ -68,7 +68,7 @@ def advertise_addr(args: argparse.Namespace, port: int) -> str:
         except ValueError as exc:
             raise StartupError(f"--rpc-advertise: {exc}") from None
         return args.rpc_advertise
-    host, _ = split_addr(args.rpc_bind)
+    host, _ = split_addr(args.rpc_bind, allow_zero=True)
     if host in ("0.0.0.0", "::", ""):
         host = socket.gethostname()
     return f"{host}:{port}"
@@ -81,7 +81,7 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
         raise StartupError(str(exc)) from None
     masters = parse_masters(args.master_addresses)
     try:
-        split_addr(args.rpc_bind)
+        split_addr(args.rpc_bind, allow_zero=True)
     except ValueError as exc:
         raise StartupError(f"--rpc-bind: {exc}") from None
     bugs = frozenset(args.inject_bug)
@@ -96,7 +96,7 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
     host = ReplicaHost(uuid, layout, advertise, pool, driver_options(args), fsync)
     try:
         host.load_all()
-    except (CmetaCorruption, ValueError) as exc:
+    except (CmetaCorruption, WalCorruption, ValueError) as exc:
         server.stop(0)
         raise StartupError(f"corrupt or foreign metadata: {exc}") from None
     cpbg.add_GenericServicer_to_server(GenericService(uuid, advertise, kind), server)

@@ -54,6 +54,7 @@ class _Waiter:
     ok: bool = False
     results: list[OpResult] | None = None
     error: str = ""
+    lost: bool = False   # another leader's entry took this index: it can never commit
 
 
 @dataclass
@@ -193,7 +194,7 @@ class Replica:
                 if w.term == e.term:
                     w.ok, w.results = True, res or []
                 else:
-                    w.error = "entry lost to a newer leader"
+                    w.error, w.lost = "entry overwritten by a newer leader", True
                 w.ev.set()
         for rs in rd.read_states:
             r = self._reads.pop(rs.ctx, None)  # type: ignore[arg-type]
@@ -219,7 +220,7 @@ class Replica:
                 t = self.core.term_at(idx)
                 if t is not None and t != w.term:
                     self._waiters.pop(idx)
-                    w.error = "entry lost to a newer leader"
+                    w.error, w.lost = "entry overwritten by a newer leader", True
                     w.ev.set()
         if applied_any:
             with self.apply_cv:
@@ -251,6 +252,9 @@ class Replica:
                 self._waiters.pop(idx, None)
             raise Indeterminate(f"not committed within {timeout:.2f}s (index {idx})")
         if not w.ok:
+            if w.lost:
+                # Log Matching: a newer leader's entry at this index means ours was never committed
+                raise RaftError(ErrorCode.NOT_LEADER, f"{w.error} (index {idx}); not applied", self.core.leader_id)
             raise Indeterminate(f"{w.error} (index {idx})")
         return w.results or []
 

@@ -50,10 +50,10 @@ SERVER_OPTIONS = [
 HOSTS_ENV = "FAULTLINE_HOSTS_FILE"
 
 
-def split_addr(addr: str) -> tuple[str, int]:
-    """`host:port` -> (host, port); ValueError with a clear message otherwise."""
+def split_addr(addr: str, allow_zero: bool = False) -> tuple[str, int]:
+    """`host:port` -> (host, port); ValueError with a clear message otherwise (port 0 only for binding)."""
     host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not (0 if allow_zero else 1) <= int(port) < 65536:
         raise ValueError(f"bad address {addr!r}: expected HOST:PORT")
     return host.strip("[]"), int(port)
 
@@ -163,7 +163,7 @@ class ChannelPool:
 
 def make_server(bind: str, workers: int = 32) -> tuple[grpc.Server, int]:
     """A gRPC server bound to `bind`; raises OSError with one clear line if the port is taken."""
-    host, port = split_addr(bind)
+    host, port = split_addr(bind, allow_zero=True)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
                          options=SERVER_OPTIONS)
     try:

@@ -1,0 +1,459 @@
+"""Unit tests of the Raft core's rules, driven by hand through a tiny in-test network."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from node.consensus import (
+    AppendRequest,
+    AppendResponse,
+    ChangeType,
+    ConfigChange,
+    Entry,
+    EntryType,
+    ErrorCode,
+    EventKind,
+    HardState,
+    MemberType,
+    Options,
+    Peer,
+    PeerHealth,
+    PersistentState,
+    RaftConfig,
+    RaftCore,
+    RaftError,
+    Ready,
+    Role,
+    TimeoutNow,
+    VoteRequest,
+    VoteResponse,
+)
+
+
+def make(uuid: str, config: RaftConfig, entries=(), term: int = 0, voted: str | None = None, bugs=(), **kw):
+    opts = Options(election_ticks=10, heartbeat_ticks=2, bugs=frozenset(bugs), **kw)
+    return RaftCore(uuid, PersistentState(HardState(term, voted), config, tuple(entries)), opts, random.Random(7))
+
+
+def drain(core: RaftCore) -> Ready:
+    r = core.ready()
+    core.advance(r)
+    return r
+
+
+class Net:
+    """Delivers every message at once; `down` servers receive nothing and send nothing."""
+
+    def __init__(self, ids: list[str], config: RaftConfig | None = None, bugs=(), **kw) -> None:
+        cfg = config or RaftConfig.of(*ids)
+        self.cores = {u: make(u, cfg if cfg.peer(u) else RaftConfig(()), bugs=bugs, **kw) for u in ids}
+        for i, c in enumerate(self.cores.values()):
+            c.rng = random.Random(i)
+        self.queue: list = []
+        self.down: set[str] = set()
+        self.readies: dict[str, list[Ready]] = {u: [] for u in ids}
+
+    def flush(self, u: str) -> None:
+        core = self.cores[u]
+        while core.has_ready():
+            r = core.ready()
+            self.readies[u].append(r)
+            if u not in self.down:
+                self.queue.extend(r.messages)
+            core.advance(r)
+
+    def settle(self, limit: int = 10_000) -> None:
+        for u in self.cores:
+            self.flush(u)
+        n = 0
+        while self.queue and n < limit:
+            m = self.queue.pop(0)
+            n += 1
+            if m.dst in self.down or m.src in self.down or m.dst not in self.cores:
+                continue
+            self.cores[m.dst].step(m)
+            self.flush(m.dst)
+
+    def tick(self, n: int = 1) -> None:
+        for _ in range(n):
+            for u, c in self.cores.items():
+                if u not in self.down:
+                    c.tick()
+            self.settle()
+
+    def leader(self) -> RaftCore | None:
+        leaders = [c for u, c in self.cores.items() if c.role == Role.LEADER and u not in self.down]
+        return max(leaders, key=lambda c: c.term) if leaders else None
+
+    def elect(self, max_ticks: int = 200) -> RaftCore:
+        for _ in range(max_ticks):
+            self.tick()
+            lead = self.leader()
+            if lead is not None and lead.current_term_committed():
+                return lead
+        raise AssertionError("no leader")
+
+
+def test_election_noop_and_replication():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    assert lead.entry(1).type == EntryType.NO_OP and lead.entry(1).term == lead.term
+    idx = lead.propose(b"x")
+    net.settle()
+    net.tick(3)
+    for c in net.cores.values():
+        assert c.commit_index >= idx and c.entry(idx).payload == b"x"
+    applied = [e for r in net.readies["b"] for e in r.committed_entries]
+    assert [e.index for e in applied] == list(range(1, idx + 1))
+
+
+def test_pre_vote_does_not_bump_term():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    term = lead.term
+    iso = next(u for u in net.cores if u != lead.uuid)
+    net.down.add(iso)  # isolated: its pre-votes go nowhere
+    for _ in range(100):
+        net.cores[iso].tick()
+        net.flush(iso)
+    assert net.cores[iso].term == term
+    assert net.cores[iso].role == Role.PRE_CANDIDATE or net.cores[iso].role == Role.FOLLOWER
+    net.down.clear()
+    net.tick(5)
+    assert net.leader() is lead and lead.term == term  # rejoining did not disrupt the leader
+
+
+def test_request_vote_log_up_to_date_check():
+    cfg = RaftConfig.of("a", "b")
+    voter = make("b", cfg, [Entry(1, 1), Entry(2, 2)], term=2)
+    voter.step(VoteRequest("a", "b", 3, last_log_term=1, last_log_index=5))
+    r = drain(voter)
+    assert r.messages == [VoteResponse("b", "a", 3, False, False, "log not up to date")]
+    voter.step(VoteRequest("c", "b", 3, last_log_term=2, last_log_index=2))
+    r = drain(voter)
+    assert r.messages[0].granted and voter.voted_for == "c"
+
+
+def test_vote_is_persisted_before_it_is_sent():
+    cfg = RaftConfig.of("a", "b", "c")
+    voter = make("b", cfg, term=1)
+    voter.step(VoteRequest("a", "b", 2, 0, 0))
+    r = voter.ready()
+    assert r.messages[0].granted
+    assert r.hard_state == HardState(2, "a")  # persisted in the same Ready, before the messages go out
+
+
+def test_vote_not_durable_bug_loses_the_vote():
+    cfg = RaftConfig.of("a", "b", "c")
+    voter = make("b", cfg, term=1, bugs={"vote-not-durable"})
+    voter.step(VoteRequest("a", "b", 2, 0, 0))
+    r = drain(voter)
+    assert r.messages[0].granted and r.hard_state == HardState(2, None)
+    # crash and restart from what was persisted: the vote is gone, a second candidate gets it too
+    again = make("b", cfg, term=r.hard_state.term, voted=r.hard_state.voted_for)
+    again.step(VoteRequest("c", "b", 2, 0, 0))
+    assert drain(again).messages[0].granted
+
+
+def test_restarted_voter_keeps_its_vote():
+    cfg = RaftConfig.of("a", "b", "c")
+    again = make("b", cfg, term=2, voted="a")
+    again.step(VoteRequest("c", "b", 2, 0, 0))
+    assert not drain(again).messages[0].granted
+
+
+def test_vote_withholding_and_transfer_exception():
+    cfg = RaftConfig.of("a", "b", "c")
+    f = make("b", cfg, [Entry(1, 1)], term=1)
+    f.step(AppendRequest("a", "b", 1, 1, 1, (), 1))
+    drain(f)
+    f.step(VoteRequest("c", "b", 2, 1, 1, pre_vote=True))
+    r = drain(f)
+    assert not r.messages[0].granted and "live leader" in r.messages[0].reason
+    f.step(VoteRequest("c", "b", 2, 1, 1))
+    assert not drain(f).messages[0].granted and f.term == 1  # withheld without adopting the term
+    f.step(VoteRequest("c", "b", 2, 1, 1, transfer=True))
+    assert drain(f).messages[0].granted and f.term == 2
+    g = make("b", cfg, [Entry(1, 1)], term=1, bugs={"no-vote-withholding"})
+    g.step(AppendRequest("a", "b", 1, 1, 1, (), 1))
+    drain(g)
+    g.step(VoteRequest("c", "b", 2, 1, 1))
+    assert drain(g).messages[0].granted
+    # after the minimum election timeout without the leader, the vote is given
+    for _ in range(10):
+        f2 = f
+        f2.tick()
+    h = make("b", cfg, [Entry(1, 1)], term=1)
+    h.step(AppendRequest("a", "b", 1, 1, 1, (), 1))
+    drain(h)
+    for _ in range(10):
+        h.tick()
+    drain(h)
+    h.step(VoteRequest("c", "b", 2, 1, 1, pre_vote=True))
+    assert drain(h).messages[0].granted and h.term == 1
+
+
+def test_conflict_truncation_and_fast_backoff():
+    cfg = RaftConfig.of("a", "b")
+    f = make("b", cfg, [Entry(1, 1), Entry(1, 2), Entry(2, 3), Entry(2, 4), Entry(2, 5)], term=2)
+    f.step(AppendRequest("a", "b", 3, 4, 3, (), 0))
+    r = drain(f)
+    rej = r.messages[0]
+    assert not rej.success and rej.conflict_index == 3 and rej.last_index == 5
+    f.step(AppendRequest("a", "b", 3, 2, 1, (Entry(3, 3), Entry(3, 4)), 0))
+    r = drain(f)
+    assert r.truncate_from == 3 and [e.index for e in r.entries] == [3, 4]
+    assert f.last_index() == 4 and r.messages[0].success and r.messages[0].match_index == 4
+
+
+def test_follower_commit_bounded_by_batch():
+    cfg = RaftConfig.of("a", "b")
+    stale = [Entry(1, 1), Entry(1, 2), Entry(1, 3), Entry(1, 4)]
+    f = make("b", cfg, stale, term=1)
+    # the new leader's entries 3, 4 are of term 2; it is still probing at prev 2 with commit 4
+    f.step(AppendRequest("a", "b", 2, 2, 1, (), commit_index=4))
+    drain(f)
+    assert f.commit_index == 2
+    bad = make("b", cfg, stale, term=1, bugs={"follower-commit-past-batch"})
+    bad.step(AppendRequest("a", "b", 2, 2, 1, (), commit_index=4))
+    r = drain(bad)
+    assert bad.commit_index == 4 and [e.index for e in r.committed_entries][-1] == 4  # stale entries applied
+
+
+def _leader_of(uuid: str, cfg: RaftConfig, entries, term: int, bugs=()) -> RaftCore:
+    """A replica with `entries` that wins an election at term + 1 from the other voters."""
+    core = make(uuid, cfg, entries, term=term, bugs=bugs)
+    for _ in range(25):
+        core.tick()
+        if core.role == Role.PRE_CANDIDATE:
+            break
+    for v in cfg.voters():
+        if v != uuid:
+            core.step(VoteResponse(v, uuid, term + 1, True, pre_vote=True))
+    for v in cfg.voters():
+        if v != uuid:
+            core.step(VoteResponse(v, uuid, term + 1, True))
+    assert core.role == Role.LEADER and core.term == term + 1
+    drain(core)
+    return core
+
+
+def test_figure_8_old_term_entry_not_committed_by_counting():
+    cfg = RaftConfig.of("s1", "s2", "s3", "s4", "s5")
+    lead = _leader_of("s1", cfg, [Entry(1, 1), Entry(2, 2)], term=3)
+    assert lead.term == 4 and lead.entry(3).term == 4  # its NO_OP
+    lead.step(AppendResponse("s2", "s1", 4, True, match_index=2, last_index=2))
+    lead.step(AppendResponse("s3", "s1", 4, True, match_index=2, last_index=2))
+    drain(lead)
+    assert lead.commit_index == 0  # (2, term 2) is on a majority but may still be overwritten
+    lead.step(AppendResponse("s2", "s1", 4, True, match_index=3, last_index=3))
+    lead.step(AppendResponse("s3", "s1", 4, True, match_index=3, last_index=3))
+    drain(lead)
+    assert lead.commit_index == 3  # committed through the current term's entry
+
+    bad = _leader_of("s1", cfg, [Entry(1, 1), Entry(2, 2)], term=3, bugs={"commit-prior-term"})
+    bad.step(AppendResponse("s2", "s1", 4, True, match_index=2, last_index=2))
+    bad.step(AppendResponse("s3", "s1", 4, True, match_index=2, last_index=2))
+    drain(bad)
+    assert bad.commit_index == 2
+
+
+def test_figure_8_end_to_end():
+    """The whole scenario: with the bug, the entry committed in (c) is overwritten in (d)."""
+    for bugs, expect_overwrite in (((), False), (("commit-prior-term",), True)):
+        cfg = RaftConfig.of("s1", "s2", "s3", "s4", "s5")
+        # (b): s1 led term 2 and wrote (2, t2) on s1, s2; s5 led term 3 and wrote (2, t3) on itself
+        s1 = _leader_of("s1", cfg, [Entry(1, 1), Entry(2, 2)], term=3, bugs=bugs)  # (c): s1 leads term 4
+        s3_entries = [Entry(1, 1)]
+        # s1 replicates (2, t2) to s3 and hears back before its NO_OP (3, t4) got anywhere
+        s1.step(AppendResponse("s2", "s1", 4, True, match_index=2, last_index=2))
+        s1.step(AppendResponse("s3", "s1", 4, True, match_index=2, last_index=2))
+        drain(s1)
+        committed = s1.commit_index >= 2
+        s3_entries.append(Entry(2, 2))
+        # (d): s1 crashes; s5 (last entry (2, t3)) wins votes from s2, s3, s4 and overwrites index 2
+        voters = [make(u, cfg, [Entry(1, 1), Entry(2, 2)], term=4) for u in ("s2", "s3")]
+        for v in voters:
+            v.step(VoteRequest("s5", v.uuid, 5, last_log_term=3, last_log_index=2))
+            assert drain(v).messages[0].granted
+        assert committed == expect_overwrite  # committed, then lost: exactly what the rule prevents
+
+
+def test_count_nonvoter_acks():
+    cfg = RaftConfig((Peer("a"), Peer("b"), Peer("c"), Peer("d", member_type=MemberType.NON_VOTER),
+                      Peer("e", member_type=MemberType.NON_VOTER)))
+    for bugs, committed in (((), False), (("count-nonvoter-acks",), True)):
+        lead = _leader_of("a", cfg, [], term=0, bugs=bugs)
+        for nv in ("d", "e"):
+            lead.step(AppendResponse(nv, "a", 1, True, match_index=1, last_index=1))
+        drain(lead)
+        assert (lead.commit_index == 1) == committed
+        lead.step(AppendResponse("b", "a", 1, True, match_index=1, last_index=1))
+        drain(lead)
+        assert lead.commit_index == 1
+
+
+def test_non_voter_never_campaigns():
+    cfg = RaftConfig((Peer("a"), Peer("b", member_type=MemberType.NON_VOTER)))
+    nv = make("b", cfg)
+    for _ in range(100):
+        nv.tick()
+    assert nv.role == Role.LEARNER and not drain(nv).messages
+
+
+def test_config_change_rules():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    with pytest.raises(RaftError) as e:
+        lead.change_config(ConfigChange(ChangeType.ADD_PEER, Peer("d"), cas_config_index=99))
+    assert e.value.code == ErrorCode.CAS_FAILED
+    idx = lead.change_config(ConfigChange(ChangeType.ADD_PEER, Peer("d", "d:1", MemberType.NON_VOTER, True),
+                                          cas_config_index=-1))
+    assert lead.config.peer("d") is not None and lead.config.opid_index == idx  # effective on append
+    assert lead.committed_config.peer("d") is None
+    with pytest.raises(RaftError) as e:
+        lead.change_config(ConfigChange(ChangeType.REMOVE_PEER, Peer("c")))
+    assert e.value.code == ErrorCode.CONFIG_CHANGE_PENDING
+    with pytest.raises(RaftError) as e:
+        lead.change_config(ConfigChange(ChangeType.ADD_PEER, Peer("a")))
+    assert e.value.code in (ErrorCode.INVALID_CONFIG_CHANGE, ErrorCode.CONFIG_CHANGE_PENDING)
+    # the new server joins, catches up as a NON_VOTER with promote, and the leader promotes it
+    net.cores["d"] = make("d", RaftConfig(()))
+    net.readies["d"] = []
+    net.tick(30)
+    assert lead.committed_config.is_voter("d")
+    assert net.cores["d"].role == Role.FOLLOWER
+    assert any(ev.kind == EventKind.PEER_PROMOTED for r in net.readies[lead.uuid] for ev in r.events)
+    follower = next(u for u in net.cores if u != lead.uuid)
+    assert any(r.committed_config is not None and r.hard_state is not None for r in net.readies[follower])
+
+
+def test_config_change_refused_before_current_term_commit():
+    cfg = RaftConfig.of("a", "b", "c")
+    lead = _leader_of("a", cfg, [Entry(1, 1)], term=1)
+    with pytest.raises(RaftError) as e:
+        lead.change_config(ConfigChange(ChangeType.REMOVE_PEER, Peer("c")))
+    assert e.value.code == ErrorCode.LEADER_NOT_READY
+
+
+def test_config_rolls_back_when_its_entry_is_truncated():
+    cfg = RaftConfig.of("a", "b", "c")
+    new = RaftConfig.of("a", "b", "c", "d").with_index(2)
+    f = make("b", cfg, [Entry(1, 1)], term=1)
+    f.step(AppendRequest("a", "b", 1, 1, 1, (Entry(1, 2, EntryType.CONFIG, config=new),), 1))
+    r = drain(f)
+    assert f.config == new and any(ev.kind == EventKind.CONFIG_CHANGED for ev in r.events)
+    f.step(AppendRequest("c", "b", 2, 1, 1, (Entry(2, 2, EntryType.NO_OP),), 1))
+    r = drain(f)
+    assert f.config == cfg and r.truncate_from == 2
+
+
+def test_remove_leader_transfers_first():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    with pytest.raises(RaftError) as e:
+        lead.change_config(ConfigChange(ChangeType.REMOVE_PEER, Peer(lead.uuid)))
+    assert e.value.code == ErrorCode.STEPPING_DOWN and e.value.leader_hint in net.cores
+    target = e.value.leader_hint
+    net.settle()
+    net.tick(3)
+    assert net.leader().uuid == target and lead.role != Role.LEADER
+
+
+def test_transfer_refuses_writes_and_target_wins_despite_live_leader():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    target = next(u for u in net.cores if u != lead.uuid)
+    net.down.add(target)  # target lags: the transfer window stays open
+    lead.propose(b"x")
+    net.settle()
+    assert lead.transfer_leadership(target) == target
+    with pytest.raises(RaftError) as e:
+        lead.propose(b"y")
+    assert e.value.code == ErrorCode.TRANSFER_IN_PROGRESS
+    with pytest.raises(RaftError):
+        lead.change_config(ConfigChange(ChangeType.REMOVE_PEER, Peer(target)))
+    net.down.clear()
+    net.tick(4)
+    new = net.leader()
+    assert new is not None and new.uuid == target and new.term == lead.term
+    assert lead.role == Role.FOLLOWER
+
+
+def test_transfer_window_expires():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    target = next(u for u in net.cores if u != lead.uuid)
+    net.down.add(target)
+    lead.propose(b"x")
+    lead.transfer_leadership(target)
+    net.tick(12)
+    assert lead.role == Role.LEADER and lead.transfer_target() is None
+    assert any(ev.kind == EventKind.TRANSFER_FAILED for r in net.readies[lead.uuid] for ev in r.events)
+    lead.propose(b"y")
+
+
+def test_timeout_now_for_wrong_term_is_ignored():
+    f = make("b", RaftConfig.of("a", "b"), term=3)
+    f.step(TimeoutNow("a", "b", 2))
+    assert f.role == Role.FOLLOWER and f.term == 3
+
+
+def test_step_down():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    lead.step_down()
+    assert lead.role == Role.FOLLOWER
+    net.tick(60)
+    assert net.leader() is not None
+
+
+def test_read_index_needs_a_heartbeat_round():
+    for bugs, immediate in (((), False), (("stale-leader-reads",), True)):
+        net = Net(["a", "b", "c"], bugs=bugs)
+        lead = net.elect()
+        others = [u for u in net.cores if u != lead.uuid]
+        net.down.update(others)  # partitioned away: it must not answer
+        lead.read_index("r1")
+        net.settle()
+        answered = [rs for r in net.readies[lead.uuid] for rs in r.read_states]
+        assert bool(answered) == immediate
+        net.down.clear()
+        net.tick(3)
+        answered = [rs for r in net.readies[lead.uuid] for rs in r.read_states]
+        assert answered and answered[0].ctx == "r1" and answered[0].index >= 1
+
+
+def test_read_index_refused_on_follower():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    f = next(c for c in net.cores.values() if c is not lead)
+    with pytest.raises(RaftError) as e:
+        f.read_index("r")
+    assert e.value.code == ErrorCode.NOT_LEADER and e.value.leader_hint == lead.uuid
+
+
+def test_peer_health():
+    net = Net(["a", "b", "c"], failed_after_ticks=20)
+    lead = net.elect()
+    assert set(lead.peer_health().values()) == {PeerHealth.HEALTHY}
+    dead = next(u for u in net.cores if u != lead.uuid)
+    net.down.add(dead)
+    for i in range(30):
+        lead.propose(b"%d" % i)
+        net.tick()
+    assert lead.peer_health()[dead] == PeerHealth.FAILED
+    drain(lead)
+    lead.compact(lead.applied_index - 5)
+    assert lead.peer_health()[dead] == PeerHealth.FAILED_UNRECOVERABLE
+    assert lead.log_start <= lead.retention_index(1000) <= lead.applied_index + 1
+
+
+def test_single_voter_commits_alone():
+    net = Net(["a"])
+    lead = net.elect()
+    idx = lead.propose(b"z")
+    net.settle()
+    assert lead.commit_index == idx

@@ -1,0 +1,138 @@
+"""`faultline run` against a real Docker cluster: verdicts, healing, Ctrl-C, analyze.
+
+Each test brings up its own cluster under a unique name and removes it in `finally`. They take one to
+two minutes each on a loaded 2-core machine; the wider matrix (every workload with every nemesis) is
+marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import testspec
+from controller.runner import run_once
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+
+
+def cluster_name() -> str:
+    return f"fltest-{uuid.uuid4().hex[:6]}"
+
+
+def remove_cluster(name: str) -> None:
+    subprocess.run([sys.executable, "-m", "controller", "cluster", "down", "--name", name], cwd=ROOT,
+                   capture_output=True, timeout=300)
+
+
+def verify_healthy(name: str) -> list[str]:
+    """Problems on a running cluster after a run: residue of faults, and ksck."""
+    from cluster.docker_backend import DockerBackend
+    from controller.runner import _residue
+    from nemesis.base import ksck, wait_until
+
+    b = DockerBackend.attach(name)
+    problems = _residue(b)
+    problems = list(problems) if isinstance(problems, list) else [problems]
+    test = {"backend": b, "seed": 0, "state": {}}
+    if not wait_until(lambda: ksck(test)[0], 120, 3.0, "ksck"):
+        problems.append(f"ksck unhealthy: {ksck(test)[1].get('problems')}")
+    return problems
+
+
+def run_docker(tmp_path: Path, name: str, **opts: Any) -> Any:
+    test = testspec.build_test({"cluster": "docker", "cluster_name": name, "time_limit": 20,
+                                "nemesis_interval": 5, "concurrency": 6, "seed": 11,
+                                "leave_cluster_running": True, **opts})
+    return run_once(test, tmp_path / "store", install_signals=False)
+
+
+def test_register_partition_kill_is_valid_and_heals(tmp_path: Path) -> None:
+    name = cluster_name()
+    try:
+        out = run_docker(tmp_path, name, workload="register", nemesis="partition,kill")
+        assert out.cut_short is None, out.cut_short
+        assert out.valid is True, out.results.get("workload")
+        h = [json.loads(x) for x in (Path(out.run_dir) / "history.jsonl").read_text().splitlines()]
+        assert any(o["type"] == "ok" and o["process"] != "nemesis" for o in h)
+        assert any(o["f"].startswith("start-") and o["type"] == "ok" for o in h if o["process"] == "nemesis")
+        assert out.results["residue"] == []
+        assert verify_healthy(name) == []
+        assert (Path(out.run_dir) / "nodes" / "m1").is_dir()
+    finally:
+        remove_cluster(name)
+
+
+def test_ctrl_c_on_docker_heals_keeps_history_and_analyze_works(tmp_path: Path) -> None:
+    name = cluster_name()
+    store = tmp_path / "store"
+    proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--workload", "register",
+                             "--nemesis", "partition,pause", "--nemesis-interval", "3", "--time-limit", "120",
+                             "--cluster-name", name, "--store", str(store), "--quiet", "--leave-cluster-running"],
+                            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        run_dir = None
+        while time.monotonic() < deadline and run_dir is None:
+            for h in store.glob("*/*/history.jsonl"):
+                text = h.read_text()
+                if '"start-' in text and text.count("\n") > 20:
+                    run_dir = h.parent
+            time.sleep(1)
+        assert run_dir is not None, "no fault started within 300 s"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, (out, err[-2000:])
+        assert "cut short: interrupted" in out
+        results = json.loads((run_dir / "results.json").read_text())
+        assert results["residue"] == []
+        assert verify_healthy(name) == []
+        ana = subprocess.run([sys.executable, "-m", "controller", "analyze", str(run_dir)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+        assert ana.returncode in (0, 2), ana.stderr
+        assert json.loads(ana.stdout)["workload"]["valid"] is not False
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        remove_cluster(name)
+
+
+@pytest.mark.slow
+def test_stale_leader_reads_are_caught(tmp_path: Path) -> None:
+    name = cluster_name()
+    try:
+        out = run_docker(tmp_path, name, workload="register", nemesis="partition-leader", time_limit=45,
+                         inject_bug=["stale-leader-reads"], nemesis_interval=6)
+        assert out.valid is False, out.results.get("workload")
+        assert out.results["workload"]["failure"]["op"]["f"] == "read"
+    finally:
+        remove_cluster(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["register", "set", "bank", "catalog"])
+@pytest.mark.parametrize("nemesis", ["partition", "kill", "pause", "clock", "membership", "tserver-replace",
+                                     "master-replace"])
+def test_matrix_runs_to_completion_and_leaves_the_cluster_healthy(tmp_path: Path, workload: str,
+                                                                  nemesis: str) -> None:
+    name = cluster_name()
+    try:
+        out = run_docker(tmp_path, name, workload=workload, nemesis=nemesis, time_limit=30, nemesis_interval=8,
+                         tservers=6 if nemesis == "tserver-replace" else 5)
+        assert out.cut_short is None, out.cut_short
+        assert out.valid is not False, out.results.get("workload")
+        assert verify_healthy(name) == []
+    finally:
+        remove_cluster(name)

