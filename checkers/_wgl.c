@@ -414,11 +414,33 @@ static inline void relink_ev(Search *s, int e) {
     if (q != -1) s->prv[q] = e;
 }
 
+/* Track the deepest partial linearization: `extra` (an op linearized on top of the stack, or -1),
+ * the op that blocked it, and the states seen there. Returns -1 on memory error. */
+static int note_best(Search *s, int extra, int block, int state) {
+    int depth = s->depth + (extra >= 0 ? 1 : 0);
+    if (depth < s->best_len) return 0;
+    if (depth > s->best_len) {
+        s->best_len = depth;
+        for (int i = 0; i < s->depth; i++) s->best[i] = s->ev_op[s->stk_ev[i]];
+        if (extra >= 0) s->best[s->depth] = extra;
+        s->best_block = block;
+        s->nbest_states = 0;
+    }
+    for (int i = 0; i < s->nbest_states; i++) if (s->best_states[i] == state) return 0;
+    if (s->nbest_states == s->cap_best_states) {
+        int *nb = PyMem_Realloc(s->best_states, 2 * s->cap_best_states * sizeof(int));
+        if (!nb) { PyErr_NoMemory(); return -1; }
+        s->best_states = nb; s->cap_best_states *= 2;
+    }
+    s->best_states[s->nbest_states++] = state;
+    return 0;
+}
+
 /* kv pruning: after `curop` (a put or append) makes state `ns`, every completed get that is
  * callable now must still be satisfiable. With no unlinearized put able to precede it
  * (none invoked before the get returned), the state can only grow by appends, so `ns` must
- * be a prefix of the get's value. Returns 0 when the configuration is dead. */
-static int kv_viable(Search *s, int ns, int curop) {
+ * be a prefix of the get's value. Returns the get that rules the configuration out, or -1. */
+static int kv_dead(Search *s, int ns, int curop) {
     /* Events are numbered in time order, so a call numbered below the first return is callable. */
     int pending = 0, put_seen = 0, first_ret = -1;
     for (int e = s->nxt[s->head]; e >= 0; e = s->nxt[e]) {
@@ -432,12 +454,12 @@ static int kv_viable(Search *s, int ns, int curop) {
         }
         if (first_ret < 0) first_ret = e;
         if (is_get) {
-            if (!put_seen && !kv_prefix(s, ns, s->oa[op])) return 0;
+            if (!put_seen && !kv_prefix(s, ns, s->oa[op])) return op;
             if (s->call_of[op] < first_ret) pending--;
         }
-        if (pending <= 0) return 1;
+        if (pending <= 0) return -1;
     }
-    return 1;
+    return -1;
 }
 
 static PyObject *Search_run(Search *s, PyObject *args) {
@@ -456,7 +478,14 @@ static PyObject *Search_run(Search *s, PyObject *args) {
             if (ps >= 0 && !(s->bits[ps >> 6] & (1ULL << (ps & 63)))) { s->cur = s->nxt[cur]; continue; }
             int ns = step(s, op, s->state);
             if (ns == -3) return NULL;
-            if (ns >= 0 && s->kind == 2 && s->okind[op] >= KV_PUT && ns != s->state && !kv_viable(s, ns, op)) ns = -1;
+            if (ns >= 0 && s->kind == 2 && s->okind[op] >= KV_PUT && ns != s->state) {
+                int culprit = kv_dead(s, ns, op);
+                if (culprit >= 0) {
+                    /* Evidence: the get that rules this out, as if the search had got that far. */
+                    if (note_best(s, op, culprit, ns) < 0) return NULL;
+                    ns = -1;
+                }
+            }
             if (ns >= 0) {
                 int wi = op >> 6; uint64_t bit = 1ULL << (op & 63);
                 s->bits[wi] |= bit;
@@ -479,24 +508,7 @@ static PyObject *Search_run(Search *s, PyObject *args) {
             s->cur = s->nxt[cur];
             continue;
         }
-        if (cur != -2 && s->depth >= s->best_len) {
-            if (s->depth > s->best_len) {
-                s->best_len = s->depth;
-                for (int i = 0; i < s->depth; i++) s->best[i] = s->ev_op[s->stk_ev[i]];
-                s->best_block = cur >= 0 ? s->ev_op[cur] : -1;
-                s->nbest_states = 0;
-            }
-            int found = 0;
-            for (int i = 0; i < s->nbest_states; i++) if (s->best_states[i] == s->state) { found = 1; break; }
-            if (!found) {
-                if (s->nbest_states == s->cap_best_states) {
-                    int *nb = PyMem_Realloc(s->best_states, 2 * s->cap_best_states * sizeof(int));
-                    if (!nb) return PyErr_NoMemory();
-                    s->best_states = nb; s->cap_best_states *= 2;
-                }
-                s->best_states[s->nbest_states++] = s->state;
-            }
-        }
+        if (cur != -2 && note_best(s, -1, cur >= 0 ? s->ev_op[cur] : -1, s->state) < 0) return NULL;
         if (s->depth == 0) return result(s, 0);
         s->depth--;
         cur = s->stk_ev[s->depth];

@@ -20,8 +20,8 @@ _TOKEN = re.compile(
   | (?P<open>\#\{|[\[({])
   | (?P<close>[\])}])
   | (?P<str>"(?:[^"\\]|\\.)*")
-  | (?P<tag>\#[A-Za-z_][\w.\-/]*)
   | (?P<discard>\#_)
+  | (?P<tag>\#[A-Za-z][\w.\-/]*)
   | (?P<atom>[^\s,;()\[\]{}"]+)
     """,
     re.VERBOSE | re.DOTALL,

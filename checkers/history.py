@@ -68,7 +68,7 @@ def _norm_value(v: Any) -> Any:
 def _norm_op(raw: Any, path: str | os.PathLike[str], line: int, index: int) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise HistoryFormatError(path, line, f"expected an operation map, got {type(raw).__name__}")
-    op = {str(k).replace("-", "_") if k in ("op-index",) else str(k): _norm_value(v) for k, v in raw.items()}
+    op = {str(k): _norm_value(v) for k, v in raw.items()}
     typ = op.get("type")
     if typ not in ("invoke", "ok", "fail", "info"):
         raise HistoryFormatError(path, line, f"operation has type {typ!r}; expected invoke, ok, fail or info")
@@ -77,14 +77,9 @@ def _norm_op(raw: Any, path: str | os.PathLike[str], line: int, index: int) -> d
     op["process"] = _norm_process(op["process"])
     op.setdefault("f", None)
     op.setdefault("value", None)
-    op["index"] = index
+    if not isinstance(op.get("index"), int):
+        op["index"] = index  # formats without indexes get their position
     return op
-
-
-def _renumber(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for i, op in enumerate(ops):
-        op["index"] = i
-    return ops
 
 
 # ---------------------------------------------------------------- JSONL (ours)
@@ -195,7 +190,11 @@ def to_edn(ops: Iterable[dict[str, Any]]) -> str:
     for op in ops:
         m: dict[Any, Any] = {}
         for k, v in op.items():
-            if (k in ("type", "f") and isinstance(v, str)) or (k == "process" and isinstance(v, str)) or (k == "error" and isinstance(v, str)):
+            if (
+                (k in ("type", "f") and isinstance(v, str))
+                or (k == "process" and isinstance(v, str))
+                or (k == "error" and isinstance(v, str))
+            ):
                 v = edn.Keyword(v)
             m[k.replace("_", "-")] = v
         lines.append(edn.dumps(m))
@@ -226,7 +225,9 @@ def _parse_etcd(text: str, path: str | os.PathLike[str]) -> list[dict[str, Any]]
             continue
         m = _ETCD_LINE.match(line)
         if m is None:
-            raise HistoryFormatError(path, i, "not a Jepsen etcd log line (INFO jepsen.util - P :type :f value)")
+            raise HistoryFormatError(
+                path, i, "not a Jepsen etcd log line (INFO jepsen.util - P :type :f value)"
+            )
         proc, typ, f, raw = m.groups()
         if typ not in ("invoke", "ok", "fail", "info"):
             raise HistoryFormatError(path, i, f"unknown operation type :{typ}")
@@ -283,8 +284,7 @@ def detect_format(text: str, path: str | os.PathLike[str] = "") -> str:
             json.loads(first)
             return "jsonl"
         except json.JSONDecodeError:
-            if '"type"' in first and ":" not in first.replace('":', ""):
-                return "jsonl"
+            pass
     if head.startswith("["):
         stripped = head[1:].lstrip()
         if (stripped.startswith("{") and stripped[1:].lstrip().startswith('"')) or stripped.startswith("]"):

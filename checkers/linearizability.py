@@ -68,33 +68,26 @@ def prepare(
     """Pairs invocations with completions and applies the semantics; groups by key."""
     if semantics not in SEMANTICS:
         raise ValueError(f"unknown semantics {semantics!r}; choose one of {', '.join(SEMANTICS)}")
-    pending: dict[Any, dict[str, Any]] = {}
-    pairs: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
-    slot: dict[int, int] = {}
+    pending: dict[Any, int] = {}  # process -> slot in pairs
+    # [invoke position, invoke op, completion position, completion op]
+    pairs: list[list[Any]] = []
     for pos, op in enumerate(history):
         proc = op.get("process")
         if proc == "nemesis":
             continue
         typ = op.get("type")
         if typ == "invoke":
-            if proc in pending:  # a second invoke without completion: the first stays open
-                prev = pending.pop(proc)
-                del slot[id(prev)]
-            op = dict(op)
-            op["_pos"] = pos
-            pending[proc] = op
-            slot[id(op)] = len(pairs)
-            pairs.append((op, None))
+            # A second invoke without completion leaves the first open (it stays an info op).
+            pending[proc] = len(pairs)
+            pairs.append([pos, op, None, None])
         elif typ in ("ok", "fail", "info"):
-            inv = pending.pop(proc, None)
-            if inv is None:
-                continue
-            comp = dict(op)
-            comp["_pos"] = pos
-            pairs[slot.pop(id(inv))] = (inv, comp)
+            i = pending.pop(proc, None)
+            if i is not None:
+                pairs[i][2] = pos
+                pairs[i][3] = op
     stats = {"ops": 0, "dropped_fail": 0, "dropped_noop": 0, "open": 0}
     parts: dict[Any, list[Call]] = {}
-    for inv, comp in pairs:
+    for inv_pos, inv, comp_pos, comp in pairs:
         f = inv.get("f")
         ctype = comp.get("type") if comp else "info"
         if ctype == "ok":
@@ -104,10 +97,9 @@ def prepare(
         else:
             value = inv.get("value")
             outcome = "info" if ctype == "info" else "fail"
-        if outcome == "fail":
-            if semantics != "porcupine" or _is_readish(model, f):
-                stats["dropped_fail"] += 1
-                continue
+        if outcome == "fail" and (semantics != "porcupine" or _is_readish(model, f)):
+            stats["dropped_fail"] += 1
+            continue
         if semantics == "knossos" and outcome == "ok" and value is None and _is_readish(model, f):
             value = ANY
         else:
@@ -126,12 +118,12 @@ def prepare(
                 f=f,
                 value=value,
                 outcome=outcome,
-                invoke_index=inv["_pos"],
-                complete_index=comp["_pos"] if comp and ctype != "info" else None,
+                invoke_index=inv_pos,
+                complete_index=comp_pos if comp is not None and ctype != "info" else None,
                 required=required,
                 process=inv.get("process"),
-                invoke={k: v for k, v in inv.items() if k != "_pos"},
-                completion={k: v for k, v in comp.items() if k != "_pos"} if comp else None,
+                invoke=inv,
+                completion=comp,
             )
         )
         stats["ops"] += 1
@@ -150,6 +142,8 @@ class Tables:
     state_ids: dict[Any, int]
     trans: list[dict[int, int]]  # op -> {state id -> next state id or -1}
     prev_same: list[int]  # open op -> the previous identical open op (by invocation), or -1
+    kv_put: list[bool | None] | None = None  # kv model: op is a put (True), append (False), else None
+    kv_get: list[str | None] | None = None  # kv model: a completed get's value, else None
 
 
 def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
@@ -168,8 +162,46 @@ def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
         state_ids={init_state: 0},
         trans=[{} for _ in calls],
         prev_same=_prev_same(calls),
+        kv_put=[{"put": True, "write": True, "append": False}.get(c.f) for c in calls]
+        if isinstance(model, KV) else None,
+        kv_get=[c.value if c.f in ("get", "read") and c.outcome == "ok" and isinstance(c.value, str) else None
+                for c in calls] if isinstance(model, KV) else None,
     )
 
+
+def _kv_dead(t: Tables, ns: int, curop: int, nxt: list[int], head: int, call_ev: list[int]) -> int:
+    """kv pruning (the same rule as the C core): after a put/append makes state `ns`, a completed get
+    with no put able to precede it must read an extension of `ns`. Returns the get that rules the
+    configuration out, or -1. Events are numbered in time order, so a call numbered below the first
+    return is callable now."""
+    state = t.states[ns]
+    kv_put, kv_get = t.kv_put, t.kv_get
+    assert kv_put is not None and kv_get is not None
+    pending = 0
+    put_seen = False
+    first_ret = -1
+    e = nxt[head]
+    while e >= 0:
+        op = t.ev_op[e]
+        if op != curop:
+            g = kv_get[op]
+            if t.ev_call[e]:
+                if kv_put[op] is True:
+                    put_seen = True
+                elif first_ret < 0 and g is not None:
+                    pending += 1
+            else:
+                if first_ret < 0:
+                    first_ret = e
+                if g is not None:
+                    if not put_seen and not g.startswith(state):
+                        return op
+                    if call_ev[op] < first_ret:
+                        pending -= 1
+                if pending <= 0:
+                    return -1
+        e = nxt[e]
+    return -1
 
 def _prev_same(calls: list[Call]) -> list[int]:
     """Links each open op to the previous identical open op.
@@ -231,7 +263,9 @@ class SearchResult:
     best_states: list[int]  # state ids seen when blocked at the best depth
 
 
-def search_py(t: Tables, step: _Stepper, deadline: float | None, slice_steps: int = 0) -> Iterator[SearchResult | None]:
+def search_py(
+    t: Tables, step: _Stepper, deadline: float | None, slice_steps: int = 0
+) -> Iterator[SearchResult | None]:
     """Lowe's variant of Wing & Gong with a (bitset, state) memo; the reference implementation.
 
     A generator: it yields None after every `slice_steps` steps (0: never) so that a
@@ -256,6 +290,7 @@ def search_py(t: Tables, step: _Stepper, deadline: float | None, slice_steps: in
     ev_op, ev_call, trans = t.ev_op, t.ev_call, t.trans
     remaining = sum(r & 1 for r in t.required)
     prev_same = t.prev_same
+    kv_put = t.kv_put
     req = t.required
     seen: set[int] = set()
     stack: list[tuple[int, int]] = []  # (call event, state before)
@@ -287,6 +322,17 @@ def search_py(t: Tables, step: _Stepper, deadline: float | None, slice_steps: in
             ns = trans[op].get(state)
             if ns is None:
                 ns = step(op, state)
+            if ns >= 0 and kv_put is not None and kv_put[op] is not None and ns != state:
+                culprit = _kv_dead(t, ns, op, nxt, head, call_ev)
+                if culprit >= 0:
+                    # Evidence: the get that rules this out, as if the search had got that far.
+                    depth = len(stack) + 1
+                    if depth > best_len:
+                        best_len, best_block, best_states = depth, culprit, set()
+                        best = [*(ev_op[e] for e, _ in stack), op]
+                    if depth == best_len:
+                        best_states.add(ns)
+                    ns = -1
             if ns >= 0:
                 nb = bits | (1 << op)
                 key = (nb << SHIFT) | ns
@@ -363,7 +409,9 @@ def _call_json(c: Call) -> dict[str, Any]:
 class _Runner:
     """One partition's search, advanced in slices so partitions can be interleaved."""
 
-    def __init__(self, part: Partition, model: Model, init_state: Any, deadline: float | None, use_c: bool | None):
+    def __init__(
+        self, part: Partition, model: Model, init_state: Any, deadline: float | None, use_c: bool | None
+    ):
         if use_c and _wgl is None:
             raise RuntimeError("the C core checkers._wgl is not built")
         self.part, self.model = part, model
@@ -381,14 +429,16 @@ class _Runner:
                     self.decode = lambda sid: model.describe_state(values[sid])
                 else:
                     self.decode = lambda sid: self._c.kv_string(sid).decode("utf-8")
-            self._c = _wgl.Search(t.ev_op, t.ev_call, t.required, t.prev_same, self.stepper, spec if native else None)
+            self._c = _wgl.Search(
+                t.ev_op, t.ev_call, t.required, t.prev_same, self.stepper, spec if native else None
+            )
         else:
             self._gen = search_py(self.t, self.stepper, deadline, slice_steps=SLICE)
 
     def advance(self) -> SearchResult | None:
         """Runs about SLICE steps; the result when the search finished, else None."""
         if self.engine == "c":
-            raw = self._c.run(SLICE)
+            raw = self._c.run(C_SLICE)
             if raw is None:
                 if self.deadline is not None and time.monotonic() > self.deadline:
                     raise _Timeout
@@ -397,7 +447,7 @@ class _Runner:
         return next(self._gen)
 
     def report(self, res: SearchResult) -> dict[str, Any]:
-        part, model, t = self.part, self.model, self.t
+        part = self.part
         out: dict[str, Any] = {
             "valid": res.valid,
             "key": part.key,
@@ -411,7 +461,7 @@ class _Runner:
             lin = [calls[i] for i in res.best]
             out["op"] = _call_json(calls[res.best_block]) if res.best_block >= 0 else None
             out["linearized"] = [_call_json(c) for c in lin]
-            out["final_states"] = [self.decode(s) for s in res.best_states]
+            out["final_states"] = sorted((self.decode(s) for s in res.best_states), key=repr)
             out["previous_ok"] = _call_json(lin[-1]) if lin else None
         return out
 
@@ -470,7 +520,8 @@ def native_spec(model: Model, calls: list[Call], init_state: Any) -> tuple[tuple
     return None
 
 
-SLICE = 1 << 14  # steps per partition per turn when interleaving
+SLICE = 1 << 14  # steps per partition per turn when interleaving (Python search)
+C_SLICE = 1 << 11  # the same for the C core: cheap turns find a fast-failing key sooner
 
 
 def check(
@@ -531,7 +582,9 @@ def check(
         "elapsed_s": round(time.monotonic() - start, 6),
     }
     if failure is not None:
-        out["failure"] = {k: v for k, v in failure.items() if k not in ("valid", "engine", "steps", "configs")}
+        out["failure"] = {
+            k: v for k, v in failure.items() if k not in ("valid", "engine", "steps", "configs")
+        }
     if valid == "unknown":
         out["error"] = f"time limit of {time_limit} s reached before a verdict"
     return out

@@ -179,7 +179,9 @@ class MultiRegister(Model):
     """Several named registers changed by transactions `[[f, k, v], ...]` of read/write."""
 
     name: ClassVar[str] = "multi-register"
-    description: ClassVar[str] = "named registers; txn value [[read|write, key, value], ...]; missing keys read init"
+    description: ClassVar[str] = (
+        "named registers; txn value [[read|write, key, value], ...]; missing keys read init"
+    )
     read_only: ClassVar[frozenset[str]] = frozenset()
     default_value: Any = None
 
@@ -218,9 +220,7 @@ class MultiRegister(Model):
         return {str(k): v for k, v in state}
 
 
-MODELS: dict[str, type[Model]] = {
-    m.name: m for m in (Register, CasRegister, KV, SetModel, MultiRegister)
-}
+MODELS: dict[str, type[Model]] = {m.name: m for m in (Register, CasRegister, KV, SetModel, MultiRegister)}
 
 
 def get_model(name: str | Model) -> Model:

@@ -38,6 +38,10 @@ class ClusterError(RuntimeError):
     """A cluster operation failed on a node; the message names the node and the step."""
 
 
+class UnknownName(OSError):
+    """`resolve` of a name the cluster does not have."""
+
+
 class RemoteTimeout(ClusterError, TimeoutError):
     """A remote command ran past its deadline (and was killed)."""
 
@@ -177,13 +181,19 @@ class NodeBackend:
         return "eth0"
 
     def resolve(self, name: str) -> str:
-        """Address of a node name or master DNS name, as the host reaches it."""
+        """Address of a node name or master DNS name, as the host reaches it (an address passes through).
+        An unknown name raises UnknownName, an OSError like a failed getaddrinfo, so it can be handed
+        to the node client as its resolver: `KuduClient(b.master_addresses(), resolve=b.resolve)`."""
+        try:
+            return str(ipaddress.ip_address(name))
+        except ValueError:
+            pass
         if name in self.info:
             return self.info[name].address
         for n in self.info.values():
             if name in n.dns:
                 return n.address
-        raise KeyError(f"unknown node or DNS name {name!r}")
+        raise UnknownName(f"unknown node or DNS name {name!r} in cluster {self.spec.name}")
 
     # ------------------------------------------------------------------ names
     def nodes(self) -> list[str]:
@@ -247,11 +257,12 @@ class NodeBackend:
             raise ClusterError(f"{node}: {what} failed (exit {rc}): {(err or out).strip()[-500:]}")
         return rc, out, err
 
+    def _daemon_argv(self, node: str, action: str, extra: Sequence[str] = ()) -> list[str]:
+        return ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1", self.python(node),
+                "-m", "cluster.daemon", action, "--dir", self.node_dir(node), *extra]
+
     def _daemon(self, node: str, action: str, extra: Sequence[str] = (), timeout: float = 30) -> str:
-        d = self.node_dir(node)
-        argv = ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1", self.python(node),
-                "-m", "cluster.daemon", action, "--dir", d, *extra]
-        return self.run(node, argv, timeout, step=f"daemon {action}")[1]
+        return self.run(node, self._daemon_argv(node, action, extra), timeout, step=f"daemon {action}")[1]
 
     def daemon_argv(self, node: str) -> list[str] | None:
         """The node process for `node`, or None when the spec runs no daemon."""
@@ -285,13 +296,17 @@ class NodeBackend:
         argv = self.daemon_argv(node)
         if argv is None:
             return
-        self.format_fs(node)
         d = self.node_dir(node)
         role = self._node(node).role
         env = [f"--env=PYTHONPATH={self.source_dir(node)}", "--env=PYTHONUNBUFFERED=1",
                "--env=PYTHONDONTWRITEBYTECODE=1", f"--env={CLOCK_ENV}={self.clock_file(node)}"]
         ft = ["--faketime", self.clock_file(node)] if self.spec.faketime else []
-        self._daemon(node, "start", ["--name", role, *env, *ft, "--cwd", d, "--", *argv])
+        prep: list[str] = []
+        if self.spec.daemon == "node":
+            # `tool fs format` on the first start only (a restart keeps the data), in the same round trip
+            fmt = [self.python(node), "-m", "node", "tool", "fs", "format", "--fs-dir", f"{d}/data"]
+            prep = ["--prepare", json.dumps(fmt), "--prepare-unless", f"{d}/data"]
+        self._daemon(node, "start", ["--name", role, *env, *ft, *prep, "--cwd", d, "--", *argv], timeout=90)
 
     def stop(self, node: str) -> None:
         self._daemon(node, "stop", ["--name", self._node(node).role], timeout=40)

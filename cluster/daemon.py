@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", action="append", default=[], metavar="K=V")
     p.add_argument("--faketime", help="run under libfaketime with this offset file")
     p.add_argument("--cwd")
+    p.add_argument("--prepare", metavar="JSON_ARGV", help="start: run this command first (JSON list), once")
+    p.add_argument("--prepare-unless", metavar="PATH", help="start: skip --prepare when PATH exists")
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
     p.epilog = "start: the command to run follows `--`"
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -185,6 +187,13 @@ def main(argv: list[str] | None = None) -> int:
         if not a.argv:
             p.error("start needs a command after --")
         env = dict(kv.split("=", 1) for kv in a.env)
+        if a.prepare and read_pid(a.dir, name) is None and not (a.prepare_unless and Path(a.prepare_unless).exists()):
+            prep = subprocess.run(json.loads(a.prepare), env={**os.environ, **env}, capture_output=True, text=True,
+                                  cwd=a.cwd, timeout=120)
+            if prep.returncode != 0:
+                print(f"{name}: prepare step failed ({prep.returncode}): {(prep.stderr or prep.stdout).strip()}",
+                      file=sys.stderr)
+                return 9
         return start(a.dir, name, a.argv, env, a.faketime, a.cwd)
     if a.action == "stop":
         return stop(a.dir, name, a.grace)

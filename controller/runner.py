@@ -241,6 +241,13 @@ class FaultTracker:
 def _short(v: Any) -> str:
     if v is None:
         return ""
+    if isinstance(v, dict):  # the nemesis completions: say what was hit, briefly
+        if v.get("groups"):
+            return f"{v.get('shape', '')} " + "|".join(",".join(g) for g in v["groups"])
+        if v.get("nodes"):
+            return ",".join(map(str, v["nodes"]))
+        if v.get("offsets"):
+            return " ".join(f"{n}{o:+.1f}s" for n, o in v["offsets"].items())
     s = v if isinstance(v, str) else str(v)
     return s if len(s) <= 40 else s[:37] + "…"
 
@@ -392,13 +399,23 @@ def run_test(
 
 
 def check(test: Mapping[str, Any], workload: Mapping[str, Any], history: list[Op]) -> dict[str, Any]:
-    """The workload's checker composed with the generic ones (stats, availability) where they exist."""
+    """The workload's checker decides the verdict; the generic ones (stats, availability) are evidence.
+
+    Availability and op counts describe a run; they do not say whether the system was correct, so they
+    never turn a verdict invalid. A run in which no client op succeeded proves nothing: "unknown".
+    """
     from checkers.api import Compose
 
-    parts: dict[str, Any] = {"workload": workload["checker"]}
-    parts.update(_generic_checkers())
     opts = {"time_limit": float(test.get("check_time_limit", 120))}
-    return Compose({name: Guarded(c) for name, c in parts.items()}).check(plain_test(test), history, opts)
+    plain = plain_test(test)
+    results = Compose({"workload": Guarded(workload["checker"])}).check(plain, history, opts)
+    for name, c in _generic_checkers().items():
+        results[name] = Guarded(c).check(plain, history, opts)
+    if results.get("valid") is True and not any(o.get("type") == "ok" and o.get("process") != "nemesis"
+                                                for o in history):
+        results["valid"] = "unknown"
+        results["note"] = "no client operation succeeded"
+    return results
 
 
 class Guarded:

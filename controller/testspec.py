@@ -1,8 +1,8 @@
 """A test is a plain dict; this module builds one from options, validating everything before anything starts.
 
 Fields written to test.json: name, workload, nemesis (list), nemesis_interval, bugs (list), seed,
-time_limit, concurrency, cluster, cluster_name, masters, tservers, start_time (ISO UTC), quiet_period,
-workload_opts, cluster_spec, leave_cluster_running. Live objects (backend, recorder, connect) are added by
+time_limit, concurrency, cluster, cluster_name, masters, tservers, start_time (ISO UTC), run_tag (suffix of
+this run's table names), quiet_period, workload_opts, cluster_spec, leave_cluster_running, reuse_cluster. Live objects (backend, recorder, connect) are added by
 the runner and never serialised (see runner.RUNTIME_KEYS).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -18,13 +19,6 @@ from controller.errors import UsageError
 
 CLUSTERS: tuple[str, ...] = ("docker", "local", "ssh")
 TEST_ONLY_CLUSTERS: tuple[str, ...] = ("fake",)  # in-memory, for testing the harness itself
-
-BACKENDS: dict[str, tuple[str, str]] = {
-    "docker": ("cluster.docker_backend", "DockerBackend"),
-    "local": ("cluster.local_backend", "LocalBackend"),
-    "ssh": ("cluster.ssh_backend", "SshBackend"),
-}
-
 
 def _choices(what: str, value: str, valid: Sequence[str]) -> UsageError:
     return UsageError(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
@@ -111,11 +105,11 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
         "leave_cluster_running": bool(opts.get("leave_cluster_running")),
         "reuse_cluster": bool(opts.get("reuse_cluster")),
         "workload_opts": {"concurrency": concurrency, **({"rate": float(opts["rate"])} if opts.get("rate") else {})},
-        "hosts": split_list(opts.get("nodes")),
+        "hosts_file": str(opts["nodes"]) if opts.get("nodes") else None,
     }
+    if cluster == "ssh" and not test["hosts_file"]:
+        raise UsageError("--cluster ssh needs --nodes HOSTS_FILE (see docs/cluster.md for its format)")
     test["cluster_spec"] = {"name": cluster_name, "masters": masters, "tservers": tservers, "inject_bugs": bugs}
-    if test["hosts"]:
-        test["cluster_spec"]["hosts"] = test["hosts"]
     return test
 
 
@@ -123,6 +117,8 @@ def stamp(test: dict[str, Any]) -> dict[str, Any]:
     """A copy for one run: start time now, master DNS names, node lists."""
     out = dict(test)
     out["start_time"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    # names this run's tables: runs on a reused cluster never see each other's rows
+    out["run_tag"] = secrets.token_hex(3)
     out["master_names"] = [f"master-{i}" for i in range(1, int(test["masters"]) + 1)]
     out["tservers_list"] = [f"t{i}" for i in range(1, int(test["tservers"]) + 1)]
     return out
@@ -135,28 +131,18 @@ def make_backend(test: Mapping[str, Any]) -> Any:
         from controller.fake import FakeBackend
 
         return FakeBackend(seed=int(test["seed"]))
-    import importlib
+    from cluster import backends
+    from cluster.base import ClusterError, ClusterSpec
 
-    module, cls = BACKENDS[kind]
+    spec_map = {k: v for k, v in test["cluster_spec"].items() if k != "hosts"}
     try:
-        mod = importlib.import_module(module)
+        if test.get("reuse_cluster"):
+            return backends.attach(kind, spec_map["name"])
+        return backends.make_backend(kind, ClusterSpec.from_mapping(spec_map), hosts=test.get("hosts_file"))
+    except (ClusterError, ValueError) as exc:
+        raise UsageError(f"{kind} cluster: {exc}") from None
     except ImportError as exc:
         raise UsageError(f"the {kind} cluster backend is not available in this installation ({exc})") from None
-    from cluster.base import ClusterSpec
-
-    try:
-        spec = ClusterSpec.from_mapping(test["cluster_spec"])
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    klass = getattr(mod, cls)
-    if test.get("reuse_cluster"):
-        if not hasattr(klass, "attach"):
-            raise UsageError(f"the {kind} backend cannot reuse a running cluster")
-        try:
-            return klass.attach(spec.name)
-        except Exception as exc:
-            raise UsageError(f"cannot reuse cluster {spec.name!r}: {exc}") from None
-    return klass(spec)
 
 
 def connector(test: Mapping[str, Any], backend: Any) -> Any:

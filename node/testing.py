@@ -51,6 +51,9 @@ class MiniCluster:
         self.fsync = fsync
         self.bugs = bugs
         self.env = dict(os.environ, **(env or {}))
+        # children import this very checkout, installed or not
+        root = str(Path(__file__).resolve().parent.parent)
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (root, self.env.get("PYTHONPATH", "")) if p)
         self.nodes: dict[str, NodeProc] = {}
         self.master_addrs: list[str] = []
         for i in range(num_masters):
@@ -84,7 +87,8 @@ class MiniCluster:
             argv += ["--inject-bug", b]
         return argv + n.extra
 
-    def start(self, name: str, masters: list[str] | None = None) -> NodeProc:
+    def start(self, name: str, masters: list[str] | None = None, wait: bool = True) -> NodeProc:
+        """Start a node; with `wait`, return once it answers Ping (raises if it exits or never answers)."""
         n = self.nodes[name]
         if n.alive():
             return n
@@ -92,11 +96,34 @@ class MiniCluster:
         n.proc = subprocess.Popen(self.argv(n, masters), stdout=logf, stderr=subprocess.STDOUT, env=self.env,
                                   start_new_session=True, cwd=str(self.base))
         logf.close()
+        if wait:
+            self.wait_ready(name)
         return n
+
+    def wait_ready(self, name: str, timeout: float = 60.0) -> None:
+        import grpc
+
+        from node.protos import common_pb2, common_pb2_grpc
+
+        n = self.nodes[name]
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(n.bind) as ch:
+            stub = common_pb2_grpc.GenericStub(ch)
+            while time.monotonic() < deadline:
+                if not n.alive():
+                    raise RuntimeError(f"{name} exited during start:\n{self.logs(name, 20)}")
+                try:
+                    stub.Ping(common_pb2.PingRequest(), timeout=1.0)
+                    return
+                except grpc.RpcError:
+                    time.sleep(0.1)
+        raise TimeoutError(f"{name} did not answer within {timeout:.0f}s:\n{self.logs(name, 20)}")
 
     def start_all(self) -> None:
         for name in self.nodes:
-            self.start(name)
+            self.start(name, wait=False)
+        for name in self.nodes:
+            self.wait_ready(name)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         n = self.nodes[name]

@@ -96,7 +96,7 @@ def render_html(card: dict[str, Any], run_link: str | None = "../{run_id}/report
              "<p class='summary'>",
              f"<span>store: <code>{e(str(card.get('store')))}</code></span>",
              f"<span>runs: <b id='nruns'>{card['runs']}</b></span>",
-             f"<span>ops: {card['events']:,}</span>",
+             f"<span>history events: {card['events']:,}</span>",
              f"<span>verdict: <b>{e(card['verdict'])}</b></span>",
              f"<span>engine: {e(card['engine'])}, {card['seconds']:.1f} s</span></p>",
              "<h2>Per workload, nemesis and bug</h2><table id='groups'><tr>"]

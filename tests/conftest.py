@@ -71,6 +71,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the leak check runs after every test that could leave a container, network or namespace behind
+    items.sort(key=lambda item: "test_cluster_zz_leftovers" in item.nodeid)
     if config.getoption("--slow"):
         return
     keep, drop = [], []

@@ -136,3 +136,41 @@ def test_matrix_runs_to_completion_and_leaves_the_cluster_healthy(tmp_path: Path
         assert verify_healthy(name) == []
     finally:
         remove_cluster(name)
+
+
+def test_master_replace_during_catalog(tmp_path: Path) -> None:
+    """The replacement ends as a voter under the dead master's DNS name, and with another master killed
+    afterwards the catalog is still available."""
+    from cluster.docker_backend import DockerBackend
+    from controller.testspec import host_resolver
+    from nemesis.base import master_roles, wait_until
+    from node.client import KuduClient
+
+    name = cluster_name()
+    try:
+        out = run_docker(tmp_path, name, workload="catalog", nemesis="master-replace", time_limit=40,
+                         nemesis_interval=10)
+        assert out.cut_short is None, out.cut_short
+        assert out.valid is not False, out.results.get("workload")
+        h = [json.loads(x) for x in (Path(out.run_dir) / "history.jsonl").read_text().splitlines()]
+        done = [o for o in h if o["f"] == "replace-master" and o["type"] == "ok"]
+        assert done, [o for o in h if o["f"] == "replace-master"]
+        v = done[0]["value"]
+        assert v["healthy"] is True and v["replacement"] not in ("m1", "m2", "m3")
+        b = DockerBackend.attach(name)
+        test = {"backend": b, "seed": 0, "state": {}}
+        assert b.dns_holder(v["name"]) == v["replacement"]
+        roles = master_roles(test)
+        assert any(addr.startswith(v["name"] + ":") and voter for _, addr, _, voter in roles), roles
+        other = next(n for n in b.masters() if n != v["replacement"])
+        b.kill(other)
+        client = KuduClient(b.master_addresses(), resolve=host_resolver(b), default_timeout_s=10)
+        try:
+            assert wait_until(lambda: client.list_tables() is not None, 90, 2.0, "catalog after a kill")
+            client.create_table("after-kill", num_tablets=1, wait=False)
+            assert "after-kill" in client.list_tables()
+        finally:
+            client.close()
+            b.start(other)
+    finally:
+        remove_cluster(name)

@@ -154,3 +154,36 @@ def test_kill_leader_master_ddl_resumes(cluster, client):
     cluster.start(victim)
     cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40,
                      "ksck clean after the old leader master returns")
+
+
+def test_ksck_clean_under_write_load(cluster, client):
+    """Followers trail the leader's commit index by an append; ksck must not call that unhealthy."""
+    import threading
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                client.put("kv", f"load{i % 50}", i, timeout=10)
+            except Exception as exc:  # collected and asserted below
+                errors.append(exc)
+            i += 1
+
+    ths = [threading.Thread(target=writer) for _ in range(4)]
+    for t in ths:
+        t.start()
+    try:
+        time.sleep(0.5)
+        r = cluster.tool("cluster", "ksck", cluster.masters_arg(), "--json")
+    finally:
+        stop.set()
+        for t in ths:
+            t.join(timeout=30)
+    import json
+
+    rep = json.loads(r.stdout)
+    assert r.returncode == 0 and rep["healthy"], rep["problems"]
+    assert not errors, errors[:3]

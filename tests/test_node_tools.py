@@ -96,8 +96,11 @@ def test_table_tools_and_alter(cluster):
     tids = [t.tablet_id for t in cluster.cl.table_locations("t").tablets]
     cluster.wait_for(lambda: all(all(r.schema_version == 2 for r in _status(cluster, tid).values()
                                      if r.state == "RUNNING") for tid in tids), 30, "schema version 2 everywhere")
+    doomed = [t.tablet_id for t in cluster.cl.table_locations("viatool").tablets]
     r = cluster.tool("table", "delete", cluster.masters_arg(), "viatool")
     assert r.returncode == 0, r.stderr
+    cluster.wait_for(lambda: all(all(r.state == "TOMBSTONED" for r in _status(cluster, tid).values())
+                                 for tid in doomed), 30, "the deleted table's replicas tombstoned")
     r = cluster.tool("table", "delete", cluster.masters_arg(), "viatool")
     assert r.returncode == 1 and "NOT_FOUND" in r.stderr
 

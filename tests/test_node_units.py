@@ -21,8 +21,12 @@ from node.server.values import BadValue, check, partition_of
 from node.tablet.state import Op, TabletState, encode_write
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def run_node(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "node", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
 
 
 def test_values_accept_str_and_int_only():
@@ -182,3 +186,20 @@ def test_replica_create_write_restart(tmp_path):
         assert json.loads(layout.superblock(tid).read_text())["state"] == "RUNNING"
     finally:
         host.stop()
+
+
+def test_data_directory_is_locked_by_a_running_server(tmp_path):
+    from node.testing import MiniCluster
+
+    c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=1)
+    try:
+        c.start("t1")
+        t = c.nodes["t1"]
+        r = run_node("tserver", "--fs-dir", str(t.fs_dir), "--rpc-bind", "127.0.0.1:0", "--master-addresses",
+                     c.masters_arg())
+        assert r.returncode == 1 and "in use by a running process" in r.stderr
+        r = run_node("tool", "local_replica", "cmeta", "rewrite_raft_config", "sys", f"{'a' * 32}:h:1",
+                     "--fs-dir", str(t.fs_dir))
+        assert r.returncode == 1 and "in use" in r.stderr
+    finally:
+        c.stop_all()

@@ -125,6 +125,8 @@ def test_score_cli_errors_and_pandas_engine(tmp_path: Path) -> None:
     bad = subprocess.run([*cli, str(tmp_path), "--master", "mesos://x"], capture_output=True, text=True, env=env,
                          timeout=60)
     assert bad.returncode == 254 and "--master" in bad.stderr
+    empty = subprocess.run([*cli, str(tmp_path)], capture_output=True, text=True, env=env, timeout=60)
+    assert empty.returncode == 254 and "has no runs" in empty.stderr
     synth_store(tmp_path / "s", runs=2, ops=200, anomaly_rate=0.5, seed=5, jobs=1)
     out = subprocess.run([*cli, str(tmp_path / "s"), "--engine", "pandas", "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, env=env, timeout=120)

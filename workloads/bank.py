@@ -37,7 +37,7 @@ class BankClient(KVClient):
         try:
             while True:  # an indeterminate batch is harmless here: it is idempotent and nothing else runs
                 try:
-                    conn.batch(self.table, rows)
+                    conn.batch(self.tbl(test), rows)
                     return
                 except Exception:
                     if time.monotonic() > deadline:
@@ -47,25 +47,25 @@ class BankClient(KVClient):
             if hasattr(conn, "close"):
                 conn.close()
 
-    def _balances(self) -> dict[int, int]:
-        rows = self.conn.scan(self.table)
+    def _balances(self, test: Mapping[str, Any]) -> dict[int, int]:
+        rows = self.conn.scan(self.tbl(test))
         items = rows.items() if isinstance(rows, Mapping) else rows
         return {int(str(k)[1:]): int(v) for k, v in items if str(k).startswith("a")}
 
     def apply(self, test: Mapping[str, Any], op: Op) -> Op:
         if op["f"] == "read":
-            return {**op, "type": "ok", "value": self._balances()}
+            return {**op, "type": "ok", "value": self._balances(test)}
         if op["f"] == "transfer":
             t = op["value"]
             src, dst, amount = f"a{t['from']}", f"a{t['to']}", int(t["amount"])
             try:
-                b_src, b_dst = self.conn.get(self.table, src), self.conn.get(self.table, dst)
+                b_src, b_dst = self.conn.get(self.tbl(test), src), self.conn.get(self.tbl(test), dst)
             except Exception as exc:  # nothing was written yet: a definite failure
                 return {**op, "type": "fail", "error": f"read before transfer: {type(exc).__name__}"}
             if b_src is None or b_dst is None or int(b_src) < amount:
                 return {**op, "type": "fail", "error": "insufficient funds"}
             # one tablet, so the batch is atomic: both conditional writes apply, or neither does
-            results = self.conn.batch(self.table, [("cas", src, b_src, int(b_src) - amount),
+            results = self.conn.batch(self.tbl(test), [("cas", src, b_src, int(b_src) - amount),
                                                    ("cas", dst, b_dst, int(b_dst) + amount)])
             ok = all(applied for applied, _ in results)
             return {**op, "type": "ok" if ok else "fail", **({} if ok else {"error": "balances changed"})}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from controller import generator as gen
-from workloads.common import KVClient, LazyChecker, Op
+from workloads.common import KVClient, LazyChecker, Op, run_name
 
 
 class CatalogClient(KVClient):
@@ -20,19 +20,23 @@ class CatalogClient(KVClient):
         f, v = op["f"], op.get("value")
         if f == "create-table":
             # one tablet and no wait for its leader: this workload is about the catalog, not the tablets
-            self.conn.create_table(v, num_tablets=1, wait=False)
+            self.conn.create_table(run_name(test, v), num_tablets=1, wait=False)
             return {**op, "type": "ok"}
         if f == "delete-table":
-            self.conn.delete_table(v)
+            self.conn.delete_table(run_name(test, v))
             return {**op, "type": "ok"}
         if f == "alter-table":
-            version = self.conn.alter_table(v["table"], int(v["version"]))
+            version = self.conn.alter_table(run_name(test, v["table"]), int(v["version"]))
             return {**op, "type": "ok", "value": {**v, "version": version}}
         if f == "describe-table":
-            info = self.conn.table_info(v["table"])
+            info = self.conn.table_info(run_name(test, v["table"]))
             return {**op, "type": "ok", "value": {"table": v["table"], "version": int(info["schema_version"])}}
         if f == "list-tables":
-            return {**op, "type": "ok", "value": sorted(self.conn.list_tables())}
+            # only this run's tables (a reused cluster holds others), under the names the generator gave
+            suffix = run_name(test, "")
+            names = [n[: len(n) - len(suffix)] if suffix and n.endswith(suffix) else n
+                     for n in self.conn.list_tables() if not suffix or n.endswith(suffix)]
+            return {**op, "type": "ok", "value": sorted(names)}
         raise ValueError(f"catalog: unknown op {f!r}")
 
 

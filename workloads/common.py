@@ -52,6 +52,12 @@ def completion(op: Op, exc: BaseException, *, read_only: bool) -> Op:
     return {**op, "type": kind, "error": error_text(exc)}
 
 
+def run_name(test: Mapping[str, Any], name: str) -> str:
+    """`name` qualified by the run's tag (set by controller.testspec.stamp), if any."""
+    tag = test.get("run_tag")
+    return f"{name}-{tag}" if tag else name
+
+
 def connect(test: Mapping[str, Any]) -> Any:
     """A node client for this test: the runner puts a `connect` callable in the test."""
     factory: Callable[[], Any] | None = test.get("connect")
@@ -101,6 +107,10 @@ class KVClient:
     def apply(self, test: Mapping[str, Any], op: Op) -> Op:
         raise NotImplementedError
 
+    def tbl(self, test: Mapping[str, Any]) -> str:
+        """This run's table: the run tag keeps runs on a reused cluster from seeing each other's rows."""
+        return run_name(test, self.table)
+
     def ensure_table(self, test: Mapping[str, Any], **kwargs: Any) -> None:
         """Creates the workload's table once, retrying through transient errors (bounded)."""
         import time
@@ -111,7 +121,7 @@ class KVClient:
         try:
             while time.monotonic() < deadline:
                 try:
-                    conn.create_table(self.table, **kwargs)
+                    conn.create_table(self.tbl(test), **kwargs)
                     return
                 except Exception as exc:
                     if "exist" in str(exc).lower() or "already" in type(exc).__name__.lower():
@@ -121,4 +131,4 @@ class KVClient:
         finally:
             if hasattr(conn, "close"):
                 conn.close()
-        raise RuntimeError(f"could not create table {self.table}: {last}")
+        raise RuntimeError(f"could not create table {self.tbl(test)}: {last}")

@@ -22,13 +22,13 @@ class RegisterClient(KVClient):
     def apply(self, test: Mapping[str, Any], op: Op) -> Op:
         key, f = op["key"], op["f"]
         if f == "read":
-            return {**op, "type": "ok", "value": self.conn.get(self.table, key)}
+            return {**op, "type": "ok", "value": self.conn.get(self.tbl(test), key)}
         if f == "write":
-            self.conn.put(self.table, key, op["value"])
+            self.conn.put(self.tbl(test), key, op["value"])
             return {**op, "type": "ok"}
         if f == "cas":
             old, new = op["value"]
-            return {**op, "type": "ok" if self.conn.cas(self.table, key, old, new) else "fail"}
+            return {**op, "type": "ok" if self.conn.cas(self.tbl(test), key, old, new) else "fail"}
         raise ValueError(f"register: unknown op {f!r}")
 
 

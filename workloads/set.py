@@ -23,10 +23,10 @@ class SetClient(KVClient):
     def apply(self, test: Mapping[str, Any], op: Op) -> Op:
         if op["f"] == "add":
             v = op["value"]
-            self.conn.put(self.table, f"e{v:09d}", v)
+            self.conn.put(self.tbl(test), f"e{v:09d}", v)
             return {**op, "type": "ok"}
         if op["f"] == "read":
-            rows = self.conn.scan(self.table)
+            rows = self.conn.scan(self.tbl(test))
             values = rows.values() if isinstance(rows, Mapping) else [r[1] for r in rows]
             return {**op, "type": "ok", "value": sorted(int(v) for v in values)}
         raise ValueError(f"set: unknown op {op['f']!r}")

@@ -31,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", default="docker", metavar="KIND",
                    help="where the nodes run: docker (default), local (network namespaces, root) or ssh")
     p.add_argument("--cluster-name", default=None, metavar="NAME", help="name of the cluster (default faultline)")
-    p.add_argument("--nodes", default=None, metavar="HOST,...", help="hosts for --cluster ssh")
+    p.add_argument("--nodes", default=None, metavar="HOSTS_FILE",
+                   help="for --cluster ssh: the hosts file naming each machine and its role (docs/cluster.md)")
     p.add_argument("--masters", type=str, default=None, metavar="N", help="master nodes (default 3)")
     p.add_argument("--tservers", type=str, default=None, metavar="N", help="tablet servers (default 5)")
     p.add_argument("--seed", type=str, default=None, metavar="N",

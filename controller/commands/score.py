@@ -49,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"bad --master {args.master!r}: use local[*], local[N] or spark://HOST:PORT")
     if args.time_limit is not None and args.time_limit <= 0:
         raise UsageError("--time-limit must be positive")
+    from results.store import Store
+
+    if next(Store(store, create=False).run_dirs(), None) is None:
+        raise UsageError(f"store {store} has no runs (expected STORE/<test-name>/<stamp>/ directories)")
     started = time.monotonic()
 
     def progress(msg: str) -> None:

@@ -65,7 +65,8 @@ _NOT_SENT = ("failed to connect", "connection refused", "connections to all back
              "channel closed", "unable to resolve", "errors resolving", "domain name not found")
 # server answers that say "not applied, try again" (see node/server/host.py raft_error_status)
 _RETRY_PREFIXES = ("NOT_LEADER", "LEADER_NOT_READY", "TRANSFER_IN_PROGRESS", "CONFIG_CHANGE_PENDING", "ABORTED",
-                   "read not confirmed", "catalog not initialized", "STEPPING_DOWN", "NOT_ENOUGH_TSERVERS")
+                   "read not confirmed", "catalog not initialized", "STEPPING_DOWN", "NOT_ENOUGH_TSERVERS",
+                   "NEW_MASTER_UNREACHABLE")
 
 
 def _not_sent(exc: grpc.RpcError) -> bool:
@@ -96,6 +97,8 @@ def _raise_definite(exc: grpc.RpcError) -> None:
         raise AlreadyExistsError(exc.details()) from None
     if c == grpc.StatusCode.FAILED_PRECONDITION and not _retryable_answer(exc):
         raise InvalidArgumentError(exc.details()) from None
+    if c == grpc.StatusCode.ABORTED:   # a catalog compare-and-set lost: nothing was changed
+        raise UnavailableError(exc.details()) from None
 
 
 @dataclass
@@ -169,7 +172,9 @@ class KuduClient:
                 last = f"{addr}: {code.name} {exc.details()}"
                 if _retryable_answer(exc) or _not_sent(exc):
                     h = _hint(exc)
-                    self._leader_master = h[1] if h and h[1] in self.masters else None
+                    self._leader_master = h[1] if h else None
+                    if h and h[1] not in self.masters:
+                        self.masters.append(h[1])   # a master added since we were configured
                     tried.append(addr)
                 elif mutating:
                     raise IndeterminateError(f"{method} sent to {addr}, outcome unknown: {code.name} "

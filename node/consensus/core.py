@@ -270,7 +270,7 @@ class RaftCore:
             self._tick_leader()
             return
         self._election_elapsed += 1
-        if self.role in (Role.PRE_CANDIDATE, Role.CANDIDATE):
+        if self.role == Role.CANDIDATE:
             self._tick_candidate()
         if self._election_elapsed >= self._timeout:
             self._election_elapsed = 0
@@ -290,16 +290,17 @@ class RaftCore:
             self._broadcast(heartbeat=True)
 
     def _tick_candidate(self) -> None:
-        """Candidates retry vote requests to voters that have not answered (Raft 5.5: RPCs are retried)."""
+        """Candidates retry vote requests to voters that have not answered (Raft 5.5: RPCs are retried).
+
+        Pre-votes are not retried: a pre-vote grant is only true when given, and grants collected
+        over a long window could add up to a majority that never existed at one moment."""
         self._heartbeat_elapsed += 1
         if self._heartbeat_elapsed < self.opts.heartbeat_ticks:
             return
         self._heartbeat_elapsed = 0
-        pre = self.role == Role.PRE_CANDIDATE
-        term = self.term + 1 if pre else self.term
         for u in self.config.voters():
             if u != self.uuid and u not in self._votes:
-                self._send(VoteRequest(self.uuid, u, term, self.last_term(), self.last_index(), pre,
+                self._send(VoteRequest(self.uuid, u, self.term, self.last_term(), self.last_index(), False,
                                        self._transfer_campaign))
 
     # ------------------------------------------------------------ elections

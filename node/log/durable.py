@@ -17,6 +17,25 @@ SIDECAR = ".fsynced"
 _lock = threading.Lock()
 
 
+class SyncLog:
+    """An open handle on one directory's sidecar, for a writer that syncs often (the WAL appender):
+    one write() per record instead of open/append/close."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self._fd = os.open(Path(directory) / SIDECAR, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def synced(self, path: str | os.PathLike, length: int) -> None:
+        os.write(self._fd, f"len {length} {Path(path).name}\n".encode())
+
+    def removed(self, path: str | os.PathLike) -> None:
+        os.write(self._fd, f"removed 0 {Path(path).name}\n".encode())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 def track_dir(path: str | os.PathLike) -> None:
     """Mark a directory as tracked (even if nothing in it is ever synced, e.g. with `no-fsync`)."""
     with _lock, open(Path(path) / SIDECAR, "a", encoding="utf-8"):

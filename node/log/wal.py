@@ -29,7 +29,7 @@ from pathlib import Path
 
 from node.consensus.types import Entry, EntryType
 from node.log.cmeta import config_from_json, config_to_json
-from node.log.durable import SIDECAR, fsync_dir, note_removed, note_synced, track_dir
+from node.log.durable import SIDECAR, SyncLog, fsync_dir
 
 log = logging.getLogger("faultline.wal")
 
@@ -129,7 +129,7 @@ class Wal:
             raise ValueError(f"fsync must be 'always' or 'never', not {fsync!r}")
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        track_dir(self.path)
+        self._synclog = SyncLog(self.path)
         self.sync = fsync == "always" and "no-fsync" not in bugs
         self.segment_size = segment_size
         self.stats = WalStats()
@@ -214,7 +214,7 @@ class Wal:
                             if self.sync:
                                 os.fsync(f.fileno())
                         if self.sync:
-                            note_synced(p, off)
+                            self._synclog.synced(p, off)
                         break
                     raise WalCorruption(f"{p}: {problem} at byte {off} (entry {index_here}); refusing to start")
                 seg.offsets.append(off)
@@ -311,7 +311,7 @@ class Wal:
                 seg.path.unlink()
                 if self.sync:
                     fsync_dir(self.path)
-                note_removed(seg.path)
+                self._synclog.removed(seg.path)
             return self._segments[0].first_index if self._segments else self._next_start[0]
 
     def close(self, timeout: float = 30.0) -> None:
@@ -325,6 +325,7 @@ class Wal:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+            self._synclog.close()
 
     def __enter__(self) -> Wal:
         return self
@@ -377,7 +378,7 @@ class Wal:
         if self.sync:
             os.fsync(self._file.fileno())
             fsync_dir(self.path)
-            note_synced(p, len(head))
+            self._synclog.synced(p, len(head))
         seg = _Segment(p, first_index, prev_term, size=len(head))
         return seg
 
@@ -424,7 +425,7 @@ class Wal:
             self.stats.appends += len(offsets)
             last = self._last_index_locked()
         if self.sync:
-            note_synced(seg.path, seg.size)
+            self._synclog.synced(seg.path, seg.size)
         return last
 
     def _do_truncate(self, op: _Op) -> int:
@@ -441,7 +442,7 @@ class Wal:
                 self._file = None
             for s in drop:
                 s.path.unlink()
-                note_removed(s.path)
+                self._synclog.removed(s.path)
             if self.sync:
                 fsync_dir(self.path)
         if keep:
@@ -460,5 +461,5 @@ class Wal:
             self._file.flush()
             if self.sync:
                 os.fsync(self._file.fileno())
-                note_synced(seg.path, seg.size)
+                self._synclog.synced(seg.path, seg.size)
         return self.last_index

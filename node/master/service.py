@@ -263,8 +263,9 @@ class MasterServer:
         with self.lock:
             if leader or "cold-tserver-cache" not in self.bugs:
                 self.tservers[req.uuid] = TServerEntry(req.uuid, req.addr, now)
+            masters = self._master_addrs()
             if not leader:
-                return pb.HeartbeatResponse(is_leader=False)
+                return pb.HeartbeatResponse(is_leader=False, master_addrs=masters)
             term = self.loaded_term
             if req.report.full:
                 self.full_reported.add(req.uuid)
@@ -277,7 +278,14 @@ class MasterServer:
             else:
                 needs_full = req.uuid not in self.full_reported and not req.report.full
             self.ever_seen.add(req.uuid)
-        return pb.HeartbeatResponse(is_leader=True, needs_full_report=needs_full, leader_term=term)
+        return pb.HeartbeatResponse(is_leader=True, needs_full_report=needs_full, leader_term=term,
+                                    master_addrs=masters)
+
+    def _master_addrs(self) -> list[str]:
+        r = self.sys()
+        if r is None:
+            return []
+        return [p.address for p in r.core.config.peers if p.address]
 
     def _record_report(self, ts: str, st: pb.ReplicaStatus) -> None:
         key = (st.tablet_id, ts)
@@ -422,7 +430,8 @@ class MasterServer:
                 try:
                     uuid = self.host.pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=3.0).server.uuid
                 except grpc.RpcError as exc:
-                    raise MasterError(grpc.StatusCode.UNAVAILABLE, f"cannot reach new master {addr}: {exc.code()}") from None
+                    raise MasterError(grpc.StatusCode.UNAVAILABLE,
+                                      f"NEW_MASTER_UNREACHABLE: cannot reach {addr}: {exc.code().name}") from None
             if cfg.peer(uuid) is not None:
                 raise MasterError(grpc.StatusCode.ALREADY_EXISTS, f"master {uuid} is already a member")
             change = ConfigChange(ChangeType.ADD_PEER, Peer(uuid, addr, MemberType.NON_VOTER, promote=True))

@@ -108,3 +108,22 @@ def read_uuid(root: str | Path) -> str:
     if not isinstance(u, str) or not UUID_RE.match(u):
         raise FsError(f"corrupt instance file {layout.instance}: bad uuid {u!r}")
     return u
+
+
+def lock_dir(root: str | Path) -> int:
+    """Take the data directory's exclusive lock (held for the life of the process).
+
+    A second server on the same directory, or a tool that rewrites files under a running server,
+    gets FsError instead of silently racing it."""
+    import fcntl
+
+    path = Path(root) / ".lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise FsError(f"data directory {root} is in use by a running process; stop it first") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd

@@ -13,7 +13,7 @@ from node.log import CmetaCorruption, WalCorruption
 from node.protos import common_pb2 as cpb
 from node.protos import common_pb2_grpc as cpbg
 from node.protos import node_pb2_grpc as pbg
-from node.server.fs import FsError, FsLayout, read_uuid
+from node.server.fs import FsError, FsLayout, lock_dir, read_uuid
 from node.server.host import ConsensusService, ReplicaHost
 from node.server.replica import DriverOptions
 from node.server.rpc import ChannelPool, make_server, split_addr
@@ -77,6 +77,7 @@ def advertise_addr(args: argparse.Namespace, port: int) -> str:
 def run_server(kind: str, args: argparse.Namespace) -> int:
     try:
         uuid = read_uuid(args.fs_dir)
+        lock_dir(args.fs_dir)   # held until exit
     except FsError as exc:
         raise StartupError(str(exc)) from None
     masters = parse_masters(args.master_addresses)

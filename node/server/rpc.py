@@ -161,8 +161,11 @@ class ChannelPool:
             ch.close()
 
 
-def make_server(bind: str, workers: int = 32) -> tuple[grpc.Server, int]:
-    """A gRPC server bound to `bind`; raises OSError with one clear line if the port is taken."""
+def make_server(bind: str, workers: int = 128) -> tuple[grpc.Server, int]:
+    """A gRPC server bound to `bind`; raises OSError with one clear line if the port is taken.
+
+    Writes block a worker until they commit (or their deadline), so the pool is large: Raft traffic
+    must still find a free worker when many clients wait on an isolated leader."""
     host, port = split_addr(bind, allow_zero=True)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
                          options=SERVER_OPTIONS)

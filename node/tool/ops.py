@@ -20,7 +20,7 @@ from node.protos import common_pb2 as cpb
 from node.protos import common_pb2_grpc as cpbg
 from node.protos import node_pb2 as pb
 from node.protos import node_pb2_grpc as pbg
-from node.server.fs import UUID_RE, FsError, FsLayout, format_fs, read_uuid
+from node.server.fs import UUID_RE, FsError, FsLayout, format_fs, lock_dir, read_uuid
 from node.server.host import COPYING, RUNNING, end_copy, fetch_copy, install_copy, read_superblock
 from node.server.rpc import ChannelPool, split_addr
 from node.server.storage import ReplicaStorage
@@ -91,9 +91,12 @@ def fs_dump_uuid(args: argparse.Namespace) -> int:
     return 0
 
 
-def _layout(args: argparse.Namespace) -> tuple[FsLayout, str]:
+def _layout(args: argparse.Namespace, write: bool = False) -> tuple[FsLayout, str]:
+    """The data directory; with `write`, also its lock, so a running server is never raced."""
     try:
         u = read_uuid(args.fs_dir)
+        if write:
+            lock_dir(args.fs_dir)   # released when the tool exits
     except FsError as exc:
         raise ToolFailure(str(exc)) from None
     return FsLayout(Path(args.fs_dir)), u
@@ -126,7 +129,7 @@ def cmeta_print_uuids(args: argparse.Namespace) -> int:
 
 def cmeta_rewrite(args: argparse.Namespace) -> int:
     """Replace the committed config with the given voters (the server must be stopped)."""
-    layout, _ = _layout(args)
+    layout, _ = _layout(args, write=True)
     tid = _tablet_id(args.tablet)
     peers = []
     for spec in args.peers:
@@ -152,7 +155,7 @@ def cmeta_rewrite(args: argparse.Namespace) -> int:
 
 
 def copy_from_remote(args: argparse.Namespace) -> int:
-    layout, my_uuid = _layout(args)
+    layout, my_uuid = _layout(args, write=True)
     tid = _tablet_id(args.tablet)
     src = _addr(args.source, "HOST:PORT")
     if layout.superblock(tid).exists():
@@ -497,6 +500,22 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
                 problems.append(f"{where}: {len(lead)} leaders")
                 continue
             lst = statuses[lead[0]]
+            # followers learn the commit index with the next append: give laggards a moment
+            for _ in range(6):
+                behind = [r for r in t.replicas if r.uuid in statuses and r.uuid != lead[0]
+                          and statuses[r.uuid].commit_index < lst.commit_index]
+                if not behind:
+                    break
+                time.sleep(0.3)
+                for r in behind:
+                    try:
+                        resp = c.pool.call(r.addr, pbg.ConsensusStub, "ListReplicas",
+                                           pb.ListTabletsRequest(tablet_id=t.tablet_id), timeout=3.0)
+                        for st in resp.replicas:
+                            if st.state == "RUNNING":
+                                statuses[r.uuid] = st
+                    except grpc.RpcError:
+                        pass
             for u, st in statuses.items():
                 if st.committed_config.SerializeToString() != lst.committed_config.SerializeToString():
                     problems.append(f"{where}: replica {u} has config index {st.committed_config.index}, "

@@ -78,6 +78,8 @@ class _MasterStream:
                      resp.leader_term)
             self.need_full = True
         self.was_leader, self.leader_term = resp.is_leader, resp.leader_term
+        for addr in resp.master_addrs:
+            self.hb.add_master(addr)
 
 
 class Heartbeater:
@@ -86,10 +88,23 @@ class Heartbeater:
         self.interval_s = interval_s
         self.bugs = bugs
         self.stop_ev = threading.Event()
-        self.streams = [_MasterStream(self, a) for a in masters]
+        self.lock = threading.Lock()
+        self.started = False
+        self.streams = {a: _MasterStream(self, a) for a in masters}
 
     def start(self) -> None:
-        for s in self.streams:
+        with self.lock:
+            self.started = True
+            for s in self.streams.values():
+                s.thread.start()
+
+    def add_master(self, addr: str) -> None:
+        """A master joined the masters' Raft config (master add, migration): heartbeat to it too."""
+        with self.lock:
+            if addr in self.streams or not self.started:
+                return
+            log.info("heartbeating to master %s too (learned from the masters' config)", addr)
+            s = self.streams[addr] = _MasterStream(self, addr)
             s.thread.start()
 
     def stop(self) -> None:

@@ -1,0 +1,86 @@
+"""Benchmark `faultline score`: Spark local[1] and local[2] against the single-process pandas baseline.
+
+    .venv/bin/python benchmarks/bench_score.py [--store DIR] [--runs 200] [--ops 10000] [--masters local[1],local[2]]
+
+Synthesizes the store if it is not there yet (200 runs x 10,000 operations = 2 M operations, 4 M history
+events), scores it with each engine in a fresh process (so each Spark master starts its own JVM), checks
+that every engine reached the same verdict for every run, and prints a Markdown table for
+docs/benchmarks.md. "scoring s" excludes the JVM start; "wall s" is the whole command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def faultline(*args: str) -> tuple[int, float, str]:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=7200)
+    return proc.returncode, time.monotonic() - started, proc.stderr
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", default="/tmp/faultline-bench-store")
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--ops", type=int, default=10_000)
+    ap.add_argument("--masters", default="local[1],local[2]")
+    ap.add_argument("--skip-pandas", action="store_true")
+    args = ap.parse_args()
+    store = Path(args.store)
+    if not (store / "index.jsonl").exists():
+        code, took, err = faultline("synth", str(store), "--runs", str(args.runs), "--ops", str(args.ops),
+                                    "--anomaly-rate", "0.2", "--seed", "0")
+        if code != 0:
+            print(err, file=sys.stderr)
+            return 1
+        print(f"synth: {args.runs} runs x {args.ops} ops in {took:.1f} s", file=sys.stderr)
+    engines = [] if args.skip_pandas else [("pandas (1 process)", ["--engine", "pandas"])]
+    engines += [(f"spark {m}", ["--master", m]) for m in args.masters.split(",") if m]
+    rows = []
+    verdicts: dict[str, pd.Series] = {}
+    for name, extra in engines:
+        out = store.parent / f"{store.name}-score-{name.split()[-1].strip('()[]').replace('[', '')}"
+        load_before = os.getloadavg()[0]
+        code, wall, err = faultline("score", str(store), "--out", str(out), "--quiet", *extra)
+        load_after = os.getloadavg()[0]
+        if code not in (0, 1, 2):
+            print(err, file=sys.stderr)
+            return 1
+        card = json.loads((out / "scorecard.json").read_text())
+        scores = pd.read_parquet(out / "scores.parquet").set_index("run_id")["verdict"]
+        verdicts[name] = scores
+        rows.append({"engine": name, "runs": card["runs"], "events": card["events"], "scoring_s": card["seconds"],
+                     "wall_s": wall, "load": f"{load_before:.1f} / {load_after:.1f}",
+                     "invalid": int((scores == "false").sum())})
+        print(f"{name}: {card['seconds']:.1f} s scoring, {wall:.1f} s wall", file=sys.stderr)
+    names = list(verdicts)
+    same = all(verdicts[n].sort_index().equals(verdicts[names[0]].sort_index()) for n in names[1:])
+    ops = args.runs * args.ops
+    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"store: {args.runs} runs x {args.ops:,} operations ({rows[0]['events']:,} history events)\n")
+    print("| engine | scoring s | wall s (incl. JVM) | operations/s (scoring) | events/s (scoring) | speed-up vs first "
+          "| invalid runs | load avg before / after |")
+    print("|---|---|---|---|---|---|---|---|")
+    base = rows[0]["scoring_s"]
+    for r in rows:
+        print(f"| {r['engine']} | {r['scoring_s']:.1f} | {r['wall_s']:.1f} | {ops / r['scoring_s']:,.0f} | "
+              f"{r['events'] / r['scoring_s']:,.0f} | {base / r['scoring_s']:.2f}x | {r['invalid']} | {r['load']} |")
+    print(f"\nVerdicts identical across engines: {same}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

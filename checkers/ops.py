@@ -1,0 +1,134 @@
+"""Helpers shared by the checkers: pairing invocations with completions, nemesis intervals.
+
+Conventions (docs/checkers.md): nemesis ops have process "nemesis". A nemesis op
+whose `f` starts with one of HEAL_PREFIXES ends a fault (`stop-partition`,
+`heal`, `resume-...`); one starting with "start-" begins the fault named by the
+rest (`start-partition` ... `stop-partition`); any other nemesis op is an
+instantaneous event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+Op = dict[str, Any]
+
+HEAL_PREFIXES = ("stop", "heal", "resume", "recover", "restore", "end")
+
+
+def is_nemesis(op: Op) -> bool:
+    return op.get("process") == "nemesis"
+
+
+def is_heal(f: Any) -> bool:
+    return isinstance(f, str) and f.startswith(HEAL_PREFIXES)
+
+
+def fault_name(f: str) -> str:
+    """`start-partition` / `stop-partition` -> `partition`."""
+    for p in ("start-", "stop-", "heal-", "resume-", "recover-", "restore-", "end-"):
+        if f.startswith(p):
+            return f[len(p) :]
+    return f
+
+
+def op_time(op: Op) -> float:
+    """Seconds since the run began (our `time` is ns); the index stands in when a format has no time."""
+    t = op.get("time")
+    if isinstance(t, int | float):
+        return t / 1e9
+    return float(op.get("index", 0))
+
+
+def has_times(history: list[Op]) -> bool:
+    return any(isinstance(op.get("time"), int | float) for op in history)
+
+
+@dataclass
+class Pair:
+    """An invocation and its completion (None if it never completed)."""
+
+    invoke: Op
+    completion: Op | None
+
+    @property
+    def type(self) -> str:
+        return self.completion.get("type", "info") if self.completion else "info"
+
+    @property
+    def f(self) -> Any:
+        return self.invoke.get("f")
+
+    @property
+    def value(self) -> Any:
+        """The completion's value if it has one (reads), else the invocation's."""
+        if self.completion is not None and self.completion.get("value") is not None:
+            return self.completion.get("value")
+        return self.invoke.get("value")
+
+
+def pairs(history: list[Op], nemesis: bool = False) -> list[Pair]:
+    """Client (or, with nemesis=True, nemesis) invocations paired with completions, in invocation order."""
+    out: list[Pair] = []
+    pending: dict[Any, int] = {}
+    for op in history:
+        if is_nemesis(op) != nemesis:
+            continue
+        proc = op.get("process")
+        typ = op.get("type")
+        if typ == "invoke":
+            pending[proc] = len(out)
+            out.append(Pair(op, None))
+        elif typ in ("ok", "fail", "info"):
+            i = pending.pop(proc, None)
+            if i is None:
+                # A completion without invocation (nemesis ops are often logged as info only).
+                out.append(Pair(op, op))
+            else:
+                out[i].completion = op
+    return out
+
+
+@dataclass
+class Interval:
+    """A fault from its start to its heal (end None: never healed in the history)."""
+
+    name: str
+    start: float
+    end: float | None
+    start_op: Op
+    end_op: Op | None
+
+
+def nemesis_intervals(history: list[Op]) -> tuple[list[Interval], list[tuple[float, Op]]]:
+    """(fault intervals, heal events) from the nemesis ops."""
+    open_: dict[str, Interval] = {}
+    intervals: list[Interval] = []
+    heals: list[tuple[float, Op]] = []
+    for p in pairs(history, nemesis=True):
+        f = p.f
+        if not isinstance(f, str):
+            continue
+        done = p.completion or p.invoke
+        if is_heal(f):
+            t = op_time(done)
+            heals.append((t, done))
+            name = fault_name(f)
+            targets = [name] if name in open_ else (list(open_) if name in ("", f) else [])
+            for n in targets:
+                iv = open_.pop(n)
+                iv.end, iv.end_op = t, done
+        else:
+            name = fault_name(f)
+            if name in open_:
+                continue
+            iv = Interval(name, op_time(p.invoke), None, p.invoke, None)
+            open_[name] = iv
+            intervals.append(iv)
+    return intervals, heals
+
+
+def iter_client(history: list[Op]) -> Iterator[Op]:
+    return (op for op in history if not is_nemesis(op))

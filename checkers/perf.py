@@ -1,0 +1,125 @@
+"""Performance plots: latency (raw and quantiles) and throughput, nemesis intervals shaded.
+
+Headless (matplotlib's Agg backend), so they render on CI and in containers.
+Files: plots/latency-raw.png, plots/latency-quantiles.png, plots/rate.png.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from checkers.ops import Op, has_times, nemesis_intervals, op_time, pairs
+
+COLOURS = {"ok": "#2e8b3a", "fail": "#c0392b", "info": "#c98a00"}
+NEMESIS_COLOUR = "#888888"
+
+
+def _shade(ax: Any, history: list[Op], t0: float, t_end: float) -> None:
+    intervals, _ = nemesis_intervals(history)
+    labelled = False
+    for iv in intervals:
+        end = iv.end if iv.end is not None else t_end
+        ax.axvspan(iv.start - t0, end - t0, color=NEMESIS_COLOUR, alpha=0.18, lw=0,
+                   label=None if labelled else "nemesis")
+        labelled = True
+
+
+def _quantile(sorted_xs: list[float], q: float) -> float:
+    if not sorted_xs:
+        return float("nan")
+    i = min(len(sorted_xs) - 1, max(0, round(q * (len(sorted_xs) - 1))))
+    return sorted_xs[i]
+
+
+def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] | None = None,
+                bucket_s: float | None = None) -> list[Path]:
+    """Draws the three plots into `out_dir` (created if needed); returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    timed = has_times(history)
+    unit = "s" if timed else "op index"
+    ps = [p for p in pairs(history) if p.completion is not None]
+    t0 = min((op_time(op) for op in history), default=0.0)
+    t_end = max((op_time(op) for op in history), default=0.0)
+    span = max(t_end - t0, 1e-9)
+    bucket = bucket_s or max(span / 100, 1e-3 if timed else 1.0)
+    title = str((test or {}).get("name", "")) or None
+    written: list[Path] = []
+
+    # latency-raw: one point per completed op, by f and outcome
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=90)
+    groups: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for p in ps:
+        lat = op_time(p.completion) - op_time(p.invoke)
+        xs, ys = groups[(str(p.f), p.type)]
+        xs.append(op_time(p.invoke) - t0)
+        ys.append(max(lat * (1000 if timed else 1), 1e-3))
+    markers = ["o", "s", "^", "v", "D", "x", "+", "*"]
+    fs = sorted({f for f, _ in groups})
+    for (f, ty), (xs, ys) in sorted(groups.items()):
+        ax.scatter(xs, ys, s=4, alpha=0.6, color=COLOURS.get(ty, "#555"), marker=markers[fs.index(f) % 8],
+                   label=f"{f} {ty}")
+    _shade(ax, history, t0, t_end)
+    if groups:
+        ax.set_yscale("log")
+        ax.legend(loc="upper right", fontsize=7, markerscale=3, ncol=2)
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("latency (ms)" if timed else "latency (ops)")
+    ax.set_title(title or "latency")
+    fig.tight_layout()
+    written.append(out / "latency-raw.png")
+    fig.savefig(written[-1])
+    plt.close(fig)
+
+    # latency-quantiles: per bucket, 0.5 / 0.95 / 0.99 / max of ok latencies
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=90)
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for p in ps:
+        if p.type == "ok":
+            lat = (op_time(p.completion) - op_time(p.invoke)) * (1000 if timed else 1)
+            buckets[int((op_time(p.invoke) - t0) // bucket)].append(max(lat, 1e-3))
+    keys = sorted(buckets)
+    for q, style in ((0.5, "-"), (0.95, "--"), (0.99, ":"), (1.0, "-.")):
+        ys = [_quantile(sorted(buckets[k]), q) for k in keys]
+        ax.plot([k * bucket for k in keys], ys, style, label=f"p{int(q * 100)}" if q < 1 else "max")
+    _shade(ax, history, t0, t_end)
+    if keys:
+        ax.set_yscale("log")
+        ax.legend(loc="upper right", fontsize=8)
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("ok latency (ms)" if timed else "ok latency (ops)")
+    ax.set_title((title + ": " if title else "") + "latency quantiles")
+    fig.tight_layout()
+    written.append(out / "latency-quantiles.png")
+    fig.savefig(written[-1])
+    plt.close(fig)
+
+    # rate: completions per second by outcome
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=90)
+    counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for p in ps:
+        counts[p.type][int((op_time(p.completion) - t0) // bucket)] += 1
+    nb = int(span // bucket) + 1
+    for ty in ("ok", "info", "fail"):
+        if ty in counts:
+            ax.plot([i * bucket for i in range(nb)], [counts[ty].get(i, 0) / bucket for i in range(nb)],
+                    color=COLOURS[ty], label=ty)
+    _shade(ax, history, t0, t_end)
+    if counts:
+        ax.legend(loc="upper right", fontsize=8)
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("ops / s" if timed else "ops / op")
+    ax.set_title((title + ": " if title else "") + "throughput")
+    fig.tight_layout()
+    written.append(out / "rate.png")
+    fig.savefig(written[-1])
+    plt.close(fig)
+    return written

@@ -1,0 +1,131 @@
+"""`faultline check HISTORY...`: check history files for linearizability (or another property)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "check history files for linearizability (or set/bank/counter/... with --checker)"
+DESCRIPTION = (
+    "Checks each HISTORY file and prints one JSON object per line per file: file, valid, model, ops, "
+    "elapsed_s (the check itself, without parsing) and the evidence. Formats: our history.jsonl, Jepsen EDN, "
+    "Porcupine's etcd logs and kv files, elle-cli JSON; --format auto guesses by content, and each format "
+    "implies its semantics and model unless given. Exit code: 0 all valid, 1 any invalid, 2 any unknown "
+    "(e.g. the time limit ran out) and none invalid, 254 bad arguments or a malformed/missing file."
+)
+
+SEMANTICS_HELP = (
+    "what fail/info mean: jepsen (ours: fail did not happen, info may have), knossos (as jepsen, and a nil "
+    "read matches anything), porcupine (fail completed without effect, e.g. a cas that saw another value); "
+    "default: what the format implies"
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from checkers.history import FORMATS
+    from checkers.models import MODELS
+    from checkers.registry import CHECKERS
+
+    p.add_argument("histories", nargs="+", metavar="HISTORY", help="history files to check")
+    p.add_argument("--model", choices=sorted(MODELS), help="the sequential model (default: what the format implies, "
+                   "else cas-register)")
+    p.add_argument("--format", default="auto", choices=["auto", *FORMATS], help="input format (default auto)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="give up after S seconds per file with valid 'unknown' (default: no limit)")
+    p.add_argument("--semantics", choices=["jepsen", "knossos", "porcupine"], help=SEMANTICS_HELP)
+    p.add_argument("--init", default=None, metavar="JSON", help="the model's initial value as JSON (e.g. 0, null, '\"\"')")
+    p.add_argument("--checker", default="linearizable", choices=sorted(CHECKERS),
+                   help="which checker to run (default linearizable)")
+    p.add_argument("--html", metavar="DIR", default=None,
+                   help="write a counterexample page DIR/<file>.html for each invalid history")
+    p.add_argument("--engine", choices=["auto", "c", "python"], default="auto",
+                   help="linearizability search: the C core if built (auto), or force one")
+
+
+def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
+    import time
+
+    from checkers import history as hist
+
+    loaded = hist.load(path, args.format)
+    if args.checker == "linearizable":
+        from checkers import linearizability
+
+        model = args.model or loaded.model or "cas-register"
+        semantics = args.semantics or loaded.semantics
+        init_value = init if args.init is not None else (loaded.init if model == loaded.model else None)
+        use_c = {"auto": None, "c": True, "python": False}[args.engine]
+        res = linearizability.check(loaded.ops, model=model, time_limit=args.time_limit, semantics=semantics,
+                                    init=init_value, use_c=use_c)
+        out = {"file": path, "valid": res["valid"], "model": model, "format": loaded.format, "ops": res["ops"],
+               "elapsed_s": res["elapsed_s"]}
+        out["evidence"] = {k: v for k, v in res.items() if k not in ("valid", "model", "ops", "elapsed_s")}
+    else:
+        from checkers.registry import make
+
+        checker = make(args.checker)
+        start = time.monotonic()
+        res = checker.check({}, loaded.ops, {})
+        elapsed = time.monotonic() - start
+        out = {"file": path, "valid": res.get("valid", "unknown"), "model": args.checker, "format": loaded.format,
+               "ops": len(loaded.ops), "elapsed_s": round(elapsed, 6),
+               "evidence": {k: v for k, v in res.items() if k != "valid"}}
+    if loaded.warnings:
+        out["warnings"] = loaded.warnings
+    if args.html and out["valid"] is False:
+        from pathlib import Path
+
+        from checkers.counterexample import render_html
+
+        dest = Path(args.html) / (Path(path).name + ".html")
+        render_html(res, loaded.ops, dest)
+        out["counterexample"] = str(dest)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+    import warnings
+
+    from checkers.api import merge_valid
+    from checkers.history import HistoryFormatError
+    from controller.errors import EXIT_BAD_INPUT, UsageError, exit_code_for
+
+    init = None
+    if args.init is not None:
+        try:
+            init = json.loads(args.init)
+        except ValueError:
+            raise UsageError(f"--init {args.init!r} is not valid JSON") from None
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    if args.engine == "c":
+        from checkers import linearizability
+
+        if linearizability._wgl is None:
+            raise UsageError("--engine c: the compiled core is not built (pip install -e . with a C compiler)")
+    verdicts = []
+    bad_input = False
+    show_progress = len(args.histories) > 1 and sys.stderr.isatty()
+    for i, path in enumerate(args.histories, 1):
+        if show_progress:
+            print(f"[{i}/{len(args.histories)}] {path}", file=sys.stderr, flush=True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # surfaced in the JSON as "warnings" instead
+                out = _check_one(path, args, init)
+        except HistoryFormatError as exc:
+            print(f"faultline check: error: {exc}", file=sys.stderr)
+            bad_input = True
+            continue
+        except (ValueError, TypeError, KeyError) as exc:
+            # A well-formed file whose ops do not fit the model (e.g. a cas without [old new]).
+            print(f"faultline check: error: {path}: does not fit the model: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            bad_input = True
+            continue
+        print(json.dumps(out, default=str), flush=True)
+        verdicts.append(out["valid"])
+    if bad_input:
+        return EXIT_BAD_INPUT
+    return exit_code_for(merge_valid(verdicts))

@@ -1,0 +1,73 @@
+"""`faultline check`: one JSON line per file, merged exit code, clear errors with exit 254."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from controller.cli import main
+
+ETCD = "anchors/porcupine/etcd"
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, list[dict], str]:  # type: ignore[no-untyped-def]
+    rc = main(["check", *args])
+    out, err = capsys.readouterr()
+    return rc, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+def test_valid_invalid_and_merge(shared_dir: Path, capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    good, bad = str(shared_dir / ETCD / "etcd_002.log"), str(shared_dir / ETCD / "etcd_000.log")
+    rc, lines, _ = run_cli([good], capsys)
+    assert rc == 0 and lines[0]["valid"] is True and lines[0]["model"] == "cas-register"
+    assert {"file", "valid", "model", "ops", "elapsed_s", "evidence"} <= set(lines[0])
+    rc, lines, _ = run_cli([good, bad, "--html", str(tmp_path)], capsys)
+    assert rc == 1 and [x["valid"] for x in lines] == [True, False]
+    assert lines[1]["evidence"]["failure"]["op"] is not None
+    assert Path(lines[1]["counterexample"]).is_file()
+
+
+def test_unknown_exit_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    n = 22
+    ops = [{"type": "invoke", "process": p, "f": "write", "value": p} for p in range(n)]
+    ops += [{"type": "invoke", "process": 100, "f": "read", "value": None},
+            {"type": "ok", "process": 100, "f": "read", "value": 999}]
+    ops += [{"type": "ok", "process": p, "f": "write", "value": p} for p in range(n)]
+    p = tmp_path / "hard.jsonl"
+    p.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    rc, lines, _ = run_cli([str(p), "--model", "register", "--init", "0", "--time-limit", "0.2"], capsys)
+    assert rc == 2 and lines[0]["valid"] == "unknown"
+
+
+def test_bad_input_exit_254(tmp_path: Path, capsys, shared_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    rc, _, err = run_cli([str(tmp_path / "missing.jsonl")], capsys)
+    assert rc == 254 and "missing.jsonl: no such file" in err
+    p = tmp_path / "torn.jsonl"
+    p.write_text('{"type": "invoke", "process": 0, "f": "read"}\n{"type": oops}\n{"type": "ok"}\n')
+    rc, lines, err = run_cli([str(shared_dir / ETCD / "etcd_002.log"), str(p)], capsys)
+    assert rc == 254 and f"{p}:2:" in err and len(err.strip().splitlines()) == 1
+    assert lines[0]["valid"] is True  # the good file is still reported
+    rc, _, err = run_cli([str(p), "--time-limit", "-1"], capsys)
+    assert rc == 254
+
+
+def test_other_checkers_and_formats(shared_dir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    base = shared_dir / "anchors" / "elle-cli" / "histories" / "jepsen"
+    rc, lines, _ = run_cli(["--checker", "bank", str(base / "bank.edn"), str(base / "bank.json")], capsys)
+    assert rc == 0 and [x["format"] for x in lines] == ["jepsen-edn", "elle-json"]
+    rc, lines, _ = run_cli(["--checker", "bank", str(base / "bank-negative-balances.json")], capsys)
+    assert rc == 1
+    kv = shared_dir / "anchors" / "porcupine" / "kv" / "c01-bad.txt"
+    rc, lines, _ = run_cli([str(kv), "--engine", "python"], capsys)
+    assert rc == 1 and lines[0]["model"] == "kv" and lines[0]["evidence"]["engine"] == "python"
+
+
+def test_console_script_help_and_argparse_errors() -> None:
+    proc = subprocess.run([sys.executable, "-m", "controller", "check", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and "--time-limit" in proc.stdout and "254" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "controller", "check", "x", "--model", "nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 254

@@ -1,0 +1,135 @@
+"""set, bank, counter, unique-ids, catalog, stats, availability, composition and the registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers.api import Compose
+from checkers.availability import Availability
+from checkers.bank import BankChecker
+from checkers.catalog import CatalogChecker
+from checkers.counter import CounterChecker
+from checkers.ops import nemesis_intervals
+from checkers.registry import CHECKERS, make
+from checkers.set import SetChecker
+from checkers.stats import Stats
+from checkers.unique_ids import UniqueIds
+
+S = 1_000_000_000  # ns per second
+
+
+def ops(*events: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """(time_s, process, type, f, value) -> history."""
+    return [{"index": i, "time": int(e[0] * S), "process": e[1], "type": e[2], "f": e[3], "value": e[4]}
+            for i, e in enumerate(events)]
+
+
+def test_set_lost_unexpected_duplicated_recovered() -> None:
+    h = ops((0, 0, "invoke", "add", 1), (1, 0, "ok", "add", 1), (2, 1, "invoke", "add", 2), (3, 1, "info", "add", 2),
+            (4, 2, "invoke", "add", 3), (5, 2, "ok", "add", 3), (6, 3, "invoke", "read", None),
+            (7, 3, "ok", "read", [1, 2, 2, 9]))
+    r = SetChecker().check({}, h, {})
+    assert r["valid"] is False
+    assert (r["lost"], r["unexpected"], r["duplicated"], r["recovered"]) == ([3], [9], [[2, 2]], [2])
+    h[-1]["value"] = [1, 3]
+    assert SetChecker().check({}, h, {})["valid"] is True
+    assert SetChecker().check({}, h[:6], {})["valid"] == "unknown"
+
+
+def test_bank_total_and_negatives() -> None:
+    good = ops((0, 0, "invoke", "read", None), (1, 0, "ok", "read", {"0": 50, "1": 50}))
+    assert BankChecker(total=100).check({}, good, {})["valid"] is True
+    assert BankChecker().check({}, good, {"total": 90})["valid"] is False
+    neg = ops((0, 0, "invoke", "read", None), (1, 0, "ok", "read", {"0": 110, "1": -10}))
+    r = BankChecker(total=100, accounts=2).check({}, neg, {})
+    assert r["valid"] is False and r["negative_count"] == 1
+    extra = ops((0, 0, "invoke", "read", None), (1, 0, "ok", "read", {"0": 50, "7": 50}))
+    assert BankChecker(total=100, accounts=2).check({}, extra, {})["valid"] is False
+    assert BankChecker().check({"accounts": [0, 1], "total": 100}, good, {})["valid"] is True
+
+
+def test_counter_bounds() -> None:
+    h = ops((0, 0, "invoke", "add", 2), (1, 0, "ok", "add", 2), (2, 1, "invoke", "add", 5),
+            (3, 2, "invoke", "read", None), (4, 2, "ok", "read", 7), (5, 1, "info", "add", 5))
+    assert CounterChecker().check({}, h, {})["valid"] is True
+    h[4]["value"] = 1  # below the acknowledged 2
+    r = CounterChecker().check({}, h, {})
+    assert r["valid"] is False and r["errors"][0]["lower"] == 2 and r["errors"][0]["upper"] == 7
+    h[4]["value"] = 8  # above everything attempted
+    assert CounterChecker().check({}, h, {})["valid"] is False
+
+
+def test_unique_ids() -> None:
+    h = ops((0, 0, "invoke", "generate", None), (1, 0, "ok", "generate", 1), (2, 1, "invoke", "generate", None),
+            (3, 1, "ok", "generate", 2))
+    assert UniqueIds().check({}, h, {})["valid"] is True
+    h[3]["value"] = 1
+    r = UniqueIds().check({}, h, {})
+    assert r["valid"] is False and r["duplicated"] == [[1, 2]]
+
+
+def _catalog(final: list[str], extra: tuple = ()) -> list[dict[str, Any]]:
+    return ops((0, 0, "invoke", "create-table", "t0"), (1, 0, "ok", "create-table", "t0"),
+               (2, 1, "invoke", "create-table", "t1"), (3, 1, "ok", "create-table", "t1"),
+               (4, 2, "invoke", "delete-table", "t1"), (5, 2, "ok", "delete-table", "t1"),
+               (6, 3, "invoke", "alter-table", {"table": "t0", "version": 3}),
+               (7, 3, "ok", "alter-table", {"table": "t0", "version": 3}), *extra,
+               (20, 4, "invoke", "list-tables", None), (21, 4, "ok", "list-tables", final))
+
+
+def test_catalog_rules() -> None:
+    c = CatalogChecker()
+    assert c.check({}, _catalog(["t0"]), {})["valid"] is True
+    lost = c.check({}, _catalog([]), {})
+    assert lost["valid"] is False and lost["lost"] == [{"table": "t0"}]
+    dup = c.check({}, _catalog(["t0", "t0"]), {})
+    assert dup["valid"] is False and dup["duplicated_count"] == 1
+    back = c.check({}, _catalog(["t0", "t1"]), {})
+    assert back["valid"] is False and back["resurrected_count"] == 1
+    ghost = c.check({}, _catalog(["t0", "zz"]), {})
+    assert ghost["valid"] is False and ghost["unexpected_count"] == 1
+    regress = (8, 5, "invoke", "describe-table", {"table": "t0"}), (9, 5, "ok", "describe-table",
+                                                                     {"table": "t0", "version": 2})
+    r = c.check({}, _catalog(["t0"], regress), {})
+    assert r["valid"] is False and r["version_regressed"][0]["version"] == 2
+    assert c.check({}, _catalog(["t0"])[:-2], {})["valid"] == "unknown"
+
+
+def test_stats_counts() -> None:
+    h = ops((0, 0, "invoke", "read", None), (1, 0, "ok", "read", 1), (2, 0, "invoke", "write", 2),
+            (3, 0, "fail", "write", 2), (4, "nemesis", "info", "start-partition", None))
+    r = Stats().check({}, h, {})
+    assert r["valid"] is True and r["count"] == 2 and r["by_f"]["write"]["fail"] == 1
+    assert r["never_ok"] == ["write"]
+    assert Stats().check({}, h[2:4], {})["valid"] is False
+
+
+def test_availability_and_heal_convention() -> None:
+    h = ops((0, 0, "invoke", "read", None), (0.1, 0, "ok", "read", 1),
+            (1, "nemesis", "invoke", "start-partition", "halves"), (1.1, "nemesis", "info", "start-partition", None),
+            (1.2, 0, "invoke", "read", None), (3.0, 0, "info", "read", None),
+            (4, "nemesis", "invoke", "stop-partition", None), (4.5, "nemesis", "info", "stop-partition", None),
+            (5, 1, "invoke", "read", None), (6.5, 1, "ok", "read", 1))
+    intervals, heals = nemesis_intervals(h)
+    assert [t for t, _ in heals] == [4.5]
+    assert [(iv.name, iv.start, iv.end) for iv in intervals] == [("partition", 1.0, 4.5)]
+    r = Availability().check({}, h, {})
+    assert r["valid"] is True
+    assert r["heals"][0]["recovered_after_s"] == 2.0
+    assert r["longest_outage_s"] == pytest.approx(6.4)
+    assert r["ok_fraction"] == pytest.approx(2 / 3, abs=1e-3)
+    assert Availability(min_ok_fraction=0.9).check({}, h, {})["valid"] is False
+
+
+def test_compose_and_registry() -> None:
+    h = ops((0, 0, "invoke", "add", 1), (1, 0, "ok", "add", 1), (2, 1, "invoke", "read", None),
+            (3, 1, "ok", "read", [1]))
+    r = Compose({"set": make("set"), "stats": make("stats")}).check({}, h, {})
+    assert r["valid"] is True and r["set"]["valid"] is True
+    h[-1]["value"] = []
+    assert Compose({"set": make("set"), "stats": make("stats")}).check({}, h, {})["valid"] is False
+    assert {"linearizable", "set", "bank", "counter", "unique-ids", "catalog", "stats", "availability"} <= set(CHECKERS)
+    with pytest.raises(ValueError, match="unknown checker"):
+        make("nope")

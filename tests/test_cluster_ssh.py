@@ -1,0 +1,122 @@
+"""The SSH backend driving containers that run sshd (started by the Docker backend).
+
+Checks key auth, known_hosts (refused by default, accepted only when asked), command deadlines, large
+stdout+stderr without deadlock, reconnect after a dropped session, and the same up/partition/heal.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.base import MASTER_PORT, TSERVER_PORT, ClusterError, ClusterSpec, NodeInfo, RemoteTimeout
+
+pytestmark = pytest.mark.docker
+
+HOSTS = ("m1", "m2", "t1")
+
+
+@pytest.fixture(scope="module")
+def sshd_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, object]]:
+    import paramiko
+
+    from cluster.docker_backend import DockerBackend
+    from cluster.image import ensure_image
+
+    tmp = tmp_path_factory.mktemp("ssh")
+    key = paramiko.RSAKey.generate(2048)
+    key.write_private_key_file(str(tmp / "id"))
+    docker = DockerBackend(ClusterSpec.from_mapping({"name": f"tsshd-{secrets.token_hex(3)}", "masters": 1,
+                                                     "tservers": 0, "daemon": "none"}), image=ensure_image())
+    try:
+        docker.up()
+        for h in HOSTS:
+            docker.add_sshd_node(f"h{h}", f"{key.get_name()} {key.get_base64()}\n")
+        entries = [f'[[node]]\nname = "{h}"\naddress = "{docker.info["h" + h].address}"\n' for h in HOSTS]
+        (tmp / "hosts.toml").write_text(
+            f'[ssh]\nuser = "root"\nkey = "{tmp}/id"\nknown_hosts = "{tmp}/known_hosts"\n'
+            'python = "/opt/venv/bin/python3"\nconnect_timeout = 5\n\n' + "\n".join(entries))
+        yield tmp, docker
+    finally:
+        docker.down()
+
+
+@pytest.fixture(scope="module")
+def cluster(sshd_hosts) -> Iterator:
+    from cluster.ssh_backend import SSHBackend
+
+    tmp, _ = sshd_hosts
+    text = (tmp / "hosts.toml").read_text().replace("[ssh]\n", "[ssh]\naccept_new_host_keys = true\n", 1)
+    (tmp / "hosts-accept.toml").write_text(text)
+    b = SSHBackend.from_hosts_file(tmp / "hosts-accept.toml", name=f"tssh-{secrets.token_hex(3)}",
+                                   daemon="placeholder")
+    try:
+        b.up()
+        yield b
+    finally:
+        b.down()
+
+
+def test_unknown_host_key_is_refused_by_default(sshd_hosts, tmp_path: Path) -> None:
+    from cluster.ssh_backend import SSHBackend
+
+    tmp, _ = sshd_hosts
+    text = (tmp / "hosts.toml").read_text().replace(f"{tmp}/known_hosts", f"{tmp_path}/empty_known_hosts")
+    (tmp_path / "hosts.toml").write_text(text)
+    b = SSHBackend.from_hosts_file(tmp_path / "hosts.toml", name="refused", daemon="none")
+    b.info["m1"] = NodeInfo("m1", "master", b.hosts["m1"].address, b.hosts["m1"].address)
+    with pytest.raises(ClusterError, match=r"not in .*known_hosts"):
+        b.remote.exec("m1", ["true"], 5)
+
+
+def test_up_runs_daemons_and_dns(cluster) -> None:
+    assert cluster.nodes() == list(HOSTS)
+    assert all(cluster.daemon_status(n) == "running" for n in cluster.nodes())
+    assert cluster.run("t1", ["getent", "hosts", "master-2"])[1].split()[0] == cluster.info["m2"].address
+    assert cluster.can_connect("t1", "master-1", MASTER_PORT)
+
+
+def test_cut_and_heal(cluster) -> None:
+    try:
+        cluster.cut("m1", "t1")
+        assert not cluster.can_connect("m1", "t1", TSERVER_PORT, 1) and not cluster.can_connect("t1", "m1",
+                                                                                                MASTER_PORT, 1)
+        assert cluster.can_connect("m2", "t1", TSERVER_PORT) and cluster.can_connect("m1", "m2", MASTER_PORT)
+    finally:
+        cluster.heal_network()
+    assert cluster.can_connect("m1", "t1", TSERVER_PORT) and cluster.can_connect("t1", "m1", MASTER_PORT)
+    assert "FL-PART" not in cluster.run("t1", [cluster.iptables("t1"), "-w", "-S"])[1]
+
+
+def test_large_output_timeout_and_reconnect(cluster) -> None:
+    rc, out, err = cluster.remote.exec(
+        "t1", ["sh", "-c", "head -c 4000000 /dev/zero | tr '\\0' a; head -c 4000000 /dev/zero | tr '\\0' b >&2"], 60)
+    assert rc == 0 and len(out) == 4_000_000 and len(err) == 4_000_000
+    t0 = time.monotonic()
+    with pytest.raises(RemoteTimeout):
+        cluster.remote.exec("t1", ["sleep", "30"], 1)
+    assert time.monotonic() - t0 < 10
+    # a dropped session is reopened on the next command
+    cluster.remote.client("t1").get_transport().close()
+    assert cluster.remote.exec("t1", ["echo", "back"], 10)[1] == "back\n"
+    cluster.remote.put("t1", "/var/lib/faultline/up.bin", bytes(range(256)) * 100)
+    assert cluster.remote.get("t1", "/var/lib/faultline/up.bin") == bytes(range(256)) * 100
+
+
+def test_move_master_name_and_lifecycle(cluster) -> None:
+    try:
+        cluster.set_dns("master-1", "m2")
+        assert cluster.run("t1", ["getent", "hosts", "master-1"])[1].split()[0] == cluster.info["m2"].address
+    finally:
+        cluster.set_dns("master-1", "m1")
+    cluster.pause("t1")
+    assert cluster.daemon_status("t1") == "paused"
+    cluster.resume("t1")
+    cluster.kill("t1")
+    assert cluster.daemon_status("t1") == "stopped"
+    cluster.start("t1")
+    assert cluster.wait_port("m1", "t1", TSERVER_PORT, 10)

@@ -1,0 +1,40 @@
+"""The live progress line and the fault tracker behind it."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr
+
+from controller.progress import Progress
+from controller.recorder import Recorder
+from controller.runner import FaultTracker
+
+
+def test_fault_tracker_follows_start_and_stop() -> None:
+    f = FaultTracker()
+    f({"type": "invoke", "f": "start-partition"})
+    f({"type": "ok", "f": "start-partition", "value": "ring"})
+    f({"type": "invoke", "f": "replace-master"})
+    assert f.describe() == "partition ring, replace-master…"
+    f({"type": "ok", "f": "replace-master"})
+    f({"type": "ok", "f": "stop-partition"})
+    assert f.describe() == "none" and f.count == 1
+
+
+def test_progress_line_shows_counts_rate_and_faults() -> None:
+    clock = iter(range(0, 10**12, 10**8))
+    rec = Recorder(None, clock=lambda: next(clock))
+    for i in range(4):
+        rec.record({"type": "invoke", "process": i, "f": "read"})
+        rec.record({"type": "ok" if i < 3 else "info", "process": i, "f": "read"})
+    faults = FaultTracker()
+    faults({"type": "ok", "f": "start-kill", "value": "t1"})
+    p = Progress(time_limit=30, live=False, interval_s=0.05)
+    buf = io.StringIO()
+    with redirect_stderr(buf):
+        p.phase("main")
+        p.attach(rec, faults, {})
+        line = p.line()
+        p.stop()
+    assert "ok 3" in line and "info 1" in line and "fail 0" in line
+    assert "/30 s" in line and "kill t1" in line and "ok/s" in line
