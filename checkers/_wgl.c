@@ -18,7 +18,11 @@
 typedef struct {
     PyObject_HEAD
     int nev, n, head, nwords;
-    int *ev_op, *ev_call, *ret_of, *call_of, *nxt, *prv, *req, *prev_same;
+    int *ev_op, *ev_call, *ret_of, *call_of, *nxt, *prv, *req;
+    /* Pooled ops: never-completed ops in classes of identical ones, used in invocation order; the
+     * k-th of a class (rank k) may be linearized once k of its class are. A configuration is
+     * (bits of the other ops, state, counts per class), and fewer used ops dominate more. */
+    int *pool, *rank, nclasses; uint16_t *counts;
     PyObject *stepper;
     /* generic models: transitions cached in a hash map keyed by (op, state) */
     uint64_t *tkeys; int *tvals; size_t tcap, tcount;
@@ -33,9 +37,12 @@ typedef struct {
     int state, remaining, cur, done;
     int *stk_ev, *stk_state; int depth;
     /* memo */
-    uint64_t *arena; size_t arena_len, arena_cap;   /* entries of (nwords + 1) words */
-    uint32_t *table; size_t table_cap, count;       /* entry index + 1; 0 empty */
-    uint64_t *hashes;                               /* per entry hash */
+    uint64_t *arena; size_t arena_cap, mkeys;       /* keys of (nwords + 1) words: bits, state */
+    uint32_t *table; size_t table_cap;              /* key index + 1; 0 empty */
+    uint64_t *hashes;                               /* per key hash */
+    uint32_t *khead;                                /* per key: first count vector + 1 */
+    uint16_t *vecs; uint32_t *vnext; size_t nvecs, vecs_cap;
+    size_t count;                                   /* configurations stored */
     long long steps;
     int best_len, best_block; int *best; int *best_states; int nbest_states, cap_best_states;
 } Search;
@@ -70,7 +77,9 @@ static int *int_list(PyObject *seq, Py_ssize_t *len) {
 
 static void Search_dealloc(Search *s) {
     PyMem_Free(s->ev_op); PyMem_Free(s->ev_call); PyMem_Free(s->ret_of); PyMem_Free(s->call_of);
-    PyMem_Free(s->nxt); PyMem_Free(s->prv); PyMem_Free(s->req); PyMem_Free(s->prev_same);
+    PyMem_Free(s->nxt); PyMem_Free(s->prv); PyMem_Free(s->req);
+    PyMem_Free(s->pool); PyMem_Free(s->rank); PyMem_Free(s->counts);
+    PyMem_Free(s->khead); PyMem_Free(s->vecs); PyMem_Free(s->vnext);
     PyMem_Free(s->tkeys); PyMem_Free(s->tvals);
     PyMem_Free(s->okind); PyMem_Free(s->oa); PyMem_Free(s->ob); PyMem_Free(s->oout);
     if (s->str) { for (int i = 0; i < s->nstr; i++) PyMem_Free(s->str[i]); }
@@ -135,17 +144,18 @@ static int load_native(Search *s, PyObject *native) {
     return s->state < 0 ? -1 : 0;
 }
 
-/* Search(ev_op, ev_call, required, prev_same, stepper, native): native is None (call the stepper)
+/* Search(ev_op, ev_call, required, pool, rank, stepper, native): native is None (call the stepper)
  * or (kind, init, op_kind, op_a, op_b, op_outcome, strings) for the built-in models. */
 static int Search_init(Search *s, PyObject *args, PyObject *kw) {
-    PyObject *ev_op, *ev_call, *req, *prev_same, *stepper, *native;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &ev_op, &ev_call, &req, &prev_same, &stepper, &native)) return -1;
-    Py_ssize_t nev, nev2, n, n2;
+    PyObject *ev_op, *ev_call, *req, *pool, *rank, *stepper, *native;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &ev_op, &ev_call, &req, &pool, &rank, &stepper, &native)) return -1;
+    Py_ssize_t nev, nev2, n, n2, n3;
     if (!(s->ev_op = int_list(ev_op, &nev))) return -1;
     if (!(s->ev_call = int_list(ev_call, &nev2))) return -1;
     if (!(s->req = int_list(req, &n))) return -1;
-    if (!(s->prev_same = int_list(prev_same, &n2))) return -1;
-    if (nev != nev2 || nev != 2 * n || n2 != n) { PyErr_SetString(PyExc_ValueError, "inconsistent tables"); return -1; }
+    if (!(s->pool = int_list(pool, &n2))) return -1;
+    if (!(s->rank = int_list(rank, &n3))) return -1;
+    if (nev != nev2 || nev != 2 * n || n2 != n || n3 != n) { PyErr_SetString(PyExc_ValueError, "inconsistent tables"); return -1; }
     s->nev = (int)nev; s->n = (int)n; s->head = (int)nev;
     s->nwords = (int)((n + 63) / 64); if (s->nwords == 0) s->nwords = 1;
     s->nxt = PyMem_Calloc(nev + 1, sizeof(int)); s->prv = PyMem_Calloc(nev + 1, sizeof(int));
@@ -158,6 +168,14 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->table_cap = 1024; s->table = PyMem_Calloc(s->table_cap, sizeof(uint32_t));
     s->arena_cap = 1024; s->arena = PyMem_Calloc(s->arena_cap * (s->nwords + 1), sizeof(uint64_t));
     s->hashes = PyMem_Calloc(s->arena_cap, sizeof(uint64_t));
+    s->khead = PyMem_Calloc(s->arena_cap, sizeof(uint32_t));
+    s->nclasses = 0;
+    for (int i = 0; i < n; i++) if (s->pool[i] + 1 > s->nclasses) s->nclasses = s->pool[i] + 1;
+    s->counts = PyMem_Calloc(s->nclasses + 1, sizeof(uint16_t));
+    s->vecs_cap = 1024;
+    s->vecs = PyMem_Calloc(s->vecs_cap * (s->nclasses + 1), sizeof(uint16_t));
+    s->vnext = PyMem_Calloc(s->vecs_cap, sizeof(uint32_t));
+    if (!s->khead || !s->counts || !s->vecs || !s->vnext) { PyErr_NoMemory(); return -1; }
     if (!s->nxt || !s->prv || !s->ret_of || !s->call_of || !s->tkeys || !s->tvals || !s->zob || !s->bits || !s->stk_ev ||
         !s->stk_state || !s->best || !s->best_states || !s->table || !s->arena || !s->hashes) {
         PyErr_NoMemory(); return -1;
@@ -338,7 +356,7 @@ static int memo_grow(Search *s) {
     size_t ncap = s->table_cap * 2;
     uint32_t *nt = PyMem_Calloc(ncap, sizeof(uint32_t));
     if (!nt) { PyErr_NoMemory(); return -1; }
-    for (size_t i = 0; i < s->count; i++) {
+    for (size_t i = 0; i < s->mkeys; i++) {
         size_t j = s->hashes[i] & (ncap - 1);
         while (nt[j]) j = (j + 1) & (ncap - 1);
         nt[j] = (uint32_t)(i + 1);
@@ -347,34 +365,73 @@ static int memo_grow(Search *s) {
     return 0;
 }
 
-/* Insert (bits, state) if absent: 1 inserted, 0 present, -1 error. */
+/* Append the current counts as a vector of key `e`. */
+static int vec_push(Search *s, size_t e) {
+    int m = s->nclasses;
+    if (s->nvecs == s->vecs_cap) {
+        size_t nc = s->vecs_cap * 2;
+        uint16_t *nv = PyMem_Realloc(s->vecs, nc * (m + 1) * sizeof(uint16_t));
+        if (!nv) { PyErr_NoMemory(); return -1; }
+        s->vecs = nv;
+        uint32_t *nn = PyMem_Realloc(s->vnext, nc * sizeof(uint32_t));
+        if (!nn) { PyErr_NoMemory(); return -1; }
+        s->vnext = nn; s->vecs_cap = nc;
+    }
+    if (s->nvecs >= 0xFFFFFFF0u) { PyErr_SetString(PyExc_MemoryError, "memo full"); return -1; }
+    memcpy(s->vecs + s->nvecs * (m + 1), s->counts, m * sizeof(uint16_t));
+    s->vnext[s->nvecs] = s->khead[e];
+    s->khead[e] = (uint32_t)(s->nvecs + 1);
+    s->nvecs++;
+    return 0;
+}
+
+/* Record the configuration (bits, state, counts) unless a stored one dominates it (same bits
+ * and state, no more pooled ops used): 1 recorded, 0 dominated (prune), -1 error. */
 static int memo_add(Search *s, const uint64_t *bits, int st, uint64_t h) {
-    int w = s->nwords;
+    int w = s->nwords, m = s->nclasses;
     size_t mask = s->table_cap - 1, j = h & mask;
     while (s->table[j]) {
         size_t e = s->table[j] - 1;
         if (s->hashes[e] == h) {
             const uint64_t *ent = s->arena + e * (w + 1);
-            if (ent[w] == (uint64_t)st && memcmp(ent, bits, w * sizeof(uint64_t)) == 0) return 0;
+            if (ent[w] == (uint64_t)st && memcmp(ent, bits, w * sizeof(uint64_t)) == 0) {
+                if (m == 0) return 0;
+                for (uint32_t v = s->khead[e]; v; v = s->vnext[v - 1]) {
+                    const uint16_t *vec = s->vecs + (size_t)(v - 1) * (m + 1);
+                    int le = 1;
+                    for (int i = 0; i < m; i++) if (vec[i] > s->counts[i]) { le = 0; break; }
+                    if (le) return 0;
+                }
+                if (vec_push(s, e) < 0) return -1;
+                s->count++;
+                return 1;
+            }
         }
         j = (j + 1) & mask;
     }
-    if (s->count >= 0xFFFFFFF0u) { PyErr_SetString(PyExc_MemoryError, "memo full"); return -1; }
-    if (s->count == s->arena_cap) {
+    if (s->mkeys >= 0xFFFFFFF0u) { PyErr_SetString(PyExc_MemoryError, "memo full"); return -1; }
+    if (s->mkeys == s->arena_cap) {
         size_t nc = s->arena_cap * 2;
         uint64_t *na = PyMem_Realloc(s->arena, nc * (w + 1) * sizeof(uint64_t));
         if (!na) { PyErr_NoMemory(); return -1; }
         s->arena = na;
         uint64_t *nh = PyMem_Realloc(s->hashes, nc * sizeof(uint64_t));
         if (!nh) { PyErr_NoMemory(); return -1; }
-        s->hashes = nh; s->arena_cap = nc;
+        s->hashes = nh;
+        uint32_t *nk = PyMem_Realloc(s->khead, nc * sizeof(uint32_t));
+        if (!nk) { PyErr_NoMemory(); return -1; }
+        s->khead = nk; s->arena_cap = nc;
     }
-    uint64_t *ent = s->arena + s->count * (w + 1);
+    size_t e = s->mkeys;
+    uint64_t *ent = s->arena + e * (w + 1);
     memcpy(ent, bits, w * sizeof(uint64_t)); ent[w] = (uint64_t)st;
-    s->hashes[s->count] = h;
-    s->table[j] = (uint32_t)(s->count + 1);
+    s->hashes[e] = h;
+    s->khead[e] = 0;
+    s->table[j] = (uint32_t)(e + 1);
+    s->mkeys++;
+    if (m > 0 && vec_push(s, e) < 0) return -1;
     s->count++;
-    if (s->count * 2 > s->table_cap && memo_grow(s) < 0) return -1;
+    if (s->mkeys * 2 > s->table_cap && memo_grow(s) < 0) return -1;
     return 1;
 }
 
@@ -474,8 +531,8 @@ static PyObject *Search_run(Search *s, PyObject *args) {
         int cur = s->cur;
         if (cur >= 0 && s->ev_call[cur]) {
             int op = s->ev_op[cur];
-            int ps = s->prev_same[op];
-            if (ps >= 0 && !(s->bits[ps >> 6] & (1ULL << (ps & 63)))) { s->cur = s->nxt[cur]; continue; }
+            int cls = s->pool[op];
+            if (cls >= 0 && s->counts[cls] != s->rank[op]) { s->cur = s->nxt[cur]; continue; }
             int ns = step(s, op, s->state);
             if (ns == -3) return NULL;
             if (ns >= 0 && s->kind == 2 && s->okind[op] >= KV_PUT && ns != s->state) {
@@ -487,9 +544,10 @@ static PyObject *Search_run(Search *s, PyObject *args) {
                 }
             }
             if (ns >= 0) {
-                int wi = op >> 6; uint64_t bit = 1ULL << (op & 63);
+                int wi = op >> 6; uint64_t bit = cls >= 0 ? 0 : 1ULL << (op & 63);
                 s->bits[wi] |= bit;
-                uint64_t hb = s->hash ^ s->zob[op];
+                if (cls >= 0) s->counts[cls]++;
+                uint64_t hb = cls >= 0 ? s->hash : s->hash ^ s->zob[op];
                 int added = memo_add(s, s->bits, ns, hb ^ mix_state(ns));
                 if (added < 0) return NULL;
                 if (added) {
@@ -501,6 +559,7 @@ static PyObject *Search_run(Search *s, PyObject *args) {
                     continue;
                 }
                 s->bits[wi] &= ~bit;
+                if (cls >= 0) s->counts[cls]--;
                 /* An observer that is legal here dominates its siblings: if linearizing it
                  * now already failed, this configuration fails too. */
                 if (s->req[op] & 2) { s->cur = -2; continue; }
@@ -514,8 +573,12 @@ static PyObject *Search_run(Search *s, PyObject *args) {
         cur = s->stk_ev[s->depth];
         s->state = s->stk_state[s->depth];
         int op = s->ev_op[cur];
-        s->bits[op >> 6] &= ~(1ULL << (op & 63));
-        s->hash ^= s->zob[op];
+        if (s->pool[op] >= 0) {
+            s->counts[s->pool[op]]--;
+        } else {
+            s->bits[op >> 6] &= ~(1ULL << (op & 63));
+            s->hash ^= s->zob[op];
+        }
         if (s->req[op] & 1) s->remaining++;
         relink_ev(s, s->ret_of[cur]); relink_ev(s, cur);
         /* Popping an observer: its siblings are dominated, keep backtracking. */
@@ -524,7 +587,8 @@ static PyObject *Search_run(Search *s, PyObject *args) {
 }
 
 static PyObject *Search_memory(Search *s, PyObject *unused) {
-    size_t b = s->arena_cap * (s->nwords + 1) * 8 + s->table_cap * 4 + s->arena_cap * 8;
+    size_t b = s->arena_cap * (s->nwords + 1) * 8 + s->table_cap * 4 + s->arena_cap * 12;
+    b += s->vecs_cap * ((size_t)(s->nclasses + 1) * 2 + 4);
     b += s->tcap * 12 + s->ncap * 12 + (size_t)s->capnodes * 24;
     return PyLong_FromSize_t(b);
 }
@@ -572,6 +636,8 @@ PyMODINIT_FUNC PyInit__wgl(void) {
     if (PyType_Ready(&SearchType) < 0) return NULL;
     PyObject *m = PyModule_Create(&wglmodule);
     if (!m) return NULL;
+    /* The Python side uses this core only if ABI matches what it passes (a stale build is ignored). */
+    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) { Py_DECREF(m); return NULL; }
     Py_INCREF(&SearchType);
     if (PyModule_AddObject(m, "Search", (PyObject *)&SearchType) < 0) { Py_DECREF(&SearchType); Py_DECREF(m); return NULL; }
     return m;

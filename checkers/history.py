@@ -92,10 +92,10 @@ class JsonlWriter:
     every complete line already written stays valid.
     """
 
-    def __init__(self, path: str | os.PathLike[str], fsync: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], fsync: bool = False, append: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._fh: IO[str] | None = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
         self._fsync = fsync
         self.count = 0
 

@@ -30,8 +30,13 @@ from checkers.models import ANY, ILLEGAL, KV, CasRegister, Model, Register, free
 
 SEMANTICS = ("jepsen", "porcupine", "knossos")
 
+C_ABI = 2  # the calling convention of checkers/_wgl.c this module speaks
+
 try:  # the optional compiled core; the Python search below is the reference
     from checkers import _wgl  # type: ignore[attr-defined]
+
+    if getattr(_wgl, "ABI", None) != C_ABI:  # a stale build from older sources: not used
+        _wgl = None
 except ImportError:  # pragma: no cover - depends on the build
     _wgl = None
 
@@ -141,7 +146,8 @@ class Tables:
     states: list[Any]  # state id -> state
     state_ids: dict[Any, int]
     trans: list[dict[int, int]]  # op -> {state id -> next state id or -1}
-    prev_same: list[int]  # open op -> the previous identical open op (by invocation), or -1
+    pool: list[int]  # open op -> its class of identical open ops, or -1
+    rank: list[int]  # open op -> its position in its class (by invocation)
     kv_put: list[bool | None] | None = None  # kv model: op is a put (True), append (False), else None
     kv_get: list[str | None] | None = None  # kv model: a completed get's value, else None
 
@@ -161,7 +167,7 @@ def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
         states=[init_state],
         state_ids={init_state: 0},
         trans=[{} for _ in calls],
-        prev_same=_prev_same(calls),
+        **_pools(calls),
         kv_put=[{"put": True, "write": True, "append": False}.get(c.f) for c in calls]
         if isinstance(model, KV) else None,
         kv_get=[c.value if c.f in ("get", "read") and c.outcome == "ok" and isinstance(c.value, str) else None
@@ -203,16 +209,23 @@ def _kv_dead(t: Tables, ns: int, curop: int, nxt: list[int], head: int, call_ev:
         e = nxt[e]
     return -1
 
-def _prev_same(calls: list[Call]) -> list[int]:
-    """Links each open op to the previous identical open op.
+MAX_RANK = 60_000  # class sizes fit the C core's 16-bit counters; later ops stay unpooled
 
-    Identical ops that never return are interchangeable, so the search only
-    linearizes the k-th of a class after the (k-1)-th: a valid linearization
-    can always be rewritten to use them in invocation order. This turns the
-    2**k subsets of k identical timed-out writes into k + 1 counts.
+
+def _pools(calls: list[Call]) -> dict[str, list[int]]:
+    """Groups never-completed ops into classes of identical ones (same f, value, outcome).
+
+    Identical ops that never return are interchangeable: any linearization can be
+    rewritten to use the first k of a class, in invocation order. So the search
+    linearizes the k-th only after the (k-1)-th, a configuration records how many
+    of each class it used instead of which, and a configuration that used no
+    more of any class than another with the same other ops and state dominates it.
+    This turns the 2**k subsets of k identical timed-out writes into k + 1 counts.
     """
-    last: dict[Any, int] = {}
-    out = [-1] * len(calls)
+    classes: dict[Any, int] = {}
+    sizes: list[int] = []
+    pool = [-1] * len(calls)
+    rank = [0] * len(calls)
     for c in sorted(calls, key=lambda c: c.invoke_index):
         if c.required:
             continue
@@ -221,9 +234,14 @@ def _prev_same(calls: list[Call]) -> list[int]:
             hash(k)
         except TypeError:
             continue
-        out[c.id] = last.get(k, -1)
-        last[k] = c.id
-    return out
+        cls = classes.setdefault(k, len(classes))
+        if cls == len(sizes):
+            sizes.append(0)
+        if sizes[cls] >= MAX_RANK:
+            continue
+        pool[c.id], rank[c.id] = cls, sizes[cls]
+        sizes[cls] += 1
+    return {"pool": pool, "rank": rank}
 
 
 class _Stepper:
@@ -250,7 +268,7 @@ class _Stepper:
 
 
 class _Timeout(Exception):
-    pass
+    """The time or memory budget ran out; the message says which."""
 
 
 @dataclass
@@ -264,7 +282,11 @@ class SearchResult:
 
 
 def search_py(
-    t: Tables, step: _Stepper, deadline: float | None, slice_steps: int = 0
+    t: Tables,
+    step: _Stepper,
+    deadline: float | None,
+    slice_steps: int = 0,
+    progress: list[int] | None = None,
 ) -> Iterator[SearchResult | None]:
     """Lowe's variant of Wing & Gong with a (bitset, state) memo; the reference implementation.
 
@@ -289,7 +311,16 @@ def search_py(
             ret_of[call_ev[t.ev_op[e]]] = e
     ev_op, ev_call, trans = t.ev_op, t.ev_call, t.trans
     remaining = sum(r & 1 for r in t.required)
-    prev_same = t.prev_same
+    pool, rank = t.pool, t.rank
+    nclasses = max(pool, default=-1) + 1
+    # Counts per class packed in one int, 17 bits a class (16 for the count, a guard bit above), so
+    # "v <= counts in every class" is one subtraction: ((counts | GUARD) - v) & GUARD == GUARD.
+    counts = 0
+    unit = [1 << (17 * c) for c in range(nclasses)]
+    guard = sum(1 << (17 * c + 16) for c in range(nclasses))
+    # Memo: (bits of unpooled ops, state) -> the packed count vectors seen with it (when there are pools).
+    doms: dict[int, list[int]] = {}
+    nconfigs = 0
     kv_put = t.kv_put
     req = t.required
     seen: set[int] = set()
@@ -305,18 +336,20 @@ def search_py(
     cur = nxt[head]
     while True:
         if remaining == 0:
-            yield SearchResult(True, steps, len(seen), [ev_op[e] for e, _ in stack], -1, [state])
+            yield SearchResult(True, steps, nconfigs, [ev_op[e] for e, _ in stack], -1, [state])
             return
         steps += 1
         if not steps & 0x3FFF:
             if deadline is not None and time.monotonic() > deadline:
-                raise _Timeout
+                raise _Timeout("time")
             if slice_steps and not steps % slice_steps:
+                if progress is not None:
+                    progress[0] = nconfigs
                 yield None
         if cur >= 0 and ev_call[cur]:
             op = ev_op[cur]
-            ps = prev_same[op]
-            if ps >= 0 and not (bits >> ps) & 1:
+            cls = pool[op]
+            if cls >= 0 and (counts >> (17 * cls)) & 0xFFFF != rank[op]:
                 cur = nxt[cur]
                 continue
             ns = trans[op].get(state)
@@ -334,10 +367,32 @@ def search_py(
                         best_states.add(ns)
                     ns = -1
             if ns >= 0:
-                nb = bits | (1 << op)
+                if cls >= 0:
+                    nb = bits
+                    counts += unit[cls]
+                else:
+                    nb = bits | (1 << op)
                 key = (nb << SHIFT) | ns
-                if key not in seen:
-                    seen.add(key)
+                if nclasses == 0:
+                    fresh = key not in seen
+                    if fresh:
+                        seen.add(key)
+                else:
+                    vecs = doms.get(key)
+                    if vecs is None:
+                        fresh = True
+                        doms[key] = [counts]
+                    else:
+                        cg = counts | guard
+                        fresh = True
+                        for v in vecs:
+                            if (cg - v) & guard == guard:
+                                fresh = False
+                                break
+                        if fresh:
+                            vecs.append(counts)
+                if fresh:
+                    nconfigs += 1
                     stack.append((cur, state))
                     bits = nb
                     state = ns
@@ -355,6 +410,8 @@ def search_py(
                         remaining -= 1
                     cur = nxt[head]
                     continue
+                if cls >= 0:
+                    counts -= unit[cls]
                 if req[op] & 2:
                     # A legal observer dominates its siblings: linearizing it here already failed.
                     cur = -2
@@ -370,11 +427,14 @@ def search_py(
                 best_states = set()
             best_states.add(state)
         if not stack:
-            yield SearchResult(False, steps, len(seen), best, best_block, sorted(best_states))
+            yield SearchResult(False, steps, nconfigs, best, best_block, sorted(best_states))
             return
         cur, state = stack.pop()
         op = ev_op[cur]
-        bits &= ~(1 << op)
+        if pool[op] >= 0:
+            counts -= unit[pool[op]]
+        else:
+            bits &= ~(1 << op)
         if req[op] & 1:
             remaining += 1
         # unlift: reinsert return then call (reverse order of removal)
@@ -430,18 +490,25 @@ class _Runner:
                 else:
                     self.decode = lambda sid: self._c.kv_string(sid).decode("utf-8")
             self._c = _wgl.Search(
-                t.ev_op, t.ev_call, t.required, t.prev_same, self.stepper, spec if native else None
+                t.ev_op, t.ev_call, t.required, t.pool, t.rank, self.stepper, spec if native else None
             )
         else:
-            self._gen = search_py(self.t, self.stepper, deadline, slice_steps=SLICE)
+            self._progress = [0]
+            self._gen = search_py(self.t, self.stepper, deadline, slice_steps=SLICE, progress=self._progress)
+
+    def memory(self) -> int:
+        """Bytes the search holds (exact for the C core, an estimate for the Python memo)."""
+        if self.engine == "c":
+            return int(self._c.memory())
+        return self._progress[0] * (64 + self.t.n // 8)
 
     def advance(self) -> SearchResult | None:
-        """Runs about SLICE steps; the result when the search finished, else None."""
+        """Runs a slice of steps; the result when the search finished, else None."""
         if self.engine == "c":
             raw = self._c.run(C_SLICE)
             if raw is None:
                 if self.deadline is not None and time.monotonic() > self.deadline:
-                    raise _Timeout
+                    raise _Timeout("time")
                 return None
             return SearchResult(*raw)
         return next(self._gen)
@@ -531,14 +598,16 @@ def check(
     semantics: str = "jepsen",
     init: Any = None,
     use_c: bool | None = None,
+    max_memory_mb: float | None = 2048,
 ) -> dict[str, Any]:
     """Is `history` linearizable with respect to `model`?
 
     Returns `{"valid": True|False|"unknown", ...evidence}`. Per-key partitions are
     searched interleaved, a slice of steps each in turn, so one cheap bad key ends
     the check without waiting for an expensive good one. `time_limit` (seconds)
-    bounds the whole check; running out yields "unknown". `use_c`: None picks the
-    C core if built, False forces the Python search, True requires the C core.
+    bounds the whole check; running out yields "unknown", and so does a search whose
+    memo outgrows `max_memory_mb` (None: no limit). `use_c`: None picks the C core
+    if built, False forces the Python search, True requires the C core.
     """
     m = get_model(model)
     start = time.monotonic()
@@ -548,14 +617,17 @@ def check(
     runners = [_Runner(p, m, init_state, deadline, use_c) for p in parts]
     results: list[dict[str, Any]] = []
     failure: dict[str, Any] | None = None
-    timed_out = False
+    gave_up: str | None = None
     active = list(runners)
+    limit = max_memory_mb * 2**20 if max_memory_mb is not None else None
     try:
         while active and failure is None:
             still = []
             for r in active:
                 res = r.advance()
                 if res is None:
+                    if limit is not None and sum(x.memory() for x in active) > limit:
+                        raise _Timeout("memory")
                     still.append(r)
                     continue
                 rep = r.report(res)
@@ -564,9 +636,9 @@ def check(
                     failure = rep
                     break
             active = still
-    except _Timeout:
-        timed_out = True
-    valid = False if failure is not None else ("unknown" if timed_out else True)
+    except _Timeout as exc:
+        gave_up = str(exc)
+    valid = False if failure is not None else ("unknown" if gave_up else True)
     engine = runners[0].engine if runners else ("c" if _wgl is not None and use_c is not False else "python")
     out: dict[str, Any] = {
         "valid": valid,
@@ -586,7 +658,11 @@ def check(
             k: v for k, v in failure.items() if k not in ("valid", "engine", "steps", "configs")
         }
     if valid == "unknown":
-        out["error"] = f"time limit of {time_limit} s reached before a verdict"
+        out["error"] = (
+            f"time limit of {time_limit} s reached before a verdict"
+            if gave_up == "time"
+            else f"memory limit of {max_memory_mb} MiB reached before a verdict"
+        )
     return out
 
 

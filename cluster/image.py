@@ -9,6 +9,7 @@ lookup. The project's source is bind-mounted into containers at run time, so cod
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
@@ -215,6 +216,9 @@ def build_image(rebuild: bool = False, log: Callable[[str], None] = lambda s: No
         raise ImageBuildError("step 'find mmdebstrap' failed: mmdebstrap is not installed "
                               "(run scripts/system-deps.sh)")
     log(f"building {tag}")
+    old_id = None
+    with contextlib.suppress(Exception):
+        old_id = client.images.get(tag).id
     sources = apt_sources()
     wheels = cache_dir() / "wheels"
     s = time.monotonic()
@@ -255,6 +259,10 @@ def build_image(rebuild: bool = False, log: Callable[[str], None] = lambda s: No
         if not image_exists(tag):
             raise ImageBuildError(f"step 'docker import' failed: {tag} is not in the image list afterwards")
         steps["import"] = time.monotonic() - s
+    if old_id and old_id != client.images.get(tag).id:
+        # the rebuilt image took the tag; drop the old one unless a container still uses it
+        with contextlib.suppress(Exception):
+            client.images.remove(old_id)
     return BuildReport(tag, True, time.monotonic() - t0, steps)
 
 

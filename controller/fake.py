@@ -5,7 +5,9 @@ whole lifecycle against `FakeBackend`: a single in-memory store behind a client 
 method names, whose faults make operations fail or end indeterminate (sometimes after taking effect, as
 a real timeout can). It is linearizable by construction (every op applies atomically under one lock),
 unless a bug is injected: `stale-leader-reads` makes reads during a fault return an older value, which
-the linearizability checker must catch. It is NOT a model of the real store's behaviour.
+the linearizability checker must catch; `lose-writes` (fake only, for tests) acknowledges some writes and
+creates without storing them (a batch loses its last row), which the set, bank and catalog checkers must
+catch. It is NOT a model of the real store's behaviour.
 """
 
 from __future__ import annotations
@@ -303,6 +305,8 @@ class FakeClient:
         def apply() -> str:
             if name in self.b.tables:
                 raise AlreadyExistsError(f"table {name} already exists")
+            if "lose-writes" in self.b.bugs and self.rng.random() < 0.2:
+                return f"id-{name}"  # acknowledged, never stored
             self.b.tables[name] = {"rows": {}, "schema_version": 0, "num_tablets": num_tablets}
             return f"id-{name}"
         return self._write(apply)
@@ -367,7 +371,11 @@ class FakeClient:
             prev = [rows.get(o[1]) for o in ops]
             if any(o[0] == "cas" and rows.get(o[1]) != o[2] for o in ops):
                 return [(False, p) for p in prev]
-            for o in ops:
+            if "lose-writes" in self.b.bugs and self.rng.random() < 0.1:
+                ops_applied = list(ops)[:-1]  # acknowledge all, apply all but the last (a torn, lossy write)
+            else:
+                ops_applied = list(ops)
+            for o in ops_applied:
                 if o[0] == "put":
                     self._set_row(table, o[1], o[2])
                 elif o[0] == "delete" or (o[0] == "cas" and o[3] is None):

@@ -113,6 +113,8 @@ def test_time_limit_gives_unknown_never_a_guess() -> None:
         r = check(hist, "register", init=0, time_limit=0.2, use_c=use_c)
         assert r["valid"] == "unknown" and "time limit" in r["error"], r
         assert r["elapsed_s"] < 10  # the limit is honoured (generously: the machine may be loaded)
+        r = check(hist, "register", init=0, time_limit=60, max_memory_mb=1, use_c=use_c)
+        assert r["valid"] == "unknown" and "memory limit" in r["error"], r
 
 
 def test_checker_protocol_and_opts_override() -> None:

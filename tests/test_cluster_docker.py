@@ -51,10 +51,15 @@ def reach(b, src: str, dst: str, timeout: float = 1.5) -> bool:
     return b.can_connect(src, dst, port_of(b, dst), timeout)
 
 
+def reach_all(b, pairs: list[tuple[str, str]]) -> list[bool]:
+    """reach() for many (src, dst) pairs at once (each blocked probe waits out its timeout)."""
+    return b._parallel(lambda p: reach(b, *p), pairs)
+
+
 def test_up_three_masters_five_tservers(cluster) -> None:
     assert cluster.masters() == ["m1", "m2", "m3"]
     assert cluster.tservers() == ["t1", "t2", "t3", "t4", "t5"]
-    assert {n: cluster.daemon_status(n) for n in cluster.nodes()} == dict.fromkeys(cluster.nodes(), "running")
+    assert cluster._parallel(cluster.daemon_status, cluster.nodes()) == ["running"] * 8
     assert cluster.master_addresses() == ["master-1:7051", "master-2:7051", "master-3:7051"]
     # NET_ADMIN only, never privileged; labelled; own network
     attrs = cluster.client.api.inspect_container(cluster.info["m1"].host)
@@ -63,8 +68,8 @@ def test_up_three_masters_five_tservers(cluster) -> None:
     assert attrs["Config"]["Labels"][f"{LABEL}.cluster"] == cluster.spec.name
     assert list(attrs["NetworkSettings"]["Networks"]) == [cluster.network]
     # every node reaches every master by its DNS name; the host reaches them through resolve()
-    for n in cluster.nodes():
-        assert cluster.can_connect(n, "master-2", MASTER_PORT), n
+    reached = cluster._parallel(lambda n: cluster.can_connect(n, "master-2", MASTER_PORT, 5), cluster.nodes())
+    assert reached == [True] * 8
     with socket.create_connection((cluster.resolve("master-3"), MASTER_PORT), 5) as s:
         assert s.recv(16) == b"m3\n"
     hosts = cluster.hosts_file().read_text()
@@ -74,13 +79,13 @@ def test_up_three_masters_five_tservers(cluster) -> None:
 def test_cut_blocks_both_ways_rest_flows_heal_leaves_no_rule(cluster) -> None:
     try:
         cluster.cut("t1", "t2")
-        assert not reach(cluster, "t1", "t2") and not reach(cluster, "t2", "t1")
-        for other in ("t3", "m1"):
-            assert reach(cluster, "t1", other) and reach(cluster, other, "t2") and reach(cluster, "t2", other)
+        assert reach_all(cluster, [("t1", "t2"), ("t2", "t1")]) == [False, False]
+        rest = [(a, b) for o in ("t3", "m1") for a, b in (("t1", o), (o, "t2"), ("t2", o), (o, "t1"))]
+        assert reach_all(cluster, rest) == [True] * len(rest)
         assert cluster._blocked("t1") == {"t2"}
     finally:
         cluster.heal_network()
-    assert reach(cluster, "t1", "t2") and reach(cluster, "t2", "t1")
+    assert reach_all(cluster, [("t1", "t2"), ("t2", "t1")]) == [True, True]
     for n in ("t1", "t2"):
         ipt = cluster.iptables(n)
         rules = cluster.run(n, [ipt, "-w", "-S"])[1]
@@ -95,11 +100,11 @@ def test_partition_grudge_majority_minority(cluster) -> None:
     grudge = {a: set(majority) for a in minority} | {b: set(minority) for b in majority}
     try:
         cluster.partition(grudge)
-        assert not reach(cluster, "m1", "m2") and not reach(cluster, "m3", "t1")
-        assert reach(cluster, "m1", "t1") and reach(cluster, "m2", "m3")
+        got = reach_all(cluster, [("m1", "m2"), ("m3", "t1"), ("m1", "t1"), ("m2", "m3")])
+        assert got == [False, False, True, True]
     finally:
         cluster.heal_network()
-    assert reach(cluster, "m1", "m2") and reach(cluster, "m3", "t1")
+    assert reach_all(cluster, [("m1", "m2"), ("m3", "t1")]) == [True, True]
 
 
 def test_route_fallback_when_iptables_is_unusable(cluster) -> None:
@@ -146,7 +151,7 @@ def test_exec_has_a_real_timeout(cluster) -> None:
     t0 = time.monotonic()
     with pytest.raises(RemoteTimeout):
         cluster.remote.exec("t1", ["sleep", "30"], 1.0)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 20  # 1 s plus API round trips on a loaded machine
     rc, out, err = cluster.remote.exec("t1", ["sh", "-c", "echo out; echo err >&2; exit 3"], 10)
     assert (rc, out, err) == (3, "out\n", "err\n")
     cluster.remote.put("t1", "/var/lib/faultline/x/y.txt", b"payload")

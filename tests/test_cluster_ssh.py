@@ -99,7 +99,7 @@ def test_large_output_timeout_and_reconnect(cluster) -> None:
     t0 = time.monotonic()
     with pytest.raises(RemoteTimeout):
         cluster.remote.exec("t1", ["sleep", "30"], 1)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 20  # 1 s plus ssh round trips on a loaded machine
     # a dropped session is reopened on the next command
     cluster.remote.client("t1").get_transport().close()
     assert cluster.remote.exec("t1", ["echo", "back"], 10)[1] == "back\n"

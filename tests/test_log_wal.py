@@ -261,3 +261,20 @@ def test_sidecar_files_are_not_segments(tmp_path):
         w.append_sync(entries(1, 1))
     names = sorted(os.listdir(tmp_path / "wal"))
     assert ".fsynced" in names and any(n.endswith(".seg") for n in names)
+
+
+def test_sidecar_is_compacted_and_still_right(tmp_path, monkeypatch):
+    from node.log.durable import SIDECAR, SyncLog
+
+    monkeypatch.setattr(SyncLog, "COMPACT_AFTER", 20)
+    with Wal(tmp_path / "wal", segment_size=400) as w:
+        for i in range(1, 101):
+            w.append_sync(entries(i, i))
+    lines = (tmp_path / "wal" / SIDECAR).read_text().splitlines()
+    assert len(lines) <= 21
+    seg = segment_files(tmp_path / "wal")[-1]
+    with open(seg, "ab") as f:
+        f.write(b"never synced")
+    cut_to_synced(tmp_path)
+    with Wal(tmp_path / "wal") as w:
+        assert w.last_index == 100

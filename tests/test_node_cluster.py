@@ -187,3 +187,33 @@ def test_ksck_clean_under_write_load(cluster, client):
     rep = json.loads(r.stdout)
     assert r.returncode == 0 and rep["healthy"], rep["problems"]
     assert not errors, errors[:3]
+
+
+def test_outcome_unknown_vs_not_applied(cluster, client):
+    """A write to a paused leader is IndeterminateError (it may still apply); a write no server could
+    receive is UnavailableError (it did not apply)."""
+    import os
+    import signal
+
+    client.put("kv", "pz", 0)
+    part = client._partition("kv", "pz", time.monotonic() + 5)
+    victim = _leader_of(cluster, client, "kv", part)
+    pid = cluster.nodes[victim].proc.pid
+    os.killpg(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(IndeterminateError):
+            client.put("kv", "pz", 1, timeout=1.5)
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+    assert client.get("kv", "pz", timeout=30) in (0, 1)
+    # every replica of every tablet down: nothing can receive the write
+    tservers = [n for n, p in cluster.nodes.items() if p.kind == "tserver"]
+    for n in tservers:
+        cluster.kill(n)
+    try:
+        with pytest.raises(UnavailableError):
+            client.put("kv", "pz", 2, timeout=2)
+    finally:
+        cluster.start_all()
+    assert client.get("kv", "pz", timeout=30) in (0, 1)
+    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck")

@@ -252,3 +252,31 @@ def test_new_leader_master_rebuilds_caches_from_catalog(tmp_path, bug):
         cl.close()
     finally:
         c.stop_all()
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_full_report_to_a_master_leading_again(tmp_path, bug):
+    """KUDU-1374: a master that becomes leader for the second time must get full tablet reports; with
+    `edge-triggered-reports` it never learns of unchanged tablets, and ksck says so."""
+    c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1, bugs=("edge-triggered-reports",) if bug else ())
+    try:
+        c.start_all()
+        cl = c.client(timeout=30)
+        cl.create_table("t", 2, 1, timeout=40)
+        first = next(m for m in cl.list_masters().masters if m.role == "LEADER")
+        c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
+        for target in [next(m.uuid for m in cl.list_masters().masters if m.uuid != first.uuid), first.uuid]:
+            r = c.tool("tablet", "leader_step_down", c.masters_arg(), "sys", "--new-leader", target)
+            assert r.returncode == 0, r.stderr
+            c.wait_for(lambda target=target: any(m.uuid == target and m.role == "LEADER"
+                                                 for m in cl.list_masters().masters), 20, "the new leader")
+            time.sleep(1.0)
+        assert next(m for m in cl.list_masters().masters if m.role == "LEADER").uuid == first.uuid
+        r = c.tool("cluster", "ksck", c.masters_arg())
+        if bug:
+            assert r.returncode == 1 and "does not know its leader" in r.stdout
+        else:
+            assert r.returncode == 0, r.stdout
+        cl.close()
+    finally:
+        c.stop_all()

@@ -21,11 +21,32 @@ def test_clean_seeds_pass_with_three_nodes():
 
 
 def test_simulation_does_real_work():
-    sim = Simulation(3)
-    r = sim.run()
-    assert r.ok, r.violation
-    assert r.elections >= 1 and r.commits > 10 and r.messages > 200
-    assert sim.max_committed > 5 and len(sim.applied) == sim.max_committed
+    committed = elections = 0
+    for seed in range(5):
+        sim = Simulation(seed)
+        r = sim.run()
+        assert r.ok, r.violation
+        assert r.elections >= 1 and r.messages > 200
+        assert len(sim.applied) == sim.max_committed  # every committed index was applied somewhere
+        committed += sim.max_committed
+        elections += r.elections
+    assert committed > 40 and elections > 5
+
+
+def test_same_seed_same_run_across_processes():
+    """Hash randomization differs between processes; the run must not depend on it."""
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        p = subprocess.run([sys.executable, "-m", "controller", "sim", "--seeds", "3", "--seed", "40", "--json"],
+                           capture_output=True, text=True, env=env, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
+        summary = json.loads(p.stdout)
+        outs.append((summary["ticks"], summary["messages"], summary["failures"]))
+    assert outs[0] == outs[1]
 
 
 def test_same_seed_same_run():
@@ -38,11 +59,11 @@ def test_same_seed_same_run():
 # One test per bug: the simulator must find a violation within a modest number of seeds. The seeds are
 # deterministic, so a pass here is reproducible; "first" is the kind of violation expected.
 BUG_CASES = [
-    ("commit-prior-term", 3, 150, {"committed-not-durable", "leader-completeness", "state-machine-safety"}),
-    ("count-nonvoter-acks", 5, 60, {"voters-only"}),
-    ("vote-not-durable", 5, 80, {"vote-once", "election-safety"}),
+    ("commit-prior-term", 5, 150, {"committed-not-durable", "leader-completeness", "state-machine-safety"}),
+    ("count-nonvoter-acks", 5, 100, {"voters-only"}),
+    ("vote-not-durable", 5, 100, {"vote-once", "election-safety"}),
     ("follower-commit-past-batch", 5, 60, {"state-machine-safety", "invariant", "leader-completeness"}),
-    ("no-vote-withholding", 5, 200, {"disruption"}),
+    ("no-vote-withholding", 5, 100, {"disruption"}),
 ]
 
 

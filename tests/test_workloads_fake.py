@@ -102,9 +102,21 @@ def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str)
     out = run_test(t, b, get_workload(name, t["workload_opts"]), compose(["partition"], 0.2), None,
                    install_signals=False)
     assert out.cut_short is None, out.cut_short
-    assert "workload" in out.results
+    assert out.valid is True, out.results["workload"]
     assert b.residue() == []
     ops = t["recorder"].ops
     if name != "register":  # a final read after healing, and it succeeded
         final_f = {"set": "read", "bank": "read", "catalog": "list-tables"}[name]
         assert ops[-1]["f"] == final_f and ops[-1]["type"] == "ok"
+
+
+@pytest.mark.parametrize("name,evidence", [("set", "lost"), ("bank", "first_wrong_total"), ("catalog", "lost")])
+def test_lossy_fake_is_caught_by_each_workloads_checker(name: str, evidence: str) -> None:
+    t = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": name, "nemesis": "none",
+                                            "time_limit": 1, "concurrency": 4, "seed": 5, "quiet_period": 0}))
+    b = FakeBackend(seed=5)
+    t["connect"] = b.client
+    t["cluster_spec"]["inject_bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)
+    out = run_test(t, b, get_workload(name, t["workload_opts"]), compose(["none"], 1), None, install_signals=False)
+    assert out.valid is False, out.results["workload"]
+    assert out.results["workload"].get(evidence), out.results["workload"]

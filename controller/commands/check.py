@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="auto", choices=["auto", *FORMATS], help="input format (default auto)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="give up after S seconds per file with valid 'unknown' (default: no limit)")
+    p.add_argument("--max-memory", type=float, default=2048, metavar="MB",
+                   help="give up with 'unknown' when the search's memo outgrows MB (default 2048)")
     p.add_argument("--semantics", choices=["jepsen", "knossos", "porcupine"], help=SEMANTICS_HELP)
     p.add_argument("--init", default=None, metavar="JSON", help="the model's initial value as JSON (e.g. 0, null, '\"\"')")
     p.add_argument("--checker", default="linearizable", choices=sorted(CHECKERS),
@@ -55,7 +57,7 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
         init_value = init if args.init is not None else (loaded.init if model == loaded.model else None)
         use_c = {"auto": None, "c": True, "python": False}[args.engine]
         res = linearizability.check(loaded.ops, model=model, time_limit=args.time_limit, semantics=semantics,
-                                    init=init_value, use_c=use_c)
+                                    init=init_value, use_c=use_c, max_memory_mb=args.max_memory)
         out = {"file": path, "valid": res["valid"], "model": model, "format": loaded.format, "ops": res["ops"],
                "elapsed_s": res["elapsed_s"]}
         out["evidence"] = {k: v for k, v in res.items() if k not in ("valid", "model", "ops", "elapsed_s")}

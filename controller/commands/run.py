@@ -95,7 +95,8 @@ def summary(out: Any, test: dict[str, Any]) -> str:
             lines.append(f"  first non-linearizable op: key {failure.get('key')} {op.get('f')} "
                          f"{op.get('value')!r} by process {op.get('process')} "
                          f"(history entries {op.get('invoke_index')}..{op.get('complete_index')})")
-        for k in ("error", "anomalies", "lost", "unexpected", "duplicated", "bad"):
+        for k in ("error", "lost", "unexpected", "duplicated", "first_wrong_total", "first_negative",
+                  "resurrected", "version_regressed"):
             if wl.get(k):
                 lines.append(f"  {k}: {str(wl[k])[:300]}")
     if out.run_dir is not None:

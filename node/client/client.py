@@ -59,6 +59,8 @@ class IndeterminateError(KuduError):
     code = "INDETERMINATE"
 
 
+SUSPECT_S = 2.0   # a server that let a call time out is tried after the others for this long
+
 # gRPC transport failures that prove the request never reached the server
 _NOT_SENT = ("failed to connect", "connection refused", "connections to all backends failing",
              "dns resolution failed", "name resolution", "no route to host", "failed to pick subchannel",
@@ -136,6 +138,7 @@ class KuduClient:
         self._leader_master: str | None = None
         self._meta: dict[str, _TableMeta] = {}
         self._lock = threading.Lock()
+        self._suspects: dict[str, float] = {}   # addr -> until when it is tried last (it timed out)
 
     def close(self) -> None:
         self.pool.close()
@@ -287,7 +290,7 @@ class KuduClient:
                 time.sleep(min(backoff, left))
                 backoff = min(backoff * 2, 0.5)
                 continue
-            order = sorted(tab.replicas, key=lambda r: (r[0] != tab.leader, random.random()))
+            order = sorted(tab.replicas, key=lambda r: (self._is_suspect(r[1]), r[0] != tab.leader, random.random()))
             progressed = False
             for uuid, addr in order:
                 left = deadline - time.monotonic()
@@ -308,7 +311,7 @@ class KuduClient:
                         continue
                     if _retryable_answer(exc):
                         h = _hint(exc)
-                        if h is not None and h[0] != uuid:
+                        if h is not None and h[0] != uuid and not self._is_suspect(h[1]):
                             tab.leader = h[0]
                             if all(h[0] != u for u, _ in tab.replicas):
                                 tab.replicas.append(h)
@@ -318,10 +321,14 @@ class KuduClient:
                         continue
                     if code == grpc.StatusCode.FAILED_PRECONDITION:
                         raise InvalidArgumentError(exc.details()) from None
+                    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                        self._suspect(addr)   # paused or partitioned: try the others first for a while
                     if _not_sent(exc) or not write:
                         if tab.leader == uuid:
                             tab.leader = None
                         continue
+                    if tab.leader == uuid:
+                        tab.leader = None
                     raise IndeterminateError(f"{method} on {table} sent to {addr}, outcome unknown: "
                                              f"{code.name} {exc.details()}") from None
             if not progressed:
@@ -329,6 +336,18 @@ class KuduClient:
                 backoff = min(backoff * 2, 0.3)
                 if attempt % 3 == 0:
                     refresh = True
+
+    def _suspect(self, addr: str) -> None:
+        with self._lock:
+            self._suspects[addr] = time.monotonic() + SUSPECT_S
+
+    def _is_suspect(self, addr: str) -> bool:
+        with self._lock:
+            until = self._suspects.get(addr)
+            if until is not None and until < time.monotonic():
+                self._suspects.pop(addr, None)
+                return False
+            return until is not None
 
     def _partition(self, table: str, key: Scalar, deadline: float) -> int:
         meta = self._table(table, deadline)

@@ -165,6 +165,7 @@ class Simulation:
         self.leaders: dict[int, str] = {}
         self.votes: dict[tuple[str, int], str] = {}
         self._isolate_next: str | None = None
+        self.quiet = False
         self._rejoin: list[tuple[int, str]] = []  # (tick, server) to reconnect after a leader isolation
         self.entry_key: dict[tuple[int, int], tuple] = {}
         self.committed: dict[int, tuple[int, tuple]] = {}
@@ -476,8 +477,10 @@ class Simulation:
         s = rng.choice(leaders)
         core = s.core
         assert core is not None
+        if rng.random() < 0.02:
+            self.quiet = not self.quiet  # clients come and go: busy phases and quiet ones
         try:
-            if rng.random() < p.p_propose:
+            if not self.quiet and rng.random() < p.p_propose:
                 core.propose(self._payload())
             if rng.random() < p.p_read:
                 self._read_counter += 1

@@ -19,16 +19,41 @@ _lock = threading.Lock()
 
 class SyncLog:
     """An open handle on one directory's sidecar, for a writer that syncs often (the WAL appender):
-    one write() per record instead of open/append/close."""
+    one write() per record instead of open/append/close, and the file is compacted to the last record
+    per file name once it grows long, so a long-running node does not grow it without bound."""
+
+    COMPACT_AFTER = 20_000
 
     def __init__(self, directory: str | os.PathLike) -> None:
-        self._fd = os.open(Path(directory) / SIDECAR, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._path = Path(directory) / SIDECAR
+        self._last: dict[str, str] = {}
+        if self._path.exists():
+            for line in self._path.read_text(encoding="utf-8", errors="replace").splitlines():
+                parts = line.split(" ", 2)
+                if len(parts) == 3:
+                    self._last[parts[2]] = line
+        self._written = len(self._last)
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def _record(self, name: str, line: str) -> None:
+        self._last[name] = line
+        os.write(self._fd, (line + "\n").encode())
+        self._written += 1
+        if self._written > self.COMPACT_AFTER:
+            tmp = self._path.with_name(SIDECAR + ".tmp")
+            tmp.write_text("".join(v + "\n" for v in self._last.values()), encoding="utf-8")
+            os.replace(tmp, self._path)
+            os.close(self._fd)
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+            self._written = len(self._last)
 
     def synced(self, path: str | os.PathLike, length: int) -> None:
-        os.write(self._fd, f"len {length} {Path(path).name}\n".encode())
+        name = Path(path).name
+        self._record(name, f"len {length} {name}")
 
     def removed(self, path: str | os.PathLike) -> None:
-        os.write(self._fd, f"removed 0 {Path(path).name}\n".encode())
+        name = Path(path).name
+        self._record(name, f"removed 0 {name}")
 
     def close(self) -> None:
         if self._fd >= 0:

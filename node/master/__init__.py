@@ -1,1 +1,1 @@
-"""node/master"""
+"""The master process: the catalog in a Raft-replicated system tablet, DDL, placement, re-replication."""

@@ -114,7 +114,10 @@ class ChannelPool:
         with self._lock:
             ent = self._chans.get(addr)
             if ent is None:
-                ch = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+                opts = CHANNEL_OPTIONS if self.reresolve else [
+                    (k, 3_600_000) if k == "grpc.dns_min_time_between_resolutions_ms" else (k, v)
+                    for k, v in CHANNEL_OPTIONS]
+                ch = grpc.insecure_channel(target, options=opts)
                 ent = (target, ch, time.monotonic())
                 self._chans[addr] = ent
             return ent[1]

@@ -1,1 +1,1 @@
-"""node/tool"""
+"""Admin tools named after Kudu's: `python -m node tool ...` (see docs/node.md)."""

@@ -7,18 +7,12 @@ Tools that write a cmeta write it atomically, so a failing tool never leaves hal
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from collections.abc import Callable
 
 import grpc
 
 from node.tool import ops
-
-
-class ToolError(Exception):
-    """An operation that cannot be done; one line for the operator."""
 
 
 def _masters(p: argparse.ArgumentParser) -> None:
@@ -156,4 +150,4 @@ def main(argv: list[str]) -> int:
         return 1
 
 
-__all__ = ["ToolError", "build_parser", "json", "main", "time"]
+__all__ = ["build_parser", "main"]

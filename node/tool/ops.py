@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -380,7 +379,13 @@ def leader_step_down(args: argparse.Namespace) -> int:
     tid = _tablet_id(args.tablet)
     c = _client(args)
     try:
-        addr, _ = _leader_status(c, tid, time.monotonic() + RPC_TIMEOUT)
+        if tid == SYS_TABLET:   # the masters' own Raft group
+            lead = [m for m in _wrap(c.list_masters).masters if m.role == "LEADER"]
+            if not lead:
+                raise ToolFailure("no leader master")
+            addr = lead[0].addr
+        else:
+            addr, _ = _leader_status(c, tid, time.monotonic() + RPC_TIMEOUT)
         try:
             c.pool.call(addr, pbg.ConsensusStub, "LeaderStepDown",
                         pb.LeaderStepDownRequest(tablet_id=tid, new_leader_uuid=args.new_leader), timeout=RPC_TIMEOUT)
@@ -523,10 +528,30 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
                 if st.commit_index < lst.commit_index:
                     problems.append(f"{where}: replica {u} committed index {st.commit_index} < leader's "
                                     f"{lst.commit_index}")
+            if not any(r.role == "LEADER" and r.uuid == lead[0] for r in t.replicas):
+                problems.append(f"{where}: the leader master does not know its leader {lead[0]} (tablet report "
+                                f"missing)")
             if {p.uuid for p in lst.committed_config.peers} != {r.uuid for r in t.replicas}:
                 problems.append(f"{where}: master's config differs from the leader's")
             if lst.failed_peers:
                 problems.append(f"{where}: leader reports failed peers {list(lst.failed_peers)}")
+    known = set()
+    for name in out["tables"]:
+        try:
+            known.update(t.tablet_id for t in c.table_locations(name).tablets)
+        except KuduError:
+            pass
+    for s in servers:
+        if not s.live:
+            continue
+        try:
+            resp = c.pool.call(s.addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(), timeout=3.0)
+        except grpc.RpcError:
+            continue
+        for st in resp.replicas:
+            if st.state == "RUNNING" and st.tablet_id not in known:
+                problems.append(f"tablet server {s.uuid} still runs a replica of {st.tablet_id}, which belongs "
+                                f"to no live table (deleted, or never recorded)")
     for s in servers:
         if not s.live and s.uuid in members:
             problems.append(f"tablet server {s.uuid} ({s.addr}) hosts replicas but is not heartbeating")
@@ -547,4 +572,4 @@ def ksck(args: argparse.Namespace) -> int:
     return 0 if rep["healthy"] else 1
 
 
-__all__ = ["ToolFailure", "UsageProblem", "ksck_report", "re"]
+__all__ = ["ToolFailure", "UsageProblem", "ksck_report"]

@@ -1,1 +1,1 @@
-"""node/tserver"""
+"""The tablet server process: hosts tablet replicas, serves rows, heartbeats to every master."""
