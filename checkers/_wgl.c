@@ -402,6 +402,15 @@ static int memo_add(Search *s, const uint64_t *bits, int st, uint64_t h) {
                     for (int i = 0; i < m; i++) if (vec[i] > s->counts[i]) { le = 0; break; }
                     if (le) return 0;
                 }
+                /* Keep an antichain: unlink the stored vectors the new one dominates. */
+                uint32_t *link = &s->khead[e];
+                while (*link) {
+                    uint32_t v = *link;
+                    const uint16_t *vec = s->vecs + (size_t)(v - 1) * (m + 1);
+                    int ge = 1;
+                    for (int i = 0; i < m; i++) if (vec[i] < s->counts[i]) { ge = 0; break; }
+                    if (ge) *link = s->vnext[v - 1]; else link = &s->vnext[v - 1];
+                }
                 if (vec_push(s, e) < 0) return -1;
                 s->count++;
                 return 1;

@@ -20,6 +20,7 @@ built; the pure-Python search is the reference and gives identical verdicts.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -148,17 +149,25 @@ class Tables:
     trans: list[dict[int, int]]  # op -> {state id -> next state id or -1}
     pool: list[int]  # open op -> its class of identical open ops, or -1
     rank: list[int]  # open op -> its position in its class (by invocation)
+    pool_pos: list[int]  # pooled op -> how many listed events precede its invocation
     kv_put: list[bool | None] | None = None  # kv model: op is a put (True), append (False), else None
     kv_get: list[str | None] | None = None  # kv model: a completed get's value, else None
 
 
 def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
+    pools = _pools(calls)
+    pool = pools["pool"]
     events: list[tuple[float, int, int]] = []  # (position, kind, op) kind: 0 return before 1 call at same pos
     inf = float("inf")
     for c in calls:
+        if pool[c.id] >= 0:
+            continue  # pooled ops live in their classes, not in the event list
         events.append((c.invoke_index, 1, c.id))
         events.append((c.complete_index if c.complete_index is not None else inf, 0, c.id))
     events.sort()
+    positions = [e[0] for e in events]
+    # A pooled op is callable while the first pending return's event number is >= its pool_pos.
+    pool_pos = [bisect.bisect_left(positions, c.invoke_index) if pool[c.id] >= 0 else 0 for c in calls]
     return Tables(
         n=len(calls),
         ev_op=[e[2] for e in events],
@@ -167,7 +176,9 @@ def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
         states=[init_state],
         state_ids={init_state: 0},
         trans=[{} for _ in calls],
-        **_pools(calls),
+        pool=pool,
+        rank=pools["rank"],
+        pool_pos=pool_pos,
         kv_put=[{"put": True, "write": True, "append": False}.get(c.f) for c in calls]
         if isinstance(model, KV) else None,
         kv_get=[c.value if c.f in ("get", "read") and c.outcome == "ok" and isinstance(c.value, str) else None
@@ -390,6 +401,8 @@ def search_py(
                                 fresh = False
                                 break
                         if fresh:
+                            # Keep an antichain: drop the vectors the new one dominates.
+                            vecs[:] = [v for v in vecs if ((v | guard) - counts) & guard != guard]
                             vecs.append(counts)
                 if fresh:
                     nconfigs += 1

@@ -235,6 +235,10 @@ class NodeBackend:
     def remove_hosts_file(self) -> None:
         self.hosts_file().unlink(missing_ok=True)
 
+    def address(self, node: str) -> str:
+        """The node's address (as the host and the other nodes reach it)."""
+        return self._node(node).address
+
     def dns_holder(self, name: str) -> str | None:
         for n, i in self.info.items():
             if name in i.dns:
@@ -367,6 +371,40 @@ class NodeBackend:
     def cut(self, a: str, b: str) -> None:
         """Blocks a<->b both ways (each drops the other's packets), leaving everyone else alone."""
         self.partition({a: self._blocked(a) | {b}, b: self._blocked(b) | {a}})
+
+    def blocked(self, node: str) -> set[str]:
+        """The nodes whose traffic `node` currently drops (from its FL-PART chain or fallback routes)."""
+        return self._blocked(node)
+
+    def residue(self) -> list[str]:
+        """What faults left behind, one line each: partition rules, lossy links, netem, node processes
+        not running, clock offsets. Empty after a clean heal; the runner reports anything else."""
+        def check(n: str) -> list[str]:
+            out = []
+            blocked = self._blocked(n)
+            if blocked:
+                out.append(f"{n}: partition rules against {sorted(blocked)}")
+            ipt = self.iptables(n)
+            if ipt != "route":
+                rc, rules, _ = self.run(n, [ipt, "-w", "-S", LOSS_CHAIN], 20, check=False)
+                if rc == 0 and any(ln.startswith("-A") for ln in rules.splitlines()):
+                    out.append(f"{n}: packet-loss rules")
+            rc, qd, _ = self.run(n, ["tc", "qdisc", "show", "dev", self.iface(n)], 20, check=False)
+            if rc == 0 and "netem" in qd:
+                out.append(f"{n}: netem qdisc")
+            if self.spec.daemon != "none":
+                status = self.daemon_status(n)
+                if status != "running":
+                    out.append(f"{n}: node process {status}")
+            rc, text, _ = self.run(n, ["cat", self.clock_file(n)], 10, check=False)
+            try:
+                if rc == 0 and float(text.strip() or 0) != 0:
+                    out.append(f"{n}: clock offset {text.strip()} s")
+            except ValueError:
+                out.append(f"{n}: unreadable clock offset {text.strip()!r}")
+            return out
+
+        return [line for lines in self._parallel(check, self.nodes()) for line in lines]
 
     def _blocked(self, node: str) -> set[str]:
         ipt = self.iptables(node)

@@ -137,7 +137,12 @@ def make_backend(test: Mapping[str, Any]) -> Any:
     spec_map = {k: v for k, v in test["cluster_spec"].items() if k != "hosts"}
     try:
         if test.get("reuse_cluster"):
-            return backends.attach(kind, spec_map["name"])
+            b = backends.attach(kind, spec_map["name"])
+            running = sorted(getattr(getattr(b, "spec", None), "inject_bugs", []) or [])
+            if running != sorted(test.get("bugs") or []):
+                raise UsageError(f"cluster {spec_map['name']!r} runs with bugs {running or 'none'}, not "
+                                 f"{sorted(test.get('bugs') or []) or 'none'}: bring up a fresh cluster")
+            return b
         return backends.make_backend(kind, ClusterSpec.from_mapping(spec_map), hosts=test.get("hosts_file"))
     except (ClusterError, ValueError) as exc:
         raise UsageError(f"{kind} cluster: {exc}") from None

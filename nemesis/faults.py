@@ -49,7 +49,13 @@ class PartitionNemesis:
         nodes = role_nodes(test, targets)
         leader = None
         if shape == "leader":
-            leader = master_leader(test) if targets != "tservers" else next(iter(tablet_leaders(test)), None)
+            # the masters' leader, or (tservers / all) the leader of a random tablet: isolating a tablet
+            # leader is what exposes stale reads from a deposed leader
+            if targets == "masters":
+                leader = master_leader(test)
+            else:
+                leaders = tablet_leaders(test)
+                leader = self.rng.choice(leaders) if leaders else master_leader(test)
         grudge = gr.shape(shape, nodes, self.rng, leader=leader)
         backend(test).partition(grudge)
         self.active = True

@@ -217,12 +217,21 @@ class MasterMigrateNemesis:
         tool(test, a, ["local_replica", "cmeta", "rewrite_raft_config", SYS_CATALOG_TABLET, *config,
                        "--fs-dir", _fs_dir(test, a)], timeout=60)
         steps.append("rewrite_raft_config on " + a)
+        if hasattr(b, "spec") and hasattr(b.spec, "masters"):
+            b.spec.masters = 3  # from now on every node process starts with the three master addresses
+        if isinstance(test, dict):
+            test["masters"] = 3
         b.start(a)
         for node, _ in new_nodes:
             tool(test, node, ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, f"{master_dns(1)}:{MASTER_PORT}",
                               "--fs-dir", _fs_dir(test, node)], timeout=120)
             b.start(node)
             steps.append(f"copy and start {node}")
+        # tablet servers learn the new masters by a restart with the new master addresses, one at a time
+        for t in role_nodes(test, "tservers"):
+            b.stop(t)
+            b.start(t)
+        steps.append("restarted the tablet servers with three master addresses")
         self.done_once = True
         healthy = wait_until(lambda: masters_healthy(test, 3), self.wait_s, 1.0, "three masters")
         return done(op, {"steps": steps, "healthy": healthy}, kind="ok" if healthy else "info")

@@ -32,6 +32,7 @@ METRIC_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis"]
 OP_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis", "key", "process_json", "key_json",
               "value_json", "node_json", "error_json", "extra_json"]
 Progress = Callable[[str], None]
+PLANS = ("runs", "groups")
 
 
 @dataclass
@@ -251,33 +252,94 @@ def score(
     *,
     time_limit: float | None = None,
     gap_s: float = metrics.OUTAGE_GAP_S,
+    plan: str = "runs",
     progress: Progress | None = None,
 ) -> ScoreResult:
     """Scores every run in the store on `spark`; writes scores.parquet, scorecard.json and scorecard.html
-    to `out_dir` (default STORE/_score). `time_limit` bounds each key's check (then "unknown")."""
+    to `out_dir` (default STORE/_score). `time_limit` bounds each key's check (then "unknown").
+
+    plan "runs" (default): one executor task per run reads its history.parquet and computes its metrics and
+    each key's verdict; no history crosses the network, so it scales with executors.
+    plan "groups": the histories as one DataFrame, `groupBy(run_id)` and `groupBy(run_id, key)` with
+    `applyInPandas`; the same numbers, but every op is shuffled twice (see docs/benchmarks.md)."""
+    if plan not in PLANS:
+        raise ValueError(f"unknown plan {plan!r}; choose one of {', '.join(PLANS)}")
     started = time.monotonic()
     runs_pd = prepare_runs(path, progress)
-    _say(progress, f"scoring {len(runs_pd)} runs on Spark ({spark.sparkContext.master})")
+    _say(progress, f"scoring {len(runs_pd)} runs on Spark ({spark.sparkContext.master}, plan {plan})")
+    if plan == "runs":
+        met, kv = _score_by_run(spark, runs_pd, time_limit, gap_s, progress)
+    else:
+        met, kv = _score_by_groups(spark, runs_pd, time_limit, gap_s, progress)
+    scores, groups = _finish(runs_pd, met, kv)
+    result = ScoreResult(scores, groups, engine=f"spark {spark.sparkContext.master} ({plan})",
+                         seconds=time.monotonic() - started, total_events=int(scores["events"].fillna(0).sum()),
+                         warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w])
+    _write(result, path, out_dir, progress)
+    return result
+
+
+def _score_by_groups(spark: Any, runs_pd: pd.DataFrame, time_limit: float | None, gap_s: float,
+                     progress: Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from pyspark.sql import functions as F
+
     hist = _history(spark, runs_pd)
     models = {r: m for r, m in zip(runs_pd["run_id"], runs_pd["model"], strict=True) if isinstance(m, str)}
     with _StageProgress(spark, progress, "metrics"):
         met = (hist.select(*METRIC_COLUMNS, "run_id").groupBy("run_id")
                .applyInPandas(_metrics_fn(gap_s), metrics.RUN_SCHEMA).toPandas())
     _say(progress, "metrics done; checking linearizability per (run, key)")
-    from pyspark.sql import functions as F
-
     checked = hist.filter(F.col("run_id").isin(list(models)) & ~F.col("is_nemesis"))
     with _StageProgress(spark, progress, "linearizability"):
         kv = (checked.select(*OP_COLUMNS, "run_id")
               .withColumn("gkey", F.coalesce(F.col("key"), F.lit(metrics.NO_KEY)))
               .groupBy("run_id", "gkey").applyInPandas(_verdict_fn(models, time_limit), metrics.KEY_SCHEMA)
               .toPandas())
-    scores, groups = _finish(runs_pd, met, kv)
-    result = ScoreResult(scores, groups, engine=f"spark {spark.sparkContext.master}",
-                         seconds=time.monotonic() - started, total_events=int(scores["events"].fillna(0).sum()),
-                         warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w])
-    _write(result, path, out_dir, progress)
-    return result
+    return met, kv
+
+
+def score_run(parquet_path: str, run_id: str, model: str | None, time_limit: float | None = None,
+              gap_s: float = metrics.OUTAGE_GAP_S) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One run's metrics row and its per-key verdict rows (the unit of work of plan "runs" and of the
+    pandas baseline)."""
+    from results.parquet import frame_to_ops, read_history_frame
+
+    df = read_history_frame(parquet_path)
+    met = metrics.run_metrics(df, run_id, gap_s)
+    keys: list[dict[str, Any]] = []
+    if isinstance(model, str):
+        cl = df[~df["is_nemesis"]]
+        for key, g in cl.groupby(cl["key"].fillna(metrics.NO_KEY), sort=True):
+            ops = frame_to_ops(g[OP_COLUMNS].sort_values("index", kind="stable"))
+            keys.append(metrics.key_verdict(ops, run_id, None if key == metrics.NO_KEY else key, model, time_limit))
+    return met, keys
+
+
+def _score_by_run(spark: Any, runs_pd: pd.DataFrame, time_limit: float | None, gap_s: float,
+                  progress: Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    jobs = runs_pd.loc[runs_pd["parquet"].notna(), ["run_id", "parquet", "model"]].copy()
+    jobs["parquet"] = [str(Path(p).absolute()) for p in jobs["parquet"]]
+    met_cols = [c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")]
+    key_cols = [c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")]
+    if jobs.empty:
+        return pd.DataFrame(columns=met_cols), pd.DataFrame(columns=key_cols)
+    parts = max(1, min(len(jobs), spark.sparkContext.defaultParallelism * 4))
+    sdf = spark.createDataFrame(jobs.astype(object).where(jobs.notna(), None),
+                                "run_id string, parquet string, model string").repartition(parts)
+
+    def fn(batches: Any) -> Any:
+        for pdf in batches:
+            rows = []
+            for rid, pq_path, model in zip(pdf["run_id"], pdf["parquet"], pdf["model"], strict=True):
+                met, keys = score_run(pq_path, rid, model, time_limit, gap_s)
+                met["keys_json"] = json.dumps(keys)
+                rows.append(met)
+            yield pd.DataFrame(rows, columns=[*met_cols, "keys_json"])
+
+    with _StageProgress(spark, progress, "runs"):
+        out = sdf.mapInPandas(fn, metrics.RUN_SCHEMA + ", keys_json string").toPandas()
+    kv = pd.DataFrame([k for text in out["keys_json"] for k in json.loads(text)], columns=key_cols)
+    return out.drop(columns=["keys_json"]), kv
 
 
 def score_pandas(
@@ -289,8 +351,6 @@ def score_pandas(
     progress: Progress | None = None,
 ) -> ScoreResult:
     """The single-process baseline: the same metrics and verdicts, one run after another, no Spark."""
-    from results.parquet import frame_to_ops, read_history_frame
-
     started = time.monotonic()
     runs_pd = prepare_runs(path, progress)
     met_rows, kv_rows = [], []
@@ -298,14 +358,9 @@ def score_pandas(
                                                   strict=True), 1):
         if not pq_path:
             continue
-        df = read_history_frame(pq_path)
-        met_rows.append(metrics.run_metrics(df, rid, gap_s))
-        if isinstance(model, str):
-            df = df[~df["is_nemesis"]]
-            for key, g in df.groupby(df["key"].fillna(metrics.NO_KEY), sort=False):
-                ops = frame_to_ops(g[OP_COLUMNS].sort_values("index", kind="stable"))
-                kv_rows.append(metrics.key_verdict(ops, rid, None if key == metrics.NO_KEY else key, model,
-                                                   time_limit))
+        met, keys = score_run(pq_path, rid, model if isinstance(model, str) else None, time_limit, gap_s)
+        met_rows.append(met)
+        kv_rows += keys
         if n % 20 == 0:
             _say(progress, f"scored {n}/{len(runs_pd)} runs")
     met = pd.DataFrame(met_rows, columns=[c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")])

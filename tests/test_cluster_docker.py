@@ -159,11 +159,14 @@ def test_exec_has_a_real_timeout(cluster) -> None:
 
 
 def test_clock_offset_file(cluster) -> None:
-    cluster.set_clock_offset("t2", -7.25)
-    assert cluster.remote.get("t2", cluster.clock_file("t2")).decode().strip() == "-7.250000"
-    env = cluster.run("t2", ["sh", "-c", "tr '\\0' '\\n' < /proc/$(cut -d' ' -f1 /var/lib/faultline/run/tserver.pid)"
-                                         "/environ"])[1]
-    assert f"FAULTLINE_CLOCK_OFFSET_FILE={cluster.clock_file('t2')}" in env
+    try:
+        cluster.set_clock_offset("t2", -7.25)
+        assert cluster.remote.get("t2", cluster.clock_file("t2")).decode().strip() == "-7.250000"
+        env = cluster.run("t2", ["sh", "-c", "tr '\\0' '\\n' < /proc/$(cut -d' ' -f1 "
+                                             "/var/lib/faultline/run/tserver.pid)/environ"])[1]
+        assert f"FAULTLINE_CLOCK_OFFSET_FILE={cluster.clock_file('t2')}" in env
+    finally:
+        cluster.set_clock_offset("t2", 0)
 
 
 def test_move_master_name_to_a_fresh_container(cluster) -> None:
@@ -227,8 +230,27 @@ def test_cli_up_status_down_leaves_nothing(image: str, capsys: pytest.CaptureFix
         assert "master-1" in out and "running" in out
         assert main(["cluster", "logs", "--name", name, "t1"]) == 0
         assert "placeholder t1" in capsys.readouterr().out
+        assert main(["cluster", "ssh", "--name", name, "t1", "--", "hostname"]) == 0
+        assert capsys.readouterr().out == "t1\n"
+        assert main(["cluster", "ssh", "--name", name, "t1", "--", "sh", "-c", "exit 3"]) == 3
         assert main(["cluster", "down", "--name", name]) == 0
     finally:
         remove_cluster(client, name)
     assert not client.containers.list(all=True, filters={"label": f"{LABEL}.cluster={name}"})
     assert not client.networks.list(filters={"label": f"{LABEL}.cluster={name}"})
+
+
+def test_residue_reports_what_faults_leave(cluster) -> None:
+    assert cluster.residue() == []
+    try:
+        cluster.cut("t3", "t4")
+        cluster.pause("t5")
+        cluster.set_clock_offset("m2", 2.5)
+        left = cluster.residue()
+        assert "t3: partition rules against ['t4']" in left and "t5: node process paused" in left
+        assert any(line.startswith("m2: clock offset +2.5") for line in left)
+    finally:
+        cluster.heal_network()
+        cluster.resume("t5")
+        cluster.set_clock_offset("m2", 0)
+    assert cluster.residue() == []

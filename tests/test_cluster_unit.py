@@ -175,3 +175,11 @@ def test_placeholder_answers_with_its_name() -> None:
     finally:
         p.kill()
         p.wait(5)
+
+
+def test_local_backend_without_root_says_so(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert cli_main(["cluster", "up", "--cluster", "local", "--daemon", "none"]) == 254
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs root" in err[0] and "--cluster docker" in err[0]

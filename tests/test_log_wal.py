@@ -278,3 +278,49 @@ def test_sidecar_is_compacted_and_still_right(tmp_path, monkeypatch):
     cut_to_synced(tmp_path)
     with Wal(tmp_path / "wal") as w:
         assert w.last_index == 100
+
+
+def test_wal_matches_a_model_under_random_operations(tmp_path_factory):
+    """Random appends, suffix truncations, GCs and reopenings against a plain list."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    ops = st.lists(st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 6)),
+        st.tuples(st.just("truncate"), st.integers(0, 40)),
+        st.tuples(st.just("gc"), st.integers(0, 40)),
+        st.tuples(st.just("reopen"), st.just(0)),
+    ), min_size=1, max_size=25)
+
+    @settings(max_examples=int(os.environ.get("WAL_PROP_EXAMPLES", "25")), deadline=None)
+    @given(ops)
+    def check(seq):
+        d = tmp_path_factory.mktemp("walprop") / "wal"
+        model: list[Entry] = []
+        first = 1
+        w = Wal(d, segment_size=200)
+        term = 1
+        try:
+            for op, n in seq:
+                if op == "append":
+                    start = model[-1].index + 1 if model else first
+                    batch = [Entry(term, i, payload=b"%d" % i) for i in range(start, start + n)]
+                    w.append_sync(batch)
+                    model.extend(batch)
+                elif op == "truncate":
+                    idx = max(first, n)
+                    w.truncate_suffix(idx).result(10)
+                    model = [e for e in model if e.index < idx]
+                    term += 1
+                elif op == "gc":
+                    first = w.gc(n)
+                    model = [e for e in model if e.index >= first]
+                else:
+                    w.close()
+                    w = Wal(d, segment_size=200)
+                assert w.entries() == model
+                assert w.last_index == (model[-1].index if model else w.first_index - 1)
+        finally:
+            w.close()
+
+    check()

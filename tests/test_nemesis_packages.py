@@ -139,3 +139,20 @@ def test_single_shapes_are_selectable() -> None:
     assert shapes == {"ring"}
     with pytest.raises(ValueError, match="valid: none, partition"):
         registry.validate(["partition-triangle"])
+
+
+def test_master_migrate_one_to_three_on_the_fake() -> None:
+    from nemesis.topology import MasterMigrateNemesis
+
+    b = FakeBackend(seed=2)
+    b.up({"masters": 1, "tservers": 3})
+    test = {"seed": 2, "backend": b, "masters": 1, "tservers": 3, "state": {}}
+    done = MasterMigrateNemesis(wait_s=5).setup(test).invoke(test, {"f": "migrate-masters"})
+    assert done["type"] == "ok" and done["value"]["healthy"] is True
+    assert sorted(b.dns) == ["master-1", "master-2", "master-3"]
+    assert b.dns["master-2"] == "m2" and b.dns["master-3"] == "m3"
+    tools = [list(argv[argv.index("tool") + 1:]) for _, argv in b.remote.calls if "tool" in argv]
+    rewrite = next(t for t in tools if "rewrite_raft_config" in t)
+    assert sum(":master-" in a for a in rewrite) == 3  # uuid:dns:port for the three masters
+    assert sum(t[:2] == ["local_replica", "copy_from_remote"] for t in tools) == 2
+    assert MasterMigrateNemesis().setup(test).invoke(test, {"f": "migrate-masters"})["type"] == "fail"

@@ -52,6 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dn.add_argument("--all", action="store_true",
                     help="remove every Faultline container, network, namespace and recorded ssh cluster")
 
+    sh = sub.add_parser("ssh", help="a shell on a node, or run one command there",
+                        description="Open a shell on a node (docker exec, ip netns exec or ssh), or run "
+                                    "`-- CMD ...` there and print its output (exit status passed through).")
+    common(sh, None)
+    sh.add_argument("node", help="node name (m1, t3, ...)")
+    sh.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (default: an interactive shell)")
+    sh.add_argument("--timeout", type=float, default=60, help="seconds for a command (default 60)")
+
     im = sub.add_parser("image", help="build the node image unless it is cached")
     im.add_argument("--rebuild", action="store_true", help="build even if an image with the same inputs exists")
 
@@ -106,6 +114,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         kind = args.cluster or "docker"
         if kind == "ssh" and not args.hosts:
             raise UsageError("--cluster ssh needs --hosts FILE")
+        if args.inject_bug:
+            from node import bugs
+
+            try:
+                bugs.validate(args.inject_bug)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from exc
         spec = {"name": args.name, "masters": args.masters, "tservers": args.tservers, "daemon": args.daemon,
                 "inject_bugs": args.inject_bug}
         try:
@@ -115,6 +130,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         t0 = time.monotonic()
         backend.up(log=lambda s: _err(f"  {s}"))
         desc = backend.describe()
+        desc["daemons"] = dict.fromkeys(backend.nodes(), "started" if backend.spec.daemon != "none" else "-")
         if args.json:
             print(json.dumps(desc, indent=1))
         else:
@@ -133,6 +149,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         backend.down()
         print(f"cluster {name} ({kind}) removed")
         return 0
+    if args.action == "ssh":
+        if args.node not in backend.info:
+            raise UsageError(f"no node {args.node!r} in cluster {name} (nodes: {', '.join(backend.info)})")
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        if cmd:
+            rc, out, err = backend.remote.exec(args.node, cmd, args.timeout)
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            return rc
+        return _interactive(backend, args.node)
     if args.action == "logs":
         if args.node not in backend.info:
             raise UsageError(f"no node {args.node!r} in cluster {name} (nodes: {', '.join(backend.info)})")
@@ -164,3 +190,25 @@ def _print_status(backend, desc: dict, leader: str | None) -> None:
         print(f"{n['name']:<6} {n['role']:<8} {n['address']:<16} {','.join(n['dns']) or '-':<12} {state:<10}{mark}")
     if "leader" in desc:
         print(f"leader: {leader or 'unknown (no master answered)'}")
+
+
+def _interactive(backend, node: str) -> int:
+    """Replaces this process with an interactive shell on the node."""
+    import os
+    import shutil
+
+    from controller.errors import UsageError
+
+    info = backend.info[node]
+    if backend.kind == "docker":
+        argv = ["docker", "exec", "-it", info.host, "bash"]
+    elif backend.kind == "local":
+        argv = ["ip", "netns", "exec", info.host, os.environ.get("SHELL", "/bin/bash")]
+    else:
+        h = backend.hosts[node]
+        argv = ["ssh", "-p", str(h.port), "-i", os.path.expanduser(h.key), f"{h.user}@{h.address}"]
+    if shutil.which(argv[0]) is None:
+        raise UsageError(f"{argv[0]} is not installed here; run a command instead: cluster ssh {node} -- CMD")
+    sys.stdout.flush()
+    os.execvp(argv[0], argv)
+    return 255

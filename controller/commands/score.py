@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds per (run, key) linearizability check; beyond it the verdict is unknown")
     parser.add_argument("--engine", choices=("spark", "pandas"), default="spark",
                         help="pandas: the single-process baseline, same metrics without Spark")
+    parser.add_argument("--plan", choices=("runs", "groups"), default="runs",
+                        help="runs (default): one Spark task per run reads its Parquet history, no shuffle; "
+                             "groups: the histories as one DataFrame, groupBy(run, key).applyInPandas")
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
 
 
@@ -71,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
             progress(f"starting Spark ({args.master})")
             spark = get_session(args.master, app_name="faultline-score")
             try:
-                result = score(spark, store, args.out, time_limit=args.time_limit, progress=progress)
+                result = score(spark, store, args.out, time_limit=args.time_limit, plan=args.plan,
+                               progress=progress)
             finally:
                 spark.stop()
     except StoreError as exc:

@@ -139,6 +139,7 @@ class KuduClient:
         self._meta: dict[str, _TableMeta] = {}
         self._lock = threading.Lock()
         self._suspects: dict[str, float] = {}   # addr -> until when it is tried last (it timed out)
+        self._masters_learned = -1e9
 
     def close(self) -> None:
         self.pool.close()
@@ -166,6 +167,7 @@ class KuduClient:
             try:
                 resp = self.pool.call(addr, pbg.MasterStub, method, req, timeout=min(left, 5.0 if not mutating else left))
                 self._leader_master = addr
+                self._learn_masters(addr)
                 return resp
             except grpc.RpcError as exc:
                 code = exc.code()
@@ -188,6 +190,21 @@ class KuduClient:
             if len(tried) % len(self.masters) == 0:
                 time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
                 backoff = min(backoff * 2, 0.5)
+
+    def _learn_masters(self, addr: str) -> None:
+        """Add masters from the catalog's Raft config (at most every 30 s), so a client configured with
+        some of the masters still finds the others after `master add` or a migration."""
+        now = time.monotonic()
+        if now - self._masters_learned < 30.0:
+            return
+        self._masters_learned = now
+        try:
+            resp = self.pool.call(addr, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=2.0)
+        except grpc.RpcError:
+            return
+        for m in resp.masters:
+            if m.addr and m.addr not in self.masters:
+                self.masters.append(m.addr)
 
     def create_table(self, name: str, num_tablets: int = 3, replication: int = 3, timeout: float | None = None,
                      wait: bool = True) -> str:

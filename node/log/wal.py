@@ -445,6 +445,12 @@ class Wal:
                 self._synclog.removed(s.path)
             if self.sync:
                 fsync_dir(self.path)
+            if not keep:
+                # an empty segment keeps the log's start (index, previous term) durable across a restart
+                seg = self._open_segment(index, drop[0].prev_term)
+                with self._lock:
+                    self._segments = [seg]
+                return self.last_index
         if keep:
             seg = keep[-1]
             if seg.last_index >= index:
