@@ -1,6 +1,7 @@
 """Benchmark `faultline score`: Spark local[1] and local[2] against the single-process pandas baseline.
 
     .venv/bin/python benchmarks/bench_score.py [--store DIR] [--runs 200] [--ops 10000] [--masters local[1],local[2]]
+        [--plans runs,groups]
 
 Synthesizes the store if it is not there yet (200 runs x 10,000 operations = 2 M operations, 4 M history
 events), scores it with each engine in a fresh process (so each Spark master starts its own JVM), checks
@@ -37,6 +38,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--ops", type=int, default=10_000)
     ap.add_argument("--masters", default="local[1],local[2]")
+    ap.add_argument("--plans", default="runs", help="comma-separated: runs, groups (see docs/results.md)")
     ap.add_argument("--skip-pandas", action="store_true")
     args = ap.parse_args()
     store = Path(args.store)
@@ -48,11 +50,13 @@ def main() -> int:
             return 1
         print(f"synth: {args.runs} runs x {args.ops} ops in {took:.1f} s", file=sys.stderr)
     engines = [] if args.skip_pandas else [("pandas (1 process)", ["--engine", "pandas"])]
-    engines += [(f"spark {m}", ["--master", m]) for m in args.masters.split(",") if m]
+    engines += [(f"spark {m} {p}", ["--master", m, "--plan", p]) for p in args.plans.split(",") if p
+                for m in args.masters.split(",") if m]
     rows = []
     verdicts: dict[str, pd.Series] = {}
     for name, extra in engines:
-        out = store.parent / f"{store.name}-score-{name.split()[-1].strip('()[]').replace('[', '')}"
+        out = store.parent / (f"{store.name}-score-" + "-".join(name.split()[1:]).strip("()").replace("[", "")
+                              .replace("]", "") or "pandas")
         load_before = os.getloadavg()[0]
         code, wall, err = faultline("score", str(store), "--out", str(out), "--quiet", *extra)
         load_after = os.getloadavg()[0]

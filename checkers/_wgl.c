@@ -22,7 +22,9 @@ typedef struct {
     /* Pooled ops: never-completed ops in classes of identical ones, used in invocation order; the
      * k-th of a class (rank k) may be linearized once k of its class are. A configuration is
      * (bits of the other ops, state, counts per class), and fewer used ops dominate more. */
-    int *pool, *rank, nclasses; uint16_t *counts;
+    int *pool, *rank, *pool_pos, nclasses; uint16_t *counts;
+    int *mem_start, *mem_len, *mem;  /* members of each class by rank */
+    int lim, blk;                    /* while trying pooled classes: the first pending return, its op */
     PyObject *stepper;
     /* generic models: transitions cached in a hash map keyed by (op, state) */
     uint64_t *tkeys; int *tvals; size_t tcap, tcount;
@@ -35,7 +37,7 @@ typedef struct {
     uint64_t *zob, *bits;
     uint64_t hash;
     int state, remaining, cur, done;
-    int *stk_ev, *stk_state; int depth;
+    int *stk_ev, *stk_state, *stk_lim, *stk_blk, *stk_op; int depth;
     /* memo */
     uint64_t *arena; size_t arena_cap, mkeys;       /* keys of (nwords + 1) words: bits, state */
     uint32_t *table; size_t table_cap;              /* key index + 1; 0 empty */
@@ -78,7 +80,9 @@ static int *int_list(PyObject *seq, Py_ssize_t *len) {
 static void Search_dealloc(Search *s) {
     PyMem_Free(s->ev_op); PyMem_Free(s->ev_call); PyMem_Free(s->ret_of); PyMem_Free(s->call_of);
     PyMem_Free(s->nxt); PyMem_Free(s->prv); PyMem_Free(s->req);
-    PyMem_Free(s->pool); PyMem_Free(s->rank); PyMem_Free(s->counts);
+    PyMem_Free(s->pool); PyMem_Free(s->rank); PyMem_Free(s->pool_pos); PyMem_Free(s->counts);
+    PyMem_Free(s->mem_start); PyMem_Free(s->mem_len); PyMem_Free(s->mem);
+    PyMem_Free(s->stk_lim); PyMem_Free(s->stk_blk); PyMem_Free(s->stk_op);
     PyMem_Free(s->khead); PyMem_Free(s->vecs); PyMem_Free(s->vnext);
     PyMem_Free(s->tkeys); PyMem_Free(s->tvals);
     PyMem_Free(s->okind); PyMem_Free(s->oa); PyMem_Free(s->ob); PyMem_Free(s->oout);
@@ -144,18 +148,24 @@ static int load_native(Search *s, PyObject *native) {
     return s->state < 0 ? -1 : 0;
 }
 
-/* Search(ev_op, ev_call, required, pool, rank, stepper, native): native is None (call the stepper)
+/* Search(ev_op, ev_call, required, pool, rank, pool_pos, stepper, native): the listed events of the
+ * unpooled ops; per op: flags (1 required, 2 observer), class and rank of pooled ops, and how many
+ * listed events precede a pooled op's invocation. native is None (call the stepper)
  * or (kind, init, op_kind, op_a, op_b, op_outcome, strings) for the built-in models. */
 static int Search_init(Search *s, PyObject *args, PyObject *kw) {
-    PyObject *ev_op, *ev_call, *req, *pool, *rank, *stepper, *native;
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &ev_op, &ev_call, &req, &pool, &rank, &stepper, &native)) return -1;
-    Py_ssize_t nev, nev2, n, n2, n3;
+    PyObject *ev_op, *ev_call, *req, *pool, *rank, *pool_pos, *stepper, *native;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &ev_op, &ev_call, &req, &pool, &rank, &pool_pos, &stepper, &native))
+        return -1;
+    Py_ssize_t nev, nev2, n, n2, n3, n4;
     if (!(s->ev_op = int_list(ev_op, &nev))) return -1;
     if (!(s->ev_call = int_list(ev_call, &nev2))) return -1;
     if (!(s->req = int_list(req, &n))) return -1;
     if (!(s->pool = int_list(pool, &n2))) return -1;
     if (!(s->rank = int_list(rank, &n3))) return -1;
-    if (nev != nev2 || nev != 2 * n || n2 != n || n3 != n) { PyErr_SetString(PyExc_ValueError, "inconsistent tables"); return -1; }
+    if (!(s->pool_pos = int_list(pool_pos, &n4))) return -1;
+    Py_ssize_t npooled = 0;
+    for (Py_ssize_t i = 0; i < n2; i++) npooled += s->pool[i] >= 0;
+    if (nev != nev2 || nev != 2 * (n - npooled) || n2 != n || n3 != n || n4 != n) { PyErr_SetString(PyExc_ValueError, "inconsistent tables"); return -1; }
     s->nev = (int)nev; s->n = (int)n; s->head = (int)nev;
     s->nwords = (int)((n + 63) / 64); if (s->nwords == 0) s->nwords = 1;
     s->nxt = PyMem_Calloc(nev + 1, sizeof(int)); s->prv = PyMem_Calloc(nev + 1, sizeof(int));
@@ -163,6 +173,9 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->tcap = 1024; s->tkeys = PyMem_Calloc(s->tcap, sizeof(uint64_t)); s->tvals = PyMem_Calloc(s->tcap, sizeof(int));
     s->zob = PyMem_Calloc(n + 1, sizeof(uint64_t)); s->bits = PyMem_Calloc(s->nwords, sizeof(uint64_t));
     s->stk_ev = PyMem_Calloc(n + 1, sizeof(int)); s->stk_state = PyMem_Calloc(n + 1, sizeof(int));
+    s->stk_lim = PyMem_Calloc(n + 1, sizeof(int)); s->stk_blk = PyMem_Calloc(n + 1, sizeof(int));
+    s->stk_op = PyMem_Calloc(n + 1, sizeof(int));
+    if (!s->stk_lim || !s->stk_blk || !s->stk_op) { PyErr_NoMemory(); return -1; }
     s->best = PyMem_Calloc(n + 1, sizeof(int));
     s->cap_best_states = 8; s->best_states = PyMem_Calloc(8, sizeof(int));
     s->table_cap = 1024; s->table = PyMem_Calloc(s->table_cap, sizeof(uint32_t));
@@ -176,6 +189,17 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->vecs = PyMem_Calloc(s->vecs_cap * (s->nclasses + 1), sizeof(uint16_t));
     s->vnext = PyMem_Calloc(s->vecs_cap, sizeof(uint32_t));
     if (!s->khead || !s->counts || !s->vecs || !s->vnext) { PyErr_NoMemory(); return -1; }
+    s->mem_start = PyMem_Calloc(s->nclasses + 1, sizeof(int)); s->mem_len = PyMem_Calloc(s->nclasses + 1, sizeof(int));
+    s->mem = PyMem_Calloc(n + 1, sizeof(int));
+    if (!s->mem_start || !s->mem_len || !s->mem) { PyErr_NoMemory(); return -1; }
+    for (int i = 0; i < n; i++) if (s->pool[i] >= 0) s->mem_len[s->pool[i]]++;
+    for (int c = 1; c < s->nclasses; c++) s->mem_start[c] = s->mem_start[c - 1] + s->mem_len[c - 1];
+    for (int i = 0; i < n; i++) {
+        int c = s->pool[i];
+        if (c < 0) continue;
+        if (s->rank[i] < 0 || s->rank[i] >= s->mem_len[c]) { PyErr_SetString(PyExc_ValueError, "bad rank"); return -1; }
+        s->mem[s->mem_start[c] + s->rank[i]] = i;
+    }
     if (!s->nxt || !s->prv || !s->ret_of || !s->call_of || !s->tkeys || !s->tvals || !s->zob || !s->bits || !s->stk_ev ||
         !s->stk_state || !s->best || !s->best_states || !s->table || !s->arena || !s->hashes) {
         PyErr_NoMemory(); return -1;
@@ -202,6 +226,7 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->remaining = 0;
     for (int i = 0; i < n; i++) s->remaining += (s->req[i] & 1) ? 1 : 0;
     s->cur = s->nxt[s->head]; s->hash = 0; s->depth = 0; s->best_len = -1; s->best_block = -1;
+    s->lim = s->nev; s->blk = -1;
     return 0;
 }
 
@@ -457,7 +482,7 @@ static PyObject *result(Search *s, int valid) {
     s->done = 1;
     if (valid) {
         int *ops = PyMem_Calloc(s->depth + 1, sizeof(int));
-        for (int i = 0; i < s->depth; i++) ops[i] = s->ev_op[s->stk_ev[i]];
+        for (int i = 0; i < s->depth; i++) ops[i] = s->stk_op[i];
         best = int_array(ops, s->depth); PyMem_Free(ops);
         states = int_array(&s->state, 1); block = -1;
     } else {
@@ -487,7 +512,7 @@ static int note_best(Search *s, int extra, int block, int state) {
     if (depth < s->best_len) return 0;
     if (depth > s->best_len) {
         s->best_len = depth;
-        for (int i = 0; i < s->depth; i++) s->best[i] = s->ev_op[s->stk_ev[i]];
+        for (int i = 0; i < s->depth; i++) s->best[i] = s->stk_op[i];
         if (extra >= 0) s->best[s->depth] = extra;
         s->best_block = block;
         s->nbest_states = 0;
@@ -508,7 +533,12 @@ static int note_best(Search *s, int extra, int block, int state) {
  * be a prefix of the get's value. Returns the get that rules the configuration out, or -1. */
 static int kv_dead(Search *s, int ns, int curop) {
     /* Events are numbered in time order, so a call numbered below the first return is callable. */
-    int pending = 0, put_seen = 0, first_ret = -1;
+    int pending = 0, put_seen = 0, first_ret = -1, min_put = s->nev + 1;
+    for (int c = 0; c < s->nclasses; c++) {  /* the earliest unused pooled put */
+        if (s->counts[c] >= s->mem_len[c]) continue;
+        int p = s->mem[s->mem_start[c] + s->counts[c]];
+        if (s->okind[p] == KV_PUT && s->pool_pos[p] < min_put) min_put = s->pool_pos[p];
+    }
     for (int e = s->nxt[s->head]; e >= 0; e = s->nxt[e]) {
         int op = s->ev_op[e];
         if (op == curop) continue;
@@ -520,7 +550,7 @@ static int kv_dead(Search *s, int ns, int curop) {
         }
         if (first_ret < 0) first_ret = e;
         if (is_get) {
-            if (!put_seen && !kv_prefix(s, ns, s->oa[op])) return op;
+            if (!put_seen && min_put > e && !kv_prefix(s, ns, s->oa[op])) return op;
             if (s->call_of[op] < first_ret) pending--;
         }
         if (pending <= 0) return -1;
@@ -528,70 +558,90 @@ static int kv_dead(Search *s, int ns, int curop) {
     return -1;
 }
 
+/* The search loop; see search_py in linearizability.py for the same steps in Python. `cur` is a
+ * listed event (>= 0), -1 the end of the list, -2 "backtrack at once", or -3 - c: "try pooled
+ * class c next" (after the scan reached the first pending return). */
 static PyObject *Search_run(Search *s, PyObject *args) {
     long long budget;
     if (!PyArg_ParseTuple(args, "L", &budget)) return NULL;
     if (s->done) { PyErr_SetString(PyExc_RuntimeError, "search already finished"); return NULL; }
     long long stop = s->steps + budget;
+    int m = s->nclasses;
     while (1) {
         if (s->remaining == 0) return result(s, 1);
         if (s->steps >= stop) Py_RETURN_NONE;
         s->steps++;
-        int cur = s->cur;
+        int cur = s->cur, op;
         if (cur >= 0 && s->ev_call[cur]) {
-            int op = s->ev_op[cur];
-            int cls = s->pool[op];
-            if (cls >= 0 && s->counts[cls] != s->rank[op]) { s->cur = s->nxt[cur]; continue; }
-            int ns = step(s, op, s->state);
-            if (ns == -3) return NULL;
-            if (ns >= 0 && s->kind == 2 && s->okind[op] >= KV_PUT && ns != s->state) {
-                int culprit = kv_dead(s, ns, op);
-                if (culprit >= 0) {
-                    /* Evidence: the get that rules this out, as if the search had got that far. */
-                    if (note_best(s, op, culprit, ns) < 0) return NULL;
-                    ns = -1;
-                }
+            op = s->ev_op[cur];
+        } else if (cur == -1 || cur >= 0) {
+            /* The scan reached the first pending return (or the end): pooled classes next. */
+            s->lim = cur >= 0 ? cur : s->nev;
+            s->blk = cur >= 0 ? s->ev_op[cur] : -1;
+            s->cur = -3;
+            continue;
+        } else if (cur <= -3 && -3 - cur < m) {
+            int c = -3 - cur, k = s->counts[c];
+            if (k >= s->mem_len[c] || s->pool_pos[s->mem[s->mem_start[c] + k]] > s->lim) { s->cur = cur - 1; continue; }
+            op = s->mem[s->mem_start[c] + k];
+        } else {
+            /* All candidates tried (or a dominated configuration): backtrack. */
+            if (cur != -2 && note_best(s, -1, s->blk, s->state) < 0) return NULL;
+            if (s->depth == 0) return result(s, 0);
+            s->depth--;
+            int e = s->stk_ev[s->depth], next;
+            s->state = s->stk_state[s->depth]; s->lim = s->stk_lim[s->depth]; s->blk = s->stk_blk[s->depth];
+            op = s->stk_op[s->depth];
+            if (e >= 0) {
+                s->bits[op >> 6] &= ~(1ULL << (op & 63));
+                s->hash ^= s->zob[op];
+                relink_ev(s, s->ret_of[e]); relink_ev(s, e);
+                next = s->nxt[e];
+            } else {
+                s->counts[-3 - e]--;
+                next = e - 1;
             }
-            if (ns >= 0) {
-                int wi = op >> 6; uint64_t bit = cls >= 0 ? 0 : 1ULL << (op & 63);
-                s->bits[wi] |= bit;
-                if (cls >= 0) s->counts[cls]++;
-                uint64_t hb = cls >= 0 ? s->hash : s->hash ^ s->zob[op];
-                int added = memo_add(s, s->bits, ns, hb ^ mix_state(ns));
-                if (added < 0) return NULL;
-                if (added) {
-                    s->stk_ev[s->depth] = cur; s->stk_state[s->depth] = s->state; s->depth++;
-                    s->hash = hb; s->state = ns;
-                    unlink_ev(s, cur); unlink_ev(s, s->ret_of[cur]);
-                    if (s->req[op] & 1) s->remaining--;
-                    s->cur = s->nxt[s->head];
-                    continue;
-                }
-                s->bits[wi] &= ~bit;
-                if (cls >= 0) s->counts[cls]--;
-                /* An observer that is legal here dominates its siblings: if linearizing it
-                 * now already failed, this configuration fails too. */
-                if (s->req[op] & 2) { s->cur = -2; continue; }
-            }
-            s->cur = s->nxt[cur];
+            if (s->req[op] & 1) s->remaining++;
+            /* Popping an observer: its siblings are dominated, keep backtracking. */
+            s->cur = (s->req[op] & 2) ? -2 : next;
             continue;
         }
-        if (cur != -2 && note_best(s, -1, cur >= 0 ? s->ev_op[cur] : -1, s->state) < 0) return NULL;
-        if (s->depth == 0) return result(s, 0);
-        s->depth--;
-        cur = s->stk_ev[s->depth];
-        s->state = s->stk_state[s->depth];
-        int op = s->ev_op[cur];
-        if (s->pool[op] >= 0) {
-            s->counts[s->pool[op]]--;
-        } else {
-            s->bits[op >> 6] &= ~(1ULL << (op & 63));
-            s->hash ^= s->zob[op];
+        /* Try to linearize `op` (listed event `cur`, or pooled class -3 - cur). */
+        int ns = step(s, op, s->state);
+        if (ns == -3) return NULL;
+        if (ns >= 0 && s->kind == 2 && s->okind[op] >= KV_PUT && ns != s->state) {
+            int culprit = kv_dead(s, ns, op);
+            if (culprit >= 0) {
+                /* Evidence: the get that rules this out, as if the search had got that far. */
+                if (note_best(s, op, culprit, ns) < 0) return NULL;
+                ns = -1;
+            }
         }
-        if (s->req[op] & 1) s->remaining++;
-        relink_ev(s, s->ret_of[cur]); relink_ev(s, cur);
-        /* Popping an observer: its siblings are dominated, keep backtracking. */
-        s->cur = (s->req[op] & 2) ? -2 : s->nxt[cur];
+        int pooled = cur < 0;
+        if (ns >= 0) {
+            int wi = op >> 6; uint64_t bit = pooled ? 0 : 1ULL << (op & 63);
+            s->bits[wi] |= bit;
+            if (pooled) s->counts[-3 - cur]++;
+            uint64_t hb = pooled ? s->hash : s->hash ^ s->zob[op];
+            int added = memo_add(s, s->bits, ns, hb ^ mix_state(ns));
+            if (added < 0) return NULL;
+            if (added) {
+                int d = s->depth++;
+                s->stk_ev[d] = cur; s->stk_state[d] = s->state; s->stk_lim[d] = s->lim; s->stk_blk[d] = s->blk;
+                s->stk_op[d] = op;
+                s->hash = hb; s->state = ns;
+                if (!pooled) { unlink_ev(s, cur); unlink_ev(s, s->ret_of[cur]); }
+                if (s->req[op] & 1) s->remaining--;
+                s->cur = s->nxt[s->head];
+                continue;
+            }
+            s->bits[wi] &= ~bit;
+            if (pooled) s->counts[-3 - cur]--;
+            /* An observer that is legal here dominates its siblings: if linearizing it
+             * now already failed, this configuration fails too. */
+            if (s->req[op] & 2) { s->cur = -2; continue; }
+        }
+        s->cur = cur >= 0 ? s->nxt[cur] : cur - 1;
     }
 }
 
@@ -646,7 +696,7 @@ PyMODINIT_FUNC PyInit__wgl(void) {
     PyObject *m = PyModule_Create(&wglmodule);
     if (!m) return NULL;
     /* The Python side uses this core only if ABI matches what it passes (a stale build is ignored). */
-    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) { Py_DECREF(m); return NULL; }
+    if (PyModule_AddIntConstant(m, "ABI", 3) < 0) { Py_DECREF(m); return NULL; }
     Py_INCREF(&SearchType);
     if (PyModule_AddObject(m, "Search", (PyObject *)&SearchType) < 0) { Py_DECREF(&SearchType); Py_DECREF(m); return NULL; }
     return m;

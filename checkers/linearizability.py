@@ -6,13 +6,16 @@ The search (see docs/checkers.md for the full story and the papers):
 - Events (calls and returns) sit in a doubly linked list in history order; the
   search linearizes the first pending call it can, lifts it out of the list,
   and backtracks when it meets the return of a call it has not linearized.
-- A memo of (linearized bitset, model state) prunes every configuration seen
-  before; bitsets are Python ints, states are interned to small ints and the
-  transition of (op, state) is computed once and cached.
+- A memo of configurations prunes every one seen before; bitsets are Python
+  ints, states are interned to small ints and the transition of (op, state) is
+  computed once and cached.
 - Ops that cannot constrain anything (a read whose result is unknown) are
-  dropped up front; ops that may never have happened (`info`) are optional: the
-  search succeeds once every completed op is linearized.
-- A time limit turns into `valid: "unknown"`, never into a guess.
+  dropped up front; ops that may never have happened (`info`) are optional (the
+  search succeeds once every completed op is linearized), and identical ones are
+  pooled into classes used in invocation order, with a dominance memo over how
+  many of each class a configuration used.
+- Observers (reads) are linearized as soon as they are legal, without branching.
+- A time or memory limit turns into `valid: "unknown"`, never into a guess.
 
 A C core (`checkers._wgl`) runs the same search on the same tables when it was
 built; the pure-Python search is the reference and gives identical verdicts.
@@ -31,7 +34,7 @@ from checkers.models import ANY, ILLEGAL, KV, CasRegister, Model, Register, free
 
 SEMANTICS = ("jepsen", "porcupine", "knossos")
 
-C_ABI = 2  # the calling convention of checkers/_wgl.c this module speaks
+C_ABI = 3  # the calling convention of checkers/_wgl.c this module speaks
 
 try:  # the optional compiled core; the Python search below is the reference
     from checkers import _wgl  # type: ignore[attr-defined]
@@ -186,11 +189,11 @@ def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
     )
 
 
-def _kv_dead(t: Tables, ns: int, curop: int, nxt: list[int], head: int, call_ev: list[int]) -> int:
+def _kv_dead(t: Tables, ns: int, curop: int, nxt: list[int], head: int, call_ev: list[int], min_put_pos: int) -> int:
     """kv pruning (the same rule as the C core): after a put/append makes state `ns`, a completed get
     with no put able to precede it must read an extension of `ns`. Returns the get that rules the
     configuration out, or -1. Events are numbered in time order, so a call numbered below the first
-    return is callable now."""
+    return is callable now; `min_put_pos` is the pool position of the earliest unused pooled put."""
     state = t.states[ns]
     kv_put, kv_get = t.kv_put, t.kv_get
     assert kv_put is not None and kv_get is not None
@@ -211,7 +214,7 @@ def _kv_dead(t: Tables, ns: int, curop: int, nxt: list[int], head: int, call_ev:
                 if first_ret < 0:
                     first_ret = e
                 if g is not None:
-                    if not put_seen and not g.startswith(state):
+                    if not put_seen and min_put_pos > e and not g.startswith(state):
                         return op
                     if call_ev[op] < first_ret:
                         pending -= 1
@@ -219,6 +222,7 @@ def _kv_dead(t: Tables, ns: int, curop: int, nxt: list[int], head: int, call_ev:
                     return -1
         e = nxt[e]
     return -1
+
 
 MAX_RANK = 60_000  # class sizes fit the C core's 16-bit counters; later ops stay unpooled
 
@@ -299,19 +303,21 @@ def search_py(
     slice_steps: int = 0,
     progress: list[int] | None = None,
 ) -> Iterator[SearchResult | None]:
-    """Lowe's variant of Wing & Gong with a (bitset, state) memo; the reference implementation.
+    """Lowe's variant of Wing & Gong with a dominance memo; the reference implementation.
+
+    Listed ops (calls and returns in a linked list, time order) are tried first; when the scan
+    reaches the first pending return R (or the end), each class of pooled ops offers its next
+    member if it was invoked before R; when none fits, the search backtracks. `cur` is a listed
+    event (>= 0), -1 the end of the list, -2 "backtrack at once" (a dominated configuration),
+    or -3 - c: "try pooled class c next".
 
     A generator: it yields None after every `slice_steps` steps (0: never) so that a
     driver can interleave partitions, and finally yields the result.
     """
     nev = len(t.ev_op)
     head = nev  # sentinel
-    nxt = [*list(range(1, nev)), -1, 0]
-    prv = [head, *list(range(0, nev - 1)), -1]
-    if nev == 0:
-        yield SearchResult(True, 0, 0, [], -1, [])
-        return
-    # Map call event -> return event.
+    nxt = [*range(1, nev), -1, 0] if nev else [-1]
+    prv = [head, *range(0, nev - 1), -1] if nev else [-1]
     ret_of = [0] * nev
     call_ev = [0] * t.n
     for e in range(nev):
@@ -321,21 +327,25 @@ def search_py(
         if not t.ev_call[e]:
             ret_of[call_ev[t.ev_op[e]]] = e
     ev_op, ev_call, trans = t.ev_op, t.ev_call, t.trans
-    remaining = sum(r & 1 for r in t.required)
-    pool, rank = t.pool, t.rank
+    req = t.required
+    remaining = sum(r & 1 for r in req)
+    pool, rank, pool_pos = t.pool, t.rank, t.pool_pos
     nclasses = max(pool, default=-1) + 1
+    members: list[list[int]] = [[] for _ in range(nclasses)]
+    for op in sorted((op for op in range(t.n) if pool[op] >= 0), key=lambda op: rank[op]):
+        members[pool[op]].append(op)
     # Counts per class packed in one int, 17 bits a class (16 for the count, a guard bit above), so
-    # "v <= counts in every class" is one subtraction: ((counts | GUARD) - v) & GUARD == GUARD.
+    # "v <= counts in every class" is one subtraction: ((v | GUARD) - counts) & GUARD == GUARD.
     counts = 0
+    cnt = [0] * nclasses  # the same counts, unpacked
     unit = [1 << (17 * c) for c in range(nclasses)]
     guard = sum(1 << (17 * c + 16) for c in range(nclasses))
-    # Memo: (bits of unpooled ops, state) -> the packed count vectors seen with it (when there are pools).
-    doms: dict[int, list[int]] = {}
-    nconfigs = 0
     kv_put = t.kv_put
-    req = t.required
+    put_classes = [c for c in range(nclasses) if kv_put is not None and kv_put[members[c][0]] is True]
     seen: set[int] = set()
-    stack: list[tuple[int, int]] = []  # (call event, state before)
+    doms: dict[int, list[int]] = {}  # (listed bits, state) -> antichain of count vectors
+    nconfigs = 0
+    stack: list[tuple[int, int, int, int, int]] = []  # (event or -3 - class, state before, lim, blk, op)
     bits = 0
     state = 0
     steps = 0
@@ -345,12 +355,18 @@ def search_py(
     best_states: set[int] = set()
     SHIFT = 24  # state ids < 2**24 (checked on intern)
     cur = nxt[head]
+    lim = nev  # the first pending return's event number while trying pooled classes
+    blk = -1  # the op of that return (the evidence's blocking op)
+
+    def stack_ops() -> list[int]:
+        return [entry[4] for entry in stack]
+
     while True:
         if remaining == 0:
-            yield SearchResult(True, steps, nconfigs, [ev_op[e] for e, _ in stack], -1, [state])
+            yield SearchResult(True, steps, nconfigs, stack_ops(), -1, [state])
             return
         steps += 1
-        if not steps & 0x3FFF:
+        if not steps & 0xFFF:
             if deadline is not None and time.monotonic() > deadline:
                 raise _Timeout("time")
             if slice_steps and not steps % slice_steps:
@@ -359,56 +375,107 @@ def search_py(
                 yield None
         if cur >= 0 and ev_call[cur]:
             op = ev_op[cur]
-            cls = pool[op]
-            if cls >= 0 and (counts >> (17 * cls)) & 0xFFFF != rank[op]:
-                cur = nxt[cur]
+        elif cur == -1 or (cur >= 0 and not ev_call[cur]):
+            # The scan reached the first pending return (or the end): pooled classes next.
+            lim = cur if cur >= 0 else nev
+            blk = ev_op[cur] if cur >= 0 else -1
+            cur = -3
+            continue
+        elif cur <= -3 and -3 - cur < nclasses:
+            c = -3 - cur
+            k = cnt[c]
+            if k >= len(members[c]) or pool_pos[members[c][k]] > lim:
+                cur -= 1
                 continue
-            ns = trans[op].get(state)
-            if ns is None:
-                ns = step(op, state)
-            if ns >= 0 and kv_put is not None and kv_put[op] is not None and ns != state:
-                culprit = _kv_dead(t, ns, op, nxt, head, call_ev)
-                if culprit >= 0:
-                    # Evidence: the get that rules this out, as if the search had got that far.
-                    depth = len(stack) + 1
-                    if depth > best_len:
-                        best_len, best_block, best_states = depth, culprit, set()
-                        best = [*(ev_op[e] for e, _ in stack), op]
-                    if depth == best_len:
-                        best_states.add(ns)
-                    ns = -1
-            if ns >= 0:
-                if cls >= 0:
-                    nb = bits
-                    counts += unit[cls]
-                else:
-                    nb = bits | (1 << op)
-                key = (nb << SHIFT) | ns
-                if nclasses == 0:
-                    fresh = key not in seen
-                    if fresh:
-                        seen.add(key)
-                else:
-                    vecs = doms.get(key)
-                    if vecs is None:
-                        fresh = True
-                        doms[key] = [counts]
-                    else:
-                        cg = counts | guard
-                        fresh = True
-                        for v in vecs:
-                            if (cg - v) & guard == guard:
-                                fresh = False
-                                break
-                        if fresh:
-                            # Keep an antichain: drop the vectors the new one dominates.
-                            vecs[:] = [v for v in vecs if ((v | guard) - counts) & guard != guard]
-                            vecs.append(counts)
+            op = members[c][k]
+        else:
+            # All candidates tried (or a dominated configuration): backtrack.
+            if cur != -2 and len(stack) >= best_len:
+                if len(stack) > best_len:
+                    best_len = len(stack)
+                    best = stack_ops()
+                    best_block = blk
+                    best_states = set()
+                best_states.add(state)
+            if not stack:
+                yield SearchResult(False, steps, nconfigs, best, best_block, sorted(best_states))
+                return
+            e, state, lim, blk, op = stack.pop()
+            if e >= 0:
+                bits &= ~(1 << op)
+                # unlift: reinsert return then call (reverse order of removal)
+                r = ret_of[e]
+                p, q = prv[r], nxt[r]
+                nxt[p] = r
+                if q != -1:
+                    prv[q] = r
+                p, q = prv[e], nxt[e]
+                nxt[p] = e
+                if q != -1:
+                    prv[q] = e
+                nextcur = nxt[e]
+            else:
+                c = -3 - e
+                cnt[c] -= 1
+                counts -= unit[c]
+                nextcur = e - 1
+            if req[op] & 1:
+                remaining += 1
+            # Popping an observer: its siblings are dominated, keep backtracking.
+            cur = -2 if req[op] & 2 else nextcur
+            continue
+        # Try to linearize `op` (listed event `cur`, or pooled class -3 - cur).
+        ns = trans[op].get(state)
+        if ns is None:
+            ns = step(op, state)
+        if ns >= 0 and kv_put is not None and kv_put[op] is not None and ns != state:
+            min_put = min((pool_pos[members[c][cnt[c]]] for c in put_classes if cnt[c] < len(members[c])),
+                          default=nev + 1)
+            culprit = _kv_dead(t, ns, op, nxt, head, call_ev, min_put)
+            if culprit >= 0:
+                # Evidence: the get that rules this out, as if the search had got that far.
+                depth = len(stack) + 1
+                if depth > best_len:
+                    best_len, best_block, best_states = depth, culprit, set()
+                    best = [*stack_ops(), op]
+                if depth == best_len:
+                    best_states.add(ns)
+                ns = -1
+        pooled = cur < 0
+        if ns >= 0:
+            if pooled:
+                nb = bits
+                counts += unit[-3 - cur]
+            else:
+                nb = bits | (1 << op)
+            key = (nb << SHIFT) | ns
+            if nclasses == 0:
+                fresh = key not in seen
                 if fresh:
-                    nconfigs += 1
-                    stack.append((cur, state))
+                    seen.add(key)
+            else:
+                vecs = doms.get(key)
+                if vecs is None:
+                    fresh = True
+                    doms[key] = [counts]
+                else:
+                    cg = counts | guard
+                    fresh = True
+                    for v in vecs:
+                        if (cg - v) & guard == guard:
+                            fresh = False
+                            break
+                    if fresh:
+                        # Keep an antichain: drop the vectors the new one dominates.
+                        vecs[:] = [v for v in vecs if ((v | guard) - counts) & guard != guard]
+                        vecs.append(counts)
+            if fresh:
+                nconfigs += 1
+                stack.append((cur, state, lim, blk, op))
+                if pooled:
+                    cnt[-3 - cur] += 1
+                else:
                     bits = nb
-                    state = ns
                     # lift the call and its return out of the list
                     r = ret_of[cur]
                     p, q = prv[cur], nxt[cur]
@@ -419,49 +486,18 @@ def search_py(
                     nxt[p] = q
                     if q != -1:
                         prv[q] = p
-                    if req[op] & 1:
-                        remaining -= 1
-                    cur = nxt[head]
-                    continue
-                if cls >= 0:
-                    counts -= unit[cls]
-                if req[op] & 2:
-                    # A legal observer dominates its siblings: linearizing it here already failed.
-                    cur = -2
-                    continue
-            cur = nxt[cur]
-            continue
-        # A return of an op not yet linearized (or the end): backtrack.
-        if cur != -2 and len(stack) >= best_len:
-            if len(stack) > best_len:
-                best_len = len(stack)
-                best = [ev_op[e] for e, _ in stack]
-                best_block = ev_op[cur] if cur >= 0 else -1
-                best_states = set()
-            best_states.add(state)
-        if not stack:
-            yield SearchResult(False, steps, nconfigs, best, best_block, sorted(best_states))
-            return
-        cur, state = stack.pop()
-        op = ev_op[cur]
-        if pool[op] >= 0:
-            counts -= unit[pool[op]]
-        else:
-            bits &= ~(1 << op)
-        if req[op] & 1:
-            remaining += 1
-        # unlift: reinsert return then call (reverse order of removal)
-        r = ret_of[cur]
-        p, q = prv[r], nxt[r]
-        nxt[p] = r
-        if q != -1:
-            prv[q] = r
-        p, q = prv[cur], nxt[cur]
-        nxt[p] = cur
-        if q != -1:
-            prv[q] = cur
-        # Popping an observer: its siblings are dominated, keep backtracking.
-        cur = -2 if req[op] & 2 else nxt[cur]
+                state = ns
+                if req[op] & 1:
+                    remaining -= 1
+                cur = nxt[head]
+                continue
+            if pooled:
+                counts -= unit[-3 - cur]
+            if req[op] & 2:
+                # A legal observer dominates its siblings: linearizing it here already failed.
+                cur = -2
+                continue
+        cur = nxt[cur] if cur >= 0 else cur - 1
 
 
 def _call_json(c: Call) -> dict[str, Any]:
@@ -503,7 +539,7 @@ class _Runner:
                 else:
                     self.decode = lambda sid: self._c.kv_string(sid).decode("utf-8")
             self._c = _wgl.Search(
-                t.ev_op, t.ev_call, t.required, t.pool, t.rank, self.stepper, spec if native else None
+                t.ev_op, t.ev_call, t.required, t.pool, t.rank, t.pool_pos, self.stepper, spec if native else None
             )
         else:
             self._progress = [0]
@@ -600,7 +636,7 @@ def native_spec(model: Model, calls: list[Call], init_state: Any) -> tuple[tuple
     return None
 
 
-SLICE = 1 << 14  # steps per partition per turn when interleaving (Python search)
+SLICE = 1 << 12  # steps per partition per turn when interleaving (Python search)
 C_SLICE = 1 << 11  # the same for the C core: cheap turns find a fast-failing key sooner
 
 

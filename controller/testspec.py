@@ -71,6 +71,7 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
     tservers = positive("tservers", 5, integer=True)
     interval = positive("nemesis_interval", 10.0)
     test_count = positive("test_count", 1, integer=True)
+    rate = positive("rate", 1.0) if opts.get("rate") is not None else None
     if "master-migrate" in nemeses and masters != 1:
         raise UsageError("--nemesis master-migrate starts from one master: use --masters 1")
     if tservers < 3:
@@ -104,7 +105,7 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
         "quiet_period": float(quiet) if quiet is not None else (0.2 if cluster == "fake" else 5.0),
         "leave_cluster_running": bool(opts.get("leave_cluster_running")),
         "reuse_cluster": bool(opts.get("reuse_cluster")),
-        "workload_opts": {"concurrency": concurrency, **({"rate": float(opts["rate"])} if opts.get("rate") else {})},
+        "workload_opts": {"concurrency": concurrency, **({"rate": rate} if rate else {})},
         "hosts_file": str(opts["nodes"]) if opts.get("nodes") else None,
     }
     if cluster == "ssh" and not test["hosts_file"]:

@@ -23,6 +23,7 @@ from nemesis.base import (
     pick_subset,
     role_nodes,
     tablet_leaders,
+    tablets,
 )
 
 
@@ -54,13 +55,20 @@ class PartitionNemesis:
             if targets == "masters":
                 leader = master_leader(test)
             else:
-                leaders = tablet_leaders(test)
-                leader = self.rng.choice(leaders) if leaders else master_leader(test)
+                leader = self._tablet_leader(test) or master_leader(test)
         grudge = gr.shape(shape, nodes, self.rng, leader=leader)
         backend(test).partition(grudge)
         self.active = True
         return done(op, {"shape": shape, "targets": targets, "groups": gr.describe(grudge),
                          "grudge": gr.to_json(grudge), **({"leader": leader} if leader else {})})
+
+    def _tablet_leader(self, test: Mapping[str, Any]) -> str | None:
+        """The leader of a random tablet of this run's tables (their names end with the run tag)."""
+        ts = [t for t in tablets(test) if t.get("leader_node")]
+        tag = test.get("run_tag")
+        mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]
+        pool = mine or ts
+        return self.rng.choice(pool)["leader_node"] if pool else None
 
     def heal(self, test: Mapping[str, Any]) -> None:
         backend(test).heal_network()

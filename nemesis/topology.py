@@ -13,6 +13,7 @@ from typing import Any
 
 from cluster.base import MASTER_PORT, master_dns
 from nemesis.base import (
+    NemesisError,
     Op,
     backend,
     dns_holder,
@@ -154,19 +155,39 @@ class MasterReplaceNemesis:
         steps.append(f"dns {name} -> {replacement}")
         if isinstance(test.get("dns"), dict):
             test["dns"][name] = replacement  # type: ignore[index]
-        source = next((n for n, h in holders.items() if h == leader), leader)
+        # the source is the leader now: if C led, the survivors elect a new one first (the document's
+        # "replace A with whichever node was elected the new leader")
+        now: dict[str, str | None] = {"leader": leader if leader != victim else None}
+
+        def survivor_leads() -> bool:
+            now["leader"] = now["leader"] or master_leader(test)
+            return now["leader"] not in (None, victim)
+
+        if not wait_until(survivor_leads, self.wait_s, 1.0, "a leader among the surviving masters"):
+            raise NemesisError(f"no leader among the surviving masters after {victim} died")
+        source = next(n for n, h in holders.items() if h == now["leader"] and n != name)
+        steps.append(f"leader {now['leader']} ({source})")
         # the replacement takes the dead master's uuid: the masters' Raft config names it by uuid
         tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
              timeout=60)
         steps.append(f"fs format --uuid {uuid} on {replacement}")
-        tool(test, replacement, ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET,
-                                 f"{source}:{MASTER_PORT}", "--fs-dir", _fs_dir(test, replacement)], timeout=120)
+        copy = ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, f"{source}:{MASTER_PORT}",
+                "--fs-dir", _fs_dir(test, replacement)]
+        last: list[str] = []
+
+        def copied() -> bool:
+            rc, out, err = tool(test, replacement, copy, timeout=120, check=False)
+            last[:] = [(err or out).strip()[-300:]]
+            return rc == 0
+
+        if not wait_until(copied, self.wait_s, 2.0, "copy_from_remote"):
+            raise NemesisError(f"{replacement}: copy_from_remote from {source} kept failing: {last[0] if last else ''}")
         steps.append(f"copy_from_remote from {source}")
         b.start(replacement)
         self.pending_start = None
         steps.append(f"start master on {replacement}")
         healthy = wait_until(lambda: masters_healthy(test, n_masters), self.wait_s, 1.0, "masters healthy")
-        value = {"name": name, "dead": victim, "uuid": uuid, "replacement": replacement, "leader": leader,
+        value = {"name": name, "dead": victim, "uuid": uuid, "replacement": replacement, "leader": now["leader"],
                  "steps": steps,
                  "healthy": healthy}
         return done(op, value, kind="ok" if healthy else "info")

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SCHEMA_VERSION = "1"
+PROBLEMS_KEY = "faultline.jsonl.problems"
 
 SCHEMA = pa.schema(
     [
@@ -145,9 +146,14 @@ class ParquetStats:
     dropped_lines: int
 
 
-def write_table(table: pa.Table, parquet_path: Path | str) -> None:
-    """Atomic write, so a reader never sees a half-written file."""
+def write_table(table: pa.Table, parquet_path: Path | str, problems: list[str] | None = None) -> None:
+    """Atomic write, so a reader never sees a half-written file. `problems` (lines dropped from the JSONL)
+    are kept in the file's metadata, so later readers can still warn about them."""
     path = Path(parquet_path)
+    if problems:
+        meta = dict(table.schema.metadata or {})
+        meta[PROBLEMS_KEY] = json.dumps(problems).encode()
+        table = table.replace_schema_metadata(meta)
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp, compression="zstd")
     tmp.replace(path)
@@ -157,7 +163,7 @@ def write_history_parquet(jsonl_path: Path | str, parquet_path: Path | str) -> P
     """history.jsonl -> history.parquet (tolerating a truncated tail); returns rows and duration."""
     read = read_jsonl(jsonl_path)
     table = ops_to_table(read.ops)
-    write_table(table, parquet_path)
+    write_table(table, parquet_path, read.problems)
     return ParquetStats(len(read.ops), history_duration_s(read.ops), read.dropped_lines)
 
 
@@ -166,6 +172,13 @@ def history_duration_s(ops: list[dict[str, Any]]) -> float | None:
     if not times:
         return None
     return (max(times) - min(times)) / 1e9
+
+
+def read_problems(parquet_path: Path | str) -> list[str]:
+    """The JSONL problems recorded when this Parquet file was written (empty if none)."""
+    meta = pq.read_schema(parquet_path).metadata or {}
+    raw = meta.get(PROBLEMS_KEY.encode())
+    return json.loads(raw) if raw else []
 
 
 def read_history_frame(parquet_path: Path | str, columns: list[str] | None = None) -> Any:

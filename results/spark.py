@@ -101,10 +101,13 @@ def _run_row(run: RunDir) -> dict[str, Any]:
     parquet_path = None
     if run.history_path.exists() or run.parquet_path.exists():
         try:
+            from results.parquet import read_problems
+
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 parquet_path = str(run.ensure_parquet())
-            problems += [str(w.message) for w in caught]
+            recorded = read_problems(parquet_path)
+            problems += recorded + [str(w.message) for w in caught if str(w.message) not in recorded]
         except (OSError, ValueError) as exc:
             problems.append(f"history unreadable: {exc}")
     else:
@@ -202,6 +205,9 @@ def _finish(runs_pd: pd.DataFrame, met: pd.DataFrame, kv: pd.DataFrame) -> tuple
     no_hist = scores["events"].isna() | (scores["events"] == 0)
     scores.loc[no_hist & scores["model"].notna(), "verdict"] = "unknown"
     scores["warning"] = scores["warning"].fillna("")
+    for rid, note in _checker_errors(kv).items():  # a check that raised is "unknown": say why
+        mask = scores["run_id"] == rid
+        scores.loc[mask, "warning"] = scores.loc[mask, "warning"].map(lambda w, n=note: f"{w}; {n}" if w else n)
     scores = scores.sort_values("run_id").reset_index(drop=True)
     if scores.empty:
         groups = pd.DataFrame(columns=[c.split()[0] for c in metrics.GROUP_SCHEMA.split(", ")])
@@ -209,6 +215,23 @@ def _finish(runs_pd: pd.DataFrame, met: pd.DataFrame, kv: pd.DataFrame) -> tuple
         groups = pd.DataFrame([metrics.aggregate_group(g) for _, g in
                                scores.groupby(["workload", "nemesis", "bug"], sort=True, dropna=False)])
     return scores, groups
+
+
+def _checker_errors(kv: pd.DataFrame) -> dict[str, str]:
+    out: dict[str, list[str]] = {}
+    if kv.empty:
+        return {}
+    for rid, key, valid, text in zip(kv["run_id"], kv["key"], kv["valid"], kv["result_json"], strict=True):
+        if valid != "unknown" or not isinstance(text, str):
+            continue
+        try:
+            err = json.loads(text).get("error")
+        except ValueError:
+            err = None
+        if err:
+            out.setdefault(rid, []).append(f"key {key}: {err}")
+    return {rid: "checker: " + ", ".join(sorted(set(v))[:3]) + (" ..." if len(set(v)) > 3 else "")
+            for rid, v in out.items()}
 
 
 class _StageProgress:

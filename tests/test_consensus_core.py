@@ -457,3 +457,37 @@ def test_single_voter_commits_alone():
     idx = lead.propose(b"z")
     net.settle()
     assert lead.commit_index == idx
+
+
+def test_candidate_retries_votes_but_not_pre_votes():
+    cfg = RaftConfig.of("a", "b", "c")
+    c = make("a", cfg, pre_vote=False)
+    sent = []
+    for _ in range(40):
+        c.tick()
+        sent += [m for m in drain(c).messages if isinstance(m, VoteRequest)]
+        if c.role == Role.CANDIDATE and len(sent) >= 4:
+            break
+    term = c.term
+    assert c.role == Role.CANDIDATE and [m.dst for m in sent if m.term == term].count("b") >= 2  # retried
+    p = make("a", cfg)
+    pre = []
+    while not pre:
+        p.tick()
+        pre += [m for m in drain(p).messages if isinstance(m, VoteRequest)]
+    for _ in range(9):  # less than the minimum election timeout: no new round, and no retries
+        p.tick()
+        pre += [m for m in drain(p).messages if isinstance(m, VoteRequest)]
+    assert p.role == Role.PRE_CANDIDATE and sorted(m.dst for m in pre) == ["b", "c"]
+
+
+def test_follower_accepts_prev_below_its_compacted_start():
+    cfg = RaftConfig.of("a", "b")
+    f = make("b", cfg, [Entry(1, i) for i in range(1, 11)], term=1)
+    f.step(AppendRequest("a", "b", 1, 10, 1, (), commit_index=10))
+    drain(f)
+    f.compact(8)
+    assert f.log_start == 8 and f.term_at(7) == 1 and f.term_at(5) is None
+    f.step(AppendRequest("a", "b", 1, 5, 1, tuple(Entry(1, i) for i in range(6, 12)), commit_index=11))
+    r = drain(f)
+    assert r.messages[0].success and f.last_index() == 11 and f.commit_index == 11

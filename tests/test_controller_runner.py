@@ -171,6 +171,8 @@ def test_validation_names_the_choices() -> None:
         testspec.build_test({"concurrency": "many"})
     with pytest.raises(UsageError, match="masters 1"):
         testspec.build_test({"nemesis": "master-migrate"})
+    with pytest.raises(UsageError, match="--rate must be a number"):
+        testspec.build_test({"rate": "fast"})
     with pytest.raises(UsageError, match="docker, local, ssh"):
         testspec.build_test({"cluster": "kubernetes"})
 

@@ -67,7 +67,9 @@ def test_clock_bump_and_strobe_are_reset(test: dict) -> None:
     assert test["backend"].residue() == []
 
 
-def test_master_replace_follows_the_procedure(test: dict) -> None:
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
+    test["seed"] = seed  # different victims, the leader among them
     b = test["backend"]
     n = MasterReplaceNemesis(wait_s=5).setup(test)
     done = n.invoke(test, {"f": "replace-master"})
@@ -79,7 +81,9 @@ def test_master_replace_follows_the_procedure(test: dict) -> None:
     assert order[:5] == [("stopped", dead), ("destroyed", dead), ("add", new), ("dns", f"{name}->{new}"),
                          ("running", new)]
     copies = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
-    assert "master-1:7051" in copies[0]  # copied from the leader (m1 in the fake), by its DNS name
+    leader_name = next(n for n, node in b.dns.items() if node == v["leader"])
+    assert v["leader"] != dead and leader_name != name
+    assert f"{leader_name}:7051" in copies[0]  # copied from the (surviving) leader, by its DNS name
     assert [node for node, argv in b.remote.calls if "copy_from_remote" in argv] == [new]
 
 
@@ -156,3 +160,14 @@ def test_master_migrate_one_to_three_on_the_fake() -> None:
     assert sum(":master-" in a for a in rewrite) == 3  # uuid:dns:port for the three masters
     assert sum(t[:2] == ["local_replica", "copy_from_remote"] for t in tools) == 2
     assert MasterMigrateNemesis().setup(test).invoke(test, {"f": "migrate-masters"})["type"] == "fail"
+
+
+def test_partition_leader_on_tservers_isolates_a_leader_of_this_runs_table(test: dict) -> None:
+    b = test["backend"]
+    b.tables = {"aaa-other": {"rows": {}, "schema_version": 0}, "register-r1": {"rows": {}, "schema_version": 0}}
+    test["run_tag"] = "r1"
+    placement = {table: reps for table, _, reps in b._placement()}
+    n = PartitionNemesis().setup(test)
+    done = n.invoke(test, {"f": "start-partition", "value": {"shape": "leader", "targets": "tservers"}})
+    assert done["value"]["leader"] == placement["register-r1"][0] != placement["aaa-other"][0]
+    assert [done["value"]["leader"]] in done["value"]["groups"]

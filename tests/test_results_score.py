@@ -39,14 +39,15 @@ def make_store(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def scored(spark: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, object]:
     root = make_store(tmp_path_factory.mktemp("score") / "store")
-    result = score(spark, root, root / "_score")
+    result = score(spark, root, root / "_score")  # plan "runs": one task per run
     baseline = score_pandas(root, root / "_baseline")
-    return root, result, baseline
+    grouped = score(spark, root, root / "_groups", plan="groups")  # groupBy(run, key).applyInPandas
+    return root, result, baseline, grouped
 
 
 @pytest.mark.spark
 def test_spark_verdicts_equal_in_process_checker(scored: tuple) -> None:
-    root, result, _ = scored
+    root, result, _, _ = scored
     runs = result.runs.set_index("run_id")
     checked = 0
     for run_dir in Store(root).run_dirs():
@@ -72,20 +73,24 @@ def test_spark_verdicts_equal_in_process_checker(scored: tuple) -> None:
 
 @pytest.mark.spark
 def test_spark_metrics_equal_pandas_baseline(scored: tuple) -> None:
-    _, result, baseline = scored
-    a = result.runs.set_index("run_id").sort_index()
+    _, result, baseline, grouped = scored
     b = baseline.runs.set_index("run_id").sort_index()
-    assert list(a.index) == list(b.index)
-    for col in ("events", "ok", "fail", "info", "ok_rate", "lat_p50_ms", "lat_p99_ms", "lat_max_ms", "throughput",
-                "outage_s", "availability", "recover_max_s", "verdict", "first_anomaly_s", "counts_json"):
-        pd.testing.assert_series_equal(a[col], b[col], check_dtype=False, check_names=False, obj=col)
-    pd.testing.assert_frame_equal(result.groups.reset_index(drop=True), baseline.groups.reset_index(drop=True),
-                                  check_dtype=False)
+    for spark_result in (result, grouped):
+        a = spark_result.runs.set_index("run_id").sort_index()
+        assert list(a.index) == list(b.index)
+        for col in ("events", "ok", "fail", "info", "ok_rate", "lat_p50_ms", "lat_p99_ms", "lat_max_ms",
+                    "throughput", "outage_s", "availability", "recover_max_s", "verdict", "first_anomaly_s",
+                    "counts_json", "faults_json", "outages_json", "recover_json", "warning"):
+            pd.testing.assert_series_equal(a[col].astype(object).where(a[col].notna(), None),
+                                           b[col].astype(object).where(b[col].notna(), None),
+                                           check_dtype=False, check_names=False, obj=col)
+        pd.testing.assert_frame_equal(spark_result.groups.reset_index(drop=True),
+                                      baseline.groups.reset_index(drop=True), check_dtype=False)
 
 
 @pytest.mark.spark
 def test_partial_and_malformed_runs_are_scored_with_warnings(scored: tuple) -> None:
-    _root, result, _ = scored
+    _root, result, _, _ = scored
     runs = result.runs.set_index("run_id")
     crashed = next(r for r in runs.index if r.startswith("register-crashed/"))
     broken = next(r for r in runs.index if r.startswith("register-broken/"))
@@ -100,7 +105,7 @@ def test_partial_and_malformed_runs_are_scored_with_warnings(scored: tuple) -> N
 
 @pytest.mark.spark
 def test_scorecard_outputs(scored: tuple) -> None:
-    root, _result, _ = scored
+    root, _result, _, _ = scored
     out = root / "_score"
     scores = pd.read_parquet(out / "scores.parquet")
     assert len(scores) == 9 and set(scores["verdict"]) <= {"true", "false", "unknown"}

@@ -172,6 +172,7 @@ class ReplicaHost:
         state, snap, si, st = storage.load(config_from_dict(sb.initial_config))
         r = Replica(self.uuid, sb.tablet_id, storage, state, snap, si, st, self.opts, self.transport.send,
                     self.advertise, on_event=self._on_event, on_apply=self._on_apply)
+        r.log_anchor = lambda tid=sb.tablet_id: self.log_anchor(tid)
         with self.lock:
             self.replicas[sb.tablet_id] = r
             self.changed.add(sb.tablet_id)

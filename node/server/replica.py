@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import random
 import threading
 import time
@@ -64,6 +65,10 @@ class _ReadWaiter:
     error: ErrorCode | None = None
 
 
+SNAPSHOT_EVERY = int(os.environ.get("FAULTLINE_SNAPSHOT_EVERY", "20000"))   # applied entries between snapshots
+MAX_LAG_ENTRIES = int(os.environ.get("FAULTLINE_MAX_LAG_ENTRIES", "50000"))  # WAL kept for lagging followers
+
+
 @dataclass
 class DriverOptions:
     tick_s: float = 0.1
@@ -105,6 +110,8 @@ class Replica:
         self._stopped = False
         self.leader_since = 0.0
         self.last_error = ""
+        self.snapshot_index = snap_index
+        self.log_anchor: Callable[[], int | None] = lambda: None   # set by the host: open copy sessions
         self.thread = threading.Thread(target=self._run, name=f"replica-{tablet_id[:8]}", daemon=True)
 
     def start(self) -> None:
@@ -225,16 +232,31 @@ class Replica:
         if applied_any:
             with self.apply_cv:
                 self.apply_cv.notify_all()
+            if self.tablet.applied_index - self.snapshot_index >= SNAPSHOT_EVERY:
+                self._snapshot_and_gc()
             if self.on_apply is not None:
                 try:
                     self.on_apply(self, self.tablet.applied_index)
                 except Exception:
                     log.exception("apply handler")
 
-    # ------------------------------------------------------------------ requests
-    def _not_leader(self, exc: RaftError) -> RaftError:
-        return exc
+    def _snapshot_and_gc(self) -> None:
+        """Snapshot the state machine, then collect WAL segments nobody needs: not below the snapshot,
+        not what healthy followers still lack (up to MAX_LAG_ENTRIES), not what a copy session anchors."""
+        data, si, st = self.tablet.snapshot()
+        self.storage.write_snapshot(data, si, st)
+        self.snapshot_index = si
+        with self.lock:
+            below = min(si + 1, self.core.retention_index(MAX_LAG_ENTRIES))
+        anchor = self.log_anchor()
+        if anchor is not None:
+            below = min(below, anchor)
+        first = self.storage.gc(below)
+        with self.lock:
+            self.core.compact(first)
+        log.info("%s: snapshot at %d, WAL now starts at %d", self.tablet_id[:12], si, first)
 
+    # ------------------------------------------------------------------ requests
     def propose(self, payload: bytes, timeout: float) -> list[OpResult]:
         """Replicate one entry; returns the state machine's results once committed and applied.
 
@@ -355,6 +377,9 @@ class Replica:
                 st.pending_config.CopyFrom(config_to_pb(c.config))
             if c.is_leader():
                 for u, h in c.peer_health().items():
+                    pr = c.progress.get(u)
+                    if h == PeerHealth.FAILED_UNRECOVERABLE and pr is not None and pr.next - 1 >= c.log_start - 1:
+                        continue  # not answered since this leader started: unknown, not unrecoverable
                     if h != PeerHealth.HEALTHY:
                         st.failed_peers.append(u)
                 for u, pr in c.progress.items():

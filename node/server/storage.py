@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 
 from node.consensus import Entry, HardState, PersistentState, RaftConfig, Ready
@@ -25,6 +26,8 @@ log = logging.getLogger("node.storage")
 __all__ = ["CmetaCorruption", "ReplicaStorage", "WalCorruption"]
 
 WAIT_S = 60.0
+# WAL segment size; tests make it tiny to exercise garbage collection
+SEGMENT_BYTES = int(os.environ.get("FAULTLINE_WAL_SEGMENT_BYTES", str(8 << 20)))
 
 
 class ReplicaStorage:
@@ -44,7 +47,7 @@ class ReplicaStorage:
 
     def _open_wal(self, start_index: int, prev_term: int) -> Wal:
         return Wal(self.wal_dir, fsync="always" if self.fsync else "never", bugs=self.bugs,
-                   start_index=start_index, start_prev_term=prev_term)
+                   start_index=start_index, start_prev_term=prev_term, segment_size=SEGMENT_BYTES)
 
     # ------------------------------------------------------------------ create / load
     def create(self, config: RaftConfig, term: int = 0, snapshot: bytes | None = None,
@@ -60,7 +63,8 @@ class ReplicaStorage:
                 {"index": snapshot_index, "term": snapshot_term, "data": snapshot.decode()}).encode(), fsync=True)
         elif self.snapshot_path.exists():
             self.snapshot_path.unlink()
-        wal = Wal(self.wal_dir, fsync="always", start_index=snapshot_index + 1, start_prev_term=snapshot_term)
+        wal = Wal(self.wal_dir, fsync="always", start_index=snapshot_index + 1, start_prev_term=snapshot_term,
+                  segment_size=SEGMENT_BYTES)
         try:
             if entries:
                 wal.append_sync(list(entries), timeout=WAIT_S)
@@ -107,6 +111,15 @@ class ReplicaStorage:
             cfg = rd.committed_config or self.cmeta.committed_config
             self.cmeta = ConsensusMetadata(hs.term, hs.voted_for, cfg)
             self.cmeta.save(self.cmeta_path, fsync=self.fsync)
+
+    def write_snapshot(self, data: bytes, index: int, term: int) -> None:
+        """Persist the state machine at `index`; the WAL below it may then be collected."""
+        atomic_write(self.snapshot_path, json.dumps({"index": index, "term": term, "data": data.decode()}).encode(),
+                     fsync=self.fsync)
+
+    def gc(self, below_index: int) -> int:
+        """Drop closed WAL segments below `below_index`; returns the WAL's new first index."""
+        return self.wal.gc(below_index) if self.wal is not None else below_index
 
     def entries_after(self, index: int) -> list[Entry]:
         """The WAL's entries with index > `index` (a tablet copy source sends these)."""
