@@ -232,6 +232,8 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
 
 /* The kv trie: node = (parent node, appended string); -1 parent is a put of `tok`. */
 static int kv_node(Search *s, int parent, int tok) {
+    /* Appending to the empty string is a put: one node for both, so equal states share an id more often. */
+    if (parent >= 0 && s->nlen[parent] == 0) parent = -1;
     uint64_t key = ((uint64_t)(uint32_t)(parent + 1) << 32) | (uint32_t)tok;
     size_t mask = s->ncap - 1, j = (key * 0x9E3779B97F4A7C15ULL) >> 20 & mask;
     while (s->nvals[j]) {

@@ -240,3 +240,63 @@ def test_shrinking_finds_a_minimal_counterexample() -> None:
         settings=settings(max_examples=500, database=None),
     )
     assert len(ops) == 1 and ops[0][0] == "read"
+
+
+KV_OP = st.tuples(st.sampled_from(["get", "get", "append", "append", "put"]), st.sampled_from(["a", "b", "c"]))
+
+
+def execute_kv(ops: list[tuple[str, str]], timings: list[tuple[int, int, str]]) -> list[dict[str, Any]]:
+    """A real sequential execution of one kv key (appends, puts, gets; initial "") with random intervals;
+    some appends and puts crash (info)."""
+    state = ""
+    recs = []
+    for i, (f, v) in enumerate(ops):
+        t = 100 * (i + 1)
+        before, after, kind = timings[i % len(timings)]
+        inv, comp = t - before, t + after + 1
+        if f == "get":
+            recs.append([inv, comp, f, None, state, "ok"])
+            continue
+        state = state + v if f == "append" else v
+        recs.append([inv, comp, f, v, v, kind])
+    recs.sort(key=lambda r: r[0])
+    free_at: dict[int, int] = {}
+    events = []
+    nxt = 0
+    for inv, comp, f, inv_value, value, typ in recs:
+        proc = next((p for p, t in free_at.items() if t < inv), None)
+        if proc is None:
+            proc, nxt = nxt, nxt + 1
+        free_at[proc] = comp
+        if typ == "info":
+            free_at.pop(proc)
+        events.append((inv, 1, {"type": "invoke", "process": proc, "f": f, "key": "k", "value": inv_value}))
+        events.append((comp, 0, {"type": typ, "process": proc, "f": f, "key": "k", "value": value}))
+    events.sort(key=lambda e: (e[0], e[1]))
+    return [{"index": i, "time": t, **op} for i, (t, _, op) in enumerate(events)]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(KV_OP, min_size=1, max_size=30), st.lists(TIMING, min_size=1, max_size=30), st.integers(0, 50))
+def test_property_kv_real_executions_and_corrupted_gets(ops: list, timings: list, which: int) -> None:
+    hist = execute_kv(ops, timings)
+    runs = {use_c: check(hist, "kv", semantics="porcupine", init="", use_c=use_c) for use_c in ENGINES}
+    assert {r["valid"] for r in runs.values()} == {True}, runs
+    gets = [i for i, op in enumerate(hist) if op["f"] == "get" and op["type"] == "ok"]
+    if not gets:
+        return
+    bad = [dict(op) for op in hist]
+    bad[gets[which % len(gets)]]["value"] += "z"  # no op ever appends "z"
+    runs = {use_c: check(bad, "kv", semantics="porcupine", init="", use_c=use_c) for use_c in ENGINES}
+    assert {r["valid"] for r in runs.values()} == {False}, runs
+    if HAVE_C:  # the same search, step for step (the kv pruning included)
+        assert runs[True]["steps"] == runs[False]["steps"]
+
+
+def test_the_c_core_is_built_in_ci() -> None:
+    """CI installs with a compiler: the compiled core must be there, or its tests would not run."""
+    import os
+
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        pytest.skip("only enforced with CI=true (outside CI the pure-Python search is a valid fallback)")
+    assert HAVE_C, "checkers._wgl was not built (or is stale): pip install -e . with gcc"

@@ -113,15 +113,17 @@ def test_wal_gc_snapshots_restart_and_copy(tmp_path):
         spare = next(n for n in c.nodes.values() if n.kind == "tserver" and n.uuid not in members)
         r = c.tool("tablet", "change_config", "move_replica", c.masters_arg(), tablet_id, reps[0][0], spare.uuid)
         assert r.returncode == 0, r.stderr
-        r = c.tool("tablet", "leader_step_down", c.masters_arg(), tablet_id, "--new-leader", spare.uuid)
-        assert r.returncode == 0, r.stderr
 
         def spare_leads():
             resp = pbg.ConsensusStub(cl.pool.get(spare.advertise)).ListReplicas(
                 pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5)
             return resp.replicas[0].role == "LEADER"
 
-        c.wait_for(spare_leads, 30, "the copied replica leads")
+        def transfer():
+            c.tool("tablet", "leader_step_down", c.masters_arg(), tablet_id, "--new-leader", spare.uuid)
+            return c.wait_for(spare_leads, 3, "the copied replica leads")
+
+        c.wait_for(transfer, 40, "leadership moved to the copied replica", interval=0.5)
         assert [cl.get("t", i, timeout=30) for i in range(200)] == list(range(200))
         cl.close()
     finally:

@@ -112,8 +112,10 @@ def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str)
 
 @pytest.mark.parametrize("name,evidence", [("set", "lost"), ("bank", "first_wrong_total"), ("catalog", "lost")])
 def test_lossy_fake_is_caught_by_each_workloads_checker(name: str, evidence: str) -> None:
+    # a high rate: enough writes that some are lost (each is lost with probability 0.1 to 0.2)
     t = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": name, "nemesis": "none",
-                                            "time_limit": 1, "concurrency": 4, "seed": 5, "quiet_period": 0}))
+                                            "time_limit": 1, "concurrency": 4, "seed": 5, "quiet_period": 0,
+                                            "rate": 400}))
     b = FakeBackend(seed=5)
     t["connect"] = b.client
     t["cluster_spec"]["inject_bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)

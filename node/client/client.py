@@ -163,7 +163,11 @@ class KuduClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise UnavailableError(f"{method}: no leader master within the deadline ({last})")
-            addr = self._leader_master or self.masters[len(tried) % len(self.masters)]
+            addr = self._leader_master
+            if addr is None or self._is_suspect(addr):
+                # round-robin, masters that recently timed out last
+                ring = sorted(self.masters, key=self._is_suspect)
+                addr = ring[len(tried) % len(ring)]
             try:
                 resp = self.pool.call(addr, pbg.MasterStub, method, req, timeout=min(left, 5.0 if not mutating else left))
                 self._leader_master = addr
@@ -175,9 +179,13 @@ class KuduClient:
                     raise NotFoundError(exc.details()) from None
                 _raise_definite(exc)
                 last = f"{addr}: {code.name} {exc.details()}"
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    self._suspect(addr)
+                    if self._leader_master == addr:
+                        self._leader_master = None
                 if _retryable_answer(exc) or _not_sent(exc):
                     h = _hint(exc)
-                    self._leader_master = h[1] if h else None
+                    self._leader_master = h[1] if h and not self._is_suspect(h[1]) else None
                     if h and h[1] not in self.masters:
                         self.masters.append(h[1])   # a master added since we were configured
                     tried.append(addr)
