@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 install: system-deps $(VENV)/.installed stubs
 
 stubs: $(VENV)/.installed
-	@$(PY) -m node.protos._compile >/dev/null
+	@$(PY) -c "from node.protos._compile import compile_protos; compile_protos()"
 
 image: install
 	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image; fi

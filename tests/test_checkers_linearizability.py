@@ -277,7 +277,7 @@ def execute_kv(ops: list[tuple[str, str]], timings: list[tuple[int, int, str]]) 
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(KV_OP, min_size=1, max_size=30), st.lists(TIMING, min_size=1, max_size=30), st.integers(0, 50))
+@given(st.lists(KV_OP, min_size=1, max_size=20), st.lists(TIMING, min_size=1, max_size=20), st.integers(0, 50))
 def test_property_kv_real_executions_and_corrupted_gets(ops: list, timings: list, which: int) -> None:
     hist = execute_kv(ops, timings)
     runs = {use_c: check(hist, "kv", semantics="porcupine", init="", use_c=use_c) for use_c in ENGINES}
@@ -293,10 +293,12 @@ def test_property_kv_real_executions_and_corrupted_gets(ops: list, timings: list
         assert runs[True]["steps"] == runs[False]["steps"]
 
 
-def test_the_c_core_is_built_in_ci() -> None:
-    """CI installs with a compiler: the compiled core must be there, or its tests would not run."""
+def test_the_c_core_is_built_where_a_compiler_is() -> None:
+    """The editable install builds the compiled core with gcc; where gcc exists (CI included) it must be
+    there and current, or the C engine's tests above would silently not run."""
     import os
+    import shutil
 
-    if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
-        pytest.skip("only enforced with CI=true (outside CI the pure-Python search is a valid fallback)")
-    assert HAVE_C, "checkers._wgl was not built (or is stale): pip install -e . with gcc"
+    if shutil.which("gcc") is None and os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        pytest.skip("no gcc here: the pure-Python search is the valid fallback")
+    assert HAVE_C, "checkers._wgl is missing or stale: run `pip install -e .` (or `make install`)"

@@ -42,7 +42,7 @@ def test_tserver_loss_is_rereplicated(tmp_path):
             return all(len(reps) == 3 and all(v for _, v in reps) and victim_uuid not in [u for u, _ in reps]
                        for reps in cf.values())
 
-        c.wait_for(healed, 50, "every tablet back to 3 voters without the lost server")
+        c.wait_for(healed, 90, "every tablet back to 3 voters without the lost server")
         assert [cl.get("t", i) for i in range(30)] == list(range(30))
         c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
         cl.close()
@@ -76,7 +76,7 @@ def test_majority_loss_unsafe_change_config(tmp_path):
             (reps2,) = _configs(cl, "t").values()
             return len(reps2) == 3 and all(v for _, v in reps2) and not ({u for u, _ in reps2} & set(uuids[1:]))
 
-        c.wait_for(healed, 50, "the tablet back to 3 voters")
+        c.wait_for(healed, 90, "the tablet back to 3 voters")
         c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
         resp = pbg.ConsensusStub(cl.pool.get(survivor.advertise)).ListReplicas(
             pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5)

@@ -575,7 +575,10 @@ class MasterServer:
         elif bad_v and len(voters) > table.replication:
             change = ConfigChange(ChangeType.REMOVE_PEER, bad_v[0])
         elif (bad_v or len(voters) < table.replication) and not nonvoters:
-            live = [x for x in self.live_tservers() if cfg.peer(x.uuid) is None]
+            now = time.monotonic()
+            fresh = max(1.0, 3 * self.hb_s)   # a replacement must be heard from very recently
+            live = [x for x in self.live_tservers() if cfg.peer(x.uuid) is None and now - x.last_seen <= fresh
+                    and x.uuid not in failed]
             if not live:
                 return
             counts = self.cache.replica_counts()
