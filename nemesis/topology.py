@@ -24,6 +24,7 @@ from nemesis.base import (
     master_roles,
     masters_arg,
     nemesis_rng,
+    node_of_address,
     role_nodes,
     tablets,
     tool,
@@ -157,21 +158,25 @@ class MasterReplaceNemesis:
             test["dns"][name] = replacement  # type: ignore[index]
         # the source is the leader now: if C led, the survivors elect a new one first (the document's
         # "replace A with whichever node was elected the new leader")
-        now: dict[str, str | None] = {"leader": leader if leader != victim else None}
+        now: dict[str, str | None] = {"leader": None, "addr": None}
 
         def survivor_leads() -> bool:
-            now["leader"] = now["leader"] or master_leader(test)
-            return now["leader"] not in (None, victim)
+            for _, addr, role, _ in master_roles(test):
+                node = node_of_address(test, addr)
+                if role == "LEADER" and addr.rsplit(":", 1)[0] != name and node != victim:
+                    now["leader"], now["addr"] = node, addr
+                    return True
+            return False
 
         if not wait_until(survivor_leads, self.wait_s, 1.0, "a leader among the surviving masters"):
             raise NemesisError(f"no leader among the surviving masters after {victim} died")
-        source = next(n for n, h in holders.items() if h == now["leader"] and n != name)
+        source = str(now["addr"])  # the leader's advertised address, resolvable inside the cluster
         steps.append(f"leader {now['leader']} ({source})")
         # the replacement takes the dead master's uuid: the masters' Raft config names it by uuid
         tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
              timeout=60)
         steps.append(f"fs format --uuid {uuid} on {replacement}")
-        copy = ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, f"{source}:{MASTER_PORT}",
+        copy = ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, source,
                 "--fs-dir", _fs_dir(test, replacement)]
         last: list[str] = []
 

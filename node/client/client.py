@@ -17,6 +17,7 @@ import logging
 import random
 import threading
 import time
+import uuid as uuid_mod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -154,14 +155,18 @@ class KuduClient:
     def _deadline(self, timeout: float | None) -> float:
         return time.monotonic() + (self.default_timeout_s if timeout is None else timeout)
 
-    def _master_call(self, method: str, req: Any, deadline: float, mutating: bool) -> Any:
-        """Call the leader master; follow hints; retry what provably did not take effect."""
+    def _master_call(self, method: str, req: Any, deadline: float, mutating: bool, idempotent: bool = False) -> Any:
+        """Call the leader master; follow hints; retry what provably did not take effect, and, for
+        requests the master recognises when repeated (`idempotent`), also what may have."""
         backoff = 0.05
         tried: list[str] = []
         last = "no master answered"
+        ambiguous = False
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                if ambiguous:
+                    raise IndeterminateError(f"{method}: outcome unknown at the deadline ({last})")
                 raise UnavailableError(f"{method}: no leader master within the deadline ({last})")
             addr = self._leader_master
             if addr is None or self._is_suspect(addr):
@@ -169,7 +174,8 @@ class KuduClient:
                 ring = sorted(self.masters, key=self._is_suspect)
                 addr = ring[len(tried) % len(ring)]
             try:
-                resp = self.pool.call(addr, pbg.MasterStub, method, req, timeout=min(left, 5.0 if not mutating else left))
+                per_try = left if mutating and not idempotent else min(left, 5.0)
+                resp = self.pool.call(addr, pbg.MasterStub, method, req, timeout=per_try)
                 self._leader_master = addr
                 self._learn_masters(addr)
                 return resp
@@ -189,10 +195,11 @@ class KuduClient:
                     if h and h[1] not in self.masters:
                         self.masters.append(h[1])   # a master added since we were configured
                     tried.append(addr)
-                elif mutating:
+                elif mutating and not idempotent:
                     raise IndeterminateError(f"{method} sent to {addr}, outcome unknown: {code.name} "
                                              f"{exc.details()}") from None
                 else:
+                    ambiguous = ambiguous or mutating
                     self._leader_master = None
                     tried.append(addr)
             if len(tried) % len(self.masters) == 0:
@@ -220,8 +227,10 @@ class KuduClient:
         if not isinstance(name, str) or not isinstance(num_tablets, int) or not isinstance(replication, int):
             raise InvalidArgumentError("name must be str, num_tablets and replication int")
         deadline = self._deadline(timeout)
-        resp = self._master_call("CreateTable", pb.CreateTableRequest(name=name, num_tablets=num_tablets,
-                                                                      replication=replication), deadline, True)
+        # the id makes a retried create recognisable, so an ambiguous failure can be retried safely
+        req = pb.CreateTableRequest(name=name, num_tablets=num_tablets, replication=replication,
+                                    table_id=uuid_mod.uuid4().hex)
+        resp = self._master_call("CreateTable", req, deadline, True, idempotent=True)
         if wait:
             while True:
                 try:
@@ -238,7 +247,12 @@ class KuduClient:
         return resp.table_id
 
     def delete_table(self, name: str, timeout: float | None = None) -> None:
-        self._master_call("DeleteTable", pb.DeleteTableRequest(name=name), self._deadline(timeout), True)
+        deadline = self._deadline(timeout)
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError("table name must be a non-empty str")
+        info = self._master_call("GetTableLocations", pb.GetTableLocationsRequest(name=name), deadline, False)
+        self._master_call("DeleteTable", pb.DeleteTableRequest(name=name, table_id=info.table.table_id), deadline,
+                          True, idempotent=True)
         with self._lock:
             self._meta.pop(name, None)
 
@@ -247,7 +261,7 @@ class KuduClient:
         if not isinstance(schema_version, int) or isinstance(schema_version, bool):
             raise InvalidArgumentError("schema_version must be int")
         resp = self._master_call("AlterTable", pb.AlterTableRequest(name=name, schema_version=schema_version),
-                                 self._deadline(timeout), True)
+                                 self._deadline(timeout), True, idempotent=True)
         with self._lock:
             self._meta.pop(name, None)
         return resp.schema_version

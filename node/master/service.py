@@ -311,16 +311,22 @@ class MasterServer:
             return t.addr if t else ""
 
     # ------------------------------------------------------------------ DDL
-    def create_table(self, name: str, num_tablets: int, replication: int) -> str:
+    def create_table(self, name: str, num_tablets: int, replication: int, table_id: str = "") -> str:
         if not name or len(name) > MAX_NAME or "/" in name:
             raise MasterError(grpc.StatusCode.INVALID_ARGUMENT, f"bad table name {name!r}: 1-{MAX_NAME} chars, no '/'")
         if not 1 <= num_tablets <= MAX_TABLETS:
             raise MasterError(grpc.StatusCode.INVALID_ARGUMENT, f"num_tablets must be 1..{MAX_TABLETS}, got {num_tablets}")
         if replication < 1 or replication % 2 == 0:
             raise MasterError(grpc.StatusCode.INVALID_ARGUMENT, f"replication must be odd and >= 1, got {replication}")
+        if table_id and not (len(table_id) == 32 and all(ch in "0123456789abcdef" for ch in table_id)):
+            raise MasterError(grpc.StatusCode.INVALID_ARGUMENT, f"bad table_id {table_id!r}: 32 hex digits")
         self.require_leader()
         with self.ddl_lock:
             with self.lock:
+                if table_id and self.cache.by_name.get(name) == table_id:
+                    return table_id   # a retry of a create that succeeded
+                if table_id and table_id in self.cache.tables:
+                    raise MasterError(grpc.StatusCode.ALREADY_EXISTS, f"table id {table_id} was already used")
                 if name in self.cache.by_name:
                     raise MasterError(grpc.StatusCode.ALREADY_EXISTS, f"table {name!r} already exists")
                 live = self.live_tservers()
@@ -329,7 +335,7 @@ class MasterServer:
                                       f"NOT_ENOUGH_TSERVERS: replication {replication} needs as many live tablet "
                                       f"servers; {len(live)} live")
                 counts = self.cache.replica_counts()
-            table_id = uuidlib.uuid4().hex
+            table_id = table_id or uuidlib.uuid4().hex
             tablets = []
             for part in range(num_tablets):
                 chosen = sorted(live, key=lambda t: (counts.get(t.uuid, 0), random.random()))[:replication]
@@ -348,11 +354,16 @@ class MasterServer:
             self._send_creates(t)
         return table_id
 
-    def delete_table(self, name: str) -> None:
+    def delete_table(self, name: str, table_id: str = "") -> None:
         self.require_leader()
         with self.ddl_lock:
             with self.lock:
                 table = self.cache.table_by_name(name)
+                if table_id and (table is None or table.table_id != table_id):
+                    old = self.cache.tables.get(table_id)
+                    if old is not None and old.name == name and old.state == DELETED:
+                        return   # a retry of a delete that succeeded
+                    raise MasterError(grpc.StatusCode.NOT_FOUND, f"table {name!r} with id {table_id} not found")
                 if table is None:
                     raise MasterError(grpc.StatusCode.NOT_FOUND, f"table {name!r} not found")
                 new = TableRec(**{**table.__dict__, "state": DELETED})
@@ -373,7 +384,9 @@ class MasterServer:
                 table = self.cache.table_by_name(name)
                 if table is None:
                     raise MasterError(grpc.StatusCode.NOT_FOUND, f"table {name!r} not found")
-                if schema_version <= table.schema_version:
+                if schema_version == table.schema_version:
+                    return schema_version   # already there (a retry, or a no-op)
+                if schema_version < table.schema_version:
                     raise MasterError(grpc.StatusCode.INVALID_ARGUMENT,
                                       f"schema version must grow: table {name!r} is at {table.schema_version}")
                 new = TableRec(**{**table.__dict__, "schema_version": schema_version})
@@ -621,11 +634,12 @@ class MasterService(pbg.MasterServicer):
             context.abort(exc.code, str(exc))
 
     def CreateTable(self, request, context):
-        tid = self._run(context, self.m.create_table, request.name, request.num_tablets, request.replication)
+        tid = self._run(context, self.m.create_table, request.name, request.num_tablets, request.replication,
+                        request.table_id)
         return pb.CreateTableResponse(table_id=tid)
 
     def DeleteTable(self, request, context):
-        self._run(context, self.m.delete_table, request.name)
+        self._run(context, self.m.delete_table, request.name, request.table_id)
         return pb.DeleteTableResponse()
 
     def AlterTable(self, request, context):
