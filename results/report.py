@@ -186,6 +186,8 @@ def render_report(run: RunDir) -> str:
     p.append("<h2>Checkers</h2>")
     if results is None:
         p.append("<p>No results.json: the run did not finish, or was never checked.</p>")
+    elif results.get("unchecked") is True:
+        p.append("<p>Not checked yet (e.g. a synthetic run): <code>faultline score STORE</code> checks it.</p>")
     else:
         rows = [(k, v) for k, v in results.items() if isinstance(v, dict) and "valid" in v]
         if rows:

@@ -119,19 +119,21 @@ def test_kill_tablet_leader_writes_resume(cluster, client):
     part = client._partition("kv", "before", time.monotonic() + 5)
     victim = _leader_of(cluster, client, "kv", part)
     cluster.kill(victim)
-    t0 = time.monotonic()
-    acked = None
-    for i in range(200):
-        try:
-            client.put("kv", "before", 2 + i, timeout=5)
-            acked = time.monotonic() - t0
-            break
-        except (UnavailableError, IndeterminateError):
-            continue
-    assert acked is not None and acked < 20, acked
-    print(f"kill tablet leader -> next acked write: {acked:.2f}s")
-    assert client.get("kv", "before") >= 2
-    cluster.start(victim)
+    try:
+        t0 = time.monotonic()
+        acked = None
+        for i in range(200):
+            try:
+                client.put("kv", "before", 2 + i, timeout=5)
+                acked = time.monotonic() - t0
+                break
+            except (UnavailableError, IndeterminateError):
+                continue
+        assert acked is not None and acked < 20, acked
+        print(f"kill tablet leader -> next acked write: {acked:.2f}s")
+        assert client.get("kv", "before") >= 2
+    finally:
+        cluster.start(victim)
     cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40,
                      "ksck clean after the old leader returns")
 
@@ -141,18 +143,20 @@ def test_kill_leader_master_ddl_resumes(cluster, client):
     leader_addr = client._leader_master
     victim = next(n for n, p in cluster.nodes.items() if p.advertise == leader_addr)
     cluster.kill(victim)
-    t0 = time.monotonic()
-    client.create_table("after-failover", 2, 3, timeout=40)
-    took = time.monotonic() - t0
-    print(f"kill leader master -> next CreateTable done: {took:.2f}s")
-    assert took < 40
-    assert "after-failover" in client.list_tables() and "kv" in client.list_tables()
-    client.put("after-failover", "x", 1)
-    assert client.get("after-failover", "x") == 1
-    client.delete_table("after-failover")
-    assert "after-failover" not in client.list_tables()
-    cluster.start(victim)
-    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40,
+    try:
+        t0 = time.monotonic()
+        client.create_table("after-failover", 2, 3, timeout=40)
+        took = time.monotonic() - t0
+        print(f"kill leader master -> next CreateTable done: {took:.2f}s")
+        assert took < 40
+        assert "after-failover" in client.list_tables() and "kv" in client.list_tables()
+        client.put("after-failover", "x", 1)
+        assert client.get("after-failover", "x") == 1
+        client.delete_table("after-failover")
+        assert "after-failover" not in client.list_tables()
+    finally:
+        cluster.start(victim)
+    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 60,
                      "ksck clean after the old leader master returns")
 
 

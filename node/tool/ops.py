@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -163,7 +164,8 @@ def copy_from_remote(args: argparse.Namespace) -> int:
             raise ToolFailure(f"tablet {tid} already exists in {layout.root} ({sb.state}); delete it first")
     pool = ChannelPool()
     try:
-        if tid == SYS_TABLET and "copy-from-lagging-master" not in args.inject_bug:
+        bugs = set(args.inject_bug) | set(os.environ.get("FAULTLINE_INJECT_BUGS", "").replace(",", " ").split())
+        if tid == SYS_TABLET and "copy-from-lagging-master" not in bugs:
             # KUDU-1556: copying the catalog from a lagging master loses committed DDL
             resp = pool.call(src, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=RPC_TIMEOUT)
             ping = pool.call(src, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
@@ -453,7 +455,7 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
     leaders = set()
     for a in masters:
         try:
-            resp = c.pool.call(a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=3.0)
+            resp = c.pool.call(a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=5.0)
             out["masters"].append({"addr": a, "config": [(m.uuid, m.addr, m.role) for m in resp.masters]})
             leaders.update(m.uuid for m in resp.masters if m.role == "LEADER")
         except grpc.RpcError as exc:
