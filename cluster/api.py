@@ -65,6 +65,10 @@ class ClusterBackend(Protocol):
 
     def set_clock_offset(self, node: str, offset_s: float) -> None: ...
 
+    def power_loss(self, node: str, restart: bool = True) -> dict[str, Any]:
+        """SIGKILL, cut the data back to what reached fsync, start again (cluster/base.py)."""
+        ...
+
     # observation and evidence (implemented once in cluster/base.py for every backend)
     def daemon_status(self, node: str) -> str:
         """running | paused | stopped"""

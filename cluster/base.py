@@ -318,6 +318,28 @@ class NodeBackend:
     def kill(self, node: str) -> None:
         self._daemon(node, "kill", ["--name", self._node(node).role])
 
+    def power_loss(self, node: str, restart: bool = True) -> dict[str, Any]:
+        """A power cut: SIGKILL the daemon, cut its data directory back to what reached fsync
+        (`tool fs cut_to_synced`, the writes a real power cut discards), then start it again.
+        Returns the tool's report {"truncated": {path: bytes}, "deleted": [...], "restored": [...]}."""
+        self.kill(node)
+        report: dict[str, Any] = {"truncated": {}, "deleted": [], "restored": []}
+        if self.spec.daemon == "node":
+            argv = ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1", self.python(node),
+                    "-m", "node", "tool", "fs", "cut_to_synced", "--json", "--fs-dir", f"{self.node_dir(node)}/data"]
+            deadline = time.monotonic() + 10
+            while True:   # the killed process's lock can outlive it for a moment
+                rc, out, err = self.run(node, argv, 60, check=False)
+                if rc == 0 or "in use" not in err or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            if rc != 0:
+                raise ClusterError(f"{node}: tool fs cut_to_synced failed (exit {rc}): {(err or out).strip()[-500:]}")
+            report = json.loads(out.strip().splitlines()[-1])
+        if restart:
+            self.start(node)
+        return report
+
     def pause(self, node: str) -> None:
         self._daemon(node, "pause", ["--name", self._node(node).role])
 

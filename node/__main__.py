@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format=f"%(asctime)s {args.cmd} %(levelname)s %(name)s: %(message)s")
+    from node.clock import install_log_time
+
+    install_log_time()   # log times follow the node's clock, as under a real clock fault
     from node.server.process import StartupError, run_server
 
     try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from node.clock import clock
 from node.consensus import (
     ChangeType,
     ConfigChange,
@@ -259,7 +260,7 @@ class MasterServer:
     # ------------------------------------------------------------------ tablet servers
     def heartbeat(self, req: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
         leader = self.is_leader()
-        now = time.monotonic()
+        now = clock().monotonic()
         with self.lock:
             if leader or "cold-tserver-cache" not in self.bugs:
                 self.tservers[req.uuid] = TServerEntry(req.uuid, req.addr, now)
@@ -301,7 +302,7 @@ class MasterServer:
             self.leaders.pop(st.tablet_id, None)
 
     def live_tservers(self) -> list[TServerEntry]:
-        now = time.monotonic()
+        now = clock().monotonic()
         with self.lock:
             return [t for t in self.tservers.values() if now - t.last_seen <= self.live_s]
 
@@ -505,7 +506,7 @@ class MasterServer:
             self._async(f"create:{t.tablet_id}:{p.uuid}", self._ts_call, p.address, "CreateTablet", req)
 
     def _background(self) -> None:
-        while not self.stop_ev.wait(self.hb_s):
+        while not clock().sleep_on(self.stop_ev, self.hb_s):
             try:
                 if self.is_leader():
                     self._background_once()
@@ -588,7 +589,7 @@ class MasterServer:
         elif bad_v and len(voters) > table.replication:
             change = ConfigChange(ChangeType.REMOVE_PEER, bad_v[0])
         elif (bad_v or len(voters) < table.replication) and not nonvoters:
-            now = time.monotonic()
+            now = clock().monotonic()
             fresh = max(1.0, 3 * self.hb_s)   # a replacement must be heard from very recently
             live = [x for x in self.live_tservers() if cfg.peer(x.uuid) is None and now - x.last_seen <= fresh
                     and x.uuid not in failed]
@@ -656,7 +657,7 @@ class MasterService(pbg.MasterServicer):
         return self.m.heartbeat(request)
 
     def ListTServers(self, request, context):
-        now = time.monotonic()
+        now = clock().monotonic()
         with self.m.lock:
             servers = [pb.TServerInfo(uuid=t.uuid, addr=t.addr, seconds_since_heartbeat=now - t.last_seen,
                                       live=now - t.last_seen <= self.m.live_s) for t in self.m.tservers.values()]

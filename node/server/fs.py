@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from node.clock import wall
 
 UUID_RE = re.compile(r"^[0-9a-f]{32}$")
 
@@ -89,7 +90,7 @@ def format_fs(root: str | Path, uuid: str | None = None) -> str:
     layout.root.mkdir(parents=True, exist_ok=True)
     for sub in ("tablet-meta", "cmeta", "wals", "snapshots"):
         (layout.root / sub).mkdir(exist_ok=True)
-    atomic_write(layout.instance, json.dumps({"uuid": u, "format_time": time.time()}).encode())
+    atomic_write(layout.instance, json.dumps({"uuid": u, "format_time": wall()}).encode())
     return u
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 import grpc
 
+from node.clock import clock
 from node.consensus import (
     ChangeType,
     ConfigChange,
@@ -304,7 +304,7 @@ class ReplicaHost:
             committed = r.core.committed_config
         sid = uuidlib.uuid4().hex
         with self.lock:
-            now = time.monotonic()
+            now = clock().monotonic()
             for k in [k for k, s in self.sessions.items() if s.expires < now]:
                 self.sessions.pop(k)
             self.sessions[sid] = _CopySession(tablet_id, si + 1, now + COPY_SESSION_TTL_S)

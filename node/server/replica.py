@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from node.clock import Clock, clock
 from node.consensus import (
     ConfigChange,
     EntryType,
@@ -66,6 +67,7 @@ class _ReadWaiter:
 
 
 SNAPSHOT_EVERY = int(os.environ.get("FAULTLINE_SNAPSHOT_EVERY", "20000"))   # applied entries between snapshots
+MAX_JUMP_TICKS = 100   # ticks delivered at once when the clock is set forward (a bounded burst)
 MAX_LAG_ENTRIES = int(os.environ.get("FAULTLINE_MAX_LAG_ENTRIES", "50000"))  # WAL kept for lagging followers
 
 
@@ -76,6 +78,7 @@ class DriverOptions:
     election_ticks: int = 15
     failed_after_ticks: int = 100
     bugs: frozenset[str] = frozenset()
+    clock: Clock | None = None    # None: the process clock (node.clock), which clock faults move
 
 
 class Replica:
@@ -90,6 +93,7 @@ class Replica:
         self.tablet_id = tablet_id
         self.storage = storage
         self.opts = opts
+        self.clock = opts.clock or clock()
         self._send = send
         self.my_addr = my_addr
         self.on_event = on_event
@@ -140,12 +144,17 @@ class Replica:
 
     # ------------------------------------------------------------------ driver loop
     def _run(self) -> None:
+        """Ticks are counted on the node's clock: a clock set back delays them (timers fire late), a clock
+        set forward delivers the skipped ticks at once, up to MAX_JUMP_TICKS (timers fire early), as a
+        real clock fault would. A stall of the process itself (GC, SIGSTOP) never bursts ticks."""
         tick = self.opts.tick_s
-        next_tick = time.monotonic() + tick
+        clk = self.clock
+        next_tick = clk.monotonic() + tick
+        last_offset = clk.offset()
         while True:
             with self.cv:
                 while not self._stopped and not self._inbox and not self.core.has_ready():
-                    delay = next_tick - time.monotonic()
+                    delay = clk.wait_s(next_tick, tick)   # in [0, tick]: offset jumps are seen promptly
                     if delay <= 0:
                         break
                     self.cv.wait(delay)
@@ -155,11 +164,16 @@ class Replica:
                 try:
                     for m in inbox:
                         self.core.step(m)
-                    now = time.monotonic()
+                    now = clk.monotonic()
+                    offset = clk.offset()
+                    jumped = offset - last_offset
+                    last_offset = offset
                     if now >= next_tick:
-                        self.core.tick()
+                        extra = min(MAX_JUMP_TICKS, int(jumped / tick)) if jumped > 0 else 0
+                        for _ in range(1 + extra):
+                            self.core.tick()
                         next_tick += tick
-                        if now - next_tick > 5 * tick:  # stalled (GC, paused process): don't burst-tick
+                        if now - next_tick > 5 * tick:  # stalled or jumped: don't burst-tick any more
                             next_tick = now + tick
                     rd = self.core.ready() if self.core.has_ready() else None
                     addrs = {p.uuid: p.address for p in self.core.committed_config.peers}
@@ -210,7 +224,7 @@ class Replica:
                 r.ev.set()
         for ev in rd.events:
             if ev.kind == EventKind.BECAME_LEADER:
-                self.leader_since = time.monotonic()
+                self.leader_since = self.clock.monotonic()
             if ev.kind in (EventKind.LOST_LEADERSHIP, EventKind.BECAME_LEADER, EventKind.CONFIG_COMMITTED,
                            EventKind.REMOVED):
                 log.info("%s: %s term=%s leader=%s %s", self.tablet_id[:12], ev.kind.value, ev.term,

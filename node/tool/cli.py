@@ -33,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fs-dir", required=True)
     p.set_defaults(fn=ops.fs_dump_uuid)
 
+    p = fs.add_parser("cut_to_synced", help="simulated power loss: cut every file back to what reached fsync "
+                      "(server must be stopped)")
+    p.add_argument("--fs-dir", required=True)
+    p.add_argument("--json", action="store_true", help="print what was cut as JSON")
+    p.set_defaults(fn=ops.fs_cut_to_synced)
+
     lr = groups.add_parser("local_replica", help="replicas in a local data directory (server stopped)")
     lrs = lr.add_subparsers(dest="action", required=True)
     p = lrs.add_parser("list", help="list the replicas in a data directory")

@@ -102,6 +102,31 @@ def _layout(args: argparse.Namespace, write: bool = False) -> tuple[FsLayout, st
     return FsLayout(Path(args.fs_dir)), u
 
 
+def fs_cut_to_synced(args: argparse.Namespace) -> int:
+    """Simulated power loss on a stopped server's directory: every tracked file goes back to what had
+    reached fsync (node.log.cut_to_synced). The lock keeps it from cutting files under a live server."""
+    from node.log import cut_to_synced
+
+    _layout(args, write=True)
+    try:
+        rep = cut_to_synced(args.fs_dir)
+    except OSError as exc:
+        raise ToolFailure(f"cut_to_synced: {exc}") from None
+    if args.json:
+        print(json.dumps({"truncated": rep.truncated, "deleted": rep.deleted, "restored": rep.restored},
+                         sort_keys=True))
+        return 0
+    for path, n in sorted(rep.truncated.items()):
+        print(f"truncated {path} (-{n} bytes)")
+    for path in rep.deleted:
+        print(f"deleted {path}")
+    for path in rep.restored:
+        print(f"restored {path}")
+    print(f"cut_to_synced: {len(rep.truncated)} truncated, {len(rep.deleted)} deleted, "
+          f"{len(rep.restored)} restored")
+    return 0
+
+
 # ---------------------------------------------------------------------- local_replica
 def local_list(args: argparse.Namespace) -> int:
     layout, _ = _layout(args)

@@ -13,6 +13,7 @@ import threading
 
 import grpc
 
+from node.clock import clock
 from node.protos import node_pb2 as pb
 from node.protos import node_pb2_grpc as pbg
 from node.server.host import ReplicaHost
@@ -38,7 +39,7 @@ class _MasterStream:
 
     def _run(self) -> None:
         failures = 0
-        while not self.hb.stop_ev.wait(self.hb.interval_s if failures == 0 else min(1.0, self.hb.interval_s)):
+        while not clock().sleep_on(self.hb.stop_ev, self.hb.interval_s if failures == 0 else min(1.0, self.hb.interval_s)):
             try:
                 self.beat()
                 failures = 0

@@ -1,0 +1,119 @@
+"""Power loss: nodes lose power together and come back with only what had reached fsync.
+
+start-power-loss {targets, subset} kills every victim first (a power cut hits them at the same moment,
+so none can re-replicate to another before it dies too), then cuts each data directory back to its
+fsynced state and starts the node again (`backend.power_loss`, see cluster/base.py). With fsync on, no
+acknowledged write may be lost; with the `no-fsync` bug, losing a majority of a tablet's replicas
+loses acknowledged writes, which the set checker must report (issue 9's `no-fsync` cell).
+
+Subsets are those of nemesis.base, plus `tablet-majority`: a majority of the replicas of one tablet of
+this run's tables (all three of a three-replica tablet), the cut that shows missing fsyncs for sure.
+stop-power-loss makes sure every victim runs again (a restart that failed is retried there and in heal).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from nemesis.base import (
+    NemesisError,
+    Op,
+    backend,
+    done,
+    log,
+    nemesis_rng,
+    pick_subset,
+    role_nodes,
+    tablets,
+)
+
+SUBSETS = ("one", "minority", "majority", "all", "tablet-majority")
+
+
+class PowerLossNemesis:
+    """Kills, cuts to the fsynced state, and restarts a subset of nodes at once."""
+
+    fs = frozenset({"start-power-loss", "stop-power-loss"})
+
+    def __init__(self) -> None:
+        self.rng = None
+        self.pending: set[str] = set()   # victims not yet seen running again
+        self.lock = threading.Lock()
+
+    def setup(self, test: Mapping[str, Any]) -> PowerLossNemesis:
+        self.rng = nemesis_rng(test, "power-loss")
+        return self
+
+    def _tablet_majority(self, test: Mapping[str, Any]) -> list[str]:
+        ts = [t for t in tablets(test) if all(t.get("replica_nodes") or [None])]
+        tag = test.get("run_tag")
+        mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]
+        pool = mine or ts
+        if not pool:
+            return []
+        t = self.rng.choice(pool)
+        nodes = sorted(t["replica_nodes"])
+        return pick_subset(nodes, "majority", self.rng)
+
+    def victims(self, test: Mapping[str, Any], targets: str, subset: str) -> list[str]:
+        if subset not in SUBSETS:
+            raise NemesisError(f"unknown power-loss subset {subset!r}; valid: {', '.join(SUBSETS)}")
+        if subset == "tablet-majority":
+            return self._tablet_majority(test) or pick_subset(role_nodes(test, "tservers"), "majority", self.rng)
+        return pick_subset(role_nodes(test, targets), subset, self.rng)
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        if op["f"] == "stop-power-loss":
+            return done(op, {"nodes": self._restart(test)})
+        b = backend(test)
+        v = op.get("value") or {}
+        targets, subset = v.get("targets", "tservers"), v.get("subset", "one")
+        victims = self.victims(test, targets, subset)
+        if not victims:
+            return done(op, {"targets": targets, "subset": subset, "nodes": []}, kind="fail",
+                        error="no node to cut")
+        with self.lock:
+            self.pending |= set(victims)   # before the act: a crash in between still gets healed
+        with ThreadPoolExecutor(max_workers=len(victims)) as ex:
+            list(ex.map(b.kill, victims))   # all dark first: no victim outlives another
+            reports = dict(zip(victims, ex.map(lambda n: b.power_loss(n, restart=False), victims)))
+        cut = {n: {"truncated_bytes": sum((r.get("truncated") or {}).values()),
+                   "deleted": len(r.get("deleted") or []), "restored": len(r.get("restored") or [])}
+               for n, r in reports.items()}
+        try:
+            self._restart(test)
+        except NemesisError as exc:
+            log.warning("power-loss: %s (stop-power-loss and heal retry)", exc)
+        return done(op, {"targets": targets, "subset": subset, "nodes": victims, "cut": cut})
+
+    def _restart(self, test: Mapping[str, Any]) -> list[str]:
+        b = backend(test)
+        with self.lock:
+            nodes = sorted(self.pending)
+        errors = []
+        for n in nodes:
+            try:
+                b.start(n)
+                with self.lock:
+                    self.pending.discard(n)
+            except Exception as exc:
+                errors.append(f"{n}: {exc}")
+        if errors:
+            raise NemesisError(f"could not restart after power loss: {'; '.join(errors)}")
+        return nodes
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        self._restart(test)
+
+
+def power_loss_package(interval_s: float) -> dict[str, Any]:
+    """The `power-loss` package: a cut every other interval on tablet servers, sized at random."""
+    from nemesis.registry import _start_stop
+
+    sched, final = _start_stop("power-loss", {"targets": ("tservers",),
+                                              "subset": ("one", "minority", "majority", "tablet-majority")},
+                               interval_s)
+    return {"nemesis": PowerLossNemesis(), "generator": sched, "final_generator": final}
