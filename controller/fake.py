@@ -136,6 +136,13 @@ class FakeBackend:
     def kill(self, node: str) -> None:
         self._set(node, "killed")
 
+    def power_loss(self, node: str, restart: bool = True) -> dict[str, Any]:
+        """A power cut; the fake store keeps no per-node files, so nothing is cut."""
+        self._set(node, "killed")
+        if restart:
+            self._set(node, "running")
+        return {"truncated": {}, "deleted": [], "restored": []}
+
     def pause(self, node: str) -> None:
         self._set(node, "paused")
 

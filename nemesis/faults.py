@@ -24,6 +24,7 @@ from nemesis.base import (
     role_nodes,
     tablet_leaders,
     tablets,
+    workload_tablets,
 )
 
 
@@ -63,7 +64,11 @@ class PartitionNemesis:
                          "grudge": gr.to_json(grudge), **({"leader": leader} if leader else {})})
 
     def _tablet_leader(self, test: Mapping[str, Any]) -> str | None:
-        """The leader of a random tablet of this run's tables (their names end with the run tag)."""
+        """The leader of a random tablet of the workload's tables, asked of the masters directly; else,
+        through the admin tools, of a random tablet of this run's tables (names end with the run tag)."""
+        fast = [t for t in workload_tablets(test) if t.get("leader_node")]
+        if fast:
+            return self.rng.choice(fast)["leader_node"]
         ts = [t for t in tablets(test) if t.get("leader_node")]
         tag = test.get("run_tag")
         mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]

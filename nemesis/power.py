@@ -6,8 +6,10 @@ fsynced state and starts the node again (`backend.power_loss`, see cluster/base.
 acknowledged write may be lost; with the `no-fsync` bug, losing a majority of a tablet's replicas
 loses acknowledged writes, which the set checker must report (issue 9's `no-fsync` cell).
 
-Subsets are those of nemesis.base, plus `tablet-majority`: a majority of the replicas of one tablet of
-this run's tables (all three of a three-replica tablet), the cut that shows missing fsyncs for sure.
+Subsets are those of nemesis.base, plus `tablet-majority` / `tablet-all`: a majority of / every replica
+of one tablet of this run's tables. Losing a majority's unsynced writes can lose acknowledged writes (a
+race with the surviving replica's election); losing all of them always does, so `tablet-all` is the cut
+that shows missing fsyncs for sure.
 stop-power-loss makes sure every victim runs again (a restart that failed is retried there and in heal).
 """
 
@@ -30,7 +32,8 @@ from nemesis.base import (
     tablets,
 )
 
-SUBSETS = ("one", "minority", "majority", "all", "tablet-majority")
+SUBSETS = ("one", "minority", "majority", "all", "tablet-majority", "tablet-all")
+PACKAGE_SUBSETS = ("one", "minority", "majority", "tablet-majority", "tablet-all")
 
 
 class PowerLossNemesis:
@@ -47,7 +50,7 @@ class PowerLossNemesis:
         self.rng = nemesis_rng(test, "power-loss")
         return self
 
-    def _tablet_majority(self, test: Mapping[str, Any]) -> list[str]:
+    def _tablet_replicas(self, test: Mapping[str, Any], subset: str) -> list[str]:
         ts = [t for t in tablets(test) if all(t.get("replica_nodes") or [None])]
         tag = test.get("run_tag")
         mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]
@@ -56,13 +59,14 @@ class PowerLossNemesis:
             return []
         t = self.rng.choice(pool)
         nodes = sorted(t["replica_nodes"])
-        return pick_subset(nodes, "majority", self.rng)
+        return pick_subset(nodes, "all" if subset == "tablet-all" else "majority", self.rng)
 
     def victims(self, test: Mapping[str, Any], targets: str, subset: str) -> list[str]:
         if subset not in SUBSETS:
             raise NemesisError(f"unknown power-loss subset {subset!r}; valid: {', '.join(SUBSETS)}")
-        if subset == "tablet-majority":
-            return self._tablet_majority(test) or pick_subset(role_nodes(test, "tservers"), "majority", self.rng)
+        if subset.startswith("tablet-"):
+            return self._tablet_replicas(test, subset) or pick_subset(role_nodes(test, "tservers"), "majority",
+                                                                      self.rng)
         return pick_subset(role_nodes(test, targets), subset, self.rng)
 
     def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
@@ -79,7 +83,7 @@ class PowerLossNemesis:
             self.pending |= set(victims)   # before the act: a crash in between still gets healed
         with ThreadPoolExecutor(max_workers=len(victims)) as ex:
             list(ex.map(b.kill, victims))   # all dark first: no victim outlives another
-            reports = dict(zip(victims, ex.map(lambda n: b.power_loss(n, restart=False), victims)))
+            reports = dict(zip(victims, ex.map(lambda n: b.power_loss(n, restart=False), victims), strict=True))
         cut = {n: {"truncated_bytes": sum((r.get("truncated") or {}).values()),
                    "deleted": len(r.get("deleted") or []), "restored": len(r.get("restored") or [])}
                for n, r in reports.items()}
@@ -110,10 +114,9 @@ class PowerLossNemesis:
 
 
 def power_loss_package(interval_s: float) -> dict[str, Any]:
-    """The `power-loss` package: a cut every other interval on tablet servers, sized at random."""
+    """The `power-loss` package: a cut every other interval on tablet servers, sized at random among
+    PACKAGE_SUBSETS (the run's seed decides)."""
     from nemesis.registry import _start_stop
 
-    sched, final = _start_stop("power-loss", {"targets": ("tservers",),
-                                              "subset": ("one", "minority", "majority", "tablet-majority")},
-                               interval_s)
+    sched, final = _start_stop("power-loss", {"targets": ("tservers",), "subset": PACKAGE_SUBSETS}, interval_s)
     return {"nemesis": PowerLossNemesis(), "generator": sched, "final_generator": final}

@@ -71,6 +71,7 @@ def _builders() -> dict[str, Callable[[float], dict[str, Any]]]:
     b["tserver-replace"] = lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i)
     b["majority-loss"] = lambda i: one_shot_package(topology.MajorityLossNemesis(), "majority-loss", i,
                                                     times=1)
+    b["power-loss"] = lambda i: __import__("nemesis.power", fromlist=["_"]).power_loss_package(i)
     return b
 
 

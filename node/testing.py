@@ -35,6 +35,7 @@ class NodeProc:
     log_path: Path
     proc: subprocess.Popen | None = None
     extra: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)   # on top of the cluster's (e.g. a clock offset file)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -93,7 +94,7 @@ class MiniCluster:
         if n.alive():
             return n
         logf = open(n.log_path, "ab")  # noqa: SIM115 - handed to the child
-        n.proc = subprocess.Popen(self.argv(n, masters), stdout=logf, stderr=subprocess.STDOUT, env=self.env,
+        n.proc = subprocess.Popen(self.argv(n, masters), stdout=logf, stderr=subprocess.STDOUT, env={**self.env, **n.env},
                                   start_new_session=True, cwd=str(self.base))
         logf.close()
         if wait:

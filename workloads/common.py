@@ -115,6 +115,12 @@ class KVClient:
         """Creates the workload's table once, retrying through transient errors (bounded)."""
         import time
 
+        state = test.get("state")
+        if isinstance(state, dict):
+            # the nemeses aim leader-isolating faults at the tablets the workload uses
+            tables = state.setdefault("tables", [])
+            if self.tbl(test) not in tables:
+                tables.append(self.tbl(test))
         conn = connect(test)
         deadline = time.monotonic() + float(test.get("setup_timeout_s", 60))
         last: BaseException | None = None

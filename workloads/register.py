@@ -2,6 +2,12 @@
 
 Groups of workers work one key at a time for a bounded number of operations, then move to a fresh key,
 so each key's history is short and the checker's search stays cheap (P-compositionality).
+
+The first worker of each group of three or more only reads. A worker that writes follows the tablet's
+leader as soon as a write stalls, so with every worker mixing reads and writes no client is left talking
+to a deposed leader when the new leader acknowledges a write; a reader keeps the client's cached leader
+as long as its reads are answered, which is how a stale read from an isolated leader becomes visible
+(KUDU-1188's class). A correct cluster refuses those reads, so the reader moves on like the others.
 """
 
 from __future__ import annotations
@@ -49,10 +55,17 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
     group = int(opts.get("key_group_size", max(1, min(5, concurrency // 2 or 1))))
     per_key = int(opts.get("ops_per_key", 200))
     rate = opts.get("rate")  # ops/s over all workers; None = as fast as the cluster answers
+    readers = int(opts.get("readers_per_group", 1 if group >= 3 else 0))
+
+    def reader(t: gen.Thread) -> bool:
+        return isinstance(t, int) and t % group < readers
 
     def for_key(key: str) -> gen.Gen:
-        g = gen.mix(gen.repeat(_read), gen.repeat(_write), gen.repeat(_cas))
-        return gen.limit(per_key, g)
+        mixed = gen.mix(gen.repeat(_read), gen.repeat(_write), gen.repeat(_cas))
+        if readers <= 0:
+            return gen.limit(per_key, mixed)
+        return gen.limit(per_key, gen.any_of(gen.OnThreads(reader, gen.repeat(_read)),
+                                             gen.OnThreads(lambda t: not reader(t), mixed)))
 
     g: gen.Gen = gen.independent(group, for_key)
     if rate:

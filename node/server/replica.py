@@ -67,7 +67,7 @@ class _ReadWaiter:
 
 
 SNAPSHOT_EVERY = int(os.environ.get("FAULTLINE_SNAPSHOT_EVERY", "20000"))   # applied entries between snapshots
-MAX_JUMP_TICKS = 100   # ticks delivered at once when the clock is set forward (a bounded burst)
+MAX_JUMP_TICKS = 100   # bound on the ticks a clock jump bursts (forward) or withholds (back)
 MAX_LAG_ENTRIES = int(os.environ.get("FAULTLINE_MAX_LAG_ENTRIES", "50000"))  # WAL kept for lagging followers
 
 
@@ -146,7 +146,8 @@ class Replica:
     def _run(self) -> None:
         """Ticks are counted on the node's clock: a clock set back delays them (timers fire late), a clock
         set forward delivers the skipped ticks at once, up to MAX_JUMP_TICKS (timers fire early), as a
-        real clock fault would. A stall of the process itself (GC, SIGSTOP) never bursts ticks."""
+        real clock fault would; the delay of a clock set back is bounded the same way. A stall of the
+        process itself (GC, SIGSTOP) never bursts ticks."""
         tick = self.opts.tick_s
         clk = self.clock
         next_tick = clk.monotonic() + tick
@@ -154,6 +155,8 @@ class Replica:
         while True:
             with self.cv:
                 while not self._stopped and not self._inbox and not self.core.has_ready():
+                    if clk.offset() != last_offset:
+                        break                             # a clock jump: account for it below
                     delay = clk.wait_s(next_tick, tick)   # in [0, tick]: offset jumps are seen promptly
                     if delay <= 0:
                         break
@@ -168,6 +171,8 @@ class Replica:
                     offset = clk.offset()
                     jumped = offset - last_offset
                     last_offset = offset
+                    if jumped < 0:   # set back: late, but by no more than the burst bound
+                        next_tick = min(next_tick, now + MAX_JUMP_TICKS * tick)
                     if now >= next_tick:
                         extra = min(MAX_JUMP_TICKS, int(jumped / tick)) if jumped > 0 else 0
                         for _ in range(1 + extra):

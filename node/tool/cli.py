@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = fs.add_parser("cut_to_synced", help="simulated power loss: cut every file back to what reached fsync "
                       "(server must be stopped)")
-    p.add_argument("--fs-dir", required=True)
+    p.add_argument("--fs-dir", required=True, help="data directory of a stopped (killed) server")
     p.add_argument("--json", action="store_true", help="print what was cut as JSON")
     p.set_defaults(fn=ops.fs_cut_to_synced)
 
