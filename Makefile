@@ -16,7 +16,7 @@ help:
 system-deps:
 	@bash scripts/system-deps.sh
 
-$(VENV)/.installed: pyproject.toml setup.py
+$(VENV)/.installed: pyproject.toml setup.py checkers/_wgl.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e '.[dev]'
@@ -35,7 +35,6 @@ test: install image
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check . || true
 
 demo: install image
 	$(VENV)/bin/faultline campaign campaigns/demo.toml
@@ -44,4 +43,4 @@ bench: install
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache node/protos/*_pb2*.py
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache node/protos/*_pb2*.py checkers/*.so

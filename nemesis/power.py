@@ -111,12 +111,3 @@ class PowerLossNemesis:
 
     def heal(self, test: Mapping[str, Any]) -> None:
         self._restart(test)
-
-
-def power_loss_package(interval_s: float) -> dict[str, Any]:
-    """The `power-loss` package: a cut every other interval on tablet servers, sized at random among
-    PACKAGE_SUBSETS (the run's seed decides)."""
-    from nemesis.registry import _start_stop
-
-    sched, final = _start_stop("power-loss", {"targets": ("tservers",), "subset": PACKAGE_SUBSETS}, interval_s)
-    return {"nemesis": PowerLossNemesis(), "generator": sched, "final_generator": final}

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from controller import generator as gen
-from nemesis import faults, topology
+from nemesis import faults, power, topology
 from nemesis.base import ROLES, Op, choice_op
 from nemesis.grudge import SHAPES
 
@@ -34,6 +34,14 @@ def partition_package(shapes: Sequence[str], interval_s: float) -> dict[str, Any
 def process_package(mode: str, interval_s: float) -> dict[str, Any]:
     sched, final = _start_stop(mode, {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS}, interval_s)
     return {"nemesis": faults.ProcessNemesis(mode), "generator": sched, "final_generator": final}
+
+
+def power_loss_package(subsets: Sequence[str], interval_s: float) -> dict[str, Any]:
+    """Power cuts on tablet servers every other interval, sized at random among `subsets` (the run's
+    seed decides); `power-loss-tablet` always cuts a majority or all of one tablet's replicas, so data
+    that never reached fsync is lost in every run with the `no-fsync` bug."""
+    sched, final = _start_stop("power-loss", {"targets": ("tservers",), "subset": subsets}, interval_s)
+    return {"nemesis": power.PowerLossNemesis(), "generator": sched, "final_generator": final}
 
 
 def clock_package(interval_s: float) -> dict[str, Any]:
@@ -71,7 +79,8 @@ def _builders() -> dict[str, Callable[[float], dict[str, Any]]]:
     b["tserver-replace"] = lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i)
     b["majority-loss"] = lambda i: one_shot_package(topology.MajorityLossNemesis(), "majority-loss", i,
                                                     times=1)
-    b["power-loss"] = lambda i: __import__("nemesis.power", fromlist=["_"]).power_loss_package(i)
+    b["power-loss"] = lambda i: power_loss_package(power.PACKAGE_SUBSETS, i)
+    b["power-loss-tablet"] = lambda i: power_loss_package(("tablet-majority", "tablet-all"), i)
     return b
 
 

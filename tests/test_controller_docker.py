@@ -114,7 +114,7 @@ def test_stale_leader_reads_are_caught(tmp_path: Path) -> None:
     name = cluster_name()
     try:
         out = run_docker(tmp_path, name, workload="register", nemesis="partition-leader", time_limit=45,
-                         inject_bug=["stale-leader-reads"], nemesis_interval=6)
+                         inject_bug=["stale-leader-reads"], nemesis_interval=10)
         assert out.valid is False, out.results.get("workload")
         assert out.results["workload"]["failure"]["op"]["f"] == "read"
     finally:

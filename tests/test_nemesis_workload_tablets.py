@@ -1,0 +1,67 @@
+"""partition-leader aims at the workload's own tablets, asking the masters through the host's client."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from nemesis import faults
+from nemesis.base import workload_tablets
+
+
+class Backend:
+    """Enough of a cluster backend for name lookups and recording partitions."""
+
+    def __init__(self) -> None:
+        self.grudges: list[Any] = []
+
+    def nodes(self) -> list[str]:
+        return ["m1", "t1", "t2", "t3"]
+
+    def resolve(self, name: str) -> str:
+        return {"m1": "10.0.0.1", "t1": "10.0.0.11", "t2": "10.0.0.12", "t3": "10.0.0.13"}.get(name, name)
+
+    def partition(self, grudge: Any) -> None:
+        self.grudges.append(grudge)
+
+    def heal_network(self) -> None:
+        self.grudges.append(None)
+
+
+def _rep(uuid: str, addr: str, role: str) -> SimpleNamespace:
+    return SimpleNamespace(uuid=uuid, addr=addr, role=role)
+
+
+class Client:
+    asked: list[str] = []
+
+    def table_locations(self, name: str, timeout: float) -> SimpleNamespace:
+        Client.asked.append(name)
+        t = SimpleNamespace(tablet_id="tab1", state="RUNNING",
+                            replicas=[_rep("u1", "10.0.0.11:7050", "FOLLOWER"), _rep("u2", "t2:7050", "LEADER"),
+                                      _rep("u3", "10.0.0.13:7050", "FOLLOWER")])
+        return SimpleNamespace(tablets=[t])
+
+    def close(self) -> None:
+        pass
+
+
+def test_workload_tablets_maps_leader_to_node() -> None:
+    Client.asked = []
+    test = {"backend": Backend(), "connect": Client, "state": {"tables": ["register-x"]}}
+    ts = workload_tablets(test)
+    assert Client.asked == ["register-x"]
+    assert ts[0]["leader_node"] == "t2" and ts[0]["replica_nodes"] == ["t1", "t2", "t3"]
+    assert workload_tablets({**test, "state": {}}) == []   # no recorded table: nothing to ask
+
+
+def test_partition_leader_isolates_the_workload_tablet_leader() -> None:
+    b = Backend()
+    test = {"backend": b, "connect": Client, "state": {"tables": ["register-x"]}, "seed": 1,
+            "masters": 1, "tservers": 3}
+    nem = faults.PartitionNemesis().setup(test)
+    done = nem.invoke(test, {"type": "invoke", "f": "start-partition", "process": "nemesis",
+                             "value": {"shape": "leader", "targets": "tservers"}})
+    assert done["value"]["leader"] == "t2"
+    grudge = b.grudges[-1]
+    assert set(grudge["t2"]) == {"t1", "t3"}
