@@ -26,8 +26,8 @@ def _start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float)
     return schedule, gen.once({"f": f"stop-{f}", "value": None})
 
 
-def partition_package(shapes: Sequence[str], interval_s: float) -> dict[str, Any]:
-    sched, final = _start_stop("partition", {"shape": shapes, "targets": ROLES}, interval_s)
+def partition_package(shapes: Sequence[str], interval_s: float, targets: Sequence[str] = ROLES) -> dict[str, Any]:
+    sched, final = _start_stop("partition", {"shape": shapes, "targets": targets}, interval_s)
     return {"nemesis": faults.PartitionNemesis(), "generator": sched, "final_generator": final}
 
 
@@ -68,6 +68,9 @@ def _builders() -> dict[str, Callable[[float], dict[str, Any]]]:
     }
     for shape in SHAPES:
         b[f"partition-{shape}"] = lambda i, s=shape: partition_package([s], i)
+    # the leader shape aimed at one kind of leader: a tablet's (stale reads) or the masters' (catalog)
+    b["partition-tablet-leader"] = lambda i: partition_package(["leader"], i, targets=("tservers",))
+    b["partition-master-leader"] = lambda i: partition_package(["leader"], i, targets=("masters",))
     b["kill"] = lambda i: process_package("kill", i)
     b["pause"] = lambda i: process_package("pause", i)
     b["clock"] = clock_package
