@@ -31,7 +31,7 @@ image: install
 	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image; fi
 
 test: install image
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --chaos $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
