@@ -105,3 +105,9 @@ def test_liveness_failure_is_reported():
     sim = Simulation(5, SimOptions(steps=10, liveness_ticks=1))
     r = sim.run()
     assert not r.ok and r.kind == "liveness"
+
+
+def test_two_thousand_seeds_pass(capsys):
+    """The issue's bar: `faultline sim --seeds 2000` passes on the correct core, in CI, every time."""
+    assert main(["sim", "--seeds", "2000", "--quiet"]) == 0
+    assert "2000 seeds" in capsys.readouterr().out
