@@ -239,6 +239,30 @@ class NodeBackend:
         """The node's address (as the host and the other nodes reach it)."""
         return self._node(node).address
 
+    def set_dns(self, name: str, node: str) -> None:
+        """Moves the DNS name `name` to `node`: the cname swap of the permanent-master-failure procedure.
+        Backends publish the new mapping in `_publish_dns` (hosts files here; Docker overrides it)."""
+        target = self._node(node)
+        old = self.dns_holder(name)
+        if old == node:
+            return
+        if old is not None:
+            self.info[old].dns.remove(name)
+        target.dns.append(name)
+        self._publish_dns(name, old, node)
+        self.sync_hosts_file()
+
+    def _publish_dns(self, name: str, old: str | None, new: str) -> None:
+        """Hosts-file DNS (local namespaces, ssh hosts): rewrite every node's hosts file, keep the state."""
+        self._write_hosts()
+        self._save()
+
+    def _write_hosts(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no hosts files")
+
+    def _save(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no state file")
+
     def dns_holder(self, name: str) -> str | None:
         for n, i in self.info.items():
             if name in i.dns:

@@ -254,20 +254,13 @@ class DockerBackend(NodeBackend):
         return name
 
     # ------------------------------------------------------------------ DNS
-    def set_dns(self, name: str, node: str) -> None:
-        """Moves the network alias `name` to `node` (the cname swap): disconnect and reconnect both
-        containers with their new alias lists and unchanged addresses, then check another node resolves it."""
-        target = self._node(node)
-        old = self.dns_holder(name)
-        if old == node:
-            return
+    def _publish_dns(self, name: str, old: str | None, new: str) -> None:
+        """Docker DNS is the network's aliases: disconnect and reconnect both containers with their new
+        alias lists and unchanged addresses, then check that another node resolves the moved name."""
         if old is not None:
-            self.info[old].dns.remove(name)
             self._reconnect(old)
-        target.dns.append(name)
-        self._reconnect(node)
-        self.sync_hosts_file()
-        self._verify_dns(name, target.address)
+        self._reconnect(new)
+        self._verify_dns(name, self.info[new].address)
 
     def _reconnect(self, node: str) -> None:
         info = self.info[node]

@@ -240,18 +240,6 @@ class LocalBackend(NodeBackend):
             self.start(name)
         return name
 
-    def set_dns(self, name: str, node: str) -> None:
-        target = self._node(node)
-        old = self.dns_holder(name)
-        if old == node:
-            return
-        if old is not None:
-            self.info[old].dns.remove(name)
-        target.dns.append(name)
-        self._write_hosts()
-        self._save()
-        self.sync_hosts_file()
-
     def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
         shutil.copytree(remote_dir, local_dir, dirs_exist_ok=True, symlinks=True)
 

@@ -393,18 +393,6 @@ class SSHBackend(NodeBackend):
             self.start(name)
         return name
 
-    def set_dns(self, name: str, node: str) -> None:
-        target = self._node(node)
-        old = self.dns_holder(name)
-        if old == node:
-            return
-        if old is not None:
-            self.info[old].dns.remove(name)
-        target.dns.append(name)
-        self._write_hosts()
-        self._save()
-        self.sync_hosts_file()
-
     def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
         rc, out, err = self.remote.exec_bytes(node, ["tar", "-czf", "-", "-C", remote_dir, "."], 300)
         if rc != 0:
