@@ -258,6 +258,25 @@ def wait_until(pred: Callable[[], bool], timeout_s: float, interval_s: float = 1
     return False
 
 
+def bring_back(nodes: set[str], lock: Any, action: Callable[[str], Any], what: str) -> list[str]:
+    """Runs `action` (start, resume, ...) on every node still in `nodes`, removing each one that came
+    back; a node that failed stays in the set for the next heal. Raises NemesisError naming every failure
+    after trying them all."""
+    with lock:
+        pending = sorted(nodes)
+    errors = []
+    for n in pending:
+        try:
+            action(n)
+            with lock:
+                nodes.discard(n)
+        except Exception as exc:
+            errors.append(f"{n}: {exc}")
+    if errors:
+        raise NemesisError(f"could not {what}: {'; '.join(errors)}")
+    return pending
+
+
 def done(op: Op, value: Any = None, kind: str = "ok", **extra: Any) -> Op:
     out = {**op, "type": kind, **extra}
     if value is not None:

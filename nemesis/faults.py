@@ -13,9 +13,9 @@ from typing import Any
 
 from nemesis import grudge as gr
 from nemesis.base import (
-    NemesisError,
     Op,
     backend,
+    bring_back,
     done,
     log,
     master_leader,
@@ -128,26 +128,15 @@ class ProcessNemesis:
 
     def _revive(self, test: Mapping[str, Any]) -> list[str]:
         b = backend(test)
-        with self.lock:
-            nodes = sorted(self.affected)
-        errors = []
-        for n in nodes:
-            try:
-                (b.start if self.mode == "kill" else b.resume)(n)
-                with self.lock:
-                    self.affected.discard(n)
-            except Exception as exc:
-                errors.append(f"{n}: {exc}")
-        if errors:
-            raise NemesisError(f"could not {'restart' if self.mode == 'kill' else 'resume'}: {'; '.join(errors)}")
-        return nodes
+        return bring_back(self.affected, self.lock, b.start if self.mode == "kill" else b.resume,
+                          "restart" if self.mode == "kill" else "resume")
 
     def heal(self, test: Mapping[str, Any]) -> None:
         self._revive(test)
 
 
 class ClockNemesis:
-    """Bumps, strobes and resets node clocks through libfaketime (`set_clock_offset`), never the host's.
+    """Bumps, strobes and resets node clocks through the node's clock offset file (`set_clock_offset`), never the host's.
 
     start-clock {kind: bump|strobe, targets, subset}: bump sets a random offset of up to +-`max_skew_s`;
     strobe flips between that offset and none every `strobe_period_s` for `strobe_s`, then leaves the

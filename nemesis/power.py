@@ -24,6 +24,7 @@ from nemesis.base import (
     NemesisError,
     Op,
     backend,
+    bring_back,
     done,
     log,
     nemesis_rng,
@@ -95,19 +96,7 @@ class PowerLossNemesis:
 
     def _restart(self, test: Mapping[str, Any]) -> list[str]:
         b = backend(test)
-        with self.lock:
-            nodes = sorted(self.pending)
-        errors = []
-        for n in nodes:
-            try:
-                b.start(n)
-                with self.lock:
-                    self.pending.discard(n)
-            except Exception as exc:
-                errors.append(f"{n}: {exc}")
-        if errors:
-            raise NemesisError(f"could not restart after power loss: {'; '.join(errors)}")
-        return nodes
+        return bring_back(self.pending, self.lock, b.start, "restart after power loss")
 
     def heal(self, test: Mapping[str, Any]) -> None:
         self._restart(test)
