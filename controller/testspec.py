@@ -83,7 +83,10 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
         seed = int(seed)
     except (TypeError, ValueError):
         raise UsageError(f"--seed must be an integer, not {seed!r}") from None
-    cluster_name = str(opts.get("cluster_name") or "faultline")
+    # A cluster this run brings up gets a name of its own, so runs side by side (two campaigns, a CI
+    # suite next to a demo) never collide; a reused cluster is `faultline cluster up`'s default name.
+    cluster_name = str(opts.get("cluster_name") or ("faultline" if opts.get("reuse_cluster")
+                                                    else f"fl-{secrets.token_hex(3)}"))
     if not re.match(r"^[a-z][a-z0-9-]{0,30}$", cluster_name):
         raise UsageError(f"--cluster-name {cluster_name!r}: use lowercase letters, digits and '-' (max 31)")
     name = str(opts.get("name") or "-".join([workload, *nemeses] + [f"bug-{b}" for b in bugs]))[:128]

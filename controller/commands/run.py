@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", "-c", type=str, default=None, metavar="N", help="client workers (default 10)")
     p.add_argument("--cluster", default="docker", metavar="KIND",
                    help="where the nodes run: docker (default), local (network namespaces, root) or ssh")
-    p.add_argument("--cluster-name", default=None, metavar="NAME", help="name of the cluster (default faultline)")
+    p.add_argument("--cluster-name", default=None, metavar="NAME", help="name of the cluster (default: a fresh fl-XXXXXX per run; faultline with --reuse-cluster)")
     p.add_argument("--nodes", default=None, metavar="HOSTS_FILE",
                    help="for --cluster ssh: the hosts file naming each machine and its role (docs/cluster.md)")
     p.add_argument("--masters", type=str, default=None, metavar="N", help="master nodes (default 3)")
@@ -101,4 +101,8 @@ def summary(out: Any, test: dict[str, Any]) -> str:
                 lines.append(f"  {k}: {str(wl[k])[:300]}")
     if out.run_dir is not None:
         lines.append(f"  run: {out.run_dir}")
+    if test.get("leave_cluster_running") and not test.get("reuse_cluster"):
+        name = test["cluster_name"]
+        lines.append(f"  cluster left running: {name} (reuse: --reuse-cluster --cluster-name {name}; "
+                     f"remove: faultline cluster down --name {name})")
     return "\n".join(lines)
