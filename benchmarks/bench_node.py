@@ -4,6 +4,13 @@ killing the tablet's leader to the next acknowledged write. Real processes on lo
     .venv/bin/python benchmarks/bench_node.py [--seconds 5] [--fsync always|never] [--kills 3]
 
 Prints a Markdown table (paste it into docs/benchmarks.md, "Node" section) and a JSON line.
+
+    .venv/bin/python benchmarks/bench_node.py --register [--workers 10] [--seconds 20] [--profile DIR]
+
+measures instead the tablet servers' CPU time per operation of a register-like load (read / write / cas on
+one key per worker, 3 tablets at replication 3, 1 master + 3 tablet servers). CPU time, read from
+/proc/<pid>/stat, is steadier than throughput on a shared machine. `--profile DIR` has each tablet server
+write a cProfile of all its threads to DIR/<name>.prof when it stops (node/server/profiling.py).
 """
 
 from __future__ import annotations
@@ -89,12 +96,108 @@ def kill_leader_once(c: MiniCluster, client, table: str, tablet_id: str) -> floa
     return took
 
 
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (its threads included) from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_register(client, table: str, n: int, seconds: float) -> dict:
+    """n workers, each on its own key, doing read / write / cas like workloads/register.py."""
+    import random
+
+    from node.client import KuduError
+
+    counts = {"read": 0, "write": 0, "cas": 0, "errors": 0}
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def worker(i: int) -> None:
+        rng = random.Random(i)
+        key = f"r{i}"
+        mine = {"read": 0, "write": 0, "cas": 0, "errors": 0}
+        while time.monotonic() < stop:
+            f = rng.choice(("read", "write", "cas"))
+            try:
+                if f == "read":
+                    client.get(table, key, timeout=5)
+                elif f == "write":
+                    client.put(table, key, rng.randrange(5), timeout=5)
+                else:
+                    client.cas(table, key, rng.randrange(5), rng.randrange(5), timeout=5)
+                mine[f] += 1
+            except KuduError:
+                mine["errors"] += 1
+        with lock:
+            for k, v in mine.items():
+                counts[k] += v
+
+    ths = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    t0 = time.monotonic()
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    wall = time.monotonic() - t0
+    ops = counts["read"] + counts["write"] + counts["cas"]
+    return {**counts, "ops": ops, "wall_s": wall, "ops_per_s": ops / wall}
+
+
+def register_cpu(args: argparse.Namespace) -> int:
+    base = Path(tempfile.mkdtemp(prefix="bench-node-reg-"))
+    with MiniCluster(base, num_masters=1, num_tservers=3, fsync=args.fsync, heartbeat_ms=500,
+                     election_ms=1500) as c:
+        if args.profile:
+            Path(args.profile).mkdir(parents=True, exist_ok=True)
+            for name, n in c.nodes.items():
+                if n.kind == "tserver":
+                    n.env["FAULTLINE_PROFILE"] = str(Path(args.profile).resolve() / f"{name}.prof")
+        c.start_all()
+        client = c.client(timeout=30)
+        client.create_table("register", 3, 3, timeout=60)
+        run_register(client, "register", args.workers, 2.0)  # warm up: leaders, caches, channels
+        ts = {name: n.proc.pid for name, n in c.nodes.items() if n.kind == "tserver" and n.proc is not None}
+        idle0 = sum(proc_cpu_s(pid) for pid in ts.values())
+        time.sleep(args.idle_seconds)   # background CPU (ticks, heartbeats to the master) with no load
+        idle_rate = (sum(proc_cpu_s(pid) for pid in ts.values()) - idle0) / args.idle_seconds
+        load0 = os.getloadavg()[0]
+        cpu0 = {name: proc_cpu_s(pid) for name, pid in ts.items()}
+        r = run_register(client, "register", args.workers, args.seconds)
+        cpu1 = {name: proc_cpu_s(pid) for name, pid in ts.items()}
+        load1 = os.getloadavg()[0]
+        client.close()
+        if args.profile:
+            import signal
+
+            for name in ts:
+                c.kill(name, signal.SIGTERM)
+    cpu = {name: cpu1[name] - cpu0[name] for name in ts}
+    total = sum(cpu.values())
+    net = max(0.0, total - idle_rate * r["wall_s"])
+    r.update({"tserver_cpu_s": total, "cpu_ms_per_op": 1000 * total / max(1, r["ops"]),
+              "idle_cpu_s_per_s": idle_rate, "net_cpu_ms_per_op": 1000 * net / max(1, r["ops"]),
+              "cpu_by_tserver_s": cpu, "load": [load0, load1], "workers": args.workers, "fsync": args.fsync})
+    print(f"{r['ops']} ops in {r['wall_s']:.1f} s ({r['ops_per_s']:.0f}/s; read {r['read']}, write {r['write']}, "
+          f"cas {r['cas']}, errors {r['errors']}); tablet servers used {total:.2f} CPU s = "
+          f"{r['cpu_ms_per_op']:.2f} ms per op ({r['net_cpu_ms_per_op']:.2f} ms above the idle "
+          f"{idle_rate * 1000:.0f} ms/s); load {load0:.1f} -> {load1:.1f}")
+    print(json.dumps(r))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--fsync", choices=["always", "never"], default="always")
     ap.add_argument("--kills", type=int, default=3)
+    ap.add_argument("--register", action="store_true", help="tablet-server CPU per op of a register-like load")
+    ap.add_argument("--workers", type=int, default=10)
+    ap.add_argument("--idle-seconds", type=float, default=5.0, help="with --register: idle CPU measured first")
+    ap.add_argument("--profile", default="", help="with --register: directory for per-tserver cProfile files")
     args = ap.parse_args()
+    if args.register:
+        return register_cpu(args)
     base = Path(tempfile.mkdtemp(prefix="bench-node-"))
     load = os.getloadavg()[0]
     with MiniCluster(base, num_masters=1, num_tservers=3, fsync=args.fsync, heartbeat_ms=200,

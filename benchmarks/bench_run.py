@@ -4,10 +4,12 @@ time to full availability after each nemesis heals. Real `faultline run`s on Doc
     .venv/bin/python benchmarks/bench_run.py [--time-limit 30] [--nemeses none,partition,kill,pause]
                                              [--concurrency 10] [--cluster docker] [--fake]
 
-One cluster is brought up and reused by every run, then removed. "Time to full availability" after a heal
-is measured from the completion of the op that ended a fault (a `stop-*` op of the nemesis) to the first
-1-second window, starting after it, in which the ok rate is at least half of the rate measured without
-faults. `--fake` runs against the in-memory fake instead (measures the harness alone).
+One cluster is brought up and reused by every run, then removed (put topology-changing nemeses such as
+tserver-replace last). Recovery is measured from each heal (the completion of a `stop-*` op, or of a
+one-shot fault such as replace-master) two ways: until the first 1-second window whose ok count is at
+least half the no-fault rate, and until every worker has completed an ok op again (full availability:
+a worker whose tablet is still unavailable holds it back). Each is given as median / max over the heals
+of a run. `--fake` runs against the in-memory fake instead (measures the harness alone).
 
 Prints a Markdown table (paste it into docs/benchmarks.md, "Runner" section) and a JSON line.
 """
@@ -15,12 +17,14 @@ Prints a Markdown table (paste it into docs/benchmarks.md, "Runner" section) and
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +40,45 @@ def ok_rate(history: list[dict[str, Any]]) -> float:
     return len(oks) / span if span > 0 else 0.0
 
 
-def recoveries(history: list[dict[str, Any]], baseline: float) -> list[tuple[str, float | None]]:
-    """(fault, seconds from its stop until the ok rate is back to half the baseline) per healed fault."""
-    oks = sorted(o["time"] for o in history if o["type"] == "ok" and o["process"] != "nemesis")
+def heal_times(history: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """(fault, time) of every completed heal: a `stop-*` op, or a one-shot fault (replace-master,
+    membership, ...) whose completion is its end. The final heal after the clients stopped is left out."""
     end = max((o["time"] for o in history if o["type"] == "invoke" and o["process"] != "nemesis"), default=0)
     out = []
     for op in history:
-        if op["process"] != "nemesis" or op["type"] != "ok" or not str(op["f"]).startswith("stop-"):
+        f = str(op["f"])
+        if op["process"] != "nemesis" or op["type"] != "ok" or f.startswith("start-") or op["time"] + NS > end:
             continue
-        healed = op["time"]
-        if healed + NS > end:
-            continue  # the final heal, after the clients stopped: nothing to measure
+        out.append((f.removeprefix("stop-"), op["time"]))
+    return out
+
+
+def recoveries(history: list[dict[str, Any]], baseline: float,
+               concurrency: int) -> list[tuple[str, float | None, float | None]]:
+    """Per healed fault: (fault, seconds until the ok rate is back to half the baseline, seconds until
+    every worker has completed an ok op since the heal). The second is full availability: a worker whose
+    key's tablet is still unavailable holds it back. None: not within the run."""
+    oks = sorted((o["time"], o["process"]) for o in history if o["type"] == "ok" and o["process"] != "nemesis")
+    times = [t for t, _ in oks]
+    end = max((o["time"] for o in history if o["type"] == "invoke" and o["process"] != "nemesis"), default=0)
+    out: list[tuple[str, float | None, float | None]] = []
+    for fault, healed in heal_times(history):
+        rate_back = None
         t = healed
-        found = None
         while t + NS <= end:
-            n = sum(1 for x in oks if t <= x < t + NS)
-            if n >= max(1.0, baseline / 2):
-                found = (t - healed) / NS
+            lo, hi = bisect.bisect_left(times, t), bisect.bisect_left(times, t + NS)
+            if hi - lo >= max(1.0, baseline / 2):
+                rate_back = (t - healed) / NS
                 break
             t += NS // 10
-        out.append((op["f"][len("stop-"):], found))
+        seen: set[int] = set()
+        all_back = None
+        for ts, proc in oks[bisect.bisect_left(times, healed):]:
+            seen.add(int(proc) % concurrency)
+            if len(seen) == concurrency:
+                all_back = (ts - healed) / NS
+                break
+        out.append((fault, rate_back, all_back))
     return out
 
 
@@ -86,7 +109,7 @@ def main() -> int:
     ap.add_argument("--cluster", default="docker")
     ap.add_argument("--fake", action="store_true", help="the in-memory fake cluster (the harness alone)")
     args = ap.parse_args()
-    name = "flbench"
+    name = f"flbench-{uuid.uuid4().hex[:6]}"   # never collides with a concurrent run
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
@@ -101,16 +124,24 @@ def main() -> int:
                 subprocess.run([sys.executable, "-m", "controller", "cluster", "down", "--name", name],
                                timeout=600, capture_output=True)
     baseline = next((r["ok_per_s"] for r in rows if r["nemesis"] == "none"), rows[0]["ok_per_s"] if rows else 0)
-    print("| nemesis | verdict | ok ops | ok ops/s | time to full availability after each heal (s) |")
-    print("|---|---|---|---|---|")
+    print("| nemesis | verdict | ok ops | ok ops/s | heals | rate back to half (s), median / max |"
+          " every worker ok again (s), median / max |")
+    print("|---|---|---|---|---|---|---|")
     summary = []
+
+    def med_max(xs: list[float | None]) -> str:
+        got = [x for x in xs if x is not None]
+        missing = len(xs) - len(got)
+        if not got:
+            return "-" if not xs else "not within the run"
+        text = f"{statistics.median(got):.1f} / {max(got):.1f}"
+        return text + (f" ({missing} not within the run)" if missing else "")
+
     for r in rows:
-        rec = recoveries(r.pop("history"), baseline)
-        times = [t for _, t in rec if t is not None]
-        shown = ", ".join(f"{f} {t:.1f}" if t is not None else f"{f} not within the run" for f, t in rec) or "-"
-        print(f"| {r['nemesis']} | {r['valid']} | {r['ops']} | {r['ok_per_s']} | {shown} |")
-        r["recovery_s"] = rec
-        r["recovery_median_s"] = statistics.median(times) if times else None
+        rec = recoveries(r.pop("history"), baseline, args.concurrency)
+        print(f"| {r['nemesis']} | {r['valid']} | {r['ops']} | {r['ok_per_s']} | {len(rec)} | "
+              f"{med_max([a for _, a, _ in rec])} | {med_max([b for _, _, b in rec])} |")
+        r["recoveries"] = rec
         summary.append(r)
     print(json.dumps({"bench": "run", "concurrency": args.concurrency, "time_limit": args.time_limit,
                       "fake": args.fake, "runs": summary}))

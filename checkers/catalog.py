@@ -3,14 +3,24 @@
 Ops (workloads/catalog.py): `create-table` / `delete-table` with the table name as
 value; `alter-table` and `describe-table` with `{"table", "version"}` (the ok
 completion carries the version the master reports); `list-tables` whose ok
-value is the list of names. Rules:
-- after healing, the last successful list-tables shows every acknowledged
-  create that no delete could have removed, and shows each table once;
+value is the list of names. The masters answer reads only once a majority has
+confirmed their leadership, so every listing is held to what completed before
+it began. Rules:
+- a listing shows every create acknowledged before it began that no delete
+  could have removed (one invoked before the listing completed and not
+  refused), the last one (after healing) included; the last shows each table
+  once;
 - a table whose delete was acknowledged never appears again in a listing that
   began after the delete completed (unless it was created again afterwards);
 - a table's schema version never goes back: an observation (ok alter or
   describe) that began after another completed may not report a lower version;
-- listings never show a table nobody tried to create.
+- listings never show a table nobody tried to create;
+- after healing, the leader master locates a leader for every tablet of every table it lists
+  (`locate-tables`, retried for a while): a master that keeps answering that a tablet has no leader in a
+  healed cluster has lost track of it (KUDU-1374's class). When no locate attempt got an answer at all,
+  the verdict cannot be valid: it is unknown.
+
+Each violation names the operation that showed it (`first_anomaly`, by history index: detection time).
 """
 
 from __future__ import annotations
@@ -34,10 +44,11 @@ class CatalogChecker:
         attempted: set[Any] = set()
         acked_create: dict[Any, int] = {}  # table -> completion position of an ok create
         create_invokes: dict[Any, list[int]] = defaultdict(list)
-        delete_attempted: set[Any] = set()
+        delete_invokes: dict[Any, list[int]] = defaultdict(list)  # table -> invoke positions of deletes not refused
         deleted_at: dict[Any, int] = {}  # table -> earliest completion position of an ok delete
         versions: dict[Any, list[tuple[int, int, int]]] = defaultdict(list)  # (invoke, complete, version)
         listings: list[tuple[int, int, list[Any]]] = []
+        locates: list[Op] = []   # completions of locate-tables, in order
         for p in ps:
             f = p.f
             comp_pos = pos[id(p.completion)] if p.completion is not None else None
@@ -50,7 +61,7 @@ class CatalogChecker:
             elif f == "delete-table":
                 t = _table(p.invoke.get("value"))
                 if p.type != "fail":
-                    delete_attempted.add(t)
+                    delete_invokes[t].append(pos[id(p.invoke)])
                 if p.type == "ok" and (t not in deleted_at or comp_pos < deleted_at[t]):
                     deleted_at[t] = comp_pos
             elif f in ("alter-table", "describe-table") and p.type == "ok" and p.completion is not None:
@@ -59,25 +70,46 @@ class CatalogChecker:
                     versions[v.get("table")].append((pos[id(p.invoke)], comp_pos, int(v["version"])))
             elif f == "list-tables" and p.type == "ok" and p.completion is not None:
                 listings.append((pos[id(p.invoke)], comp_pos, list(p.completion.get("value") or [])))
+            elif f == "locate-tables" and p.completion is not None:
+                locates.append(p.completion)
         errors: dict[str, list[Any]] = {"lost": [], "duplicated": [], "resurrected": [], "version_regressed": [],
-                                        "unexpected": []}
+                                        "unexpected": [], "leaderless": []}
+        evidence: list[int] = []   # history positions of the ops that showed a violation
+
+        def note(position: int) -> int:
+            evidence.append(position)
+            return history[position].get("index", position)
+
         for inv, comp, names in listings:
             for t in sorted(set(names) - attempted, key=str):
-                errors["unexpected"].append({"table": t, "listing_index": history[comp].get("index")})
+                errors["unexpected"].append({"table": t, "listing_index": note(comp)})
             for t in names:
                 d = deleted_at.get(t)
                 if d is not None and d < inv and not any(ci > d for ci in create_invokes.get(t, [])):
-                    errors["resurrected"].append({"table": t, "listing_index": history[comp].get("index")})
+                    errors["resurrected"].append({"table": t, "listing_index": note(comp)})
+        lost_seen: set[Any] = set()   # each lost table once, at the first listing that misses it
+        for inv, comp, names in listings:
+            shown = set(names)
+            for t, done in acked_create.items():
+                if t in shown or t in lost_seen or done >= inv or any(d < comp for d in delete_invokes.get(t, [])):
+                    continue
+                lost_seen.add(t)
+                errors["lost"].append({"table": t, "listing_index": note(comp)})
         final = listings[-1] if listings else None
         if final is not None:
             counts = Counter(final[2])
-            errors["duplicated"] = [{"table": t, "count": n} for t, n in counts.items() if n > 1]
-            shown = set(counts)
-            for t, done in acked_create.items():
-                if t in shown or t in delete_attempted:
-                    continue
-                if done < final[0]:
-                    errors["lost"].append({"table": t})
+            errors["duplicated"] = [{"table": t, "count": n, "listing_index": note(final[1])}
+                                    for t, n in counts.items() if n > 1]
+        located = any(c.get("type") == "ok" for c in locates)
+        answered = [c for c in locates if c.get("type") != "ok" and isinstance(c.get("value"), Mapping)
+                    and c["value"].get("leaderless")]
+        if locates and not located and answered:
+            # every answer after healing left some tablet without a leader: the last one settles it
+            last = answered[-1]
+            where = note(pos[id(last)])
+            for t, tablet_ids in sorted(last["value"]["leaderless"].items(), key=lambda kv: str(kv[0])):
+                errors["leaderless"].append({"table": t, "tablets": list(tablet_ids), "locate_index": where,
+                                             "answers": len(answered), "attempts": len(locates)})
         for t, obs in versions.items():
             obs.sort(key=lambda o: o[1])
             completes = [o[1] for o in obs]
@@ -86,13 +118,15 @@ class CatalogChecker:
             for o in obs:
                 m = max(m, o[2])
                 best.append(m)
-            for inv, _comp, ver in obs:
+            for inv, comp, ver in obs:
                 k = bisect.bisect_left(completes, inv)
                 if k and best[k - 1] > ver:
-                    errors["version_regressed"].append({"table": t, "version": ver, "earlier_max": best[k - 1]})
+                    errors["version_regressed"].append({"table": t, "version": ver, "earlier_max": best[k - 1],
+                                                        "index": note(comp)})
         bad = any(errors.values())
+        unlocated = bool(locates) and not located and not answered
         out: dict[str, Any] = {
-            "valid": False if bad else (True if final is not None else "unknown"),
+            "valid": False if bad else (True if final is not None and not unlocated else "unknown"),
             "acknowledged_creates": len(acked_create),
             "acknowledged_deletes": len(deleted_at),
             "listings": len(listings),
@@ -101,6 +135,11 @@ class CatalogChecker:
         for k, v in errors.items():
             out[f"{k}_count"] = len(v)
             out[k] = v[:50]
+        if evidence:
+            first = history[min(evidence)]
+            out["first_anomaly"] = {k: first[k] for k in ("index", "time", "process", "f", "value") if k in first}
         if final is None:
             out["error"] = "no successful list-tables: cannot tell whether creates survived"
+        elif unlocated:
+            out["error"] = "no locate-tables answered after healing: cannot tell whether every tablet has a leader"
         return out

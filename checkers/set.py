@@ -31,6 +31,7 @@ class SetChecker:
         acked: set[Any] = set()
         indeterminate: set[Any] = set()
         final: list[Any] | None = None
+        final_read: Op | None = None
         reads = 0
         for p in pairs(history):
             if p.f == self.add_f:
@@ -43,6 +44,7 @@ class SetChecker:
             elif p.f == self.read_f and p.type == "ok":
                 reads += 1
                 final = list(p.completion.get("value") or []) if p.completion else []
+                final_read = p.completion
         if final is None:
             return {"valid": "unknown", "error": "no successful read", "attempt_count": len(attempted),
                     "acknowledged_count": len(acked)}
@@ -52,8 +54,9 @@ class SetChecker:
         unexpected = seen - attempted
         duplicated = {x: n for x, n in counts.items() if n > 1}
         recovered = indeterminate & seen
-        return {
-            "valid": not lost and not unexpected and not duplicated,
+        valid = not lost and not unexpected and not duplicated
+        out: dict[str, Any] = {
+            "valid": valid,
             "attempt_count": len(attempted),
             "acknowledged_count": len(acked),
             "read_count": reads,
@@ -67,3 +70,7 @@ class SetChecker:
             "recovered_count": len(recovered),
             "recovered": _ranges(list(recovered)),
         }
+        if not valid and final_read is not None:
+            # the read that showed the anomaly: when it became observable (time to detection)
+            out["op"] = {k: final_read[k] for k in ("process", "f", "index", "time") if k in final_read}
+        return out

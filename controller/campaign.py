@@ -30,7 +30,7 @@ import os
 import statistics
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ RUN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "nemesis_interval": ((int, float), "seconds between faults"),
     "quiet_period": ((int, float), "seconds of quiet before the final reads"),
     "rate": ((int, float), "ops/s per worker"),
+    "op_timeout": ((int, float), "client operation timeout in seconds (default 5)"),
     "nodes": ((list,), "hosts for the ssh backend"),
 }
 CAMPAIGN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -108,6 +109,25 @@ class Campaign:
     store: Path
     runs: list[PlannedRun]
     source: Path
+
+
+def select(campaign: Campaign, cells: Sequence[str] = (), seeds: Sequence[int] | None = None) -> Campaign:
+    """The campaign narrowed to the cells whose name matches one of the globs `cells` (all if empty),
+    with every cell's seeds replaced by `seeds` if given. Keys stay those of the full campaign, so
+    progress saved by a narrowed run counts for the full one and the other way round."""
+    import fnmatch
+
+    runs = [r for r in campaign.runs if not cells or any(fnmatch.fnmatchcase(r.cell, c) for c in cells)]
+    if not runs:
+        names = ", ".join(dict.fromkeys(r.cell for r in campaign.runs))
+        raise UsageError(f"no cell matches {', '.join(cells)}; cells: {names}")
+    if seeds is not None:
+        first: dict[tuple[str, float], PlannedRun] = {}
+        for r in runs:
+            first.setdefault((r.cell, r.time_limit), r)
+        runs = [PlannedRun(r.cell, seed, r.time_limit, r.expect, {**r.opts, "seed": seed})
+                for r in first.values() for seed in seeds]
+    return replace(campaign, runs=runs)
 
 
 def _check_type(where: str, key: str, value: Any, spec: Mapping[str, tuple[tuple[type, ...], str]]) -> None:

@@ -17,6 +17,7 @@ import random
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from cluster.base import MASTER_PORT, master_dns
@@ -349,6 +350,14 @@ class FakeClient:
                 raise NotFoundError(f"table {name} not found")
             return {"table_id": f"id-{name}", "name": name, "num_tablets": t.get("num_tablets", 1),
                     "replication": 3, "schema_version": t["schema_version"]}
+
+    def table_locations(self, name: str, timeout: float | None = None) -> Any:
+        """Every tablet led by its first replica (the fake has no tablet servers to lose track of)."""
+        info = self.table_info(name, timeout)
+        return SimpleNamespace(tablets=[
+            SimpleNamespace(tablet_id=f"{info['table_id']}-{i}", state="RUNNING",
+                            replicas=[SimpleNamespace(role="LEADER"), SimpleNamespace(role="FOLLOWER")])
+            for i in range(int(info["num_tablets"]))])
 
     # rows
     def get(self, table: str, key: Any, timeout: float | None = None) -> Any:

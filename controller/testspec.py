@@ -72,6 +72,7 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
     interval = positive("nemesis_interval", 10.0)
     test_count = positive("test_count", 1, integer=True)
     rate = positive("rate", 1.0) if opts.get("rate") is not None else None
+    op_timeout = positive("op_timeout", 5.0)
     if "master-migrate" in nemeses and masters != 1:
         raise UsageError("--nemesis master-migrate starts from one master: use --masters 1")
     if tservers < 3:
@@ -105,6 +106,7 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
         "masters": masters,
         "tservers": tservers,
         "test_count": test_count,
+        "op_timeout_s": op_timeout,
         "quiet_period": float(quiet) if quiet is not None else (0.2 if cluster == "fake" else 5.0),
         "leave_cluster_running": bool(opts.get("leave_cluster_running")),
         "reuse_cluster": bool(opts.get("reuse_cluster")),

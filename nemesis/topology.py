@@ -8,10 +8,12 @@ healthy again before it returns, and says so in its completion when it is not.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from cluster.base import MASTER_PORT, master_dns
+from nemesis import grudge as gr
 from nemesis.base import (
     NemesisError,
     Op,
@@ -30,6 +32,7 @@ from nemesis.base import (
     tool,
     tserver_nodes,
     wait_until,
+    workload_tablets,
 )
 
 # The masters' catalog is one tablet with a well-known id (as in Kudu).
@@ -108,6 +111,23 @@ class MembershipNemesis:
         pass  # membership changes are not faults to undo; the cluster re-replicates on its own
 
 
+def _bug_args(test: Mapping[str, Any]) -> list[str]:
+    """The store's injected bugs, for the admin tool (part of the store under test, like the nodes)."""
+    return [a for bug in (test.get("bugs") or []) for a in ("--inject-bug", str(bug))]
+
+
+def _roles_seen_by(test: Mapping[str, Any], runner: str, addr: str) -> list[tuple[str, str, str, bool]]:
+    """`tool master list` run on `runner`, asked of one master only: (uuid, addr, role, voter) as that
+    master sees them."""
+    rc, out, _ = tool(test, runner, ["master", "list", addr], timeout=10, check=False)
+    rows = []
+    for line in out.splitlines() if rc == 0 else []:
+        parts = line.split()
+        if len(parts) >= 3 and ":" in parts[1]:
+            rows.append((parts[0], parts[1], parts[2].upper(), "non-voter" not in line))
+    return rows
+
+
 def _uuid(test: Mapping[str, Any], node: str) -> str:
     _, out, _ = tool(test, node, ["fs", "dump", "uuid", "--fs-dir", _fs_dir(test, node)], timeout=20)
     return out.strip().splitlines()[-1].strip()
@@ -115,13 +135,21 @@ def _uuid(test: Mapping[str, Any], node: str) -> str:
 
 class MasterReplaceNemesis:
     """master-permanent-failure.txt, step by step, on a random master C:
-    stop C and destroy its data; make a fresh node D; move C's DNS name to D; copy the master state to D
-    from the leader with the remote bootstrap tool; start the master on D with the same master addresses;
-    wait until the masters are healthy voters again."""
+    stop C and destroy its data; make a fresh node D; move C's DNS name to D; wait for a leader among the
+    survivors; copy the master state to D with the remote bootstrap tool; start the master on D with the
+    same master addresses; wait until the masters are healthy voters again.
+
+    The operator hands the copy tool the master it saw leading, then the other survivors, and leaves the
+    choice of source to the tool, which must pick the current leader: the master seen leading may be an
+    old leader cut off from the others (it still says it leads), and a copy of a lagging catalog under C's
+    identity lets that old leader commit again, apart from the rest (KUDU-1556).
+    The tool runs with the store's injected bugs, as the node processes do."""
 
     fs = frozenset({"replace-master"})
 
-    def __init__(self, wait_s: float = 120) -> None:
+    # bounded well below a run: faults run one at a time, so a wait on a partition (that only the next op
+    # heals) cannot end, and a long one would hold every other fault back
+    def __init__(self, wait_s: float = 40) -> None:
         self.wait_s = wait_s
         self.rng = None
         self.pending_start: str | None = None
@@ -161,33 +189,44 @@ class MasterReplaceNemesis:
         now: dict[str, str | None] = {"leader": None, "addr": None}
 
         def survivor_leads() -> bool:
-            for _, addr, role, _ in master_roles(test):
-                node = node_of_address(test, addr)
-                if role == "LEADER" and addr.rsplit(":", 1)[0] != name and node != victim:
-                    now["leader"], now["addr"] = node, addr
-                    return True
+            # the masters' view, then each survivor's own, asked from the replacement machine (where the
+            # operator works): a survivor that says it leads is what the operator sees (it may be an old
+            # leader cut off from the others: the copy tool must tell)
+            views = [master_roles(test)] + [_roles_seen_by(test, replacement, f"{n}:{MASTER_PORT}")
+                                            for n in names if n != name]
+            for roles in views:
+                for _, addr, role, _ in roles:
+                    node = node_of_address(test, addr)
+                    if role == "LEADER" and addr.rsplit(":", 1)[0] != name and node != victim:
+                        now["leader"], now["addr"] = node, addr
+                        return True
             return False
 
         if not wait_until(survivor_leads, self.wait_s, 1.0, "a leader among the surviving masters"):
             raise NemesisError(f"no leader among the surviving masters after {victim} died")
-        source = str(now["addr"])  # the leader's advertised address, resolvable inside the cluster
-        steps.append(f"leader {now['leader']} ({source})")
+        steps.append(f"leader {now['leader']} ({now['addr']})")
+        # the master the operator saw leading first, then every other survivor by the DNS names the masters
+        # are configured with: the tool must find the current leader among them (the one seen may be an
+        # old leader cut off from the rest, still believing it leads)
+        seen = str(now["addr"])
+        source = ",".join([seen, *(f"{n}:{MASTER_PORT}" for n in names
+                                   if n != name and f"{n}:{MASTER_PORT}" != seen)])
         # the replacement takes the dead master's uuid: the masters' Raft config names it by uuid
         tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
              timeout=60)
         steps.append(f"fs format --uuid {uuid} on {replacement}")
         copy = ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, source,
-                "--fs-dir", _fs_dir(test, replacement)]
+                "--fs-dir", _fs_dir(test, replacement), *_bug_args(test)]
         last: list[str] = []
 
         def copied() -> bool:
             rc, out, err = tool(test, replacement, copy, timeout=120, check=False)
-            last[:] = [(err or out).strip()[-300:]]
+            last[:] = [(out if rc == 0 else (err or out)).strip()[-300:]]
             return rc == 0
 
         if not wait_until(copied, self.wait_s, 2.0, "copy_from_remote"):
             raise NemesisError(f"{replacement}: copy_from_remote from {source} kept failing: {last[0] if last else ''}")
-        steps.append(f"copy_from_remote from {source}")
+        steps.append(f"copy_from_remote {source}: {last[0] if last else ''}")
         b.start(replacement)
         self.pending_start = None
         steps.append(f"start master on {replacement}")
@@ -299,14 +338,18 @@ class TserverReplaceNemesis:
 
 
 class MajorityLossNemesis:
-    """Destroys a majority of one tablet's replicas, then forces the survivor to be the only voter with
-    `remote_replica unsafe_change_config`. Writes acknowledged only by the lost replicas are gone: data
-    loss is expected here, and the checkers must report it."""
+    """Destroys a majority of one tablet's replicas (the servers holding them, for good), then forces each
+    tablet left without a majority onto its survivors with `remote_replica unsafe_change_config`.
+
+    The survivor is first cut off from the other tablet servers for `lag_s`, so it is the lagging replica
+    when the others die (the case that loses data: the majority kept acknowledging writes it never saw).
+    Those writes are gone; the checkers must report the loss, not hide it."""
 
     fs = frozenset({"majority-loss"})
 
-    def __init__(self, wait_s: float = 180) -> None:
+    def __init__(self, wait_s: float = 180, lag_s: float = 4.0) -> None:
         self.wait_s = wait_s
+        self.lag_s = lag_s
         self.rng = None
 
     def setup(self, test: Mapping[str, Any]) -> MajorityLossNemesis:
@@ -315,27 +358,44 @@ class MajorityLossNemesis:
 
     def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
         b = backend(test)
-        ts = [t for t in tablets(test) if len([n for n in t["replica_nodes"] if n]) >= 3]
+        every = tablets(test)
+        full = [t for t in every if len([n for n in t["replica_nodes"] if n]) >= 3]
+        mine = {t["tablet"] for t in workload_tablets(test)}
+        ts = [t for t in full if t["tablet"] in mine] or full   # a tablet the workload writes to, if known
         if not ts:
             return done(op, {"skipped": "no tablet with three known replicas"}, kind="fail")
         t = self.rng.choice(ts)
         holders = [n for n in t["replica_nodes"] if n]
-        uuid_of = {n: u for n, u in zip(t["replica_nodes"], t["replicas"], strict=False) if n}
         lost = sorted(self.rng.sample(holders, len(holders) // 2 + 1))
         survivor = next(n for n in holders if n not in lost)
-        for n in lost:
-            b.stop(n)
-            b.destroy(n)
-        tool(test, survivor, ["remote_replica", "unsafe_change_config", f"{survivor}:7050", t["tablet"],
-                              str(uuid_of.get(survivor, survivor))], timeout=60)
+        if self.lag_s > 0:
+            b.partition(gr.isolate_one(role_nodes(test, "tservers"), self.rng, node=survivor))
+        try:
+            time.sleep(self.lag_s)   # the majority goes on acknowledging writes the survivor never sees
+            for n in lost:
+                b.stop(n)
+                b.destroy(n)
+        finally:
+            if self.lag_s > 0:
+                b.heal_network()
+        # The lost servers held replicas of other tablets too: as an operator would after ksck, force every
+        # tablet left without a majority onto its survivors (the chosen tablet is one of them).
+        forced = []
+        for tab in every:
+            known = [(n, u) for n, u in zip(tab["replica_nodes"], tab["replicas"], strict=False) if n]
+            live = [(n, u) for n, u in known if n not in lost]
+            if live and len(live) * 2 <= len(tab["replicas"]):
+                tool(test, live[0][0], ["remote_replica", "unsafe_change_config", f"{live[0][0]}:7050",
+                                        tab["tablet"], *[str(u) for _, u in live]], timeout=60)
+                forced.append(tab["tablet"])
         added = []
         for _ in lost:
             fresh = _next_name(test, "t")
             b.add_node(fresh, role="tserver", start=True)
             added.append(fresh)
         healthy = wait_until(lambda: ksck(test)[0], self.wait_s, 2.0, "re-replication")
-        return done(op, {"tablet": t["tablet"], "lost": lost, "survivor": survivor, "added": added,
-                         "healthy": healthy}, kind="ok" if healthy else "info")
+        return done(op, {"tablet": t["tablet"], "lost": lost, "survivor": survivor, "forced": forced,
+                         "added": added, "healthy": healthy}, kind="ok" if healthy else "info")
 
     def heal(self, test: Mapping[str, Any]) -> None:
         pass

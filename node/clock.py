@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from typing import Any
 
 CLOCK_ENV = "FAULTLINE_CLOCK_OFFSET_FILE"
 CHECK_EVERY_S = 0.05
@@ -64,38 +65,46 @@ class Clock:
         real = time.monotonic()
         if real < self._next_check:
             return self._offset
+        note = None
         with self._lock:
             if real >= self._next_check:
                 self._next_check = real + self.check_every_s
-                self._refresh()
-            return self._offset
+                note = self._refresh()
+            offset = self._offset
+        if note:
+            # Logged outside the lock: log records read this clock (install_log_time), and a record made
+            # while holding the lock deadlocked the node whenever logging took longer than check_every_s.
+            log.log(*note)
+        return offset
 
-    def _refresh(self) -> None:
+    def _refresh(self) -> tuple[Any, ...] | None:
+        """Re-reads the file if it changed; returns what to log (level, message, args...), if anything."""
         assert self.path is not None
         try:
             st = os.stat(self.path)
         except OSError:
             self._stamp, self._offset = None, 0.0   # no file: no offset
-            return
+            return None
         # ctime too: a writer may set mtime with one-second resolution (tar extraction)
         stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if stamp == self._stamp:
-            return
+            return None
         try:
             with open(self.path, encoding="utf-8") as f:
                 text = f.read(256)
             value = parse_offset(text)
         except (OSError, ValueError) as exc:
             # half-written or garbage: keep the last good offset and look again next time
-            if not self._warned:
-                log.warning("clock offset file %s unreadable (%s); keeping offset %+.3f s", self.path, exc,
-                            self._offset)
-                self._warned = True
-            return
+            if self._warned:
+                return None
+            self._warned = True
+            return (logging.WARNING, "clock offset file %s unreadable (%s); keeping offset %+.3f s", self.path,
+                    exc, self._offset)
         self._stamp = stamp
-        if value != self._offset:
-            log.info("clock offset %+.6f s -> %+.6f s", self._offset, value)
-        self._offset = value
+        old, self._offset = self._offset, value
+        if value != old:
+            return (logging.INFO, "clock offset %+.6f s -> %+.6f s", old, value)
+        return None
 
     def monotonic(self) -> float:
         """Seconds on a monotonic scale that moves with the offset (for timers and liveness)."""

@@ -131,6 +131,25 @@ def test_cli_dry_run_and_bad_file_exit_codes(tmp_path: Path) -> None:
     assert "valid: register" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_select_narrows_cells_and_overrides_seeds_keeping_keys(tmp_path: Path) -> None:
+    camp = cp.load(write(tmp_path, FAKE_CAMPAIGN))
+    only = cp.select(camp, cells=["st*"])
+    assert [r.key for r in only.runs] == ["stale|seed=1|t=1.5", "stale|seed=2|t=1.5"]
+    reseeded = cp.select(camp, seeds=[7, 8, 9])
+    assert [(r.cell, r.seed, r.opts["seed"]) for r in reseeded.runs] == [
+        ("good", 7, 7), ("good", 8, 8), ("good", 9, 9), ("stale", 7, 7), ("stale", 8, 8), ("stale", 9, 9)]
+    assert reseeded.runs[3].opts["inject_bug"] == "stale-leader-reads"
+    with pytest.raises(UsageError, match="no cell matches nope; cells: good, stale"):
+        cp.select(camp, cells=["nope"])
+    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(tmp_path / "c.toml"), "--dry-run",
+                          "--cell", "good", "--seeds", "4,5"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[:2] == ["good|seed=4|t=1.5\texpect valid", "good|seed=5|t=1.5\texpect valid"]
+    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(tmp_path / "c.toml"), "--dry-run",
+                          "--seeds", "x"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 254 and "--seeds wants integers" in out.stderr and "Traceback" not in out.stderr
+
+
 @pytest.mark.spark
 def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path) -> None:
     # "good" with the bug injected cannot be valid: its expectation must fail the campaign (exit 1)

@@ -33,8 +33,12 @@ def test_set_lost_unexpected_duplicated_recovered() -> None:
     r = SetChecker().check({}, h, {})
     assert r["valid"] is False
     assert (r["lost"], r["unexpected"], r["duplicated"], r["recovered"]) == ([3], [9], [[2, 2]], [2])
+    assert r["op"] == {"process": 3, "f": "read", "index": 7, "time": 7 * S}  # the read that showed it
+    from controller.campaign import first_anomaly
+    assert first_anomaly({"workload": r}, {o["index"]: o["time"] for o in h})[0] == 7.0
     h[-1]["value"] = [1, 3]
     assert SetChecker().check({}, h, {})["valid"] is True
+    assert "op" not in SetChecker().check({}, h, {})
     assert SetChecker().check({}, h[:6], {})["valid"] == "unknown"
 
 
@@ -83,7 +87,8 @@ def test_catalog_rules() -> None:
     c = CatalogChecker()
     assert c.check({}, _catalog(["t0"]), {})["valid"] is True
     lost = c.check({}, _catalog([]), {})
-    assert lost["valid"] is False and lost["lost"] == [{"table": "t0"}]
+    assert lost["valid"] is False and [x["table"] for x in lost["lost"]] == ["t0"]
+    assert lost["first_anomaly"]["index"] == 9  # the final listing that misses it: detection time
     dup = c.check({}, _catalog(["t0", "t0"]), {})
     assert dup["valid"] is False and dup["duplicated_count"] == 1
     back = c.check({}, _catalog(["t0", "t1"]), {})
@@ -95,6 +100,54 @@ def test_catalog_rules() -> None:
     r = c.check({}, _catalog(["t0"], regress), {})
     assert r["valid"] is False and r["version_regressed"][0]["version"] == 2
     assert c.check({}, _catalog(["t0"])[:-2], {})["valid"] == "unknown"
+    assert "first_anomaly" not in c.check({}, _catalog(["t0"]), {})
+
+
+def test_catalog_every_listing_shows_what_was_acknowledged_before_it() -> None:
+    c = CatalogChecker()
+    # a listing that began after t0's create was acknowledged misses it: lost, named by that listing,
+    # even though the last listing shows it again
+    early = ((8, 5, "invoke", "list-tables", None), (9, 5, "ok", "list-tables", []))
+    r = c.check({}, _catalog(["t0"], early), {})
+    assert r["valid"] is False and [x["table"] for x in r["lost"]] == ["t0"] and r["first_anomaly"]["index"] == 9
+    # a listing that began before the create was acknowledged may miss it
+    concurrent = ops((0, 0, "invoke", "create-table", "t0"), (1, 5, "invoke", "list-tables", None),
+                     (2, 0, "ok", "create-table", "t0"), (3, 5, "ok", "list-tables", []),
+                     (4, 6, "invoke", "list-tables", None), (5, 6, "ok", "list-tables", ["t0"]))
+    assert c.check({}, concurrent, {})["valid"] is True
+    # a delete invoked before the listing completed (outcome unknown) may have removed it
+    deleting = ((8, 6, "invoke", "delete-table", "t0"), (9, 5, "invoke", "list-tables", None),
+                (10, 5, "ok", "list-tables", []), (11, 6, "info", "delete-table", "t0"))
+    assert c.check({}, _catalog([], deleting), {})["valid"] is True
+
+
+def _locates(*answers: Any) -> tuple:
+    """locate-tables attempts after healing: True = every tablet led, a dict = the leaderless tablets, None =
+    no answer (an error)."""
+    out: list[tuple] = []
+    for i, a in enumerate(answers):
+        inv, comp = 10 + 2 * i, 11 + 2 * i
+        out.append((inv, 6, "invoke", "locate-tables", None))
+        if a is True:
+            out.append((comp, 6, "ok", "locate-tables", {"tables": 1, "leaderless": {}}))
+        elif a is None:
+            out.append((comp, 6, "fail", "locate-tables", None))
+        else:
+            out.append((comp, 6, "fail", "locate-tables", {"tables": 1, "leaderless": a}))
+    return tuple(out)
+
+
+def test_catalog_tablets_must_find_a_leader_after_healing() -> None:
+    c = CatalogChecker()
+    # settled after a while: valid
+    assert c.check({}, _catalog(["t0"], _locates({"t0": ["a"]}, True)), {})["valid"] is True
+    # the leader master never found a leader for t0's tablet: invalid, named by the last answer
+    r = c.check({}, _catalog(["t0"], _locates({"t0": ["a"]}, None, {"t0": ["a"]})), {})
+    assert r["valid"] is False and r["leaderless"][0]["tablets"] == ["a"] and r["leaderless"][0]["answers"] == 2
+    assert r["first_anomaly"]["index"] == 13 and r["first_anomaly"]["f"] == "locate-tables"
+    # no answer at all after healing: cannot be valid
+    u = c.check({}, _catalog(["t0"], _locates(None, None)), {})
+    assert u["valid"] == "unknown" and "locate" in u["error"]
 
 
 def test_stats_counts() -> None:

@@ -491,3 +491,33 @@ def test_follower_accepts_prev_below_its_compacted_start():
     f.step(AppendRequest("a", "b", 1, 5, 1, tuple(Entry(1, i) for i in range(6, 12)), commit_index=11))
     r = drain(f)
     assert r.messages[0].success and f.last_index() == 11 and f.commit_index == 11
+
+
+def test_reads_in_one_ready_share_one_round_and_later_reads_need_a_new_one():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    net.flush(lead.uuid)
+    lead.read_index("r1")
+    lead.read_index("r2")
+    rd = lead.ready()
+    rounds = [m for m in rd.messages if isinstance(m, AppendRequest)]
+    assert len(rounds) == 2 and len({m.seq for m in rounds}) == 1   # one heartbeat per follower
+    # a read that arrives after that round left must not ride on it: it could be confirming a stale leader
+    lead.read_index("r3")
+    rd3 = lead.ready()
+    lead.advance(rd)
+    lead.advance(rd3)
+    later = [m for m in rd3.messages if isinstance(m, AppendRequest)]
+    assert len(later) == 2 and all(m.seq > rounds[0].seq for m in later)
+    # answers to the first round release r1 and r2 only
+    for m in rounds:
+        net.cores[m.dst].step(m)
+        for out in net.cores[m.dst].ready().messages:
+            lead.step(out)
+    answered = [rs.ctx for rs in lead.ready().read_states]
+    assert answered == ["r1", "r2"]
+    for m in later:
+        net.cores[m.dst].step(m)
+        for out in net.cores[m.dst].ready().messages:
+            lead.step(out)
+    assert [rs.ctx for rs in lead.ready().read_states] == ["r3"]

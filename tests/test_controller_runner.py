@@ -175,6 +175,26 @@ def test_validation_names_the_choices() -> None:
         testspec.build_test({"rate": "fast"})
     with pytest.raises(UsageError, match="docker, local, ssh"):
         testspec.build_test({"cluster": "kubernetes"})
+    with pytest.raises(UsageError, match="--op-timeout must be positive"):
+        testspec.build_test({"op_timeout": "0"})
+
+
+def test_op_timeout_reaches_the_client() -> None:
+    """--op-timeout (campaign key op_timeout) sets the real client's default timeout; 5 s by default."""
+    from node.client import KuduClient
+
+    assert testspec.build_test({})["op_timeout_s"] == 5.0
+    test = testspec.build_test({"op_timeout": "30"})
+
+    class Backend:
+        def master_addresses(self) -> list[str]:
+            return ["master-1:7051"]
+
+    client = testspec.connector(test, Backend())()
+    try:
+        assert isinstance(client, KuduClient) and client.default_timeout_s == 30.0
+    finally:
+        client.close()
 
 
 def test_run_once_and_reanalyze(tmp_path: Path) -> None:

@@ -380,3 +380,14 @@ def test_killed_writer_then_power_loss(tmp_path, bugs):
             assert [e.index for e in w.entries()] == list(range(1, w.last_index + 1))
         else:
             assert w.last_index < max(acked)
+
+
+def test_write_on_the_callers_thread_keeps_order_with_queued_appends(tmp_path):
+    with Wal(tmp_path / "wal") as w:
+        futs = [w.append(entries(i, i)) for i in range(1, 21)]   # may still be queued or being written
+        w.write(None, entries(21, 25))                             # waits behind them, never overtakes
+        assert all(f.done() for f in futs) and w.last_index == 25
+        w.write(23, entries(23, 24, term=2))                       # truncate and append in one call
+        assert (w.last_index, w.term_at(22), w.term_at(23)) == (24, 1, 2)
+    with Wal(tmp_path / "wal") as w:
+        assert [e.index for e in w.entries()] == list(range(1, 25)) and w.term_at(24) == 2

@@ -83,8 +83,20 @@ def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
     copies = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
     leader_name = next(n for n, node in b.dns.items() if node == v["leader"])
     assert v["leader"] != dead and leader_name != name
-    assert f"{leader_name}:7051" in copies[0]  # copied from the (surviving) leader, by its DNS name
+    # the tool gets every survivor by its DNS name (it picks the leader itself), never the dead one's name
+    source = copies[0][copies[0].index("copy_from_remote") + 2].split(",")
+    assert source[0] == f"{leader_name}:7051" and f"{name}:7051" not in source and len(source) == 2
+    assert "--inject-bug" not in copies[0]  # the correct store's tool
     assert [node for node, argv in b.remote.calls if "copy_from_remote" in argv] == [new]
+
+
+def test_master_replace_runs_the_tool_with_the_stores_bugs(test: dict) -> None:
+    """The copy tool is part of the store under test: it carries the injected bugs, as the nodes do."""
+    test["bugs"] = ["copy-from-lagging-master"]
+    b = test["backend"]
+    assert MasterReplaceNemesis(wait_s=5).setup(test).invoke(test, {"f": "replace-master"})["type"] == "ok"
+    copy = next(argv for _, argv in b.remote.calls if "copy_from_remote" in argv)
+    assert copy[copy.index("--inject-bug") + 1] == "copy-from-lagging-master"
 
 
 def test_tserver_replace_and_membership(test: dict) -> None:
@@ -171,3 +183,96 @@ def test_partition_leader_on_tservers_isolates_a_leader_of_this_runs_table(test:
     done = n.invoke(test, {"f": "start-partition", "value": {"shape": "leader", "targets": "tservers"}})
     assert done["value"]["leader"] == placement["register-r1"][0] != placement["aaa-other"][0]
     assert [done["value"]["leader"]] in done["value"]["groups"]
+
+
+def test_learner_partition_adds_a_nonvoter_then_isolates_it_with_the_leader(test: dict) -> None:
+    from nemesis.learner import LearnerPartitionNemesis
+
+    b = test["backend"]
+    n = LearnerPartitionNemesis().setup(test)
+    done = n.invoke(test, {"f": "start-learner-partition", "value": {}})
+    v = done["value"]
+    assert done["type"] == "ok", done
+    holders = ["t1", "t2", "t3"]  # the fake places the only table on the first three tablet servers
+    assert v["leader"] == "t1" and v["learner"] in ("t4", "t5")
+    adds = [argv for _, argv in b.remote.calls if "add_replica" in argv]
+    assert len(adds) == 1 and adds[0][-2:] == ("--replica-type", "NON_VOTER")
+    assert adds[0][-3] == b.uuid(v["learner"])  # the spare's uuid, not its name
+    side = {"t1", v["learner"]}
+    rest = {t for t in ["t1", "t2", "t3", "t4", "t5"] if t not in side}
+    assert v["groups"] == sorted([sorted(side), sorted(rest)])
+    assert all(b.grudge[a] == rest for a in side) and all(b.grudge[a] == side for a in rest)
+    assert set(holders) - side <= rest
+    stop = n.invoke(test, {"f": "stop-learner-partition"})
+    assert stop["value"]["removed"] == {v["tablet"]: "removed"}
+    removes = [argv for _, argv in b.remote.calls if "remove_replica" in argv]
+    assert len(removes) == 1 and removes[0][-1] == b.uuid(v["learner"])
+    assert b.residue() == [] and n.learners == {}
+
+
+def test_learner_partition_is_in_the_registry_and_heals(test: dict) -> None:
+    pkg = registry.compose(["learner-partition"], interval_s=1)
+    nem = pkg["nemesis"].setup(test)
+    assert {"start-learner-partition", "stop-learner-partition"} <= nem.fs
+    nem.invoke(test, {"f": "start-learner-partition", "value": {}})
+    assert test["backend"].residue()
+    nem.heal(test)
+    assert test["backend"].residue() == []
+
+
+class _BlipClient:
+    """table_locations and ListReplicas as the node client answers them: t1 leads in term 3 until the
+    cut has lasted `elect_after` polls, then t2 leads in term 4."""
+
+    def __init__(self, backend: FakeBackend, elect_after: int | None) -> None:
+        from types import SimpleNamespace
+
+        self.b, self.elect_after, self.polls = backend, elect_after, 0
+        self.ns = SimpleNamespace
+        self.pool = self
+        self.closed = False
+
+    def table_locations(self, name: str, timeout: float) -> Any:
+        reps = [self.ns(uuid=self.b.uuid(n), addr=f"{n}:7050", role="") for n in ("t1", "t2", "t3")]
+        return self.ns(tablets=[self.ns(tablet_id="tab1", replicas=reps)])
+
+    def call(self, addr: str, stub: Any, method: str, req: Any, timeout: float) -> Any:
+        assert method == "ListReplicas" and req.tablet_id == "tab1"
+        node = addr.split(":")[0]
+        elected = self.b.grudge and self.elect_after is not None and self.polls >= self.elect_after
+        if self.b.grudge and node == "t2":
+            self.polls += 1
+        if node == "t1":
+            st = self.ns(tablet_id="tab1", role="LEADER", term=3, leader_uuid=self.b.uuid("t1"))
+        elif node == "t2" and elected:
+            st = self.ns(tablet_id="tab1", role="LEADER", term=4, leader_uuid=self.b.uuid("t2"))
+        else:
+            st = self.ns(tablet_id="tab1", role="FOLLOWER", term=3, leader_uuid="")
+        return self.ns(replicas=[st])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("elect_after", [3, None])
+def test_leader_blip_heals_once_a_new_leader_is_elected(test: dict, elect_after: int | None) -> None:
+    from nemesis.blip import LeaderBlipNemesis
+
+    b = test["backend"]
+    client = _BlipClient(b, elect_after)
+    grudges: list[dict] = []
+    partition = b.partition
+    b.partition = lambda g: (grudges.append({k: set(v) for k, v in g.items()}), partition(g))[1]
+    test.update(connect=lambda: client, state={"tables": ["set-x"]})
+    n = LeaderBlipNemesis(max_s=0.5, poll_s=0.01).setup(test)
+    out = n.invoke(test, {"f": "leader-blip", "value": None})
+    v = out["value"]
+    assert out["type"] == "ok" and v["leader"] == "t1" and v["term"] == 3
+    assert grudges and grudges[0]["t1"] == {"t2", "t3", "t4", "t5"}  # the leader alone, every tablet server
+    assert b.residue() == [] and client.closed
+    if elect_after is None:
+        assert v["new_leader"] is None and v["isolated_s"] >= 0.5   # gave up at max_s, healed anyway
+    else:
+        assert v["new_leader"] == "t2" and v["new_term"] == 4 and v["isolated_s"] < 0.5
+        assert client.polls >= elect_after
+    assert "leader-blip" in registry.NEMESES

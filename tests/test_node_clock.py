@@ -65,6 +65,37 @@ def test_same_size_rewrite_in_the_same_second_is_seen(tmp_path: Path) -> None:
     assert clk.offset() == -3.0
 
 
+def test_logging_a_change_reads_the_clock_without_deadlock(tmp_path: Path) -> None:
+    """Log records read the node's clock (install_log_time). The offset change is logged; if that
+    happened under the clock's lock, a record made after the re-check interval had passed (a loaded
+    machine) re-entered the lock and hung the node for good (seen on Docker under the clock nemesis)."""
+    import logging
+
+    f = tmp_path / "clock-offset"
+    clk = Clock(str(f), check_every_s=0.0)   # every call re-checks: the worst case of a slow log call
+    seen: list[float] = []
+
+    class ReadsTheClock(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(clk.offset())
+
+    handler = ReadsTheClock()
+    logger = logging.getLogger("node.clock")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        _write(f, "+2.5\n")
+        worker = threading.Thread(target=clk.offset, daemon=True)
+        worker.start()
+        worker.join(5.0)
+        assert not worker.is_alive(), "the clock deadlocked while logging an offset change"
+        assert seen == [2.5]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+
+
 def test_re_read_is_rate_limited(tmp_path: Path) -> None:
     f = tmp_path / "clock-offset"
     _write(f, "+1\n")

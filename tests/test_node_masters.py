@@ -280,3 +280,35 @@ def test_full_report_to_a_master_leading_again(tmp_path, bug):
         cl.close()
     finally:
         c.stop_all()
+
+
+def test_a_cut_off_leader_master_does_not_answer_catalog_reads(tmp_path: Path) -> None:
+    """A leader master that cannot reach a majority may have been deposed without knowing it: it must not
+    list tables from its own (possibly stale) catalog, but say the read was not confirmed."""
+    import os
+    import signal
+
+    from node.protos import node_pb2 as pb
+    from node.protos import node_pb2_grpc as pbg
+
+    c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1)
+    try:
+        c.start_all()
+        cl = c.client(timeout=30)
+        cl.create_table("a", 1, 1, timeout=40)
+        leader = cl._leader_master
+        others = [n for n in c.nodes.values() if n.kind == "master" and n.advertise != leader]
+        assert len(others) == 2
+        for n in others:
+            os.killpg(n.proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(grpc.RpcError) as err:
+                pbg.MasterStub(cl.pool.get(leader)).ListTables(pb.ListTablesRequest(), timeout=10)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "read not confirmed" in err.value.details()
+        finally:
+            for n in others:
+                os.killpg(n.proc.pid, signal.SIGCONT)
+        assert "a" in c.wait_for(lambda: cl.list_tables(), 30, "tables listed again")
+        cl.close()
+    finally:
+        c.stop_all()

@@ -113,3 +113,48 @@ def test_full_restart_keeps_data(cluster):
     assert cluster.cl.get("t", "durable", timeout=40) == 42
     assert [cluster.cl.get("t", i) for i in range(20)] == list(range(20))
     cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck")
+
+
+class _Masters:
+    """A stand-in channel pool: each address answers Ping and ListReplicas for the catalog with a fixed
+    (uuid, role, term, last index), or is down (None)."""
+
+    def __init__(self, states: dict[str, tuple[str, str, int, int] | None]) -> None:
+        self.states = states
+
+    def call(self, addr: str, stub, method: str, req, timeout: float):
+        import grpc
+
+        from node.master.catalog import SYS_TABLET
+        from node.protos import common_pb2 as cpb
+
+        st = self.states[addr]
+        if st is None:
+            err = grpc.RpcError()
+            err.code = lambda: grpc.StatusCode.UNAVAILABLE  # type: ignore[method-assign]
+            raise err
+        uuid, role, term, last = st
+        if method == "Ping":
+            return cpb.PingResponse(server=cpb.ServerIdentity(uuid=uuid))
+        assert method == "ListReplicas"
+        return pb.ListTabletsResponse(replicas=[pb.ReplicaStatus(tablet_id=SYS_TABLET, role=role, term=term,
+                                                                 last_index=last)])
+
+
+def test_catalog_copy_source_is_the_current_leader_unless_careless() -> None:
+    from node.tool.ops import ToolFailure, _catalog_source
+
+    lagging = ("u1", "LEADER", 3, 40)      # an old leader, cut off: still believes it leads term 3
+    current = ("u2", "LEADER", 4, 90)
+    follower = ("u3", "FOLLOWER", 4, 90)
+    pool = _Masters({"a:1": lagging, "b:1": current, "c:1": follower, "d:1": None})
+    assert _catalog_source(pool, ["a:1", "b:1", "c:1"], careless=False) == "b:1"
+    assert _catalog_source(pool, ["d:1", "c:1", "b:1"], careless=False) == "b:1"
+    # KUDU-1556: the careless tool copies from the first master that answers, lagging or not
+    assert _catalog_source(pool, ["d:1", "a:1", "b:1"], careless=True) == "a:1"
+    # the only leader in sight is of an older term than a follower knows: refuse, retry later
+    with pytest.raises(ToolFailure, match="no leader of the current term"):
+        _catalog_source(pool, ["a:1", "c:1"], careless=False)
+    # no leader anywhere (e.g. an election under way): the most advanced replica
+    pool.states["e:1"] = ("u5", "FOLLOWER", 4, 95)
+    assert _catalog_source(pool, ["c:1", "e:1"], careless=False) == "e:1"

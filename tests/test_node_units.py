@@ -232,3 +232,22 @@ def test_power_loss_on_every_tablet_server(tmp_path, fsync):
         cl.close()
     finally:
         c.stop_all()
+
+
+def test_answers_to_a_send_ride_back_in_its_ack():
+    """While a Send from an address is answered, what the node sends there is kept for the ack; after
+    the slot closes, messages go out through the sender queue again."""
+    from node.protos import node_pb2 as pb
+    from node.server.transport import Transport
+
+    t = Transport(ChannelPool(), on_reply=lambda msgs: None)
+    try:
+        slot = t.open_slot("10.0.0.1:7050")
+        m = pb.ConsensusMessage(tablet_id="t", from_uuid="b", to_uuid="a", payload=b"{}")
+        t.send("10.0.0.1:7050", [m])
+        assert t._senders == {}                       # nothing queued for a Send of its own
+        assert [x.to_uuid for x in t.close_slot(slot)] == ["a"]
+        t.send("10.0.0.1:7050", [m])
+        assert list(t._senders) == ["10.0.0.1:7050"]  # slot closed: the normal path
+    finally:
+        t.stop()

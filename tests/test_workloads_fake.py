@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -92,6 +93,24 @@ def test_catalog_ops(test: dict) -> None:
     assert targets <= set(creates)
 
 
+def test_catalog_locate_tables_names_tablets_without_a_leader(test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    wl = get_workload("catalog", {})
+    c = wl["client"].open(test, "m1")
+    assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
+    led = c.invoke(test, {"f": "locate-tables", "value": None})
+    assert led["type"] == "ok" and led["value"] == {"tables": 1, "leaderless": {}}
+    # a leader master that lost track of the tablet's leader: a definite answer, with the tablet named
+    lost = SimpleNamespace(tablets=[SimpleNamespace(tablet_id="x1", replicas=[SimpleNamespace(role="FOLLOWER")])])
+    monkeypatch.setattr(c.conn, "table_locations", lambda name, timeout=None: lost)
+    r = c.invoke(test, {"f": "locate-tables", "value": None})
+    assert r["type"] == "fail" and r["value"]["leaderless"] == {"t0": ["x1"]}
+    # no answer at all: a failure without a value (the checker cannot count it as evidence)
+    monkeypatch.setattr(c.conn, "table_locations", lambda name, timeout=None: (_ for _ in ()).throw(
+        FakeUnavailable("no leader master")))
+    e = c.invoke(test, {"f": "locate-tables", "value": None})
+    assert e["type"] == "fail" and e.get("value") is None
+
+
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str) -> None:
     t = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": name, "nemesis": "partition",
@@ -108,6 +127,8 @@ def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str)
     if name != "register":  # a final read after healing, and it succeeded
         final_f = {"set": "read", "bank": "read", "catalog": "list-tables"}[name]
         assert ops[-1]["f"] == final_f and ops[-1]["type"] == "ok"
+    if name == "catalog":  # every tablet located with a leader after healing, before the final listing
+        assert any(o["f"] == "locate-tables" and o["type"] == "ok" for o in ops)
 
 
 @pytest.mark.parametrize("name,evidence", [("set", "lost"), ("bank", "first_wrong_total"), ("catalog", "lost")])

@@ -1,6 +1,7 @@
 """catalog: CreateTable / DeleteTable / AlterTable / ListTables against the masters while they fail over
 and are replaced. After healing, every acknowledged create must be visible exactly once, deleted tables
-must stay deleted, and a table's schema version must never go back.
+must stay deleted, a table's schema version must never go back, and the leader master must locate a
+leader for every tablet of the tables it lists (retried for a while: the tablets settle after healing).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from workloads.common import KVClient, LazyChecker, Op, run_name
 
 
 class CatalogClient(KVClient):
-    read_fs = frozenset({"list-tables", "describe-table"})
+    read_fs = frozenset({"list-tables", "describe-table", "locate-tables"})
 
     def apply(self, test: Mapping[str, Any], op: Op) -> Op:
         f, v = op["f"], op.get("value")
@@ -32,12 +33,28 @@ class CatalogClient(KVClient):
             info = self.conn.table_info(run_name(test, v["table"]))
             return {**op, "type": "ok", "value": {"table": v["table"], "version": int(info["schema_version"])}}
         if f == "list-tables":
-            # only this run's tables (a reused cluster holds others), under the names the generator gave
-            suffix = run_name(test, "")
-            names = [n[: len(n) - len(suffix)] if suffix and n.endswith(suffix) else n
-                     for n in self.conn.list_tables() if not suffix or n.endswith(suffix)]
-            return {**op, "type": "ok", "value": sorted(names)}
+            return {**op, "type": "ok", "value": sorted(self._names(test))}
+        if f == "locate-tables":
+            # the master's answer for each tablet: a leader, or none (a definite answer, unlike an error)
+            leaderless: dict[str, list[str]] = {}
+            names = sorted(self._names(test))
+            for name in names:
+                locs = self.conn.table_locations(run_name(test, name))
+                missing = [t.tablet_id for t in locs.tablets if not any(r.role == "LEADER" for r in t.replicas)]
+                if missing or not locs.tablets:
+                    leaderless[name] = missing
+            value = {"tables": len(names), "leaderless": leaderless}
+            if leaderless:
+                return {**op, "type": "fail", "value": value, "error": f"{len(leaderless)} tables have tablets "
+                        "with no leader known to the leader master"}
+            return {**op, "type": "ok", "value": value}
         raise ValueError(f"catalog: unknown op {f!r}")
+
+    def _names(self, test: Mapping[str, Any]) -> list[str]:
+        """Only this run's tables (a reused cluster holds others), under the names the generator gave."""
+        suffix = run_name(test, "")
+        return [n[: len(n) - len(suffix)] if suffix and n.endswith(suffix) else n
+                for n in self.conn.list_tables() if not suffix or n.endswith(suffix)]
 
 
 @dataclass(frozen=True)
@@ -76,7 +93,10 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "client": CatalogClient(),
         "generator": gen.stagger(1.0 / rate, CatalogOps()),
-        "final_generator": gen.until_ok(gen.delay(1.0, gen.repeat({"f": "list-tables", "value": None})),
-                                        attempts=30),
+        # after healing: first until every tablet has a leader (bounded), then the listing the checker
+        # holds the acknowledged creates against
+        "final_generator": gen.seq(
+            gen.until_ok(gen.delay(1.0, gen.repeat({"f": "locate-tables", "value": None})), attempts=30),
+            gen.until_ok(gen.delay(1.0, gen.repeat({"f": "list-tables", "value": None})), attempts=30)),
         "checker": LazyChecker("checkers.catalog", "CatalogChecker"),
     }

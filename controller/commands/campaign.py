@@ -23,8 +23,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default="local[2]", help="Spark master for scoring (default local[2])")
     parser.add_argument("--no-score", action="store_true", help="skip the Spark scoring at the end")
     parser.add_argument("--restart", action="store_true", help="forget saved progress and run every cell again")
+    parser.add_argument("--cell", action="append", default=[], metavar="PATTERN",
+                        help="run only the cells whose name matches this glob (repeatable)")
+    parser.add_argument("--seeds", metavar="N,N,...", help="override every cell's seeds, e.g. 1,2,3")
     parser.add_argument("--dry-run", action="store_true", help="validate the file and list the runs, run nothing")
     parser.add_argument("--quiet", action="store_true", help="no live progress, only the summary")
+
+
+def _seeds(text: str) -> list[int]:
+    from controller.errors import UsageError
+
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--seeds wants integers separated by commas, got {text!r}") from None
+    if not seeds:
+        raise UsageError("--seeds is empty")
+    return seeds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True, quiet=False)
     camp = cp.load(args.campaign, args.store)
+    if args.cell or args.seeds:
+        camp = cp.select(camp, cells=args.cell, seeds=_seeds(args.seeds) if args.seeds else None)
     if args.cluster:
         for planned in camp.runs:
             planned.opts["cluster"] = args.cluster

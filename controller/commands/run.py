@@ -43,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"turn on a known bug in every node (repeatable): {', '.join(BUGS)}")
     p.add_argument("--rate", type=str, default=None, metavar="OPS",
                    help="target client ops/s over all workers (default: as fast as the cluster answers)")
+    p.add_argument("--op-timeout", type=str, default=None, metavar="SECONDS",
+                   help="client operation timeout; an op that outlasts it completes as indeterminate (info). "
+                        "Default 5 s (Kudu's own default is 30 s; a longer timeout lets writes stuck on a "
+                        "deposed leader live through a leader change)")
     p.add_argument("--leave-cluster-running", action="store_true", help="do not tear the cluster down afterwards")
     p.add_argument("--reuse-cluster", action="store_true",
                    help="run against the running cluster named --cluster-name (e.g. from `faultline cluster up` "

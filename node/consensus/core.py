@@ -105,6 +105,7 @@ class RaftCore:
         self.progress: dict[str, Progress] = {}
         self._seq = 0
         self._reads: list[_PendingRead] = []
+        self._unsent_round = -1  # seq of a read round whose messages are all still in _msgs (not handed out)
         self._transfer_target: str | None = None
         self._transfer_elapsed = 0
         self._current_term_committed = False
@@ -243,6 +244,7 @@ class RaftCore:
             commit_index=self.commit_index,
         )
         self._msgs, self._events, self._read_states = [], [], []
+        self._unsent_round = -1
         self._config_dirty = False
         self._pending_truncate = None
         return r
@@ -462,7 +464,9 @@ class RaftCore:
             return
         pr.last_contact = self.now
         pr.acked_seq = max(pr.acked_seq, m.seq)
-        pr.inflight = False
+        if not (m.success and pr.inflight and not pr.probing and m.match_index < pr.next - 1):
+            # an answer to a read round's empty append leaves the batch in flight waiting for its own
+            pr.inflight = False
         if m.success:
             if m.match_index > pr.match:
                 pr.match = m.match_index
@@ -725,12 +729,37 @@ class RaftCore:
         if "stale-leader-reads" in self.bugs:
             self._read_states.append(ReadState(ctx, self.commit_index))
             return
+        if self._unsent_round == self._seq and self._reads:
+            # a round started after the reads before it has not left yet: it was also sent after this one
+            # arrived, so it confirms this read too (one round per Ready, however many reads came in)
+            self._reads.append(_PendingRead(ctx, self.commit_index, self._seq))
+            return
         self._seq += 1
         self._reads.append(_PendingRead(ctx, self.commit_index, self._seq))
         self._release_reads()
         if self._reads:
-            for u in list(self.progress):
+            self._read_round()
+
+    def _read_round(self) -> None:
+        """Send heartbeat round `_seq` to every peer. An AppendRequest still waiting in the outbox has not
+        left yet, so it simply carries the new round; a peer with a batch in flight gets an empty append at
+        its match point instead of a re-send of that batch (the periodic heartbeat still re-sends it)."""
+        queued = set()
+        for i, m in enumerate(self._msgs):
+            if isinstance(m, AppendRequest) and m.src == self.uuid and m.term == self.term:
+                self._msgs[i] = replace(m, seq=self._seq)
+                queued.add(m.dst)
+        for u in list(self.progress):
+            if u in queued:
+                continue
+            pr = self.progress[u]
+            prev_term = self.term_at(pr.match) if pr.inflight and not pr.probing else None
+            if prev_term is None:
                 self._send_append(u, heartbeat=True)
+            else:
+                self._send(AppendRequest(self.uuid, u, self.term, pr.match, prev_term, (), self.commit_index,
+                                         self._seq))
+        self._unsent_round = self._seq
 
     def _release_reads(self) -> None:
         if not self._reads:

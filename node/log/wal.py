@@ -8,6 +8,9 @@ Layout: a directory of segments `wal-<first index, 20 digits>.seg`. A segment st
 Group commit (after Kudu's design document): producers enqueue and get a Future; one appender thread
 takes everything queued, writes it with one write() and, with fsync="always", syncs once, and only then
 completes the futures. Truncation and segment roll go through the same queue so order is preserved.
+A caller that waits for its own write anyway (a replica's driver, one `Ready` at a time) may use
+`write()`, which does the work on the calling thread when nothing is queued or being written: the same
+order and the same sync, without two thread hand-offs per batch.
 
 Recovery on open replays every segment and verifies every CRC. A damaged frame at the very end of the
 last segment is a torn write: it is cut off with a log line. Damage anywhere else, damage inside the
@@ -136,6 +139,7 @@ class Wal:
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
         self._queue: deque[_Op] = deque()
+        self._busy = False  # a batch is being written (by the appender or by write()); guarded by _cv
         self._closed = False
         self._segments: list[_Segment] = []
         self._file = None  # open handle of the last segment
@@ -296,6 +300,37 @@ class Wal:
         self._enqueue(_Op("truncate", fut, index=index))
         return fut
 
+    def write(self, truncate_from: int | None, entries: list[Entry], timeout: float = 30.0) -> None:
+        """Truncate at `truncate_from` (if given), then append `entries`, and return once written (and
+        synced, with fsync="always"). Runs on the calling thread when the appender is idle; otherwise
+        it queues behind the work in progress, so writes stay in the order they were asked for."""
+        frames = [encode_entry(e) for e in entries]
+        with self._cv:
+            if self._closed:
+                raise WalClosed(f"wal {self.path} is closed")
+            inline = not self._queue and not self._busy
+            if inline:
+                self._busy = True
+        if not inline:
+            fut = None
+            if truncate_from is not None:
+                fut = self.truncate_suffix(truncate_from)
+            if entries:
+                fut = Future()
+                self._enqueue(_Op("append", fut, list(entries), frames))
+            if fut is not None:
+                fut.result(timeout)
+            return
+        try:
+            if truncate_from is not None:
+                self._do_truncate(_Op("truncate", Future(), index=truncate_from))
+            if entries:
+                self._do_append([_Op("append", Future(), list(entries), frames)])
+        finally:
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()
+
     def _enqueue(self, op: _Op) -> None:
         with self._cv:
             if self._closed:
@@ -337,23 +372,32 @@ class Wal:
     def _appender(self) -> None:
         while True:
             with self._cv:
-                while not self._queue and not self._closed:
+                while (not self._queue or self._busy) and not (self._closed and not self._busy):
                     self._cv.wait()
                 if not self._queue and self._closed:
                     return
                 batch = list(self._queue)
                 self._queue.clear()
-            i = 0
-            while i < len(batch):
-                if batch[i].kind == "truncate":
-                    self._run(lambda op=batch[i]: self._do_truncate(op), [batch[i]])
-                    i += 1
-                    continue
-                j = i
-                while j < len(batch) and batch[j].kind == "append":
-                    j += 1
-                self._run(lambda ops=batch[i:j]: self._do_append(ops), batch[i:j])
-                i = j
+                self._busy = True
+            try:
+                self._write_batch(batch)
+            finally:
+                with self._cv:
+                    self._busy = False
+                    self._cv.notify_all()
+
+    def _write_batch(self, batch: list[_Op]) -> None:
+        i = 0
+        while i < len(batch):
+            if batch[i].kind == "truncate":
+                self._run(lambda op=batch[i]: self._do_truncate(op), [batch[i]])
+                i += 1
+                continue
+            j = i
+            while j < len(batch) and batch[j].kind == "append":
+                j += 1
+            self._run(lambda ops=batch[i:j]: self._do_append(ops), batch[i:j])
+            i = j
 
     def _run(self, fn, ops: list[_Op]) -> None:
         try:

@@ -57,6 +57,7 @@ log = logging.getLogger("node.master")
 
 MAX_TABLETS = 256
 MAX_NAME = 256
+READ_CONFIRM_S = 2.0   # how long a catalog read waits for a majority to confirm this master still leads
 
 
 @dataclass
@@ -235,6 +236,17 @@ class MasterServer:
                 raise MasterError(grpc.StatusCode.UNAVAILABLE, "LEADER_NOT_READY: the leader is loading the catalog")
         return r
 
+    def confirm_leader(self) -> Replica:
+        """`require_leader`, with leadership confirmed by a majority (a read index): a leader cut off from
+        the others does not know it has been deposed, and would answer reads from a catalog the new
+        leader has since changed (a deleted table listed again, a schema version going back)."""
+        r = self.require_leader()
+        try:
+            r.read_index(READ_CONFIRM_S)
+        except (RaftError, TimeoutError) as exc:
+            raise MasterError(grpc.StatusCode.UNAVAILABLE, f"read not confirmed: {exc}", self.leader_hint()) from None
+        return r
+
     def is_leader(self) -> bool:
         try:
             self.require_leader()
@@ -398,7 +410,7 @@ class MasterServer:
         return schema_version
 
     def locations(self, name: str) -> pb.GetTableLocationsResponse:
-        self.require_leader()
+        self.confirm_leader()
         with self.lock:
             table = self.cache.table_by_name(name)
             if table is None:
@@ -419,7 +431,7 @@ class MasterServer:
             return out
 
     def list_tables(self) -> list[pb.TableInfo]:
-        self.require_leader()
+        self.confirm_leader()
         with self.lock:
             return [table_info(t) for t in sorted(self.cache.tables.values(), key=lambda t: t.name)
                     if t.state != DELETED]

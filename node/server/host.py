@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ log = logging.getLogger("node.host")
 
 RUNNING, TOMBSTONED, COPYING = "RUNNING", "TOMBSTONED", "COPYING"
 COPY_SESSION_TTL_S = 120.0
+REPLY_WAIT_S = 0.05  # how long a Send waits for the answers it carries back; later ones go on their own,
+# so a slow receiver never holds the sender (and the heartbeats behind it) for long
 
 
 class HostError(Exception):
@@ -136,7 +139,7 @@ class ReplicaHost:
         self.layout = layout
         self.advertise = advertise
         self.pool = pool
-        self.transport = Transport(pool)
+        self.transport = Transport(pool, on_reply=self.deliver_messages)
         self.opts = opts
         self.fsync = fsync
         self.auto_copy = auto_copy
@@ -373,20 +376,45 @@ class ReplicaHost:
         return out
 
     # ------------------------------------------------------------------ inbound consensus traffic
-    def deliver(self, batch: pb.ConsensusBatch) -> None:
+    def deliver(self, batch: pb.ConsensusBatch) -> list[tuple[Replica, int]]:
+        """Hand each message to its replica; returns (replica, ticket) for Replica.wait_handled."""
+        return self.deliver_messages(batch.messages)
+
+    def deliver_messages(self, messages) -> list[tuple[Replica, int]]:
         by_tablet: dict[str, list[bytes]] = {}
-        for m in batch.messages:
+        for m in messages:
             if m.to_uuid != self.uuid:
                 continue
             by_tablet.setdefault(m.tablet_id, []).append(m.payload)
+        out = []
         for tid, payloads in by_tablet.items():
             r = self.get(tid)
             if r is not None:
-                r.deliver(payloads)
+                out.append((r, r.deliver(payloads)))
             elif self.auto_copy:
-                first = next(m for m in batch.messages if m.tablet_id == tid)
+                first = next(m for m in messages if m.tablet_id == tid)
                 if first.from_addr and b'"_t":"areq"' in first.payload:
                     self._maybe_auto_copy(tid, first.from_addr)
+        return out
+
+    def deliver_and_collect(self, batch: pb.ConsensusBatch, wait_s: float) -> list[pb.ConsensusMessage]:
+        """Deliver, wait (at most `wait_s`) until the replicas have handled it, and return what they sent
+        to the batch's sender meanwhile; anything sent after that goes out with a Send of its own."""
+        src = batch.messages[0].from_addr if batch.messages else ""
+        if not src:
+            self.deliver(batch)
+            return []
+        slot = self.transport.open_slot(src)
+        try:
+            waits = self.deliver(batch)
+            deadline = time.monotonic() + wait_s
+            for r, ticket in waits:
+                left = deadline - time.monotonic()
+                if left <= 0 or not r.wait_handled(ticket, left):
+                    break
+        finally:
+            msgs = self.transport.close_slot(slot)
+        return msgs
 
     def _maybe_auto_copy(self, tablet_id: str, leader_addr: str) -> None:
         """A leader replicates to us a tablet we don't host: it added us, so copy it from the leader."""
@@ -436,8 +464,12 @@ class ConsensusService(pbg.ConsensusServicer):
         self.host = host
 
     def Send(self, request, context):
-        self.host.deliver(request)
-        return pb.ConsensusAck()
+        if not request.reply_in_ack:
+            self.host.deliver(request)
+            return pb.ConsensusAck()
+        left = context.time_remaining()
+        wait_s = REPLY_WAIT_S if left is None else max(0.0, min(REPLY_WAIT_S, left - 0.2))
+        return pb.ConsensusAck(messages=self.host.deliver_and_collect(request, wait_s))
 
     def _replica(self, tablet_id: str, context) -> Replica:
         r = self.host.get(tablet_id)

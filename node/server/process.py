@@ -13,6 +13,7 @@ from node.log import CmetaCorruption, WalCorruption
 from node.protos import common_pb2 as cpb
 from node.protos import common_pb2_grpc as cpbg
 from node.protos import node_pb2_grpc as pbg
+from node.server import profiling
 from node.server.fs import FsError, FsLayout, lock_dir, read_uuid
 from node.server.host import ConsensusService, ReplicaHost
 from node.server.replica import DriverOptions
@@ -75,6 +76,7 @@ def advertise_addr(args: argparse.Namespace, port: int) -> str:
 
 
 def run_server(kind: str, args: argparse.Namespace) -> int:
+    profiling.install()   # FAULTLINE_PROFILE=PATH only
     try:
         uuid = read_uuid(args.fs_dir)
         lock_dir(args.fs_dir)   # held until exit
@@ -141,4 +143,5 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
         fn()
     server.stop(1.0).wait(2.0)
     host.stop()
+    profiling.dump()
     return 0

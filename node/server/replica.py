@@ -112,6 +112,9 @@ class Replica:
         self._reads: dict[int, _ReadWaiter] = {}
         self._read_ids = itertools.count(1)
         self._stopped = False
+        self._gen_in = 0     # inbound batches delivered so far
+        self._gen_done = 0   # ... of which the driver has fully handled (persisted, sent) this many
+        self._done_cv = threading.Condition()
         self.leader_since = 0.0
         self.last_error = ""
         self.snapshot_index = snap_index
@@ -125,6 +128,7 @@ class Replica:
         with self.cv:
             self._stopped = True
             self.cv.notify_all()
+        self._mark_handled(1 << 62)
         if threading.current_thread() is not self.thread and self.thread.is_alive():
             self.thread.join(timeout=5)
         for w in list(self._waiters.values()):
@@ -136,11 +140,26 @@ class Replica:
         self.storage.close()
 
     # ------------------------------------------------------------------ inbound
-    def deliver(self, payloads: list[bytes]) -> None:
+    def deliver(self, payloads: list[bytes]) -> int:
+        """Queue inbound messages for the driver; returns a ticket for wait_handled()."""
         msgs = [decode_message(p) for p in payloads]
         with self.cv:
             self._inbox.extend(msgs)
+            self._gen_in += 1
             self.cv.notify()
+            return self._gen_in
+
+    def wait_handled(self, ticket: int, timeout: float) -> bool:
+        """Wait until the messages of `ticket` were stepped and their Ready handled (answers sent)."""
+        with self._done_cv:
+            return self._done_cv.wait_for(lambda: self._gen_done >= ticket, timeout)
+
+    def _mark_handled(self, gen: int) -> None:
+        if gen <= self._gen_done:
+            return
+        with self._done_cv:
+            self._gen_done = max(self._gen_done, gen)
+            self._done_cv.notify_all()
 
     # ------------------------------------------------------------------ driver loop
     def _run(self) -> None:
@@ -164,6 +183,7 @@ class Replica:
                 if self._stopped:
                     return
                 inbox, self._inbox = self._inbox, []
+                gen = self._gen_in
                 try:
                     for m in inbox:
                         self.core.step(m)
@@ -187,17 +207,19 @@ class Replica:
                     log.exception("%s: consensus core failed; stopping this replica", self.tablet_id)
                     self.last_error = f"consensus: {exc}"
                     self._stopped = True
+                    self._mark_handled(1 << 62)
                     return
-            if rd is None:
-                continue
-            try:
-                self._handle(rd, addrs)
-            except Exception as exc:
-                log.exception("%s: handling a ready batch failed; stopping this replica", self.tablet_id)
-                self.last_error = f"storage: {exc}"
-                with self.cv:
-                    self._stopped = True
-                return
+            if rd is not None:
+                try:
+                    self._handle(rd, addrs)
+                except Exception as exc:
+                    log.exception("%s: handling a ready batch failed; stopping this replica", self.tablet_id)
+                    self.last_error = f"storage: {exc}"
+                    with self.cv:
+                        self._stopped = True
+                    self._mark_handled(1 << 62)
+                    return
+            self._mark_handled(gen)
 
     def _handle(self, rd, addrs: dict[str, str]) -> None:
         self.storage.persist(rd)

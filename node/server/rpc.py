@@ -96,6 +96,9 @@ class ChannelPool:
         self._resolve = resolve or resolve_host
         self._lock = threading.Lock()
         self._chans: dict[str, tuple[str, grpc.Channel, float]] = {}
+        # stubs per (channel, stub class): building one creates a callable per RPC method, which cost
+        # more CPU than a small call itself when done per call
+        self._stubs: dict[tuple[int, type], tuple[grpc.Channel, object]] = {}
 
     def _target(self, addr: str) -> str:
         host, port = split_addr(addr)
@@ -149,7 +152,7 @@ class ChannelPool:
     def call(self, addr: str, stub_cls: type, method: str, request: object, timeout: float,
              metadata: tuple | None = None) -> object:
         """Unary call with a deadline; re-resolves the name after a transport failure."""
-        stub = stub_cls(self.get(addr))
+        stub = self.stub(addr, stub_cls)
         try:
             return getattr(stub, method)(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as exc:
@@ -157,9 +160,24 @@ class ChannelPool:
                 self.failed(addr)
             raise
 
+    def stub(self, addr: str, stub_cls: type) -> object:
+        """A stub of `stub_cls` on the current channel to `addr` (cached while that channel lives)."""
+        ch = self.get(addr)
+        key = (id(ch), stub_cls)
+        ent = self._stubs.get(key)
+        if ent is None or ent[0] is not ch:
+            with self._lock:
+                if len(self._stubs) > 4 * len(self._chans) + 64:   # drop stubs of replaced channels
+                    live = {id(c) for _, c, _ in self._chans.values()}
+                    self._stubs = {k: v for k, v in self._stubs.items() if k[0] in live}
+                ent = (ch, stub_cls(ch))
+                self._stubs[key] = ent
+        return ent[1]
+
     def close(self) -> None:
         with self._lock:
             chans, self._chans = self._chans, {}
+            self._stubs = {}
         for _, ch, _ in chans.values():
             ch.close()
 

@@ -98,13 +98,8 @@ class ReplicaStorage:
         """Truncate, append (one sync for the batch), save cmeta: what Ready requires before sending."""
         if self.wal is None:
             raise RuntimeError(f"{self.tablet_id}: storage is not open")
-        fut = None
-        if rd.truncate_from is not None:
-            fut = self.wal.truncate_suffix(rd.truncate_from)
-        if rd.entries:
-            fut = self.wal.append(list(rd.entries))
-        if fut is not None:
-            fut.result(WAIT_S)
+        if rd.truncate_from is not None or rd.entries:
+            self.wal.write(rd.truncate_from, rd.entries, timeout=WAIT_S)
         if rd.hard_state is not None or rd.committed_config is not None:
             assert self.cmeta is not None
             hs = rd.hard_state or self.cmeta.hard_state

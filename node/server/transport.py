@@ -2,6 +2,11 @@
 
 Raft tolerates lost messages, so a send that fails is dropped (the core retries on its next
 heartbeat); a dead peer therefore never blocks the messages to live ones. Queues are bounded.
+
+Answers ride back in the ack: a batch asks for `reply_in_ack`, the receiver holds the call until its
+replicas have handled the batch, and whatever they send to us meanwhile (the AppendResponses above all)
+goes into the ack instead of a Send of its own, so a replication round trip costs one RPC, not two.
+A receiver that does not know the field answers with its own Send, as before.
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import grpc
 
@@ -49,9 +56,13 @@ class _Sender:
                         continue
                 batch = [self.q.popleft() for _ in range(min(MAX_BATCH, len(self.q)))]
             try:
-                self.t.pool.call(self.addr, pbg.ConsensusStub, "Send", pb.ConsensusBatch(messages=batch),
-                                 timeout=SEND_TIMEOUT_S)
+                on_reply = self.t.on_reply
+                ack = self.t.pool.call(self.addr, pbg.ConsensusStub, "Send",
+                                       pb.ConsensusBatch(messages=batch, reply_in_ack=on_reply is not None),
+                                       timeout=SEND_TIMEOUT_S)
                 failures = 0
+                if on_reply is not None and ack.messages:
+                    on_reply(ack.messages)
             except grpc.RpcError as exc:
                 failures += 1
                 if failures in (1, 10) or failures % 100 == 0:
@@ -62,13 +73,40 @@ class _Sender:
                 self.t.wait_stop(0.2)
 
 
+@dataclass(eq=False)
+class ReplySlot:
+    """Collects what this node sends to `addr` while a Send from `addr` is being answered."""
+
+    addr: str
+    msgs: list[pb.ConsensusMessage] = field(default_factory=list)
+
+
 class Transport:
-    def __init__(self, pool: ChannelPool) -> None:
+    def __init__(self, pool: ChannelPool,
+                 on_reply: Callable[[list[pb.ConsensusMessage]], None] | None = None) -> None:
         self.pool = pool
+        self.on_reply = on_reply   # delivers messages that came back in an ack; None: never ask for them
         self.stopped = False
         self._stop_ev = threading.Event()
         self._lock = threading.Lock()
         self._senders: dict[str, _Sender] = {}
+        self._slots: dict[str, list[ReplySlot]] = {}
+
+    def open_slot(self, addr: str) -> ReplySlot:
+        """From now until close_slot, messages for `addr` are kept for the ack of its Send."""
+        slot = ReplySlot(addr)
+        with self._lock:
+            self._slots.setdefault(addr, []).append(slot)
+        return slot
+
+    def close_slot(self, slot: ReplySlot) -> list[pb.ConsensusMessage]:
+        with self._lock:
+            slots = self._slots.get(slot.addr, [])
+            if slot in slots:
+                slots.remove(slot)
+            if not slots:
+                self._slots.pop(slot.addr, None)
+            return slot.msgs
 
     def wait_stop(self, s: float) -> None:
         self._stop_ev.wait(s)
@@ -77,6 +115,10 @@ class Transport:
         if not addr or not msgs:
             return
         with self._lock:
+            slots = self._slots.get(addr)
+            if slots:
+                slots[0].msgs.extend(msgs)
+                return
             s = self._senders.get(addr)
             if s is None:
                 s = self._senders[addr] = _Sender(self, addr)

@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=ops.cmeta_rewrite)
     p = lrs.add_parser("copy_from_remote", help="copy a replica from a running server (tablet copy)")
     p.add_argument("tablet", metavar="TABLET", help="tablet id, or 'sys' / 00000000000000000000000000000000 for masters")
-    p.add_argument("source", metavar="HOST:PORT")
+    p.add_argument("source", metavar="HOST:PORT[,HOST:PORT...]",
+                   help="the server to copy from; for 'sys', several masters: the tool copies from the leader")
     p.add_argument("--fs-dir", required=True)
     p.add_argument("--inject-bug", action="append", default=[], help="copy-from-lagging-master: skip the leader check")
     p.set_defaults(fn=ops.copy_from_remote)

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -179,29 +180,93 @@ def cmeta_rewrite(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class _SourceStatus:
+    """What one candidate source master says about itself and its catalog replica."""
+
+    addr: str
+    uuid: str
+    role: str
+    term: int
+    last_index: int
+
+
+def _source_status(pool: ChannelPool, addr: str) -> _SourceStatus | None:
+    try:
+        ping = pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
+        resp = pool.call(addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=SYS_TABLET),
+                         timeout=RPC_TIMEOUT)
+    except grpc.RpcError:
+        return None
+    st = next((r for r in resp.replicas if r.tablet_id == SYS_TABLET), None)
+    if st is None:
+        return _SourceStatus(addr, ping.server.uuid, "NONE", -1, -1)
+    return _SourceStatus(addr, ping.server.uuid, st.role, int(st.term), int(st.last_index))
+
+
+def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> str:
+    """The master to copy the catalog from, among `sources` (KUDU-1556: a copy from a lagging master
+    loses committed DDL, so only the current leader will do).
+
+    Given one master, it must be the leader (as its masters see it). Given several, the tool asks each and
+    picks the leader of the highest term: a master that still believes it leads an older term (cut off
+    from the others) is not a source. With no leader anywhere (e.g. migrating from one master), the most
+    advanced replica is all there is. `careless` (the copy-from-lagging-master bug) takes the first
+    master that answers, whatever its state."""
+    if careless:
+        for a in sources:
+            try:
+                pool.call(a, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
+                return a
+            except grpc.RpcError:
+                continue
+        return sources[0]
+    if len(sources) == 1:
+        src = sources[0]
+        resp = pool.call(src, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=RPC_TIMEOUT)
+        ping = pool.call(src, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
+        leader = [m for m in resp.masters if m.role == "LEADER"]
+        if not resp.masters:
+            raise ToolFailure(f"{src} has no master catalog to copy")
+        if leader and leader[0].uuid != ping.server.uuid:
+            raise ToolFailure(f"{src} is not the leader master; copy from the leader {leader[0].addr}")
+        if not leader:
+            # no leader anywhere (e.g. migrating from one master): the source is all there is
+            print(f"warning: no leader master is known; copying from {src} as is", file=sys.stderr)
+        return src
+    found = [s for s in (_source_status(pool, a) for a in sources) if s is not None and s.term >= 0]
+    if not found:
+        raise ToolFailure(f"none of {','.join(sources)} answered with a master catalog")
+    top = max(s.term for s in found)
+    leaders = [s for s in found if s.role == "LEADER" and s.term == top]
+    if leaders:
+        return leaders[0].addr
+    if any(s.role == "LEADER" for s in found):
+        raise ToolFailure(f"no leader of the current term {top} among {','.join(sources)} (an older leader is "
+                          "cut off); retry once the masters agree")
+    best = max(found, key=lambda s: (s.term, s.last_index))
+    print(f"warning: no leader master is known; copying from the most advanced, {best.addr}", file=sys.stderr)
+    return best.addr
+
+
 def copy_from_remote(args: argparse.Namespace) -> int:
     layout, my_uuid = _layout(args, write=True)
     tid = _tablet_id(args.tablet)
-    src = _addr(args.source, "HOST:PORT")
+    sources = [_addr(a.strip(), "HOST:PORT") for a in args.source.split(",") if a.strip()]
+    if not sources:
+        raise UsageProblem("HOST:PORT is empty")
     if layout.superblock(tid).exists():
         sb = read_superblock(layout, tid)
         if sb.state in (RUNNING, COPYING) and layout.cmeta(tid).exists() and sb.state == RUNNING:
             raise ToolFailure(f"tablet {tid} already exists in {layout.root} ({sb.state}); delete it first")
     pool = ChannelPool()
+    src = sources[0]
     try:
         bugs = set(args.inject_bug) | set(os.environ.get("FAULTLINE_INJECT_BUGS", "").replace(",", " ").split())
-        if tid == SYS_TABLET and "copy-from-lagging-master" not in bugs:
-            # KUDU-1556: copying the catalog from a lagging master loses committed DDL
-            resp = pool.call(src, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=RPC_TIMEOUT)
-            ping = pool.call(src, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
-            leader = [m for m in resp.masters if m.role == "LEADER"]
-            if not resp.masters:
-                raise ToolFailure(f"{src} has no master catalog to copy")
-            if leader and leader[0].uuid != ping.server.uuid:
-                raise ToolFailure(f"{src} is not the leader master; copy from the leader {leader[0].addr}")
-            if not leader:
-                # no leader anywhere (e.g. migrating from one master): the source is all there is
-                print(f"warning: no leader master is known; copying from {src} as is", file=sys.stderr)
+        if tid == SYS_TABLET:
+            src = _catalog_source(pool, sources, careless="copy-from-lagging-master" in bugs)
+        elif len(sources) > 1:
+            raise UsageProblem("several sources are only understood for the master catalog ('sys')")
         print(f"copying tablet {tid} from {src} ...", file=sys.stderr)
         copy = fetch_copy(pool, src, tid, my_uuid, timeout=60.0)
         try:
