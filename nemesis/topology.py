@@ -359,8 +359,13 @@ class MajorityLossNemesis:
 
     def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
         b = backend(test)
-        every = tablets(test)
-        full = [t for t in every if len([n for n in t["replica_nodes"] if n]) >= 3]
+        full: list[dict[str, Any]] = []
+        for _ in range(3):   # the listing can time out while the masters are busy (catalog workload)
+            every = tablets(test)
+            full = [t for t in every if len([n for n in t["replica_nodes"] if n]) >= 3]
+            if full:
+                break
+            time.sleep(2.0)
         mine = {t["tablet"] for t in workload_tablets(test)}
         ts = [t for t in full if t["tablet"] in mine] or full   # a tablet the workload writes to, if known
         if not ts:
