@@ -57,6 +57,8 @@ log = logging.getLogger("node.master")
 
 MAX_TABLETS = 256
 MAX_NAME = 256
+# A tablet still CREATING this long, most of its servers dead, is placed anew (Kudu: creation timeout).
+CREATE_TIMEOUT_S = 30.0
 READ_CONFIRM_S = 2.0   # how long a catalog read waits for a majority to confirm this master still leads
 
 
@@ -92,6 +94,7 @@ class MasterServer:
         self.leaders: dict[str, tuple[str, pb.ReplicaStatus]] = {}   # tablet -> (tserver, status)
         self.inflight: set[str] = set()
         self.last_sent: dict[str, float] = {}
+        self.creating_since: dict[str, float] = {}   # tablet -> when this leader first saw it CREATING
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="master-rpc")
         self.stop_ev = threading.Event()
         self.service = MasterService(self)
@@ -517,6 +520,55 @@ class MasterServer:
                                          config=config_to_pb(cfg), schema_version=table.schema_version if table else 0)
             self._async(f"create:{t.tablet_id}:{p.uuid}", self._ts_call, p.address, "CreateTablet", req)
 
+    def _creation_stuck(self, t: TabletRec) -> bool:
+        """A CREATING tablet with no leader after CREATE_TIMEOUT_S, most of whose placed servers are not
+        live: it can never elect (the servers it was placed on died), so re-sending the creates is futile."""
+        now = clock().monotonic()
+        since = self.creating_since.setdefault(t.tablet_id, now)
+        if now - since < CREATE_TIMEOUT_S:
+            return False
+        live = {x.uuid for x in self.live_tservers()}
+        placed = [p["uuid"] for p in t.peers()]
+        return 2 * sum(u in live for u in placed) <= len(placed)
+
+    def _replace_tablet(self, old: TabletRec) -> None:
+        """Kudu's answer to a tablet whose creation timed out: a new tablet (new id, same partition) placed
+        on live servers takes its place in the table; the old one is marked deleted, so its replicas on
+        servers that are still alive get tombstoned."""
+        with self.ddl_lock:
+            with self.lock:
+                table = self.cache.tables.get(old.table_id)
+                current = self.cache.tablets.get(old.tablet_id)
+                if table is None or table.state == DELETED or current is None or current.state != CREATING:
+                    return
+                live = self.live_tservers()
+                if len(live) < table.replication:
+                    return
+                counts = self.cache.replica_counts()
+            chosen = sorted(live, key=lambda x: (counts.get(x.uuid, 0), random.random()))[:table.replication]
+            cfg = RaftConfig(tuple(Peer(x.uuid, x.addr) for x in chosen), -1)
+            new = TabletRec(uuidlib.uuid4().hex, old.table_id, old.partition, CREATING, config_to_dict(cfg))
+            ids = [new.tablet_id if tid == old.tablet_id else tid for tid in table.tablet_ids]
+            new_table = TableRec(table.table_id, table.name, table.num_tablets, table.replication,
+                                 table.schema_version, table.state, ids)
+            gone = TabletRec(old.tablet_id, old.table_id, old.partition, DELETED, old.config)
+            with self.lock:
+                ops = [self.cache.put_op(table_key(table.table_id), new_table.to_json()),
+                       self.cache.put_op(tablet_key(old.tablet_id), gone.to_json()),
+                       Op(CAS, tablet_key(new.tablet_id), new.to_json(), None)]
+            try:
+                results = self.replicate(ops, timeout=5.0)
+            except MasterError as exc:
+                log.info("replacing tablet %s: %s", old.tablet_id, exc)
+                return
+            if not all(r.ok for r in results):
+                return   # the catalog moved meanwhile (an alter, a delete): look again next round
+        self.creating_since.pop(old.tablet_id, None)
+        log.warning("tablet %s of table %s could not be created on its servers for %.0f s (most are not live); "
+                    "replaced by tablet %s on %s", old.tablet_id, table.name, CREATE_TIMEOUT_S, new.tablet_id,
+                    ", ".join(x.uuid for x in chosen))
+        self._send_creates(new)
+
     def _background(self) -> None:
         while not clock().sleep_on(self.stop_ev, self.hb_s):
             try:
@@ -547,7 +599,10 @@ class MasterServer:
                 continue
             if lead is None:
                 if t.state == CREATING:
-                    self._send_creates(t)
+                    if self._creation_stuck(t):
+                        self._replace_tablet(t)
+                    else:
+                        self._send_creates(t)
                 continue
             ts, st = lead
             self._sync_config(t, st)
