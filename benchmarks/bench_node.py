@@ -51,13 +51,7 @@ def run_writers(client, table: str, n: int, seconds: float) -> dict:
                 errors[i] += 1
             k += 1
 
-    ths = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    t0 = time.monotonic()
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join()
-    wall = time.monotonic() - t0
+    wall = run_workers(worker, n)
     all_lat = [x for xs in lat for x in xs]
     return {"clients": n, "ops": len(all_lat), "ops_per_s": len(all_lat) / wall, "p50_ms": pct(all_lat, 50) * 1000,
             "p99_ms": pct(all_lat, 99) * 1000, "errors": sum(errors)}
@@ -94,6 +88,17 @@ def kill_leader_once(c: MiniCluster, client, table: str, tablet_id: str) -> floa
     c.start(victim)
     c.wait_for(lambda: c.tool("cluster", "ksck", c.masters_arg()).returncode == 0, 60, "ksck clean")
     return took
+
+
+def run_workers(worker, n: int) -> float:
+    """Runs worker(0..n-1) on n threads at once; the wall time until the last one finished."""
+    ths = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    t0 = time.monotonic()
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    return time.monotonic() - t0
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -133,13 +138,7 @@ def run_register(client, table: str, n: int, seconds: float) -> dict:
             for k, v in mine.items():
                 counts[k] += v
 
-    ths = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    t0 = time.monotonic()
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join()
-    wall = time.monotonic() - t0
+    wall = run_workers(worker, n)
     ops = counts["read"] + counts["write"] + counts["cas"]
     return {**counts, "ops": ops, "wall_s": wall, "ops_per_s": ops / wall}
 

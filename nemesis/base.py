@@ -205,6 +205,20 @@ def tablets(test: Mapping[str, Any]) -> list[dict[str, Any]]:
     return result
 
 
+def of_this_run(test: Mapping[str, Any], ts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tablets among `ts` whose table is named with this run's tag; all of `ts` if none is."""
+    tag = test.get("run_tag")
+    mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]
+    return mine or ts
+
+
+def run_tablets(test: Mapping[str, Any], keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """This run's tablets that pass `keep`: asked of the masters directly (`workload_tablets`, one RPC);
+    else from the admin tools' listing (`tablets`), narrowed to this run's tables."""
+    fast = [t for t in workload_tablets(test) if keep(t)]
+    return fast or of_this_run(test, [t for t in tablets(test) if keep(t)])
+
+
 def workload_tablets(test: Mapping[str, Any], timeout_s: float = 5.0) -> list[dict[str, Any]]:
     """The tablets of the tables this run's workload created (`test["state"]["tables"]`, recorded by the
     workload's setup), as the masters place them, asked through the host's node client: one RPC instead of

@@ -22,9 +22,8 @@ from nemesis.base import (
     nemesis_rng,
     pick_subset,
     role_nodes,
+    run_tablets,
     tablet_leaders,
-    tablets,
-    workload_tablets,
 )
 
 
@@ -66,13 +65,7 @@ class PartitionNemesis:
     def _tablet_leader(self, test: Mapping[str, Any]) -> str | None:
         """The leader of a random tablet of the workload's tables, asked of the masters directly; else,
         through the admin tools, of a random tablet of this run's tables (names end with the run tag)."""
-        fast = [t for t in workload_tablets(test) if t.get("leader_node")]
-        if fast:
-            return self.rng.choice(fast)["leader_node"]
-        ts = [t for t in tablets(test) if t.get("leader_node")]
-        tag = test.get("run_tag")
-        mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]
-        pool = mine or ts
+        pool = run_tablets(test, lambda t: bool(t.get("leader_node")))
         return self.rng.choice(pool)["leader_node"] if pool else None
 
     def heal(self, test: Mapping[str, Any]) -> None:

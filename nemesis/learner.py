@@ -32,7 +32,7 @@ from nemesis.base import (
     masters_arg,
     nemesis_rng,
     role_nodes,
-    tablets,
+    run_tablets,
     tool,
     tserver_nodes,
     workload_tablets,
@@ -49,7 +49,6 @@ class LearnerPartitionNemesis:
         self.rng = None
         self.lock = threading.Lock()
         self.learners: dict[str, str] = {}   # tablet id -> uuid of the NON_VOTER we added, not yet removed
-        self.partitioned = False
         self.uuids: dict[str, str] = {}       # tablet server node -> uuid
 
     def setup(self, test: Mapping[str, Any]) -> LearnerPartitionNemesis:
@@ -58,13 +57,7 @@ class LearnerPartitionNemesis:
 
     def _candidates(self, test: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Tablets of this run's tables whose leader is known, freshest source first."""
-        fast = [t for t in workload_tablets(test) if t.get("leader_node")]
-        if fast:
-            return fast
-        tag = test.get("run_tag")
-        ts = [t for t in tablets(test) if t.get("leader_node")]
-        mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]
-        return mine or ts
+        return run_tablets(test, lambda t: bool(t.get("leader_node")))
 
     def _uuid_of(self, test: Mapping[str, Any], node: str) -> str | None:
         """A tablet server's uuid, remembered: asking ksck costs seconds that the split should not wait for."""
@@ -80,7 +73,6 @@ class LearnerPartitionNemesis:
     def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
         if op["f"] == "stop-learner-partition":
             backend(test).heal_network()
-            self.partitioned = False
             return done(op, {"removed": self._remove_learners(test)})
         pool = self._candidates(test)
         servers = role_nodes(test, "tservers")
@@ -108,7 +100,6 @@ class LearnerPartitionNemesis:
             leader = fresh["leader_node"]
         grudge = gr.from_components(servers, [[leader, spare], [s for s in servers if s not in (leader, spare)]])
         backend(test).partition(grudge)
-        self.partitioned = True
         return done(op, {"tablet": t["tablet"], "leader": leader, "learner": spare,
                          "groups": gr.describe(grudge), "grudge": gr.to_json(grudge)})
 
@@ -129,5 +120,4 @@ class LearnerPartitionNemesis:
 
     def heal(self, test: Mapping[str, Any]) -> None:
         backend(test).heal_network()
-        self.partitioned = False
         self._remove_learners(test)

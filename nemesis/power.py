@@ -28,6 +28,7 @@ from nemesis.base import (
     done,
     log,
     nemesis_rng,
+    of_this_run,
     pick_subset,
     role_nodes,
     tablets,
@@ -53,9 +54,7 @@ class PowerLossNemesis:
 
     def _tablet_replicas(self, test: Mapping[str, Any], subset: str) -> list[str]:
         ts = [t for t in tablets(test) if all(t.get("replica_nodes") or [None])]
-        tag = test.get("run_tag")
-        mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]
-        pool = mine or ts
+        pool = of_this_run(test, ts)
         if not pool:
             return []
         t = self.rng.choice(pool)
