@@ -604,6 +604,7 @@ class MasterServer:
                     else:
                         self._send_creates(t)
                 continue
+            self.creating_since.pop(t.tablet_id, None)   # it has a leader: its creation finished
             ts, st = lead
             self._sync_config(t, st)
             self._rereplicate(t, table, ts, st)
