@@ -19,6 +19,9 @@ it began. Rules:
   (`locate-tables`, retried for a while): a master that keeps answering that a tablet has no leader in a
   healed cluster has lost track of it (KUDU-1374's class). When no locate attempt got an answer at all,
   the verdict cannot be valid: it is unknown.
+- after healing, every master holds what the leader committed (`master-replicas`, each master asked
+  directly under the address clients use, retried for a while): a master left behind for good keeps the
+  catalog on fewer copies than it claims (KUDU-1620's class: a replaced master nobody reaches by name).
 
 Each violation names the operation that showed it (`first_anomaly`, by history index: detection time).
 """
@@ -49,6 +52,7 @@ class CatalogChecker:
         versions: dict[Any, list[tuple[int, int, int]]] = defaultdict(list)  # (invoke, complete, version)
         listings: list[tuple[int, int, list[Any]]] = []
         locates: list[Op] = []   # completions of locate-tables, in order
+        replicas: list[Op] = []  # completions of master-replicas, in order
         for p in ps:
             f = p.f
             comp_pos = pos[id(p.completion)] if p.completion is not None else None
@@ -72,8 +76,10 @@ class CatalogChecker:
                 listings.append((pos[id(p.invoke)], comp_pos, list(p.completion.get("value") or [])))
             elif f == "locate-tables" and p.completion is not None:
                 locates.append(p.completion)
+            elif f == "master-replicas" and p.completion is not None:
+                replicas.append(p.completion)
         errors: dict[str, list[Any]] = {"lost": [], "duplicated": [], "resurrected": [], "version_regressed": [],
-                                        "unexpected": [], "leaderless": []}
+                                        "unexpected": [], "leaderless": [], "masters_diverged": []}
         evidence: list[int] = []   # history positions of the ops that showed a violation
 
         def note(position: int) -> int:
@@ -110,6 +116,14 @@ class CatalogChecker:
             for t, tablet_ids in sorted(last["value"]["leaderless"].items(), key=lambda kv: str(kv[0])):
                 errors["leaderless"].append({"table": t, "tablets": list(tablet_ids), "locate_index": where,
                                              "answers": len(answered), "attempts": len(locates)})
+        stale = [c for c in replicas if c.get("type") != "ok" and isinstance(c.get("value"), Mapping)
+                 and c["value"].get("problems")]
+        if replicas and not any(c.get("type") == "ok" for c in replicas) and stale:
+            # after healing no answer ever showed every master holding what the leader committed
+            last = stale[-1]
+            errors["masters_diverged"].append({"problems": list(last["value"]["problems"]),
+                                               "masters": last["value"].get("masters"),
+                                               "index": note(pos[id(last)]), "attempts": len(replicas)})
         for t, obs in versions.items():
             obs.sort(key=lambda o: o[1])
             completes = [o[1] for o in obs]

@@ -59,6 +59,12 @@ class FakeRemote:
             return 0, self.backend.master_list_text(), ""
         if words[:2] == ["table", "list"]:
             return 0, self.backend.table_list_text(), ""
+        if words[:2] == ["tablet", "leader_step_down"] and "--new-leader" in words:
+            self.backend.hand_master_leadership(words[words.index("--new-leader") + 1])
+            return 0, "stepping down\n", ""
+        if words[:2] == ["fs", "format"] and "--uuid" in words:
+            with self.backend.lock:
+                self.backend.formatted_uuids[node] = words[words.index("--uuid") + 1]
         if words[:3] == ["fs", "dump", "uuid"]:
             return 0, f"{self.backend.uuid(node)}\n", ""
         return 0, "", ""
@@ -78,6 +84,8 @@ class FakeBackend:
     def __init__(self, seed: int = 0, error_rate: float = 0.15, latency_s: float = 0.0005) -> None:
         self.lock = threading.RLock()
         self.remote = FakeRemote(self)
+        self.preferred_leader: str | None = None
+        self.formatted_uuids: dict[str, str] = {}   # `fs format --uuid`: a replacement takes the dead's uuid
         self.rng = random.Random(seed)
         self.error_rate = error_rate
         self.latency_s = latency_s
@@ -218,6 +226,8 @@ class FakeBackend:
 
     # ------------------------------------------------------------ tool output, in the real tools' formats
     def uuid(self, node: str) -> str:
+        if node in self.formatted_uuids:
+            return self.formatted_uuids[node]
         return f"{sorted(self.masters + self.tservers).index(node) + 1:032x}"
 
     def address(self, node: str) -> str:
@@ -227,12 +237,21 @@ class FakeBackend:
         """`tool master list`: `uuid addr role` per master."""
         with self.lock:
             running = [n for n in self.masters if self.state.get(n) == "running"]
-            leader = running[0] if running else None
+            # a master cut off from the majority cannot lead (the fake's elections are instant)
+            able = [n for n in running if 2 * len([m for m in running if m not in self.grudge.get(n, set())])
+                    > len(self.dns)]
+            leader = self.preferred_leader if self.preferred_leader in able else (able[0] if able else None)
             lines = []
             for name, node in sorted(self.dns.items()):
                 role = "LEADER" if node == leader else "FOLLOWER"
                 lines.append(f"{self.uuid(node)} {name}:{MASTER_PORT} {role}")
             return "\n".join(lines) + "\n"
+
+    def hand_master_leadership(self, uuid: str) -> None:
+        """`tablet leader_step_down SYS --new-leader UUID`: the master with that uuid leads while it runs."""
+        with self.lock:
+            self.preferred_leader = next((n for n in self.masters if self.uuid(n) == uuid
+                                          and self.state.get(n) == "running"), None)
 
     def _placement(self) -> list[tuple[str, str, list[str]]]:
         live = [t for t in self.tservers if self.state.get(t) == "running"]
@@ -274,6 +293,15 @@ class FakeClient:
     def __init__(self, backend: FakeBackend) -> None:
         self.b = backend
         self.rng = random.Random(backend.rng.random())
+        self.masters = [f"{name}:{MASTER_PORT}" for name in sorted(backend.dns)]
+
+    def catalog_replica(self, addr: str, timeout: float = 2.0) -> Any:
+        """Each running master's catalog replica: the fake's masters are always caught up."""
+        node = self.b.dns.get(addr.rsplit(":", 1)[0])
+        if self.b.state.get(node or "") != "running":
+            raise ConnectionError(f"{addr} does not answer")
+        leader = f"{self.b.uuid(node)} {addr} LEADER" in self.b.master_list_text()
+        return SimpleNamespace(role="LEADER" if leader else "FOLLOWER", term=1, last_index=7, commit_index=7)
 
     # fault model: a degraded cluster refuses some ops and leaves some writes indeterminate
     def _enter(self, write: bool) -> str:

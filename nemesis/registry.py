@@ -85,6 +85,9 @@ def _builders() -> dict[str, Callable[[float], dict[str, Any]]]:
     b["membership"] = lambda i: one_shot_package(topology.MembershipNemesis(), "membership", i / 2,
                                                   _membership_value)
     b["master-replace"] = lambda i: one_shot_package(topology.MasterReplaceNemesis(), "replace-master", i)
+    # a master replaced while the old leader is cut off, then the cut moves (KUDU-1556's case, staged)
+    b["master-replace-lagging"] = lambda i: one_shot_package(topology.MasterReplaceLaggingNemesis(),
+                                                             "replace-master-lagging", i)
     b["master-migrate"] = lambda i: one_shot_package(topology.MasterMigrateNemesis(), "migrate-masters", i,
                                                      times=1)
     b["tserver-replace"] = lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i)

@@ -138,7 +138,9 @@ class MasterReplaceNemesis:
     """master-permanent-failure.txt, step by step, on a random master C:
     stop C and destroy its data; make a fresh node D; move C's DNS name to D; wait for a leader among the
     survivors; copy the master state to D with the remote bootstrap tool; start the master on D with the
-    same master addresses; wait until the masters are healthy voters again.
+    same master addresses; wait until the masters are healthy voters again. Then, with `lead_after`, hand
+    the masters' leadership to D: a replacement that cannot lead is not a replacement (and the tablet
+    servers must have found it under C's name by then, KUDU-1620).
 
     The operator hands the copy tool the master it saw leading, then the other survivors, and leaves the
     choice of source to the tool, which must pick the current leader: the master seen leading may be an
@@ -150,8 +152,9 @@ class MasterReplaceNemesis:
 
     # bounded well below a run: faults run one at a time, so a wait on a partition (that only the next op
     # heals) cannot end, and a long one would hold every other fault back
-    def __init__(self, wait_s: float = 40) -> None:
+    def __init__(self, wait_s: float = 40, lead_after: bool = True) -> None:
         self.wait_s = wait_s
+        self.lead_after = lead_after
         self.rng = None
         self.pending_start: str | None = None
 
@@ -159,20 +162,14 @@ class MasterReplaceNemesis:
         self.rng = nemesis_rng(test, "master-replace")
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    @staticmethod
+    def _names(test: Mapping[str, Any]) -> list[str]:
+        n_masters = int(test.get("masters", len(role_nodes(test, "masters"))))
+        return [master_dns(i) for i in range(1, n_masters + 1)]
+
+    def _destroy_and_rename(self, test: Mapping[str, Any], name: str, victim: str, steps: list[str]) -> str:
+        """Stops and destroys `victim`, makes a fresh node and moves the DNS name `name` to it."""
         b = backend(test)
-        masters = role_nodes(test, "masters")
-        n_masters = int(test.get("masters", len(masters)))
-        names = [master_dns(i) for i in range(1, n_masters + 1)]
-        holders = {name: dns_holder(test, name) for name in names}
-        roles = master_roles(test)
-        leader = master_leader(test)
-        name = self.rng.choice(names)
-        victim = holders[name]
-        uuid = next((u for u, addr, _, _ in roles if addr.rsplit(":", 1)[0] == name), None)
-        if victim is None or leader is None or uuid is None:
-            return done(op, {"skipped": f"no holder or uuid for {name}, or no leader"}, kind="fail")
-        steps: list[str] = []
         b.stop(victim)
         steps.append(f"stop {victim}")
         b.destroy(victim)  # its data is gone: it can never come back
@@ -185,6 +182,60 @@ class MasterReplaceNemesis:
         steps.append(f"dns {name} -> {replacement}")
         if isinstance(test.get("dns"), dict):
             test["dns"][name] = replacement  # type: ignore[index]
+        return replacement
+
+    def _copy_state(self, test: Mapping[str, Any], replacement: str, uuid: str, source: str,
+                    steps: list[str]) -> None:
+        """Formats the replacement with the dead master's uuid (the masters' Raft config names it by uuid)
+        and copies the catalog to it with the remote bootstrap tool, which picks among `source`."""
+        tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
+             timeout=60)
+        steps.append(f"fs format --uuid {uuid} on {replacement}")
+        copy = ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, source,
+                "--fs-dir", _fs_dir(test, replacement), *_bug_args(test)]
+        last: list[str] = []
+
+        def copied() -> bool:
+            rc, out, err = tool(test, replacement, copy, timeout=120, check=False)
+            last[:] = [(out if rc == 0 else (err or out)).strip()[-300:]]
+            return rc == 0
+
+        if not wait_until(copied, self.wait_s, 2.0, "copy_from_remote"):
+            raise NemesisError(f"{replacement}: copy_from_remote from {source} kept failing: {last[0] if last else ''}")
+        steps.append(f"copy_from_remote {source}: {last[0] if last else ''}")
+
+    def _start(self, test: Mapping[str, Any], replacement: str, steps: list[str]) -> None:
+        backend(test).start(replacement)
+        self.pending_start = None
+        steps.append(f"start master on {replacement}")
+
+    def _hand_leadership(self, test: Mapping[str, Any], name: str, uuid: str, steps: list[str]) -> bool:
+        """Asks the leader master to transfer leadership to `uuid`; True once the masters say the master
+        under `name` leads."""
+        def leads() -> bool:
+            return any(role == "LEADER" and addr.rsplit(":", 1)[0] == name for _, addr, role, _ in master_roles(test))
+
+        if leads():
+            return True
+        rc, out, err = tool(test, first_up(test, role_nodes(test, "masters")), ["tablet", "leader_step_down", masters_arg(test),
+                                                   SYS_CATALOG_TABLET, "--new-leader", uuid], timeout=30, check=False)
+        steps.append(f"leader_step_down --new-leader {uuid}: {(out if rc == 0 else err or out).strip()[-200:]}")
+        ok = wait_until(leads, min(self.wait_s, 20.0), 0.5, f"{name} leading")
+        steps.append(f"{name} leads" if ok else f"{name} does not lead")
+        return ok
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        names = self._names(test)
+        holders = {name: dns_holder(test, name) for name in names}
+        roles = master_roles(test)
+        leader = master_leader(test)
+        name = self.rng.choice(names)
+        victim = holders[name]
+        uuid = next((u for u, addr, _, _ in roles if addr.rsplit(":", 1)[0] == name), None)
+        if victim is None or leader is None or uuid is None:
+            return done(op, {"skipped": f"no holder or uuid for {name}, or no leader"}, kind="fail")
+        steps: list[str] = []
+        replacement = self._destroy_and_rename(test, name, victim, steps)
         # the source is the leader now: if C led, the survivors elect a new one first (the document's
         # "replace A with whichever node was elected the new leader")
         now: dict[str, str | None] = {"leader": None, "addr": None}
@@ -212,29 +263,12 @@ class MasterReplaceNemesis:
         seen = str(now["addr"])
         source = ",".join([seen, *(f"{n}:{MASTER_PORT}" for n in names
                                    if n != name and f"{n}:{MASTER_PORT}" != seen)])
-        # the replacement takes the dead master's uuid: the masters' Raft config names it by uuid
-        tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
-             timeout=60)
-        steps.append(f"fs format --uuid {uuid} on {replacement}")
-        copy = ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, source,
-                "--fs-dir", _fs_dir(test, replacement), *_bug_args(test)]
-        last: list[str] = []
-
-        def copied() -> bool:
-            rc, out, err = tool(test, replacement, copy, timeout=120, check=False)
-            last[:] = [(out if rc == 0 else (err or out)).strip()[-300:]]
-            return rc == 0
-
-        if not wait_until(copied, self.wait_s, 2.0, "copy_from_remote"):
-            raise NemesisError(f"{replacement}: copy_from_remote from {source} kept failing: {last[0] if last else ''}")
-        steps.append(f"copy_from_remote {source}: {last[0] if last else ''}")
-        b.start(replacement)
-        self.pending_start = None
-        steps.append(f"start master on {replacement}")
-        healthy = wait_until(lambda: masters_healthy(test, n_masters), self.wait_s, 1.0, "masters healthy")
+        self._copy_state(test, replacement, uuid, source, steps)
+        self._start(test, replacement, steps)
+        healthy = wait_until(lambda: masters_healthy(test, len(names)), self.wait_s, 1.0, "masters healthy")
+        leads = healthy and self.lead_after and self._hand_leadership(test, name, uuid, steps)
         value = {"name": name, "dead": victim, "uuid": uuid, "replacement": replacement, "leader": now["leader"],
-                 "steps": steps,
-                 "healthy": healthy}
+                 "steps": steps, "healthy": healthy, "replacement_leads": leads}
         return done(op, value, kind="ok" if healthy else "info")
 
     def heal(self, test: Mapping[str, Any]) -> None:
@@ -243,6 +277,91 @@ class MasterReplaceNemesis:
                 backend(test).start(self.pending_start)
             finally:
                 self.pending_start = None
+
+
+class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
+    """A master replaced while the old leader is cut off, the one case where the copy's source matters
+    (KUDU-1556), staged in order:
+
+    1. the leader master L is cut off from the other masters; they elect X, and for `lag_s` X commits the
+       catalog's changes with the third master C alone (L never sees them);
+    2. C dies for good and is replaced by D under C's name; the operator hands the copy tool L first (the
+       leader it saw last: L still says it leads), then X. The tool must copy from X, the leader of the
+       newest term; a careless one copies from L, the first that answers;
+    3. the cut moves: X is cut off and L rejoins before D starts, so L and D must elect a leader between
+       them. D copied from X leads with everything; D copied from L shares L's log, and the changes only X
+       and the dead C held are lost;
+    4. after `hold_s`, every cut heals and the masters must be three healthy voters again."""
+
+    fs = frozenset({"replace-master-lagging"})
+
+    def __init__(self, wait_s: float = 40, lag_s: float = 5.0, hold_s: float = 5.0) -> None:
+        super().__init__(wait_s=wait_s, lead_after=False)
+        self.lag_s, self.hold_s = lag_s, hold_s
+
+    def setup(self, test: Mapping[str, Any]) -> MasterReplaceLaggingNemesis:
+        self.rng = nemesis_rng(test, "master-replace-lagging")
+        return self
+
+    def _leader_among(self, test: Mapping[str, Any], runner: str, names: list[str]) -> str | None:
+        """The DNS name among `names` whose master says it leads, asking each one itself from `runner`."""
+        for n in names:
+            for _, addr, role, _ in _roles_seen_by(test, runner, f"{n}:{MASTER_PORT}"):
+                if role == "LEADER" and addr.rsplit(":", 1)[0] == n:
+                    return n
+        return None
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        b = backend(test)
+        names = self._names(test)
+        if len(names) < 3:
+            return done(op, {"skipped": "needs three masters"}, kind="fail")
+        roles = master_roles(test)
+        uuids = {addr.rsplit(":", 1)[0]: u for u, addr, _, _ in roles}
+        old = next((addr.rsplit(":", 1)[0] for _, addr, role, _ in roles if role == "LEADER"), None)
+        holders = {n: dns_holder(test, n) for n in names}
+        if old is None or any(h is None for h in holders.values()) or set(uuids) < set(names):
+            return done(op, {"skipped": "no leader master, or a master without holder or uuid"}, kind="fail")
+        steps: list[str] = []
+        masters = role_nodes(test, "masters")
+        b.partition(gr.isolate_one(masters, self.rng, node=holders[old]))
+        steps.append(f"cut off the leader {old} ({holders[old]})")
+        try:
+            others = [n for n in names if n != old]
+            new: dict[str, str | None] = {"name": None}
+
+            def elected() -> bool:
+                new["name"] = self._leader_among(test, str(holders[others[0]]), others)
+                return new["name"] is not None
+
+            if not wait_until(elected, self.wait_s, 0.5, "a new leader master"):
+                return done(op, {"steps": steps, "skipped": "no new leader master"}, kind="info")
+            x = str(new["name"])
+            c = next(n for n in others if n != x)
+            steps.append(f"{x} leads; {old} lags for {self.lag_s} s")
+            time.sleep(self.lag_s)
+            replacement = self._destroy_and_rename(test, c, str(holders[c]), steps)
+            self._copy_state(test, replacement, uuids[c], f"{old}:{MASTER_PORT},{x}:{MASTER_PORT}", steps)
+            b.heal_network()
+            b.partition(gr.isolate_one(role_nodes(test, "masters"), self.rng, node=holders[x]))
+            steps.append(f"cut off {x} ({holders[x]}) instead")
+            self._start(test, replacement, steps)
+            after = {"name": None}
+
+            def reelected() -> bool:
+                after["name"] = self._leader_among(test, replacement, [old, c])
+                return after["name"] is not None
+
+            wait_until(reelected, self.wait_s, 0.5, f"a leader among {old} and {c}")
+            steps.append(f"{after['name']} leads without {x}" if after["name"] else f"no leader among {old}, {c}")
+            time.sleep(self.hold_s)
+        finally:
+            b.heal_network()
+        steps.append("healed")
+        healthy = wait_until(lambda: masters_healthy(test, len(names)), self.wait_s, 1.0, "masters healthy")
+        value = {"old_leader": old, "new_leader": x, "replaced": c, "replacement": replacement, "steps": steps,
+                 "healthy": healthy}
+        return done(op, value, kind="ok" if healthy else "info")
 
 
 class MasterMigrateNemesis:
@@ -387,28 +506,52 @@ class MajorityLossNemesis:
             if self.lag_s > 0:
                 b.heal_network()
         # The lost servers held replicas of other tablets too: as an operator would after ksck, force every
-        # tablet left without a majority onto its survivors (the chosen tablet is one of them).
-        forced, not_forced = [], []
-        for tab in every:
-            known = [(n, u) for n, u in zip(tab["replica_nodes"], tab["replicas"], strict=False) if n]
-            live = [(n, u) for n, u in known if n not in lost]
-            if live and len(live) * 2 <= len(tab["replicas"]):
-                try:
-                    tool(test, live[0][0], ["remote_replica", "unsafe_change_config", f"{live[0][0]}:7050",
-                                            tab["tablet"], *[str(u) for _, u in live]], timeout=60)
-                    forced.append(tab["tablet"])
-                except NemesisError as exc:
-                    # the tablet may be gone meanwhile (its table deleted by the catalog workload)
-                    log.warning("majority-loss: could not force tablet %s: %s", tab["tablet"], exc)
-                    not_forced.append(tab["tablet"])
+        # tablet left without a majority onto its survivors (the chosen tablet is one of them), and keep
+        # checking until ksck is clean: a table created while this ran (after `every` was listed) may have
+        # lost its majority as well.
+        tries: dict[str, int] = {}
+        forced = self._force_orphans(test, every, lost, tries)
         added = []
         for _ in lost:
             fresh = _next_name(test, "t")
             b.add_node(fresh, role="tserver", start=True)
             added.append(fresh)
-        healthy = wait_until(lambda: ksck(test)[0], self.wait_s, 2.0, "re-replication")
+        deadline = time.monotonic() + self.wait_s
+        healthy = False
+        while True:
+            healthy = ksck(test)[0]
+            if healthy or time.monotonic() > deadline:
+                break
+            forced += self._force_orphans(test, tablets(test), lost, tries)
+            time.sleep(2.0)
+        not_forced = sorted(tab for tab in tries if tab not in forced)
         return done(op, {"tablet": t["tablet"], "lost": lost, "survivor": survivor, "forced": forced,
                          "not_forced": not_forced, "added": added, "healthy": healthy}, kind="ok" if healthy else "info")
+
+    def _force_orphans(self, test: Mapping[str, Any], listed: list[dict[str, Any]], lost: list[str],
+                       tries: dict[str, int], max_tries: int = 3) -> list[str]:
+        """`unsafe_change_config` onto its live replicas for each leaderless tablet of `listed` whose live
+        replicas are no majority; a tablet is tried at most `max_tries` times (one still being created on a
+        lost server cannot be forced: the masters place it anew). Returns the tablets forced."""
+        forced = []
+        for tab in listed:
+            leader = tab.get("leader_node")   # one listed on a lost server is the masters' stale view
+            if (leader and leader not in lost) or tries.get(tab["tablet"], 0) >= max_tries:
+                continue
+            known = [(n, u) for n, u in zip(tab["replica_nodes"], tab["replicas"], strict=False) if n]
+            live = [(n, u) for n, u in known if n not in lost]
+            if not live or len(live) * 2 > len(tab["replicas"]):
+                continue
+            tries[tab["tablet"]] = tries.get(tab["tablet"], 0) + 1
+            try:
+                tool(test, live[0][0], ["remote_replica", "unsafe_change_config", f"{live[0][0]}:7050",
+                                        tab["tablet"], *[str(u) for _, u in live]], timeout=60)
+                forced.append(tab["tablet"])
+                tries[tab["tablet"]] = max_tries
+            except NemesisError as exc:
+                # the tablet may be gone meanwhile (its table deleted by the catalog workload)
+                log.warning("majority-loss: could not force tablet %s: %s", tab["tablet"], exc)
+        return forced
 
     def heal(self, test: Mapping[str, Any]) -> None:
         pass

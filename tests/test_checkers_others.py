@@ -150,6 +150,24 @@ def test_catalog_tablets_must_find_a_leader_after_healing() -> None:
     assert u["valid"] == "unknown" and "locate" in u["error"]
 
 
+def test_catalog_every_master_must_catch_up_after_healing() -> None:
+    c = CatalogChecker()
+
+    def answers(*lagging: bool) -> tuple:
+        out: list[tuple] = []
+        for i, lag in enumerate(lagging):
+            out.append((10 + 2 * i, 6, "invoke", "master-replicas", None))
+            problems = ["master-3:7051 lags the leader"] if lag else []
+            out.append((11 + 2 * i, 6, "fail" if lag else "ok", "master-replicas",
+                        {"masters": {}, "problems": problems}))
+        return tuple(out)
+
+    assert c.check({}, _catalog(["t0"], answers(True, False)), {})["valid"] is True   # it caught up
+    r = c.check({}, _catalog(["t0"], answers(True, True)), {})
+    assert r["valid"] is False and r["masters_diverged"][0]["problems"] == ["master-3:7051 lags the leader"]
+    assert r["masters_diverged"][0]["attempts"] == 2 and r["first_anomaly"]["f"] == "master-replicas"
+
+
 def test_stats_counts() -> None:
     h = ops((0, 0, "invoke", "read", None), (1, 0, "ok", "read", 1), (2, 0, "invoke", "write", 2),
             (3, 0, "fail", "write", 2), (4, "nemesis", "info", "start-partition", None))

@@ -12,7 +12,12 @@ from controller import generator as gen
 from controller.fake import FakeBackend
 from nemesis import registry
 from nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
-from nemesis.topology import MasterReplaceNemesis, MembershipNemesis, TserverReplaceNemesis
+from nemesis.topology import (
+    MasterReplaceLaggingNemesis,
+    MasterReplaceNemesis,
+    MembershipNemesis,
+    TserverReplaceNemesis,
+)
 
 
 @pytest.fixture()
@@ -88,6 +93,36 @@ def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
     assert source[0] == f"{leader_name}:7051" and f"{name}:7051" not in source and len(source) == 2
     assert "--inject-bug" not in copies[0]  # the correct store's tool
     assert [node for node, argv in b.remote.calls if "copy_from_remote" in argv] == [new]
+    # then the replacement is handed the leadership, under the dead master's name
+    handover = next(argv for _, argv in b.remote.calls if "leader_step_down" in argv)
+    assert handover[handover.index("--new-leader") + 1] == v["uuid"]
+    assert v["replacement_leads"] is True and f"{name}:7051 LEADER" in b.master_list_text()
+
+
+def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_moves_the_cut(test: dict) -> None:
+    test["bugs"] = ["copy-from-lagging-master"]
+    b = test["backend"]
+    cuts: list[tuple[dict, str]] = []   # each grudge, and the replacement's state when it was applied
+    partition = b.partition
+    b.partition = lambda g: (cuts.append(({k: set(v) for k, v in g.items()}, b.state.get("m4", "-"))),
+                             partition(g))[1]
+    n = MasterReplaceLaggingNemesis(wait_s=3, lag_s=0, hold_s=0).setup(test)
+    done = n.invoke(test, {"f": "replace-master-lagging"})
+    v = done["value"]
+    assert done["type"] == "ok" and v["healthy"] is True, v
+    old, x, c = v["old_leader"], v["new_leader"], v["replaced"]
+    assert old == "master-1" and len({old, x, c}) == 3 and b.dns[c] == v["replacement"] == "m4"
+    # the old leader alone first, while the replacement does not exist; then the new leader alone, the
+    # replacement made but not started yet
+    assert len(cuts) == 2
+    assert cuts[0][0]["m1"] >= {b.dns[x]} and cuts[0][1] == "-"
+    assert cuts[1][0][b.dns[x]] >= {"m1", "m4"} and not cuts[1][0]["m1"] & {"m4"} and cuts[1][1] != "running"
+    copy = next(argv for node, argv in b.remote.calls if "copy_from_remote" in argv)
+    # handed the old leader first, then the new one; the store's bugs ride along
+    assert copy[copy.index("copy_from_remote") + 2] == f"{old}:7051,{x}:7051"
+    assert "copy-from-lagging-master" in copy
+    assert b.residue() == [] and b.state["m1"] == "running"
+    assert "master-replace-lagging" in registry.NEMESES
 
 
 def test_master_replace_runs_the_tool_with_the_stores_bugs(test: dict) -> None:
@@ -276,3 +311,34 @@ def test_leader_blip_heals_once_a_new_leader_is_elected(test: dict, elect_after:
         assert v["new_leader"] == "t2" and v["new_term"] == 4 and v["isolated_s"] < 0.5
         assert client.polls >= elect_after
     assert "leader-blip" in registry.NEMESES
+
+
+def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(test: dict) -> None:
+    """The re-check after the loss (a table created meanwhile may have lost its majority too): a tablet is
+    forced onto its live replicas only when they are no majority and no live server leads it; a leader
+    listed on a destroyed server is the masters' stale view; a tablet that cannot be forced is tried a
+    bounded number of times."""
+    from nemesis.topology import MajorityLossNemesis
+
+    b = test["backend"]
+
+    def tab(tid: str, nodes: list[str], leader: str | None) -> dict:
+        return {"tablet": tid, "replicas": [f"u-{n}" for n in nodes], "replica_nodes": nodes,
+                "leader_node": leader}
+
+    listed = [tab("stale-leader", ["t1", "t2", "t3"], "t1"), tab("no-leader", ["t2", "t4", "t1"], None),
+              tab("live-leader", ["t1", "t4", "t5"], "t4"), tab("live-majority", ["t1", "t4", "t5"], None),
+              tab("all-lost", ["t1", "t2"], None)]
+    n = MajorityLossNemesis().setup(test)
+    tries: dict[str, int] = {}
+    forced = n._force_orphans(test, listed, ["t1", "t2"], tries)
+    assert forced == ["stale-leader", "no-leader"]
+    calls = [argv for _, argv in b.remote.calls if "unsafe_change_config" in argv]
+    assert [c[c.index("unsafe_change_config") + 2:][:3] for c in calls] == [("stale-leader", "u-t3"),
+                                                                             ("no-leader", "u-t4")]
+    assert n._force_orphans(test, listed, ["t1", "t2"], tries) == []   # forced once is enough
+    b.remote.exec = lambda node, argv, timeout: (1, "", "no such tablet")   # a tablet that cannot be forced
+    fresh = [tab("gone", ["t2", "t3", "t1"], None)]
+    for _ in range(5):
+        assert n._force_orphans(test, fresh, ["t1", "t2"], tries) == []
+    assert tries["gone"] == 3

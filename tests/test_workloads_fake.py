@@ -111,6 +111,29 @@ def test_catalog_locate_tables_names_tablets_without_a_leader(test: dict, monkey
     assert e["type"] == "fail" and e.get("value") is None
 
 
+def test_catalog_master_replicas_names_a_master_left_behind(test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    wl = get_workload("catalog", {})
+    c = wl["client"].open(test, "m1")
+    ok = c.invoke(test, {"f": "master-replicas", "value": None})
+    assert ok["type"] == "ok" and len(ok["value"]["masters"]) == 3 and ok["value"]["problems"] == []
+    roles = sorted(v["role"] for v in ok["value"]["masters"].values())
+    assert roles == ["FOLLOWER", "FOLLOWER", "LEADER"]
+    real = c.conn.catalog_replica
+
+    def behind(addr: str, timeout: float = 2.0) -> Any:   # master-3 stopped at index 2: it never catches up
+        st = real(addr, timeout)
+        return SimpleNamespace(**{**vars(st), "last_index": 2}) if addr.startswith("master-3") else st
+
+    monkeypatch.setattr(c.conn, "catalog_replica", behind)
+    r = c.invoke(test, {"f": "master-replicas", "value": None})
+    assert r["type"] == "fail" and len(r["value"]["problems"]) == 1
+    assert r["value"]["problems"][0].startswith("master-3:7051 lags the leader")
+    monkeypatch.setattr(c.conn, "catalog_replica", lambda addr, timeout=2.0: (_ for _ in ()).throw(
+        FakeUnavailable("down")))
+    down = c.invoke(test, {"f": "master-replicas", "value": None})
+    assert down["type"] == "fail" and "0 masters lead" in down["value"]["problems"]
+
+
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str) -> None:
     t = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": name, "nemesis": "partition",
@@ -125,10 +148,11 @@ def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str)
     assert b.residue() == []
     ops = t["recorder"].ops
     if name != "register":  # a final read after healing, and it succeeded
-        final_f = {"set": "read", "bank": "read", "catalog": "list-tables"}[name]
+        final_f = {"set": "read", "bank": "read", "catalog": "master-replicas"}[name]
         assert ops[-1]["f"] == final_f and ops[-1]["type"] == "ok"
-    if name == "catalog":  # every tablet located with a leader after healing, before the final listing
+    if name == "catalog":  # every tablet located with a leader after healing, then the final listing
         assert any(o["f"] == "locate-tables" and o["type"] == "ok" for o in ops)
+        assert ops[-3]["f"] == "list-tables" and ops[-3]["type"] == "ok"
 
 
 @pytest.mark.parametrize("name,evidence", [("set", "lost"), ("bank", "first_wrong_total"), ("catalog", "lost")])

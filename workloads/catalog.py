@@ -1,7 +1,8 @@
 """catalog: CreateTable / DeleteTable / AlterTable / ListTables against the masters while they fail over
 and are replaced. After healing, every acknowledged create must be visible exactly once, deleted tables
-must stay deleted, a table's schema version must never go back, and the leader master must locate a
-leader for every tablet of the tables it lists (retried for a while: the tablets settle after healing).
+must stay deleted, a table's schema version must never go back, the leader master must locate a
+leader for every tablet of the tables it lists, and every master must hold what the leader committed
+(both retried for a while: the tablets and masters settle after healing).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from workloads.common import KVClient, LazyChecker, Op, run_name
 
 
 class CatalogClient(KVClient):
-    read_fs = frozenset({"list-tables", "describe-table", "locate-tables"})
+    read_fs = frozenset({"list-tables", "describe-table", "locate-tables", "master-replicas"})
 
     def apply(self, test: Mapping[str, Any], op: Op) -> Op:
         f, v = op["f"], op.get("value")
@@ -48,7 +49,45 @@ class CatalogClient(KVClient):
                 return {**op, "type": "fail", "value": value, "error": f"{len(leaderless)} tables have tablets "
                         "with no leader known to the leader master"}
             return {**op, "type": "ok", "value": value}
+        if f == "master-replicas":
+            value = self._master_replicas()
+            if value["problems"]:
+                return {**op, "type": "fail", "value": value, "error": "; ".join(value["problems"])}
+            return {**op, "type": "ok", "value": value}
         raise ValueError(f"catalog: unknown op {f!r}")
+
+    def _master_replicas(self) -> dict[str, Any]:
+        """Each master's own replica of the catalog, asked of it directly under the address clients use:
+        one leader, one term, and every follower holding what that leader had committed when first asked.
+        A master that never catches up (it cannot be reached under its name, KUDU-1620) leaves the catalog
+        with fewer copies than it claims, silently."""
+        def ask(addr: str) -> dict[str, Any]:
+            try:
+                st = self.conn.catalog_replica(addr, timeout=2.0)
+            except Exception as exc:
+                return {"error": f"{type(exc).__name__}: {str(exc)[:120]}"}
+            if st is None:
+                return {"error": "no catalog replica"}
+            return {"role": st.role, "term": int(st.term), "last_index": int(st.last_index),
+                    "commit_index": int(st.commit_index)}
+
+        views = {addr: ask(addr) for addr in self.conn.masters}
+        problems = [f"{a}: {v['error']}" for a, v in views.items() if "error" in v]
+        leaders = [a for a, v in views.items() if v.get("role") == "LEADER"]
+        if len(leaders) != 1:
+            problems.append(f"{len(leaders)} masters lead")
+        else:
+            lead = views[leaders[0]]
+            for a in views:
+                if a == leaders[0] or "error" in views[a]:
+                    continue
+                again = ask(a)   # asked after the leader: it has had a round trip to catch up
+                views[a] = again
+                if again.get("term") != lead["term"] or again.get("last_index", -1) < lead["commit_index"]:
+                    problems.append(f"{a} lags the leader {leaders[0]}: term {again.get('term')} index "
+                                    f"{again.get('last_index')}, leader term {lead['term']} committed "
+                                    f"{lead['commit_index']}")
+        return {"masters": views, "problems": problems}
 
     def _names(self, test: Mapping[str, Any]) -> list[str]:
         """Only this run's tables (a reused cluster holds others), under the names the generator gave."""
@@ -94,9 +133,10 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
         "client": CatalogClient(),
         "generator": gen.stagger(1.0 / rate, CatalogOps()),
         # after healing: first until every tablet has a leader (bounded), then the listing the checker
-        # holds the acknowledged creates against
+        # holds the acknowledged creates against, then until every master holds what the leader committed
         "final_generator": gen.seq(
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "locate-tables", "value": None})), attempts=30),
-            gen.until_ok(gen.delay(1.0, gen.repeat({"f": "list-tables", "value": None})), attempts=30)),
+            gen.until_ok(gen.delay(1.0, gen.repeat({"f": "list-tables", "value": None})), attempts=30),
+            gen.until_ok(gen.delay(1.0, gen.repeat({"f": "master-replicas", "value": None})), attempts=30)),
         "checker": LazyChecker("checkers.catalog", "CatalogChecker"),
     }

@@ -283,6 +283,14 @@ class KuduClient:
     def list_masters(self, timeout: float | None = None) -> pb.ListMastersResponse:
         return self._master_call("ListMasters", pb.ListMastersRequest(), self._deadline(timeout), False)
 
+    def catalog_replica(self, addr: str, timeout: float = 2.0) -> pb.ReplicaStatus | None:
+        """The masters' catalog replica held by the master at `addr`, as that master itself reports it (not
+        routed to the leader): its role, term and indexes. None if it holds none; RpcError if unreachable."""
+        catalog = "0" * 32   # the masters' own Raft group has a well-known id (node/master/catalog.py)
+        resp = self.pool.call(addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=catalog),
+                              timeout=timeout)
+        return next((r for r in resp.replicas if r.tablet_id == catalog), None)
+
     def list_tservers(self, timeout: float | None = None) -> pb.ListTServersResponse:
         return self._master_call("ListTServers", pb.ListTServersRequest(), self._deadline(timeout), False)
 
