@@ -350,7 +350,10 @@ def execute(campaign: Campaign, run_fn: RunFn, *, on_start: Callable[[PlannedRun
         record = RunRecord(
             key=planned.key, cell=planned.cell, seed=planned.seed, time_limit=planned.time_limit,
             expect=planned.expect, valid=outcome.valid,
-            expectation_met=(outcome.valid is True) if planned.expect == "valid" else (outcome.valid is False),
+            # a run cut short (a crash of the harness or of a fault) never ran its final checks: it cannot
+            # show a store correct, though what it recorded can show one wrong
+            expectation_met=(outcome.valid is True and not outcome.cut_short) if planned.expect == "valid"
+            else (outcome.valid is False),
             run_dir=str(outcome.run_dir) if outcome.run_dir else None, elapsed_s=round(elapsed, 2),
             cut_short=outcome.cut_short, time_to_detection_s=t_detect, first_anomaly=anomaly,
         )

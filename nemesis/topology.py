@@ -156,7 +156,8 @@ class MasterReplaceNemesis:
         self.wait_s = wait_s
         self.lead_after = lead_after
         self.rng = None
-        self.pending_start: str | None = None
+        # a replacement made but not started yet: {"node", "name", "uuid", "copied"}
+        self.pending: dict[str, Any] | None = None
 
     def setup(self, test: Mapping[str, Any]) -> MasterReplaceNemesis:
         self.rng = nemesis_rng(test, "master-replace")
@@ -167,16 +168,18 @@ class MasterReplaceNemesis:
         n_masters = int(test.get("masters", len(role_nodes(test, "masters"))))
         return [master_dns(i) for i in range(1, n_masters + 1)]
 
-    def _destroy_and_rename(self, test: Mapping[str, Any], name: str, victim: str, steps: list[str]) -> str:
-        """Stops and destroys `victim`, makes a fresh node and moves the DNS name `name` to it."""
+    def _destroy_and_rename(self, test: Mapping[str, Any], name: str, victim: str, uuid: str,
+                            steps: list[str]) -> str:
+        """Stops and destroys `victim` (master `uuid`), makes a fresh node and moves the DNS name `name`
+        to it."""
         b = backend(test)
         b.stop(victim)
         steps.append(f"stop {victim}")
         b.destroy(victim)  # its data is gone: it can never come back
         steps.append(f"destroy {victim}")
         replacement = _next_name(test, "m")
-        self.pending_start = replacement
         b.add_node(replacement, role="master", start=False)
+        self.pending = {"node": replacement, "name": name, "uuid": uuid, "copied": False}
         steps.append(f"add node {replacement}")
         b.set_dns(name, replacement)
         steps.append(f"dns {name} -> {replacement}")
@@ -185,7 +188,7 @@ class MasterReplaceNemesis:
         return replacement
 
     def _copy_state(self, test: Mapping[str, Any], replacement: str, uuid: str, source: str,
-                    steps: list[str]) -> None:
+                    steps: list[str], wait_s: float | None = None) -> None:
         """Formats the replacement with the dead master's uuid (the masters' Raft config names it by uuid)
         and copies the catalog to it with the remote bootstrap tool, which picks among `source`."""
         tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
@@ -200,14 +203,27 @@ class MasterReplaceNemesis:
             last[:] = [(out if rc == 0 else (err or out)).strip()[-300:]]
             return rc == 0
 
-        if not wait_until(copied, self.wait_s, 2.0, "copy_from_remote"):
+        if not wait_until(copied, self.wait_s if wait_s is None else wait_s, 2.0, "copy_from_remote"):
             raise NemesisError(f"{replacement}: copy_from_remote from {source} kept failing: {last[0] if last else ''}")
+        if self.pending is not None:
+            self.pending["copied"] = True
         steps.append(f"copy_from_remote {source}: {last[0] if last else ''}")
 
     def _start(self, test: Mapping[str, Any], replacement: str, steps: list[str]) -> None:
         backend(test).start(replacement)
-        self.pending_start = None
+        self.pending = None
         steps.append(f"start master on {replacement}")
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        steps: list[str] = []
+        try:
+            return self._replace(test, op, steps)
+        except NemesisError as exc:
+            # the masters did not recover within the bound (no leader among the survivors, no source to
+            # copy from): a finding about the store, not a harness failure, so the run goes on and its
+            # final checks judge the cluster
+            log.warning("%s: %s", op.get("f"), exc)
+            return done(op, {"steps": steps, "error": str(exc)}, kind="info")
 
     def _hand_leadership(self, test: Mapping[str, Any], name: str, uuid: str, steps: list[str]) -> bool:
         """Asks the leader master to transfer leadership to `uuid`; True once the masters say the master
@@ -224,7 +240,7 @@ class MasterReplaceNemesis:
         steps.append(f"{name} leads" if ok else f"{name} does not lead")
         return ok
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def _replace(self, test: Mapping[str, Any], op: Op, steps: list[str]) -> Op:
         names = self._names(test)
         holders = {name: dns_holder(test, name) for name in names}
         roles = master_roles(test)
@@ -234,8 +250,7 @@ class MasterReplaceNemesis:
         uuid = next((u for u, addr, _, _ in roles if addr.rsplit(":", 1)[0] == name), None)
         if victim is None or leader is None or uuid is None:
             return done(op, {"skipped": f"no holder or uuid for {name}, or no leader"}, kind="fail")
-        steps: list[str] = []
-        replacement = self._destroy_and_rename(test, name, victim, steps)
+        replacement = self._destroy_and_rename(test, name, victim, uuid, steps)
         # the source is the leader now: if C led, the survivors elect a new one first (the document's
         # "replace A with whichever node was elected the new leader")
         now: dict[str, str | None] = {"leader": None, "addr": None}
@@ -272,11 +287,23 @@ class MasterReplaceNemesis:
         return done(op, value, kind="ok" if healthy else "info")
 
     def heal(self, test: Mapping[str, Any]) -> None:
-        if self.pending_start:  # a replacement that was made but not started yet
+        """Starts a replacement that was made but not started, once it holds a copy of the catalog (copied
+        now from the surviving masters if it was not yet). An empty one is left stopped: a master that
+        starts with no catalog would found a new one under the dead master's identity."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        if not pending["copied"]:
+            source = ",".join(f"{n}:{MASTER_PORT}" for n in self._names(test) if n != pending["name"])
             try:
-                backend(test).start(self.pending_start)
-            finally:
-                self.pending_start = None
+                self._copy_state(test, pending["node"], pending["uuid"], source, [], wait_s=20.0)
+                pending["copied"] = True
+            except NemesisError as exc:
+                log.warning("heal: %s stays stopped: %s", pending["node"], exc)
+        if pending["copied"]:
+            backend(test).start(pending["node"])
+        else:
+            log.warning("heal: %s holds no copy of the catalog; left stopped", pending["node"])
 
 
 class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
@@ -311,7 +338,7 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
                     return n
         return None
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def _replace(self, test: Mapping[str, Any], op: Op, steps: list[str]) -> Op:
         b = backend(test)
         names = self._names(test)
         if len(names) < 3:
@@ -322,7 +349,6 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
         holders = {n: dns_holder(test, n) for n in names}
         if old is None or any(h is None for h in holders.values()) or set(uuids) < set(names):
             return done(op, {"skipped": "no leader master, or a master without holder or uuid"}, kind="fail")
-        steps: list[str] = []
         masters = role_nodes(test, "masters")
         b.partition(gr.isolate_one(masters, self.rng, node=holders[old]))
         steps.append(f"cut off the leader {old} ({holders[old]})")
@@ -340,7 +366,7 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
             c = next(n for n in others if n != x)
             steps.append(f"{x} leads; {old} lags for {self.lag_s} s")
             time.sleep(self.lag_s)
-            replacement = self._destroy_and_rename(test, c, str(holders[c]), steps)
+            replacement = self._destroy_and_rename(test, c, str(holders[c]), uuids[c], steps)
             self._copy_state(test, replacement, uuids[c], f"{old}:{MASTER_PORT},{x}:{MASTER_PORT}", steps)
             b.heal_network()
             b.partition(gr.isolate_one(role_nodes(test, "masters"), self.rng, node=holders[x]))

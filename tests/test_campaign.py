@@ -165,3 +165,20 @@ def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path)
     assert (store / "_score" / "scorecard.html").exists()
     state = json.loads((store / "campaign.json").read_text())
     assert {r["cell"] for r in state["runs"]} == {"good", "stale"}
+
+
+def test_a_run_cut_short_never_meets_a_valid_expectation(tmp_path: Path) -> None:
+    """Its final checks never ran: a valid verdict on the partial history proves nothing; an invalid one
+    still shows the bug."""
+    from controller.runner import Outcome
+
+    camp = cp.load(write(tmp_path, FAKE_CAMPAIGN), store_override=tmp_path / "store")
+
+    def crashed(test: dict, store: Path) -> object:
+        valid = "good" in test["name"]   # the good cell's partial history is valid, the buggy one's not
+        return Outcome(valid, {"valid": valid}, None, "nemesis crashed on replace-master: NemesisError", 10)
+
+    records = cp.execute(camp, crashed)
+    met = {r.cell: r.expectation_met for r in records.values()}
+    assert met == {"good": False, "stale": True}
+    assert {r.cell: r.valid for r in records.values()} == {"good": True, "stale": False}

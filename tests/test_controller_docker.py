@@ -155,7 +155,8 @@ def test_matrix_runs_to_completion_and_leaves_the_cluster_healthy(tmp_path: Path
 
 
 def test_master_replace_during_catalog(tmp_path: Path) -> None:
-    """The replacement ends as a voter under the dead master's DNS name, and with another master killed
+    """The replacement ends as a voter under the dead master's DNS name and can lead, every master holds
+    what the leader committed after healing (the workload's final check), and with another master killed
     afterwards the catalog is still available."""
     from cluster.docker_backend import DockerBackend
     from controller.testspec import host_resolver
@@ -173,6 +174,7 @@ def test_master_replace_during_catalog(tmp_path: Path) -> None:
         assert done, [o for o in h if o["f"] == "replace-master"]
         v = done[0]["value"]
         assert v["healthy"] is True and v["replacement"] not in ("m1", "m2", "m3")
+        assert v["replacement_leads"] is True, v["steps"]   # handed the leadership, it took it
         b = DockerBackend.attach(name)
         test = {"backend": b, "seed": 0, "state": {}}
         assert b.dns_holder(v["name"]) == v["replacement"]

@@ -125,6 +125,32 @@ def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_move
     assert "master-replace-lagging" in registry.NEMESES
 
 
+def test_master_replace_that_finds_no_leader_completes_as_info_and_heal_copies_before_starting(test: dict) -> None:
+    """The survivors never elect a leader (a finding about the store): the op completes as info, the run
+    goes on; heal copies the catalog to the replacement before starting it (an empty master would found a
+    new catalog under the dead master's identity)."""
+    b = test["backend"]
+    n = MasterReplaceNemesis(wait_s=1).setup(test)
+    real_stop = b.stop
+
+    def stop_all_masters(node: str) -> None:   # the victim's stop takes the other masters down too
+        for m in list(b.masters):
+            real_stop(m)
+
+    b.stop = stop_all_masters
+    done = n.invoke(test, {"f": "replace-master"})
+    b.stop = real_stop
+    assert done["type"] == "info" and "no leader among the surviving masters" in done["value"]["error"]
+    assert done["value"]["steps"][:2] == [f"stop {done['value']['steps'][0].split()[-1]}",
+                                          f"destroy {done['value']['steps'][0].split()[-1]}"]
+    assert not any("copy_from_remote" in argv for _, argv in b.remote.calls) and b.state["m4"] != "running"
+    n.heal(test)
+    copy = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
+    assert len(copy) == 1 and b.state["m4"] == "running"
+    n.heal(test)   # once only
+    assert len([argv for _, argv in b.remote.calls if "copy_from_remote" in argv]) == 1
+
+
 def test_master_replace_runs_the_tool_with_the_stores_bugs(test: dict) -> None:
     """The copy tool is part of the store under test: it carries the injected bugs, as the nodes do."""
     test["bugs"] = ["copy-from-lagging-master"]
