@@ -286,6 +286,59 @@ class MasterReplaceNemesis:
                  "steps": steps, "healthy": healthy, "replacement_leads": leads}
         return done(op, value, kind="ok" if healthy else "info")
 
+    def _catalog_laggards(self, test: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+        """(leader's DNS name, names of the masters that lack what it committed), each master asked
+        directly through the host's node client; (None, []) when there is no single leader to judge by."""
+        connect = test.get("connect")
+        if connect is None:
+            return None, []
+        client = connect()
+        try:
+            views = {}
+            for n in self._names(test):
+                try:
+                    views[n] = client.catalog_replica(f"{n}:{MASTER_PORT}", timeout=2.0)
+                except Exception:
+                    views[n] = None
+        finally:
+            if hasattr(client, "close"):
+                client.close()
+        leaders = [n for n, st in views.items() if st is not None and st.role == "LEADER"]
+        if len(leaders) != 1:
+            return None, []
+        lead = views[leaders[0]]
+        return leaders[0], [n for n, st in views.items() if n != leaders[0] and (
+            st is None or st.term != lead.term or st.last_index < lead.commit_index)]
+
+    def _rebuild_stuck_masters(self, test: Mapping[str, Any], steps: list[str], settle_s: float = 20.0) -> list[str]:
+        """A master still behind the leader after `settle_s` may need entries the leader never had (a
+        leader made by copy holds its log only from the copy's snapshot) and cannot catch up by itself;
+        as master-permanent-failure.txt tells the operator, it is rebuilt: destroyed, and a fresh node
+        under its name copies the catalog from the leader. Returns the names rebuilt."""
+        found: dict[str, Any] = {"leader": None, "late": []}
+
+        def settled() -> bool:
+            found["leader"], found["late"] = self._catalog_laggards(test)
+            return not found["late"]
+
+        if wait_until(settled, settle_s, 1.0, "masters caught up") or found["leader"] is None:
+            return []
+        roles = master_roles(test)
+        rebuilt = []
+        for name in found["late"]:
+            holder = dns_holder(test, name)
+            uuid = next((u for u, addr, _, _ in roles if addr.rsplit(":", 1)[0] == name), None)
+            if holder is None or uuid is None:
+                continue
+            steps.append(f"{name} stays behind the leader {found['leader']}: rebuild it")
+            replacement = self._destroy_and_rename(test, name, holder, uuid, steps)
+            self._copy_state(test, replacement, uuid, f"{found['leader']}:{MASTER_PORT}", steps)
+            self._start(test, replacement, steps)
+            rebuilt.append(name)
+        if rebuilt:
+            wait_until(lambda: masters_healthy(test, len(self._names(test))), self.wait_s, 1.0, "masters healthy")
+        return rebuilt
+
     def heal(self, test: Mapping[str, Any]) -> None:
         """Starts a replacement that was made but not started, once it holds a copy of the catalog (copied
         now from the surviving masters if it was not yet). An empty one is left stopped: a master that
@@ -315,14 +368,16 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
     2. C dies for good and is replaced by D under C's name; the operator hands the copy tool L first (the
        leader it saw last: L still says it leads), then X. The tool must copy from X, the leader of the
        newest term; a careless one copies from L, the first that answers;
-    3. the cut moves: X is cut off and L rejoins before D starts, so L and D must elect a leader between
-       them. D copied from X leads with everything; D copied from L shares L's log, and the changes only X
-       and the dead C held are lost;
-    4. after `hold_s`, every cut heals and the masters must be three healthy voters again."""
+    3. the cut moves in one step (a heal in between would let X catch L up at once): X is cut off and L
+       rejoins before D starts, so L and D must elect a leader between them. D copied from X leads with
+       everything; D copied from L shares L's log, and the changes only X and the dead C held are lost;
+    4. after `hold_s`, every cut heals and the masters must be three healthy voters again. A master that
+       stays behind (D, leading from a copy, holds its log only from the copy's snapshot and cannot send
+       L what it lacks) is rebuilt from the leader, as the operator would (`_rebuild_stuck_masters`)."""
 
     fs = frozenset({"replace-master-lagging"})
 
-    def __init__(self, wait_s: float = 40, lag_s: float = 5.0, hold_s: float = 5.0) -> None:
+    def __init__(self, wait_s: float = 40, lag_s: float = 10.0, hold_s: float = 5.0) -> None:
         super().__init__(wait_s=wait_s, lead_after=False)
         self.lag_s, self.hold_s = lag_s, hold_s
 
@@ -368,7 +423,7 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
             time.sleep(self.lag_s)
             replacement = self._destroy_and_rename(test, c, str(holders[c]), uuids[c], steps)
             self._copy_state(test, replacement, uuids[c], f"{old}:{MASTER_PORT},{x}:{MASTER_PORT}", steps)
-            b.heal_network()
+            # one step, no heal in between: healed even for a moment, X would catch L up at once
             b.partition(gr.isolate_one(role_nodes(test, "masters"), self.rng, node=holders[x]))
             steps.append(f"cut off {x} ({holders[x]}) instead")
             self._start(test, replacement, steps)
@@ -385,8 +440,9 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
             b.heal_network()
         steps.append("healed")
         healthy = wait_until(lambda: masters_healthy(test, len(names)), self.wait_s, 1.0, "masters healthy")
+        rebuilt = self._rebuild_stuck_masters(test, steps)
         value = {"old_leader": old, "new_leader": x, "replaced": c, "replacement": replacement, "steps": steps,
-                 "healthy": healthy}
+                 "healthy": healthy, "rebuilt": rebuilt}
         return done(op, value, kind="ok" if healthy else "info")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -123,6 +124,34 @@ def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_move
     assert "copy-from-lagging-master" in copy
     assert b.residue() == [] and b.state["m1"] == "running"
     assert "master-replace-lagging" in registry.NEMESES
+    # the cut moved in one step: no heal between the two cuts (X would catch L up at once)
+    kinds = [e[0] for e in b.events if e[0] in ("partition", "heal")]
+    assert kinds[:2] == ["partition", "partition"]
+
+
+def test_a_master_that_stays_behind_is_rebuilt_from_the_leader(test: dict) -> None:
+    """After the faults, a master still behind the leader (it needs entries the leader never had) is
+    destroyed and a fresh node under its name copies the catalog from the leader."""
+    b = test["backend"]
+    test["connect"] = b.client
+    real = type(b.client()).catalog_replica
+
+    def behind_while_original(self: Any, addr: str, timeout: float = 2.0) -> Any:
+        st = real(self, addr, timeout)
+        if addr.startswith("master-3") and b.dns["master-3"] == "m3":
+            return SimpleNamespace(**{**vars(st), "last_index": 2})
+        return st
+
+    n = MasterReplaceNemesis(wait_s=3).setup(test)
+    steps: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(b.client()), "catalog_replica", behind_while_original)
+        assert n._rebuild_stuck_masters(test, steps, settle_s=0.5) == ["master-3"]
+        assert n._rebuild_stuck_masters(test, [], settle_s=0.5) == []   # caught up now: nothing to do
+    assert b.state["m3"] == "destroyed" and b.dns["master-3"] == "m4" and b.state["m4"] == "running"
+    copy = next(argv for node, argv in b.remote.calls if "copy_from_remote" in argv)
+    assert copy[copy.index("copy_from_remote") + 2] == "master-1:7051"   # from the leader only
+    assert steps[0] == "master-3 stays behind the leader master-1: rebuild it"
 
 
 def test_master_replace_that_finds_no_leader_completes_as_info_and_heal_copies_before_starting(test: dict) -> None:
