@@ -342,9 +342,11 @@ class MasterReplaceNemesis:
     def heal(self, test: Mapping[str, Any]) -> None:
         """Starts a replacement that was made but not started, once it holds a copy of the catalog (copied
         now from the surviving masters if it was not yet). An empty one is left stopped: a master that
-        starts with no catalog would found a new one under the dead master's identity."""
+        starts with no catalog would found a new one under the dead master's identity. Then rebuilds any
+        master left behind for good (`_settle`)."""
         pending, self.pending = self.pending, None
         if pending is None:
+            self._settle(test)
             return
         if not pending["copied"]:
             source = ",".join(f"{n}:{MASTER_PORT}" for n in self._names(test) if n != pending["name"])
@@ -357,6 +359,17 @@ class MasterReplaceNemesis:
             backend(test).start(pending["node"])
         else:
             log.warning("heal: %s holds no copy of the catalog; left stopped", pending["node"])
+        self._settle(test)
+
+    def _settle(self, test: Mapping[str, Any]) -> None:
+        """After every fault stopped: a master left behind the leader for good (a partition made it lag
+        while a replacement came to lead from its copy) is rebuilt, as the operator would."""
+        try:
+            rebuilt = self._rebuild_stuck_masters(test, [])
+            if rebuilt:
+                log.warning("heal: rebuilt masters that stayed behind the leader: %s", ", ".join(rebuilt))
+        except Exception as exc:
+            log.warning("heal: could not rebuild a master left behind: %s", exc)
 
 
 class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
