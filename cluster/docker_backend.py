@@ -197,6 +197,8 @@ class DockerBackend(NodeBackend):
                                     labels={f"{LABEL}.managed": "1", f"{LABEL}.cluster": self.spec.name})
 
     def _alloc_ip(self) -> str:
+        """A fresh address, never one a destroyed node had: a replacement reachable at its predecessor's
+        address would hide a node that never re-resolves a moved name (KUDU-1620)."""
         with self._lock:
             assert self.subnet is not None
             used = {i.address for i in self.info.values()}
@@ -308,7 +310,9 @@ class DockerBackend(NodeBackend):
         with contextlib.suppress(Exception):
             cfg = client.networks.get(b.network).attrs["IPAM"]["Config"][0]
             b.subnet = ipaddress.IPv4Network(cfg["Subnet"])
-            b._next_ip = 2 + len(b.info)
+            hosts = [int(ipaddress.IPv4Address(i.address)) - int(b.subnet.network_address)
+                     for i in b.info.values() if i.address]
+            b._next_ip = max([1, *hosts]) + 1   # past every address in use (see _alloc_ip)
         return b
 
     def container_states(self) -> dict[str, str]:
