@@ -191,8 +191,10 @@ class MasterReplaceNemesis:
                     steps: list[str], wait_s: float | None = None) -> None:
         """Formats the replacement with the dead master's uuid (the masters' Raft config names it by uuid)
         and copies the catalog to it with the remote bootstrap tool, which picks among `source`."""
-        tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
-             timeout=60)
+        rc, _, err = tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement),
+                                              "--uuid", uuid], timeout=60, check=False)
+        if rc != 0 and "already formatted" not in err:   # formatted by an earlier attempt: copy again
+            raise NemesisError(f"{replacement}: fs format failed: {err.strip()[-300:]}")
         steps.append(f"fs format --uuid {uuid} on {replacement}")
         copy = ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, source,
                 "--fs-dir", _fs_dir(test, replacement), *_bug_args(test)]
@@ -315,11 +317,13 @@ class MasterReplaceNemesis:
         leader made by copy holds its log only from the copy's snapshot) and cannot catch up by itself;
         as master-permanent-failure.txt tells the operator, it is rebuilt: destroyed, and a fresh node
         under its name copies the catalog from the leader. Returns the names rebuilt."""
+        if test.get("connect") is None:   # no node client to ask the masters with
+            return []
         found: dict[str, Any] = {"leader": None, "late": []}
 
-        def settled() -> bool:
+        def settled() -> bool:   # judged against a leader only: right after a heal there may be none yet
             found["leader"], found["late"] = self._catalog_laggards(test)
-            return not found["late"]
+            return found["leader"] is not None and not found["late"]
 
         if wait_until(settled, settle_s, 1.0, "masters caught up") or found["leader"] is None:
             return []
