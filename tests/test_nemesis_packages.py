@@ -397,3 +397,43 @@ def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(te
     for _ in range(5):
         assert n._force_orphans(test, fresh, ["t1", "t2"], tries) == []
     assert tries["gone"] == 3
+
+
+def test_heal_copies_again_into_a_replacement_an_earlier_attempt_formatted(test: dict) -> None:
+    """The copy failed after `fs format` ran (no leader then): heal formats nothing twice, copies, starts."""
+    b = test["backend"]
+    n = MasterReplaceNemesis(wait_s=1).setup(test)
+    n._destroy_and_rename(test, "master-2", "m2", "uuid-2", [])
+    n.pending["copied"] = False
+    real = b.remote.exec
+
+    def formatted_already(node: str, argv: Any, timeout: float) -> tuple[int, str, str]:
+        if "format" in argv:
+            return 1, "", "error: /data is already formatted (instance file exists)"
+        return real(node, argv, timeout)
+
+    b.remote.exec = formatted_already
+    n.heal(test)
+    assert b.state["m4"] == "running" and n.pending is None
+    assert any("copy_from_remote" in argv for node, argv in b.remote.calls if node == "m4")
+
+
+def test_laggards_are_judged_only_once_a_leader_is_back(test: dict) -> None:
+    """Right after a heal the masters may have no leader: wait for one rather than judge nobody behind."""
+    b = test["backend"]
+    test["connect"] = b.client
+    real = type(b.client()).catalog_replica
+    polls = {"n": 0}
+
+    def no_leader_at_first(self: Any, addr: str, timeout: float = 2.0) -> Any:
+        polls["n"] += 1
+        st = real(self, addr, timeout)
+        if polls["n"] <= 6:   # two rounds with no leader anywhere
+            return SimpleNamespace(**{**vars(st), "role": "FOLLOWER"})
+        if addr.startswith("master-3") and b.dns["master-3"] == "m3":
+            return SimpleNamespace(**{**vars(st), "last_index": 2})
+        return st
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(b.client()), "catalog_replica", no_leader_at_first)
+        assert MasterReplaceNemesis(wait_s=3).setup(test)._rebuild_stuck_masters(test, [], settle_s=3) == ["master-3"]
