@@ -129,6 +129,11 @@ def _roles_seen_by(test: Mapping[str, Any], runner: str, addr: str) -> list[tupl
     return rows
 
 
+def _uuids_by_name(roles: list[tuple[str, str, str, bool]]) -> dict[str, str]:
+    """DNS name -> master uuid, from `master_roles` rows."""
+    return {addr.rsplit(":", 1)[0]: u for u, addr, _, _ in roles}
+
+
 def _uuid(test: Mapping[str, Any], node: str) -> str:
     _, out, _ = tool(test, node, ["fs", "dump", "uuid", "--fs-dir", _fs_dir(test, node)], timeout=20)
     return out.strip().splitlines()[-1].strip()
@@ -235,8 +240,9 @@ class MasterReplaceNemesis:
 
         if leads():
             return True
-        rc, out, err = tool(test, first_up(test, role_nodes(test, "masters")), ["tablet", "leader_step_down", masters_arg(test),
-                                                   SYS_CATALOG_TABLET, "--new-leader", uuid], timeout=30, check=False)
+        runner = first_up(test, role_nodes(test, "masters"))
+        rc, out, err = tool(test, runner, ["tablet", "leader_step_down", masters_arg(test), SYS_CATALOG_TABLET,
+                                           "--new-leader", uuid], timeout=30, check=False)
         steps.append(f"leader_step_down --new-leader {uuid}: {(out if rc == 0 else err or out).strip()[-200:]}")
         ok = wait_until(leads, min(self.wait_s, 20.0), 0.5, f"{name} leading")
         steps.append(f"{name} leads" if ok else f"{name} does not lead")
@@ -249,7 +255,7 @@ class MasterReplaceNemesis:
         leader = master_leader(test)
         name = self.rng.choice(names)
         victim = holders[name]
-        uuid = next((u for u, addr, _, _ in roles if addr.rsplit(":", 1)[0] == name), None)
+        uuid = _uuids_by_name(roles).get(name)
         if victim is None or leader is None or uuid is None:
             return done(op, {"skipped": f"no holder or uuid for {name}, or no leader"}, kind="fail")
         replacement = self._destroy_and_rename(test, name, victim, uuid, steps)
@@ -288,50 +294,49 @@ class MasterReplaceNemesis:
                  "steps": steps, "healthy": healthy, "replacement_leads": leads}
         return done(op, value, kind="ok" if healthy else "info")
 
-    def _catalog_laggards(self, test: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+    def _catalog_laggards(self, test: Mapping[str, Any], client: Any) -> tuple[str | None, list[str]]:
         """(leader's DNS name, names of the masters that lack what it committed), each master asked
         directly through the host's node client; (None, []) when there is no single leader to judge by."""
-        connect = test.get("connect")
-        if connect is None:
-            return None, []
-        client = connect()
-        try:
-            views = {}
-            for n in self._names(test):
-                try:
-                    views[n] = client.catalog_replica(f"{n}:{MASTER_PORT}", timeout=2.0)
-                except Exception:
-                    views[n] = None
-        finally:
-            if hasattr(client, "close"):
-                client.close()
+        from node.client import catalog_lags
+
+        views = {}
+        for n in self._names(test):
+            try:
+                views[n] = client.catalog_replica(f"{n}:{MASTER_PORT}", timeout=2.0)
+            except Exception:
+                views[n] = None
         leaders = [n for n, st in views.items() if st is not None and st.role == "LEADER"]
         if len(leaders) != 1:
             return None, []
         lead = views[leaders[0]]
-        return leaders[0], [n for n, st in views.items() if n != leaders[0] and (
-            st is None or st.term != lead.term or st.last_index < lead.commit_index)]
+        return leaders[0], [n for n, st in views.items() if n != leaders[0] and catalog_lags(lead, st)]
 
     def _rebuild_stuck_masters(self, test: Mapping[str, Any], steps: list[str], settle_s: float = 20.0) -> list[str]:
         """A master still behind the leader after `settle_s` may need entries the leader never had (a
         leader made by copy holds its log only from the copy's snapshot) and cannot catch up by itself;
         as master-permanent-failure.txt tells the operator, it is rebuilt: destroyed, and a fresh node
         under its name copies the catalog from the leader. Returns the names rebuilt."""
-        if test.get("connect") is None:   # no node client to ask the masters with
+        connect = test.get("connect")
+        if connect is None:   # no node client to ask the masters with
             return []
         found: dict[str, Any] = {"leader": None, "late": []}
+        client = connect()
+        try:
+            def settled() -> bool:   # judged against a leader only: right after a heal there may be none yet
+                found["leader"], found["late"] = self._catalog_laggards(test, client)
+                return found["leader"] is not None and not found["late"]
 
-        def settled() -> bool:   # judged against a leader only: right after a heal there may be none yet
-            found["leader"], found["late"] = self._catalog_laggards(test)
-            return found["leader"] is not None and not found["late"]
-
-        if wait_until(settled, settle_s, 1.0, "masters caught up") or found["leader"] is None:
+            caught_up = wait_until(settled, settle_s, 1.0, "masters caught up")
+        finally:
+            if hasattr(client, "close"):
+                client.close()
+        if caught_up or found["leader"] is None:
             return []
-        roles = master_roles(test)
+        uuids = _uuids_by_name(master_roles(test))
         rebuilt = []
         for name in found["late"]:
             holder = dns_holder(test, name)
-            uuid = next((u for u, addr, _, _ in roles if addr.rsplit(":", 1)[0] == name), None)
+            uuid = uuids.get(name)
             if holder is None or uuid is None:
                 continue
             steps.append(f"{name} stays behind the leader {found['leader']}: rebuild it")
@@ -349,21 +354,21 @@ class MasterReplaceNemesis:
         starts with no catalog would found a new one under the dead master's identity. Then rebuilds any
         master left behind for good (`_settle`)."""
         pending, self.pending = self.pending, None
-        if pending is None:
-            self._settle(test)
-            return
+        if pending is not None:
+            self._finish(test, pending)
+        self._settle(test)
+
+    def _finish(self, test: Mapping[str, Any], pending: dict[str, Any]) -> None:
+        """Copies the catalog to a replacement left without one (from the surviving masters), then starts it."""
         if not pending["copied"]:
             source = ",".join(f"{n}:{MASTER_PORT}" for n in self._names(test) if n != pending["name"])
             try:
                 self._copy_state(test, pending["node"], pending["uuid"], source, [], wait_s=20.0)
                 pending["copied"] = True
             except NemesisError as exc:
-                log.warning("heal: %s stays stopped: %s", pending["node"], exc)
-        if pending["copied"]:
-            backend(test).start(pending["node"])
-        else:
-            log.warning("heal: %s holds no copy of the catalog; left stopped", pending["node"])
-        self._settle(test)
+                log.warning("heal: %s holds no copy of the catalog; left stopped: %s", pending["node"], exc)
+                return
+        backend(test).start(pending["node"])
 
     def _settle(self, test: Mapping[str, Any]) -> None:
         """After every fault stopped: a master left behind the leader for good (a partition made it lag
@@ -416,7 +421,7 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
         if len(names) < 3:
             return done(op, {"skipped": "needs three masters"}, kind="fail")
         roles = master_roles(test)
-        uuids = {addr.rsplit(":", 1)[0]: u for u, addr, _, _ in roles}
+        uuids = _uuids_by_name(roles)
         old = next((addr.rsplit(":", 1)[0] for _, addr, role, _ in roles if role == "LEADER"), None)
         holders = {n: dns_holder(test, n) for n in names}
         if old is None or any(h is None for h in holders.values()) or set(uuids) < set(names):
@@ -615,14 +620,14 @@ class MajorityLossNemesis:
             fresh = _next_name(test, "t")
             b.add_node(fresh, role="tserver", start=True)
             added.append(fresh)
-        deadline = time.monotonic() + self.wait_s
-        healthy = False
-        while True:
-            healthy = ksck(test)[0]
-            if healthy or time.monotonic() > deadline:
-                break
-            forced += self._force_orphans(test, tablets(test), lost, tries)
-            time.sleep(2.0)
+
+        def clean() -> bool:
+            if ksck(test)[0]:
+                return True
+            forced.extend(self._force_orphans(test, tablets(test), lost, tries))
+            return False
+
+        healthy = wait_until(clean, self.wait_s, 2.0, "re-replication")
         not_forced = sorted(tab for tab in tries if tab not in forced)
         return done(op, {"tablet": t["tablet"], "lost": lost, "survivor": survivor, "forced": forced,
                          "not_forced": not_forced, "added": added, "healthy": healthy}, kind="ok" if healthy else "info")

@@ -61,33 +61,38 @@ class CatalogClient(KVClient):
         one leader, one term, and every follower holding what that leader had committed when first asked.
         A master that never catches up (it cannot be reached under its name, KUDU-1620) leaves the catalog
         with fewer copies than it claims, silently."""
-        def ask(addr: str) -> dict[str, Any]:
+        def ask(addr: str) -> tuple[Any, str | None]:
             try:
                 st = self.conn.catalog_replica(addr, timeout=2.0)
             except Exception as exc:
-                return {"error": f"{type(exc).__name__}: {str(exc)[:120]}"}
-            if st is None:
-                return {"error": "no catalog replica"}
+                return None, f"{type(exc).__name__}: {str(exc)[:120]}"
+            return (st, None) if st is not None else (None, "no catalog replica")
+
+        def view(st: Any, error: str | None) -> dict[str, Any]:
+            if error is not None:
+                return {"error": error}
             return {"role": st.role, "term": int(st.term), "last_index": int(st.last_index),
                     "commit_index": int(st.commit_index)}
 
-        views = {addr: ask(addr) for addr in self.conn.masters}
-        problems = [f"{a}: {v['error']}" for a, v in views.items() if "error" in v]
-        leaders = [a for a, v in views.items() if v.get("role") == "LEADER"]
+        from node.client import catalog_lags
+
+        answers = {addr: ask(addr) for addr in self.conn.masters}
+        problems = [f"{a}: {error}" for a, (_, error) in answers.items() if error is not None]
+        leaders = [a for a, (st, _) in answers.items() if st is not None and st.role == "LEADER"]
         if len(leaders) != 1:
             problems.append(f"{len(leaders)} masters lead")
         else:
-            lead = views[leaders[0]]
-            for a in views:
-                if a == leaders[0] or "error" in views[a]:
+            lead = answers[leaders[0]][0]
+            for a, (_, error) in list(answers.items()):
+                if a == leaders[0] or error is not None:
                     continue
-                again = ask(a)   # asked after the leader: it has had a round trip to catch up
-                views[a] = again
-                if again.get("term") != lead["term"] or again.get("last_index", -1) < lead["commit_index"]:
-                    problems.append(f"{a} lags the leader {leaders[0]}: term {again.get('term')} index "
-                                    f"{again.get('last_index')}, leader term {lead['term']} committed "
-                                    f"{lead['commit_index']}")
-        return {"masters": views, "problems": problems}
+                answers[a] = ask(a)   # asked after the leader: it has had a round trip to catch up
+                again = answers[a][0]
+                if catalog_lags(lead, again):
+                    problems.append(f"{a} lags the leader {leaders[0]}: term {getattr(again, 'term', None)} index "
+                                    f"{getattr(again, 'last_index', None)}, leader term {lead.term} committed "
+                                    f"{lead.commit_index}")
+        return {"masters": {a: view(*ans) for a, ans in answers.items()}, "problems": problems}
 
     def _names(self, test: Mapping[str, Any]) -> list[str]:
         """Only this run's tables (a reused cluster holds others), under the names the generator gave."""

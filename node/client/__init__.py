@@ -9,7 +9,8 @@ from node.client.client import (
     KuduTable,
     NotFoundError,
     UnavailableError,
+    catalog_lags,
 )
 
 __all__ = ["AlreadyExistsError", "IndeterminateError", "InvalidArgumentError", "KuduClient", "KuduError", "KuduTable",
-           "NotFoundError", "UnavailableError"]
+           "NotFoundError", "UnavailableError", "catalog_lags"]

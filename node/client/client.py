@@ -119,6 +119,12 @@ class _TableMeta:
     fetched: float
 
 
+def catalog_lags(leader: pb.ReplicaStatus, replica: pb.ReplicaStatus | None) -> bool:
+    """Whether a master's catalog `replica` (`KuduClient.catalog_replica`; None: it did not answer) lacks
+    what the `leader` had committed, or sits in another term."""
+    return replica is None or replica.term != leader.term or replica.last_index < leader.commit_index
+
+
 class KuduClient:
     """Thread-safe; share one per process. Keys and values are `str` or `int` (signed 64-bit)."""
 
