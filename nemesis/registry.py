@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from controller import generator as gen
-from nemesis import blip, faults, learner, power, topology
+from nemesis import blip, elections, faults, learner, power, topology
 from nemesis.base import ROLES, Op, choice_op
 from nemesis.grudge import SHAPES
 
@@ -98,6 +98,10 @@ def _builders() -> dict[str, Callable[[float], dict[str, Any]]]:
     b["learner-partition"] = learner_partition_package
     # a tablet leader cut off only until the others elected a new one (nemesis/blip.py)
     b["leader-blip"] = lambda i: one_shot_package(blip.LeaderBlipNemesis(), "leader-blip", i)
+    # a voter crashes right after its vote and is asked again in the same term (nemesis/elections.py)
+    b["vote-crash"] = lambda i: one_shot_package(elections.VoteCrashNemesis(), "vote-crash", i)
+    # the Raft paper's Figure 8: an older term's entry committed by counting replicas, then overwritten
+    b["figure-8"] = lambda i: one_shot_package(elections.Figure8Nemesis(), "figure-8", i)
     return b
 
 

@@ -11,7 +11,7 @@ from node import bugs
 SERVER_HELP = {
     "master": "run a master: catalog in a Raft-replicated system tablet, heartbeats, placement",
     "tserver": "run a tablet server: hosts tablet replicas, each a Raft group",
-    "tool": "admin tools named after Kudu's (fs, local_replica, remote_replica, master, tablet, table, cluster)",
+    "tool": "admin tools named after Kudu's (fs, local_replica, remote_replica, tserver, master, tablet, table, cluster)",
 }
 
 

@@ -521,3 +521,49 @@ def test_reads_in_one_ready_share_one_round_and_later_reads_need_a_new_one():
         for out in net.cores[m.dst].ready().messages:
             lead.step(out)
     assert [rs.ctx for rs in lead.ready().read_states] == ["r3"]
+
+
+def test_campaign_now_skips_pre_vote_and_the_disruption_guard():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    follower = next(c for c in net.cores.values() if c is not lead)
+    term = lead.term
+    assert follower.campaign_now() == term + 1
+    assert follower.role == Role.CANDIDATE          # no pre-vote round first
+    net.settle()
+    assert follower.role == Role.LEADER and follower.term == term + 1   # granted despite a live leader
+    # asked of a leader, it steps down first and campaigns in the next term
+    assert follower.campaign_now() == term + 2
+    net.settle()
+    assert net.leader() is follower and follower.term == term + 2
+
+
+def test_without_failure_detection_nobody_campaigns_until_asked():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    for c in net.cores.values():
+        c.failure_detection = False
+    net.down.add(lead.uuid)
+    term = lead.term
+    net.tick(100)   # ten election timeouts
+    assert all(c.term == term and c.role == Role.FOLLOWER for u, c in net.cores.items() if u != lead.uuid)
+    survivor = next(c for u, c in net.cores.items() if u != lead.uuid)
+    survivor.campaign_now()
+    net.settle()
+    assert survivor.role == Role.LEADER
+
+
+def test_max_batch_entries_bounds_each_append_request():
+    net = Net(["a", "b", "c"])
+    lead = net.elect()
+    net.down.update(u for u in net.cores if u != lead.uuid)
+    for i in range(5):
+        lead.propose(f"w{i}".encode())
+    net.settle()
+    net.down.clear()
+    lead.max_batch_entries = 2
+    net.readies[lead.uuid].clear()
+    net.tick(4)
+    sent = [m for r in net.readies[lead.uuid] for m in r.messages if isinstance(m, AppendRequest) and m.entries]
+    assert sent and max(len(m.entries) for m in sent) == 2
+    assert lead.commit_index == lead.last_index()

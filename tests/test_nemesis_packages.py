@@ -368,6 +368,63 @@ def test_leader_blip_heals_once_a_new_leader_is_elected(test: dict, elect_after:
     assert "leader-blip" in registry.NEMESES
 
 
+class _StageClient:
+    """The RPCs a staged election makes, as three tablet servers with equal logs and no leader answer
+    them; RunLeaderElection fails the way a server that stopped answering does."""
+
+    def __init__(self, backend: FakeBackend) -> None:
+        from types import SimpleNamespace
+
+        self.b, self.ns, self.pool = backend, SimpleNamespace, self
+        self.flags: dict[str, dict[str, str]] = {}
+        self.closed = False
+
+    def table_locations(self, name: str, timeout: float) -> Any:
+        reps = [self.ns(uuid=self.b.uuid(n), addr=f"{n}:7050", role="") for n in ("t1", "t2", "t3")]
+        return self.ns(tablets=[self.ns(tablet_id="tab1", replicas=reps)])
+
+    def call(self, addr: str, stub: Any, method: str, req: Any, timeout: float) -> Any:
+        import grpc
+
+        if method == "ListReplicas":
+            st = self.ns(tablet_id="tab1", role="FOLLOWER", term=3, last_index=10, commit_index=10)
+            return self.ns(replicas=[st])
+        if method == "SetFlag":
+            self.flags.setdefault(addr, {})[req.flag] = req.value
+            return self.ns(old_value="")
+
+        class Unavailable(grpc.RpcError):
+            def code(self) -> grpc.StatusCode:
+                return grpc.StatusCode.UNAVAILABLE
+
+            def details(self) -> str:
+                return "connection refused"
+
+        raise Unavailable()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("name", ["vote-crash", "figure-8"])
+def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(test: dict, name: str) -> None:
+    from node.server.flags import RuntimeFlags
+
+    client = _StageClient(test["backend"])
+    test.update(connect=lambda: client, state={"tables": ["set-x"]})
+    pkg = registry.compose([name], interval_s=1)
+    nem = pkg["nemesis"].setup(test)
+    assert name in nem.fs
+    out = nem.invoke(test, {"f": name, "value": None})
+    v = out["value"]
+    assert out["type"] == "info" and "RunLeaderElection" in v["error"] and "UNAVAILABLE" in v["error"]
+    assert v["steps"][0].startswith("leader failure detection off") and "network healed" in v["steps"][-1]
+    defaults = {k: str(x).lower() if isinstance(x, bool) else str(x) for k, x in vars(RuntimeFlags()).items()}
+    assert set(client.flags) == {"t1:7050", "t2:7050", "t3:7050"}
+    assert all(flags == defaults for flags in client.flags.values())   # the last value set is the default
+    assert test["backend"].residue() == [] and client.closed
+
+
 def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(test: dict) -> None:
     """The re-check after the loss (a table created meanwhile may have lost its majority too): a tablet is
     forced onto its live replicas only when they are no majority and no live server leads it; a leader

@@ -59,6 +59,49 @@ def test_leader_step_down_to_chosen_replica(cluster):
     assert cluster.cl.get("t", 3) == 3
 
 
+def test_runtime_flags_staged_election_and_the_vote_crash_point(cluster):
+    """The controls the staged-election nemeses use (nemesis/elections.py), on real processes: set_flag,
+    failure detection off, an abrupt step-down, an election by RPC, and a server that crashes right after
+    granting its vote, then comes back with the defaults."""
+    tab = _tablet(cluster)
+    st = cluster.wait_for(lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(
+        _status(cluster, tab.tablet_id)), 20, "a leader")
+    by_uuid = {n.uuid: n for n in cluster.nodes.values() if n.kind == "tserver"}
+    servers = [by_uuid[u] for u in st]
+    bad = cluster.tool("tserver", "set_flag", servers[0].advertise, "no_such_flag", "1")
+    assert bad.returncode != 0 and "enable_leader_failure_detection" in bad.stderr and "Traceback" not in bad.stderr
+    bad = cluster.tool("tserver", "set_flag", servers[0].advertise, "enable_leader_failure_detection", "maybe")
+    assert bad.returncode != 0 and "true or false" in bad.stderr
+    try:
+        for n in servers:
+            r = cluster.tool("tserver", "set_flag", n.advertise, "enable_leader_failure_detection", "false")
+            assert r.returncode == 0 and "true -> false" in r.stdout, r.stderr
+        r = cluster.tool("tablet", "leader_step_down", cluster.masters_arg(), tab.tablet_id, "--abrupt")
+        assert r.returncode == 0, r.stderr
+        time.sleep(4.0)   # more than two election timeouts: with detection off, nobody campaigns
+        assert not any(s.role == "LEADER" for s in _status(cluster, tab.tablet_id).values())
+
+        voter, candidate = servers[0], servers[1]
+        r = cluster.tool("tserver", "set_flag", voter.advertise, "fault_crash_after_vote_fraction", "1")
+        assert r.returncode == 0, r.stderr
+        resp = pbg.ConsensusStub(cluster.cl.pool.get(candidate.advertise)).RunLeaderElection(
+            pb.RunLeaderElectionRequest(tablet_id=tab.tablet_id), timeout=5)
+        assert resp.term > st[candidate.uuid].term
+        cluster.wait_for(lambda: not voter.alive(), 15, "the voter crashed after its vote")
+        assert "crashing right after granting a vote" in cluster.logs(voter.name)
+        cluster.wait_for(lambda: _status(cluster, tab.tablet_id)[candidate.uuid].role == "LEADER", 15,
+                         "the candidate leads on the crashed voter's vote")
+        cluster.start(voter.name)
+        r = cluster.tool("tserver", "set_flag", voter.advertise, "fault_crash_after_vote_fraction", "0")
+        assert r.returncode == 0 and "0.0 -> 0" in r.stdout, r.stdout   # a restart disarmed it
+    finally:
+        for n in servers:
+            if not n.alive():
+                cluster.start(n.name)
+            cluster.tool("tserver", "set_flag", n.advertise, "enable_leader_failure_detection", "true")
+    assert cluster.cl.get("t", 3) == 3
+
+
 def test_move_replica_and_add_remove(cluster):
     tab = _tablet(cluster)
     members = {r.uuid for r in tab.replicas}

@@ -110,6 +110,8 @@ class RaftCore:
         self._transfer_elapsed = 0
         self._current_term_committed = False
         self._transfer_campaign = False
+        self.failure_detection = True  # False: campaign only when asked (campaign_now), never on a timeout
+        self.max_batch_entries = self.opts.max_batch_entries  # entries per AppendRequest; changeable at runtime
         # outputs accumulated for the next ready()
         self._msgs: list[Message] = []
         self._events: list[Event] = []
@@ -277,7 +279,7 @@ class RaftCore:
         if self._election_elapsed >= self._timeout:
             self._election_elapsed = 0
             self._timeout = self._random_timeout()
-            if self.config.is_voter(self.uuid):
+            if self.config.is_voter(self.uuid) and self.failure_detection:
                 self._campaign(pre=self.opts.pre_vote, transfer=False)
 
     def _tick_leader(self) -> None:
@@ -453,7 +455,7 @@ class RaftCore:
             prev, prev_term = self.last_index(), self.last_term()
         entries: tuple[Entry, ...] = ()
         if not pr.probing:
-            entries = tuple(self.entries_from(pr.next, pr.next + self.opts.max_batch_entries - 1))
+            entries = tuple(self.entries_from(pr.next, pr.next + self.max_batch_entries - 1))
             pr.next += len(entries)
         pr.inflight = bool(entries) or pr.probing
         self._send(AppendRequest(self.uuid, peer, self.term, prev, prev_term, entries, self.commit_index, self._seq))
@@ -714,6 +716,18 @@ class RaftCore:
         else:
             self._send_append(target)
         return target
+
+    def campaign_now(self) -> int:
+        """An election asked for from outside (an operator, a test): campaign at once, without pre-vote,
+        with the transfer mark that lets voters grant while they still hear from a live leader. A leader
+        first steps down. Returns the term of the campaign."""
+        if not self.config.is_voter(self.uuid):
+            raise RaftError(ErrorCode.INVALID_CONFIG_CHANGE, f"{self.uuid} is not a voter")
+        if self.role == Role.LEADER:
+            self._become_follower(self.term, None)
+        self._election_elapsed = 0
+        self._campaign(pre=False, transfer=True)
+        return self.term
 
     def step_down(self) -> None:
         """Abrupt step-down: stop leading in this term; someone else will time out and run."""

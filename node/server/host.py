@@ -36,6 +36,7 @@ from node.consensus import (
 from node.protos import node_pb2 as pb
 from node.protos import node_pb2_grpc as pbg
 from node.server.codec import config_from_dict, config_to_dict, decode_entry, encode_entry
+from node.server.flags import FlagError, RuntimeFlags
 from node.server.fs import FsLayout, atomic_write
 from node.server.replica import DriverOptions, Indeterminate, Replica, config_from_pb, config_to_pb
 from node.server.rpc import ChannelPool
@@ -151,6 +152,7 @@ class ReplicaHost:
         self.event_listeners: list[Callable[[Replica, Event], None]] = []
         self.apply_listeners: list[Callable[[Replica, int], None]] = []
         self.changed: set[str] = set()    # tablets whose state changed since the last report
+        self.flags = RuntimeFlags()        # shared by every replica of this node (SetFlag)
 
     # ------------------------------------------------------------------ life cycle
     def load_all(self) -> None:
@@ -176,6 +178,7 @@ class ReplicaHost:
         r = Replica(self.uuid, sb.tablet_id, storage, state, snap, si, st, self.opts, self.transport.send,
                     self.advertise, on_event=self._on_event, on_apply=self._on_apply)
         r.log_anchor = lambda tid=sb.tablet_id: self.log_anchor(tid)
+        r.flags = self.flags
         with self.lock:
             self.replicas[sb.tablet_id] = r
             self.changed.add(sb.tablet_id)
@@ -501,7 +504,9 @@ class ConsensusService(pbg.ConsensusServicer):
     def LeaderStepDown(self, request, context):
         r = self._replica(request.tablet_id, context)
         try:
-            if request.new_leader_uuid:
+            if request.abrupt:
+                r.step_down()
+            elif request.new_leader_uuid:
                 r.transfer_leadership(request.new_leader_uuid)
             else:
                 try:
@@ -520,6 +525,22 @@ class ConsensusService(pbg.ConsensusServicer):
         except HostError as exc:
             context.abort(exc.code, str(exc))
         return pb.UnsafeChangeConfigResponse(config=config_to_pb(cfg))
+
+    def RunLeaderElection(self, request, context):
+        r = self._replica(request.tablet_id, context)
+        try:
+            term = r.run_election()
+        except RaftError as exc:
+            context.abort(*raft_error_status(exc))
+        return pb.RunLeaderElectionResponse(term=term)
+
+    def SetFlag(self, request, context):
+        try:
+            old = self.host.flags.set(request.flag, request.value)
+        except FlagError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        log.warning("flag %s set to %s (was %s)", request.flag, request.value, old)
+        return pb.SetFlagResponse(old_value=old)
 
     def ListReplicas(self, request, context):
         return pb.ListTabletsResponse(server_uuid=self.host.uuid, replicas=self.host.statuses(request.tablet_id))

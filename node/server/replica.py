@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from node.clock import Clock, clock
 from node.consensus import (
+    AppendRequest,
+    AppendResponse,
     ConfigChange,
     EntryType,
     ErrorCode,
@@ -32,9 +34,11 @@ from node.consensus import (
     RaftCore,
     RaftError,
     Role,
+    VoteResponse,
 )
 from node.protos import node_pb2 as pb
 from node.server.codec import decode_message, encode_message
+from node.server.flags import RuntimeFlags
 from node.server.storage import ReplicaStorage
 from node.tablet.state import OpResult, TabletState
 
@@ -119,6 +123,8 @@ class Replica:
         self.last_error = ""
         self.snapshot_index = snap_index
         self.log_anchor: Callable[[], int | None] = lambda: None   # set by the host: open copy sessions
+        self.flags = RuntimeFlags()   # the host hands every replica its own, shared one
+        self._crashing = False        # a crash point fired: take nothing in any more, the process exits
         self.thread = threading.Thread(target=self._run, name=f"replica-{tablet_id[:8]}", daemon=True)
 
     def start(self) -> None:
@@ -144,6 +150,8 @@ class Replica:
         """Queue inbound messages for the driver; returns a ticket for wait_handled()."""
         msgs = [decode_message(p) for p in payloads]
         with self.cv:
+            if self._crashing:
+                return 0
             self._inbox.extend(msgs)
             self._gen_in += 1
             self.cv.notify()
@@ -184,6 +192,9 @@ class Replica:
                     return
                 inbox, self._inbox = self._inbox, []
                 gen = self._gen_in
+                took_entries = any(isinstance(m, AppendRequest) and m.entries for m in inbox)
+                self.core.failure_detection = self.flags.enable_leader_failure_detection
+                self.core.max_batch_entries = self.flags.consensus_max_batch_entries
                 try:
                     for m in inbox:
                         self.core.step(m)
@@ -211,7 +222,7 @@ class Replica:
                     return
             if rd is not None:
                 try:
-                    self._handle(rd, addrs)
+                    self._handle(rd, addrs, took_entries)
                 except Exception as exc:
                     log.exception("%s: handling a ready batch failed; stopping this replica", self.tablet_id)
                     self.last_error = f"storage: {exc}"
@@ -221,7 +232,7 @@ class Replica:
                     return
             self._mark_handled(gen)
 
-    def _handle(self, rd, addrs: dict[str, str]) -> None:
+    def _handle(self, rd, addrs: dict[str, str], took_entries: bool = False) -> None:
         self.storage.persist(rd)
         by_addr: dict[str, list[pb.ConsensusMessage]] = {}
         for m in rd.messages:
@@ -233,6 +244,7 @@ class Replica:
                 from_addr=self.my_addr))
         for addr, msgs in by_addr.items():
             self._send(addr, msgs)
+        self._crash_points(rd.messages, took_entries)
         applied_any = False
         for e in rd.committed_entries:
             res = self.tablet.apply(e.index, e.term, e.payload if e.type == EntryType.WRITE else b"")
@@ -280,6 +292,36 @@ class Replica:
                     self.on_apply(self, self.tablet.applied_index)
                 except Exception:
                     log.exception("apply handler")
+
+    def _crash_points(self, sent: list[Message], took_entries: bool) -> None:
+        """Crash points (node/server/flags.py): what fired them was persisted (as far as this store persists
+        it) and handed to the network; the process takes nothing in any more and exits once the answer had
+        time to leave (it may ride back in the ack of the sender's own Send)."""
+        flags = self.flags
+        if flags.fault_crash_after_vote_fraction <= 0 and flags.fault_crash_after_append_fraction <= 0:
+            return
+        for m in sent:
+            if isinstance(m, VoteResponse) and m.granted and not m.pre_vote:
+                fraction, what = flags.fault_crash_after_vote_fraction, f"granting a vote in term {m.term}"
+            elif isinstance(m, AppendResponse) and m.success and took_entries:
+                fraction, what = flags.fault_crash_after_append_fraction, f"acknowledging entries up to {m.match_index}"
+            else:
+                continue
+            if fraction > 0 and random.random() < fraction:
+                self._crash(what)
+                return
+
+    def _crash(self, what: str) -> None:
+        log.error("%s: fault injection: crashing right after %s", self.tablet_id[:12], what)
+        with self.cv:
+            self._crashing = True
+
+        def exit_soon() -> None:
+            time.sleep(0.5)
+            logging.shutdown()
+            os._exit(86)
+
+        threading.Thread(target=exit_soon, name="crash-point", daemon=True).start()
 
     def _snapshot_and_gc(self) -> None:
         """Snapshot the state machine, then collect WAL segments nobody needs: not below the snapshot,
@@ -385,6 +427,12 @@ class Replica:
         with self.cv:
             self.core.step_down()
             self.cv.notify()
+
+    def run_election(self) -> int:
+        with self.cv:
+            term = self.core.campaign_now()
+            self.cv.notify()
+            return term
 
     # ------------------------------------------------------------------ queries
     def role(self) -> Role:

@@ -72,6 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("uuids", metavar="UUID", nargs="+")
     p.set_defaults(fn=ops.unsafe_change_config)
 
+    def set_flag_parser(sub: argparse._SubParsersAction, role: str) -> None:
+        p = sub.add_parser("set_flag", help=f"change a runtime flag of a running {role} (node/server/flags.py); "
+                                            "a restart brings back the default")
+        p.add_argument("server", metavar="HOST:PORT")
+        p.add_argument("flag", metavar="FLAG")
+        p.add_argument("value", metavar="VALUE")
+        p.set_defaults(fn=ops.set_flag)
+
+    ts = groups.add_parser("tserver", help="a running tablet server").add_subparsers(dest="action", required=True)
+    set_flag_parser(ts, "tablet server")
+
     ma = groups.add_parser("master", help="the masters' Raft config").add_subparsers(dest="action", required=True)
     p = ma.add_parser("list", help="list masters and their roles")
     _masters(p)
@@ -87,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("old", metavar="HOST:PORT")
     p.add_argument("--uuid", default="")
     p.set_defaults(fn=ops.master_remove)
+    set_flag_parser(ma, "master")
 
     tb = groups.add_parser("tablet", help="tablet replicas and leadership")
     tbs = tb.add_subparsers(dest="action", required=True)
@@ -113,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     _masters(p)
     p.add_argument("tablet", metavar="TABLET")
     p.add_argument("--new-leader", default="", metavar="UUID")
+    p.add_argument("--abrupt", action="store_true", help="stop leading at once instead of handing the leadership over")
     p.set_defaults(fn=ops.leader_step_down)
 
     ta = groups.add_parser("table", help="tables").add_subparsers(dest="action", required=True)

@@ -297,6 +297,20 @@ def remote_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def set_flag(args: argparse.Namespace) -> int:
+    """Changes a runtime flag of a running master or tablet server (lost when it restarts)."""
+    pool = ChannelPool()
+    try:
+        resp = pool.call(_addr(args.server), pbg.ConsensusStub, "SetFlag",
+                         pb.SetFlagRequest(flag=args.flag, value=args.value), timeout=RPC_TIMEOUT)
+    except grpc.RpcError as exc:
+        raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
+    finally:
+        pool.close()
+    print(f"{args.flag}: {resp.old_value} -> {args.value}")
+    return 0
+
+
 def unsafe_change_config(args: argparse.Namespace) -> int:
     tid = _tablet_id(args.tablet)
     for u in args.uuids:
@@ -480,7 +494,8 @@ def leader_step_down(args: argparse.Namespace) -> int:
             addr, _ = _leader_status(c, tid, time.monotonic() + RPC_TIMEOUT)
         try:
             c.pool.call(addr, pbg.ConsensusStub, "LeaderStepDown",
-                        pb.LeaderStepDownRequest(tablet_id=tid, new_leader_uuid=args.new_leader), timeout=RPC_TIMEOUT)
+                        pb.LeaderStepDownRequest(tablet_id=tid, new_leader_uuid=args.new_leader, abrupt=args.abrupt),
+                        timeout=RPC_TIMEOUT)
         except grpc.RpcError as exc:
             raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
         print(f"leader of {tid} at {addr} is stepping down")

@@ -1,0 +1,377 @@
+"""Staged elections: faults that need one exact order of elections, crashes and cuts on one tablet.
+
+Some Raft defects lose data only in a sequence that random faults almost never produce. These nemeses
+produce it, the way Kudu's integration tests stage elections: leader failure detection is turned off on
+the tablet's three tablet servers (runtime flags, node/server/flags.py), so nobody campaigns unless told
+to; elections are started by RPC (RunLeaderElection); a replica is made to crash at an exact point (right
+after granting a vote, right after acknowledging entries); cuts move between steps in one partition call.
+Each stage starts from a tablet with no leader and three equal logs (`_quiesce`) and ends with failure
+detection back on, nothing armed, every server running and the network whole (`_restore`), whatever
+happened in between. Roles are drawn with the run's seed.
+
+vote-crash (`vote-not-durable`): a voter crashes right after granting its vote, and a second candidate
+asks it again in the same term. Election safety rests on the voter remembering its vote across a crash.
+A vote is lost only if the voter restarts before it holds an entry of the new term (once it holds one,
+every other candidate of that term has a less up-to-date log), and the second candidate must already be
+campaigning in that same term (a later one asks for the next term). With replicas A (voter), B and C:
+  1. B is cut off. A is armed to crash after its next granted vote; C runs an election: A grants and
+     dies before C's first entry reaches it. C leads term T on A's vote.
+  2. The cut moves to C. B runs an election (term T too: it never heard of T), then A starts again and
+     B's retried request reaches it. A store that persisted the vote refuses; one that did not grants,
+     and B leads term T as well (`same_term_leaders`).
+  3. B's side serves the workload for `hold_s`, then everything is restored. Two leaders of one term
+     wrote different entries at the same (term, index): log matching no longer tells them apart, so the
+     replicas keep different data and acknowledged writes are lost.
+
+figure-8 (`commit-prior-term`): the Raft paper's Figure 8 with three replicas, A (the old-term leader),
+C (the newer-term leader) and B (the voter both need):
+  1. C is cut off. B is armed to crash after its vote; A runs an election and leads term T1 on B's vote,
+     alone: it appends its clients' writes, which nobody else holds.
+  2. The cut moves to A; B starts again. B is armed again and C runs elections until it leads a term
+     T2 > T1, alone too: its first entry, of term T2, sits at the index where A's writes begin.
+  3. The cut moves to C; B starts again, armed to crash right after it acknowledges entries, and A is
+     set to send two entries per AppendRequest. A runs elections until it leads a term T3 > T2 on B's
+     vote and sends B its entries of term T1: the first batch is A's first entry of T1 and its first
+     write, and its own entry of T3 comes later. B acknowledges that batch and crashes.
+     A correct leader commits nothing before an entry of T3 is on a majority; one that counts replicas
+     for an entry of an older term commits the write and acknowledges it to its client.
+  4. The cut moves to A; B starts again. C runs elections until it leads on B's vote (its last entry,
+     of T2, is newer than B's, of T1) and overwrites B's copy of the write: an acknowledged write is
+     lost. The workload's clients wait up to their operation timeout for A's writes, so the cell needs
+     one longer than the stage (campaigns/full.toml sets it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from nemesis import grudge as gr
+from nemesis.base import (
+    NemesisError,
+    Op,
+    backend,
+    done,
+    log,
+    nemesis_rng,
+    node_of_address,
+    role_nodes,
+    wait_until,
+)
+
+
+class _StagedElection:
+    """What every stage shares: picking the tablet, the RPCs to one server, quiescing and restoring."""
+
+    f = ""
+
+    def __init__(self, hold_s: float = 5.0, wait_s: float = 15.0) -> None:
+        self.hold_s, self.wait_s = hold_s, wait_s
+        self.rng = None
+
+    @property
+    def fs(self) -> frozenset[str]:
+        return frozenset({self.f})
+
+    def setup(self, test: Mapping[str, Any]) -> _StagedElection:
+        self.rng = nemesis_rng(test, self.f)
+        return self
+
+    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+        connect = test.get("connect")
+        state = test.get("state")
+        tables = list(state.get("tables", ())) if isinstance(state, dict) else []
+        if connect is None or not tables:
+            return done(op, {"skipped": "no node client or no workload table"}, kind="fail")
+        assert self.rng is not None
+        client = connect()
+        steps: list[str] = []
+        value: dict[str, Any] = {"steps": steps}
+        addrs: list[str] = []
+        try:
+            table = self.rng.choice(tables)
+            tablets = [t for t in client.table_locations(table, timeout=5.0).tablets if len(t.replicas) == 3]
+            if not tablets:
+                return done(op, {"table": table, "skipped": "no tablet with three replicas"}, kind="fail")
+            t = self.rng.choice(tablets)
+            addrs = [r.addr for r in t.replicas]
+            value["tablet"] = t.tablet_id
+            stage = _Stage(test, client, t.tablet_id, addrs, steps, self.wait_s)
+            stage.quiesce()
+            self._stage(stage, value)
+            return done(op, value)
+        except NemesisError as exc:
+            log.warning("%s: %s", self.f, exc)
+            value["error"] = str(exc)
+            return done(op, value, kind="info")
+        finally:
+            _Stage.restore(test, client, addrs, steps)
+            if hasattr(client, "close"):
+                client.close()
+
+    def _stage(self, stage: _Stage, value: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def heal(self, test: Mapping[str, Any]) -> None:
+        backend(test).heal_network()
+
+
+class VoteCrashNemesis(_StagedElection):
+    """A voter crashes right after its vote and is asked again in the same term (module docstring)."""
+
+    f = "vote-crash"
+
+    def _stage(self, st: _Stage, value: dict[str, Any]) -> None:
+        assert self.rng is not None
+        voter, first, second = self.rng.sample(st.addrs, 3)
+        value.update(voter=st.node[voter], first=st.node[first], second=st.node[second])
+        st.isolate(second)
+        st.set_flag(voter, "fault_crash_after_vote_fraction", "1")
+        term = st.elect(first)
+        value["term"] = term
+        st.steps.append(f"{st.node[first]} runs an election in term {term}; {st.node[voter]} crashes after its vote")
+        st.wait_leads_alone(first, voter, term)
+        st.isolate(first)
+        second_term = st.elect(second)
+        st.steps.append(f"{st.node[second]} runs an election in term {second_term}")
+        st.start(voter)
+        led = st.wait_leader((second, voter))
+        if led is not None:
+            value.update(second_leader=st.node[led[0]], second_leader_term=led[1],
+                         same_term_leaders=led[1] == term and led[0] == second)
+        else:
+            value.update(second_leader=None, same_term_leaders=False)
+        time.sleep(self.hold_s)
+
+
+class Figure8Nemesis(_StagedElection):
+    """An entry of an older term is committed by counting replicas, then overwritten (module docstring)."""
+
+    f = "figure-8"
+
+    def _stage(self, st: _Stage, value: dict[str, Any]) -> None:
+        assert self.rng is not None
+        old, new, voter = self.rng.sample(st.addrs, 3)
+        value.update(old_leader=st.node[old], new_leader=st.node[new], voter=st.node[voter])
+        st.isolate(new)
+        st.set_flag(voter, "fault_crash_after_vote_fraction", "1")
+        t1 = st.elect(old)
+        st.wait_leads_alone(old, voter, t1)
+        time.sleep(self.hold_s)   # the old leader's clients append writes nobody else holds
+        ends = st.status(old)
+        value.update(t1=t1, old_last_index=ends.last_index if ends else None)
+
+        st.isolate(old)
+        st.start(voter, {"enable_leader_failure_detection": "false", "fault_crash_after_vote_fraction": "1"})
+        t2 = st.lead(new, above=t1, voter=voter)
+        st.wait_down(voter)
+        value["t2"] = t2
+
+        st.isolate(new)
+        st.start(voter, {"enable_leader_failure_detection": "false", "fault_crash_after_append_fraction": "1"})
+        st.set_flag(old, "consensus_max_batch_entries", "2")   # its term's first entry and one write
+        t3 = st.lead(old, above=t2, voter=voter)
+        value["t3"] = t3
+        before = st.status(old)
+        st.wait_down(voter)
+        after = st.status(old)
+        value["old_commit_index"] = after.commit_index if after else None
+        st.steps.append(f"{st.node[voter]} crashed after acknowledging entries; {st.node[old]} commits up to "
+                        f"{value['old_commit_index']} (was {before.commit_index if before else None})")
+
+        st.isolate(old)
+        st.start(voter, {"enable_leader_failure_detection": "false"})
+        value["t4"] = st.lead(new, above=t3, voter=voter)
+        time.sleep(self.hold_s)
+
+
+class _Stage:
+    """One tablet's three replicas and the few moves a stage is made of; `steps` records each."""
+
+    def __init__(self, test: Mapping[str, Any], client: Any, tablet: str, addrs: list[str], steps: list[str],
+                 wait_s: float) -> None:
+        self.test, self.client, self.tablet, self.addrs, self.steps = test, client, tablet, addrs, steps
+        self.wait_s = wait_s
+        self.servers = role_nodes(test, "tservers")
+        self.node = {a: node_of_address(test, a) for a in addrs}
+        if any(n not in self.servers for n in self.node.values()):
+            raise NemesisError(f"no tablet server node for one of {addrs}")
+        self.backend = backend(test)
+        self.rng = nemesis_rng(test, f"stage-{tablet}")
+
+    # ------------------------------------------------------------------ RPCs to one server
+    def call(self, addr: str, method: str, request: Any, timeout: float = 2.0) -> Any:
+        import grpc
+
+        from node.protos import node_pb2_grpc as pbg
+
+        try:
+            return self.client.pool.call(addr, pbg.ConsensusStub, method, request, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise NemesisError(f"{method} on {self.node.get(addr) or addr}: {exc.code().name} {exc.details()}") \
+                from None
+
+    def status(self, addr: str) -> Any | None:
+        """The replica's status on `addr`, or None if the server does not answer."""
+        from node.protos import node_pb2 as pb
+
+        try:
+            resp = self.call(addr, "ListReplicas", pb.ListTabletsRequest(tablet_id=self.tablet), timeout=1.0)
+        except NemesisError:
+            return None
+        return next((st for st in resp.replicas if st.tablet_id == self.tablet), None)
+
+    def set_flag(self, addr: str, flag: str, value: str) -> None:
+        from node.protos import node_pb2 as pb
+
+        self.call(addr, "SetFlag", pb.SetFlagRequest(flag=flag, value=value))
+
+    def elect(self, addr: str) -> int:
+        from node.protos import node_pb2 as pb
+
+        return int(self.call(addr, "RunLeaderElection", pb.RunLeaderElectionRequest(tablet_id=self.tablet)).term)
+
+    def step_down_leaders(self) -> None:
+        from node.protos import node_pb2 as pb
+
+        for a in self.addrs:
+            st = self.status(a)
+            if st is not None and st.role == "LEADER":
+                self.call(a, "LeaderStepDown", pb.LeaderStepDownRequest(tablet_id=self.tablet, abrupt=True))
+                self.steps.append(f"{self.node[a]} stepped down in term {st.term}")
+
+    # ------------------------------------------------------------------ moves
+    def quiesce(self, tries: int = 5) -> None:
+        """Leaves the tablet with no leader, nobody campaigning, and three equal logs.
+
+        Equal logs matter: the stage's leaders then put their first entries at the same index. A follower
+        that lagged when the leader stepped down would instead meet entries of two terms at one index
+        where the stage needs one, and the stage would test something else. So the longest log leads
+        once more until the others hold all of it, and steps down."""
+        for a in self.addrs:
+            self.set_flag(a, "enable_leader_failure_detection", "false")
+        self.steps.append("leader failure detection off on " + ", ".join(str(self.node[a]) for a in self.addrs))
+        self.step_down_leaders()
+        for _ in range(tries):
+            time.sleep(0.5)   # entries already on the wire land; without a leader nothing new is appended
+            statuses = {a: self.status(a) for a in self.addrs}
+            if any(st is None for st in statuses.values()):
+                raise NemesisError("a replica does not answer")
+            ends = {a: st.last_index for a, st in statuses.items()}
+            if len(set(ends.values())) == 1:
+                return
+            longest = max(self.addrs, key=lambda a: ends[a])
+            self.elect(longest)
+            self.steps.append(f"logs end at {sorted(ends.values())}: {self.node[longest]} leads again to even them")
+
+            def even(lead: str = longest) -> bool:
+                sts = [self.status(a) for a in self.addrs]
+                return all(st is not None for st in sts) and self.status(lead).role == "LEADER" \
+                    and len({st.last_index for st in sts}) == 1
+
+            wait_until(even, 5.0, 0.05, "even logs")
+            self.step_down_leaders()
+        raise NemesisError(f"the logs of {self.tablet} never ended at the same index")
+
+    def isolate(self, addr: str) -> None:
+        """Cuts `addr` off from the other tablet servers; replaces any earlier cut in one step."""
+        self.backend.partition(gr.isolate_one(self.servers, self.rng, node=self.node[addr]))
+        self.steps.append(f"{self.node[addr]} cut off")
+
+    def start(self, addr: str, flags: Mapping[str, str] | None = None) -> None:
+        """Starts the server again and, as soon as it answers, sets `flags` (a restart forgot them)."""
+        self.backend.start(str(self.node[addr]))
+        if flags:
+            if not wait_until(lambda: self.status(addr) is not None, self.wait_s, 0.05, "server back"):
+                raise NemesisError(f"{self.node[addr]} did not come back")
+            for k, v in flags.items():
+                self.set_flag(addr, k, v)
+        self.steps.append(f"{self.node[addr]} started again" + (f" with {dict(flags)}" if flags else ""))
+
+    def wait_leads_alone(self, leader: str, voter: str, term: int) -> None:
+        """Waits until `leader` leads `term` and `voter` crashed after its vote."""
+        def ready() -> bool:
+            st = self.status(leader)
+            return st is not None and st.role == "LEADER" and st.term == term and self.status(voter) is None
+
+        if not wait_until(ready, self.wait_s, 0.1, "leader, voter crashed"):
+            raise NemesisError(f"{self.node[leader]} did not lead term {term} with {self.node[voter]} crashed")
+        self.steps.append(f"{self.node[leader]} leads term {term}; {self.node[voter]} crashed after its vote")
+
+    def wait_down(self, addr: str) -> None:
+        """Waits until the server armed with a crash point has crashed."""
+        if not wait_until(lambda: self.status(addr) is None, self.wait_s, 0.1, "crashed"):
+            raise NemesisError(f"{self.node[addr]} did not crash at its crash point")
+        self.steps.append(f"{self.node[addr]} crashed")
+
+    def wait_leader(self, among: tuple[str, ...]) -> tuple[str, int] | None:
+        """The first of `among` seen leading, and its term; None if none leads within the wait."""
+        led: list[tuple[str, int]] = []
+
+        def someone_leads() -> bool:
+            for a in among:
+                st = self.status(a)
+                if st is not None and st.role == "LEADER":
+                    led.append((a, int(st.term)))
+                    return True
+            return False
+
+        if wait_until(someone_leads, self.wait_s, 0.1, "a leader"):
+            self.steps.append(f"{self.node[led[0][0]]} leads term {led[0][1]}")
+            return led[0]
+        self.steps.append("nobody leads")
+        return None
+
+    def lead(self, addr: str, above: int, voter: str) -> int:
+        """Runs elections on `addr` until it leads a term above `above` (a refused vote still teaches
+        it the voter's term, so the next try asks for a newer one); returns that term."""
+        deadline = time.monotonic() + self.wait_s
+        while time.monotonic() < deadline:
+            term = self.elect(addr)
+            if term > above and wait_until(lambda t=term: _leads(self.status(addr), t), 2.0, 0.05, "leads"):
+                self.steps.append(f"{self.node[addr]} leads term {term} on {self.node[voter]}'s vote")
+                return term
+            self.steps.append(f"{self.node[addr]} ran in term {term}: not leading")
+        raise NemesisError(f"{self.node[addr]} never led a term above {above}")
+
+    @staticmethod
+    def restore(test: Mapping[str, Any], client: Any, addrs: list[str], steps: list[str]) -> None:
+        """Every server running, nothing armed, defaults back, failure detection on, the network whole."""
+        from node.protos import node_pb2 as pb
+        from node.protos import node_pb2_grpc as pbg
+        from node.server.flags import RuntimeFlags
+
+        b = backend(test)
+        defaults = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in vars(RuntimeFlags()).items()}
+        for a in addrs:
+            node = node_of_address(test, a)
+
+            def alive(a: str = a) -> bool:
+                client.pool.call(a, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(), timeout=1.0)
+                return True
+
+            if node is not None and not _quietly(alive, f"ask {a}"):
+                _quietly(lambda n=node: b.start(n), f"start {node}")
+                wait_until(lambda a=a: bool(_quietly(lambda: alive(a), "")), 15.0, 0.2, "server back")
+            for k, v in defaults.items():
+                _quietly(lambda a=a, k=k, v=v: client.pool.call(a, pbg.ConsensusStub, "SetFlag",
+                                                                pb.SetFlagRequest(flag=k, value=v), timeout=2.0),
+                         f"{k} back to {v} on {a}")
+        _quietly(b.heal_network, "heal")
+        if addrs:
+            steps.append("flags back to their defaults, every server running, network healed")
+
+
+def _leads(st: Any, term: int) -> bool:
+    return st is not None and st.role == "LEADER" and st.term == term
+
+
+def _quietly(action: Callable[[], Any], what: str) -> Any:
+    """Runs `action`; a failure is logged (restoring goes on with the rest) and returns None."""
+    try:
+        return action()
+    except Exception as exc:
+        if what:
+            log.warning("staged election: %s failed: %s", what, exc)
+        return None
