@@ -223,7 +223,8 @@ def workload_tablets(test: Mapping[str, Any], timeout_s: float = 5.0) -> list[di
     """The tablets of the tables this run's workload created (`test["state"]["tables"]`, recorded by the
     workload's setup), as the masters place them, asked through the host's node client: one RPC instead of
     two admin-tool processes, so a leader-isolating fault lands while that leader still leads. Same fields
-    as `tablets`; empty when the workload recorded no table or the masters do not answer."""
+    as `tablets`, plus replica_addrs (HOST:PORT each); empty when the workload recorded no table or the
+    masters do not answer."""
     state = test.get("state")
     names = list(state.get("tables", ())) if isinstance(state, dict) else []
     connect = test.get("connect")
@@ -242,6 +243,7 @@ def workload_tablets(test: Mapping[str, Any], timeout_s: float = 5.0) -> list[di
                 out.append({"tablet": t.tablet_id, "table": name, "state": t.state,
                             "leader": leader.uuid if leader else None,
                             "replicas": [r.uuid for r in t.replicas],
+                            "replica_addrs": [r.addr for r in t.replicas],
                             "replica_nodes": [node_of_address(test, r.addr) for r in t.replicas],
                             "leader_node": node_of_address(test, leader.addr) if leader else None})
     except Exception as exc:

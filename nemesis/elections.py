@@ -58,6 +58,7 @@ from nemesis.base import (
     node_of_address,
     role_nodes,
     wait_until,
+    workload_tablets,
 )
 
 
@@ -79,25 +80,17 @@ class _StagedElection:
         return self
 
     def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
-        connect = test.get("connect")
-        state = test.get("state")
-        tables = list(state.get("tables", ())) if isinstance(state, dict) else []
-        if connect is None or not tables:
-            return done(op, {"skipped": "no node client or no workload table"}, kind="fail")
         assert self.rng is not None
-        client = connect()
+        candidates = [t for t in workload_tablets(test) if len(t["replicas"]) == 3]
+        if not candidates or test.get("connect") is None:
+            return done(op, {"skipped": "no tablet of this run with three replicas"}, kind="fail")
+        t = self.rng.choice(candidates)
+        addrs: list[str] = t["replica_addrs"]
         steps: list[str] = []
-        value: dict[str, Any] = {"steps": steps}
-        addrs: list[str] = []
+        value: dict[str, Any] = {"tablet": t["tablet"], "steps": steps}
+        client = test["connect"]()
         try:
-            table = self.rng.choice(tables)
-            tablets = [t for t in client.table_locations(table, timeout=5.0).tablets if len(t.replicas) == 3]
-            if not tablets:
-                return done(op, {"table": table, "skipped": "no tablet with three replicas"}, kind="fail")
-            t = self.rng.choice(tablets)
-            addrs = [r.addr for r in t.replicas]
-            value["tablet"] = t.tablet_id
-            stage = _Stage(test, client, t.tablet_id, addrs, steps, self.wait_s)
+            stage = _Stage(test, client, t["tablet"], addrs, steps, self.wait_s)
             stage.quiesce()
             self._stage(stage, value)
             return done(op, value)

@@ -381,7 +381,7 @@ class _StageClient:
 
     def table_locations(self, name: str, timeout: float) -> Any:
         reps = [self.ns(uuid=self.b.uuid(n), addr=f"{n}:7050", role="") for n in ("t1", "t2", "t3")]
-        return self.ns(tablets=[self.ns(tablet_id="tab1", replicas=reps)])
+        return self.ns(tablets=[self.ns(tablet_id="tab1", state="RUNNING", replicas=reps)])
 
     def call(self, addr: str, stub: Any, method: str, req: Any, timeout: float) -> Any:
         import grpc

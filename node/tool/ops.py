@@ -283,13 +283,19 @@ def copy_from_remote(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- remote_replica
-def remote_list(args: argparse.Namespace) -> int:
+def _server_call(server: str, method: str, request: Any) -> Any:
+    """One Consensus RPC to one running server; an RPC failure is the tool's failure, with its code."""
     pool = ChannelPool()
     try:
-        resp = pool.call(_addr(args.server), pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(),
-                         timeout=RPC_TIMEOUT)
+        return pool.call(_addr(server), pbg.ConsensusStub, method, request, timeout=RPC_TIMEOUT)
+    except grpc.RpcError as exc:
+        raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
     finally:
         pool.close()
+
+
+def remote_list(args: argparse.Namespace) -> int:
+    resp = _server_call(args.server, "ListReplicas", pb.ListTabletsRequest())
     for r in resp.replicas:
         voters = ",".join(p.uuid[:8] for p in r.committed_config.peers if p.voter)
         print(f"{r.tablet_id} {r.state} {r.role} term={r.term} commit={r.commit_index} "
@@ -299,14 +305,7 @@ def remote_list(args: argparse.Namespace) -> int:
 
 def set_flag(args: argparse.Namespace) -> int:
     """Changes a runtime flag of a running master or tablet server (lost when it restarts)."""
-    pool = ChannelPool()
-    try:
-        resp = pool.call(_addr(args.server), pbg.ConsensusStub, "SetFlag",
-                         pb.SetFlagRequest(flag=args.flag, value=args.value), timeout=RPC_TIMEOUT)
-    except grpc.RpcError as exc:
-        raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
-    finally:
-        pool.close()
+    resp = _server_call(args.server, "SetFlag", pb.SetFlagRequest(flag=args.flag, value=args.value))
     print(f"{args.flag}: {resp.old_value} -> {args.value}")
     return 0
 
@@ -316,14 +315,8 @@ def unsafe_change_config(args: argparse.Namespace) -> int:
     for u in args.uuids:
         if not UUID_RE.match(u):
             raise UsageProblem(f"bad uuid {u!r}")
-    pool = ChannelPool()
-    try:
-        resp = pool.call(_addr(args.server), pbg.ConsensusStub, "UnsafeChangeConfig",
-                         pb.UnsafeChangeConfigRequest(tablet_id=tid, voter_uuids=args.uuids), timeout=RPC_TIMEOUT)
-    except grpc.RpcError as exc:
-        raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
-    finally:
-        pool.close()
+    resp = _server_call(args.server, "UnsafeChangeConfig",
+                        pb.UnsafeChangeConfigRequest(tablet_id=tid, voter_uuids=args.uuids))
     print(f"tablet {tid}: new config {' '.join(p.uuid for p in resp.config.peers)} at index {resp.config.index}")
     return 0
 
