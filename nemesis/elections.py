@@ -63,7 +63,8 @@ from nemesis.base import (
 
 
 class _StagedElection:
-    """What every stage shares: picking the tablet, the RPCs to one server, quiescing and restoring."""
+    """What every stage shares: picking the tablet, quiescing it first and restoring it whatever happened;
+    the moves themselves are `_Stage`'s."""
 
     f = ""
 
@@ -91,8 +92,7 @@ class _StagedElection:
         client = test["connect"]()
         try:
             stage = _Stage(test, client, t["tablet"], addrs, steps, self.wait_s)
-            stage.quiesce()
-            self._stage(stage, value)
+            self._stage(stage, stage.quiesce(self._roles), value)
             return done(op, value)
         except NemesisError as exc:
             log.warning("%s: %s", self.f, exc)
@@ -103,8 +103,24 @@ class _StagedElection:
             if hasattr(client, "close"):
                 client.close()
 
-    def _stage(self, stage: _Stage, value: dict[str, Any]) -> None:
+    def _roles(self, ends: dict[str, int]) -> tuple[str, ...] | None:
+        """The stage's roles given where each replica's log ends, or None if no assignment fits."""
         raise NotImplementedError
+
+    def _stage(self, stage: _Stage, roles: tuple[str, ...], value: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _split(self, ends: dict[str, int], pair_at: Callable[[list[int]], int]) -> tuple[str, str, str] | None:
+        """Two replicas whose logs end at the same index `pair_at(sorted ends)` (in random order), then
+        the third; None if no two end there."""
+        assert self.rng is not None
+        at = pair_at(sorted(ends.values()))
+        pair = [a for a in sorted(ends) if ends[a] == at]
+        if len(pair) < 2:
+            return None
+        pair = self.rng.sample(pair, 2)
+        third = next(a for a in sorted(ends) if a not in pair)
+        return pair[0], pair[1], third
 
     def heal(self, test: Mapping[str, Any]) -> None:
         backend(test).heal_network()
@@ -115,9 +131,14 @@ class VoteCrashNemesis(_StagedElection):
 
     f = "vote-crash"
 
-    def _stage(self, st: _Stage, value: dict[str, Any]) -> None:
-        assert self.rng is not None
-        voter, first, second = self.rng.sample(st.addrs, 3)
+    def _roles(self, ends: dict[str, int]) -> tuple[str, ...] | None:
+        """Both candidates' logs end at the same index, the voter's no later: their first entries of the
+        staged term then share an index, and the voter grants both."""
+        split = self._split(ends, max)
+        return None if split is None else (split[2], split[0], split[1])
+
+    def _stage(self, st: _Stage, roles: tuple[str, ...], value: dict[str, Any]) -> None:
+        voter, first, second = roles
         value.update(voter=st.node[voter], first=st.node[first], second=st.node[second])
         st.isolate(second)
         st.set_flag(voter, "fault_crash_after_vote_fraction", "1")
@@ -143,9 +164,15 @@ class Figure8Nemesis(_StagedElection):
 
     f = "figure-8"
 
-    def _stage(self, st: _Stage, value: dict[str, Any]) -> None:
-        assert self.rng is not None
-        old, new, voter = self.rng.sample(st.addrs, 3)
+    def _roles(self, ends: dict[str, int]) -> tuple[str, ...] | None:
+        """The old leader's and the voter's logs end at the same index, the new leader's no earlier: the old
+        leader's first batch to the voter is then its first entry of T1 and its first write, and the new
+        leader's entries conflict with them from that index on."""
+        split = self._split(ends, min)
+        return None if split is None else (split[0], split[2], split[1])
+
+    def _stage(self, st: _Stage, roles: tuple[str, ...], value: dict[str, Any]) -> None:
+        old, new, voter = roles
         value.update(old_leader=st.node[old], new_leader=st.node[new], voter=st.node[voter])
         st.isolate(new)
         st.set_flag(voter, "fault_crash_after_vote_fraction", "1")
@@ -235,13 +262,16 @@ class _Stage:
                 self.steps.append(f"{self.node[a]} stepped down in term {st.term}")
 
     # ------------------------------------------------------------------ moves
-    def quiesce(self, tries: int = 5) -> None:
-        """Leaves the tablet with no leader, nobody campaigning, and three equal logs.
+    def quiesce(self, pick: Callable[[dict[str, int]], tuple[str, ...] | None], tries: int = 8) -> tuple[str, ...]:
+        """Leaves the tablet with no leader and nobody campaigning, its logs ending where the stage needs
+        them; returns the roles `pick` chose from where each replica's log ends (None: not yet).
 
-        Equal logs matter: the stage's leaders then put their first entries at the same index. A follower
-        that lagged when the leader stepped down would instead meet entries of two terms at one index
-        where the stage needs one, and the stage would test something else. So the longest log leads
-        once more until the others hold all of it, and steps down."""
+        Where the logs end matters: the stage's leaders must put their first entries at the indexes the
+        stage means. A follower that lagged when the leader stepped down would meet entries of two terms
+        at one index where the stage needs one, and the stage would test something else. Under load a
+        step-down nearly always leaves a batch on the wire, so the stages accept any ends they can assign
+        roles to; when none fits, the longest log leads once more until the others hold all of it, and
+        steps down again."""
         for a in self.addrs:
             self.set_flag(a, "enable_leader_failure_detection", "false")
         self.steps.append("leader failure detection off on " + ", ".join(str(self.node[a]) for a in self.addrs))
@@ -251,21 +281,23 @@ class _Stage:
             statuses = {a: self.status(a) for a in self.addrs}
             if any(st is None for st in statuses.values()):
                 raise NemesisError("a replica does not answer")
-            ends = {a: st.last_index for a, st in statuses.items()}
-            if len(set(ends.values())) == 1:
-                return
+            ends = {a: int(st.last_index) for a, st in statuses.items()}
+            roles = pick(ends)
+            if roles is not None:
+                self.steps.append("logs end at " + ", ".join(f"{self.node[a]} {ends[a]}" for a in self.addrs))
+                return roles
             longest = max(self.addrs, key=lambda a: ends[a])
             self.elect(longest)
             self.steps.append(f"logs end at {sorted(ends.values())}: {self.node[longest]} leads again to even them")
 
             def even(lead: str = longest) -> bool:
-                sts = [self.status(a) for a in self.addrs]
-                return all(st is not None for st in sts) and self.status(lead).role == "LEADER" \
-                    and len({st.last_index for st in sts}) == 1
+                sts = {a: self.status(a) for a in self.addrs}
+                return all(st is not None for st in sts.values()) and sts[lead].role == "LEADER" \
+                    and len({st.last_index for st in sts.values()}) == 1
 
             wait_until(even, 5.0, 0.05, "even logs")
             self.step_down_leaders()
-        raise NemesisError(f"the logs of {self.tablet} never ended at the same index")
+        raise NemesisError(f"the logs of {self.tablet} never ended where the stage needs them")
 
     def isolate(self, addr: str) -> None:
         """Cuts `addr` off from the other tablet servers; replaces any earlier cut in one step."""

@@ -425,6 +425,20 @@ def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(t
     assert test["backend"].residue() == [] and client.closed
 
 
+def test_staged_election_roles_follow_where_the_logs_end(test: dict) -> None:
+    from nemesis.elections import Figure8Nemesis, VoteCrashNemesis
+
+    vote = VoteCrashNemesis().setup(test)
+    assert vote._roles({"a": 5, "b": 7, "c": 6}) is None                  # candidates must end together
+    voter, first, second = vote._roles({"a": 5, "b": 7, "c": 7})
+    assert voter == "a" and {first, second} == {"b", "c"}
+    f8 = Figure8Nemesis().setup(test)
+    assert f8._roles({"a": 5, "b": 6, "c": 7}) is None                    # old leader and voter must end together
+    old, new, voter = f8._roles({"a": 5, "b": 9, "c": 5})
+    assert new == "b" and {old, voter} == {"a", "c"}
+    assert sorted(f8._roles({"a": 4, "b": 4, "c": 4})) == ["a", "b", "c"]
+
+
 def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(test: dict) -> None:
     """The re-check after the loss (a table created meanwhile may have lost its majority too): a tablet is
     forced onto its live replicas only when they are no majority and no live server leads it; a leader
