@@ -123,7 +123,7 @@ class Replica:
         self.last_error = ""
         self.snapshot_index = snap_index
         self.log_anchor: Callable[[], int | None] = lambda: None   # set by the host: open copy sessions
-        self.flags = RuntimeFlags()   # the host hands every replica its own, shared one
+        self.flags = RuntimeFlags()   # the host replaces it with the one all its replicas share
         self._crashing = False        # a crash point fired: take nothing in any more, the process exits
         self.thread = threading.Thread(target=self._run, name=f"replica-{tablet_id[:8]}", daemon=True)
 
