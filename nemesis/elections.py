@@ -20,8 +20,11 @@ campaigning in that same term (a later one asks for the next term). With replica
      B's retried request reaches it. A store that persisted the vote refuses; one that did not grants,
      and B leads term T as well (`same_term_leaders`).
   3. B's side serves the workload for `hold_s`, then everything is restored. Two leaders of one term
-     wrote different entries at the same (term, index): log matching no longer tells them apart, so the
-     replicas keep different data and acknowledged writes are lost.
+     wrote different entries at the same (term, index): log matching no longer tells them apart. At the
+     heal C takes B's commit index as covering its own entries, applies them and acknowledges writes that
+     A and B never hold (its clients must still be waiting, hence the cells' 40 s operation timeout),
+     while B has acknowledged others at the same indexes: whichever log the next leader has, one side's
+     acknowledged writes are lost.
 
 figure-8 (`commit-prior-term`): the Raft paper's Figure 8 with three replicas, A (the old-term leader),
 C (the newer-term leader) and B (the voter both need):
@@ -38,7 +41,7 @@ C (the newer-term leader) and B (the voter both need):
   4. The cut moves to A; B starts again. C runs elections until it leads on B's vote (its last entry,
      of T2, is newer than B's, of T1) and overwrites B's copy of the write: an acknowledged write is
      lost. The workload's clients wait up to their operation timeout for A's writes, so the cell needs
-     one longer than the stage (campaigns/full.toml sets it).
+     one longer than the stage (40 s in campaigns/full.toml and ci.toml).
 """
 
 from __future__ import annotations
