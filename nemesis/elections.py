@@ -144,7 +144,7 @@ class VoteCrashNemesis(_StagedElection):
         voter, first, second = roles
         value.update(voter=st.node[voter], first=st.node[first], second=st.node[second])
         st.isolate(second)
-        st.set_flag(voter, "fault_crash_after_vote_fraction", "1")
+        st.arm(voter, "fault_crash_after_vote_fraction")
         term = st.elect(first)
         value["term"] = term
         st.steps.append(f"{st.node[first]} runs an election in term {term}; {st.node[voter]} crashes after its vote")
@@ -178,7 +178,7 @@ class Figure8Nemesis(_StagedElection):
         old, new, voter = roles
         value.update(old_leader=st.node[old], new_leader=st.node[new], voter=st.node[voter])
         st.isolate(new)
-        st.set_flag(voter, "fault_crash_after_vote_fraction", "1")
+        st.arm(voter, "fault_crash_after_vote_fraction")
         t1 = st.elect(old)
         st.wait_leads_alone(old, voter, t1)
         time.sleep(self.hold_s)   # the old leader's clients append writes nobody else holds
@@ -186,13 +186,13 @@ class Figure8Nemesis(_StagedElection):
         value.update(t1=t1, old_last_index=ends.last_index if ends else None)
 
         st.isolate(old)
-        st.start(voter, {"enable_leader_failure_detection": "false", "fault_crash_after_vote_fraction": "1"})
+        st.start(voter, {"enable_leader_failure_detection": "false"}, arm="fault_crash_after_vote_fraction")
         t2 = st.lead(new, above=t1, voter=voter)
         st.wait_down(voter)
         value["t2"] = t2
 
         st.isolate(new)
-        st.start(voter, {"enable_leader_failure_detection": "false", "fault_crash_after_append_fraction": "1"})
+        st.start(voter, {"enable_leader_failure_detection": "false"}, arm="fault_crash_after_append_fraction")
         st.set_flag(old, "consensus_max_batch_entries", "2")   # its term's first entry and one write
         t3 = st.lead(old, above=t2, voter=voter)
         value["t3"] = t3
@@ -249,6 +249,11 @@ class _Stage:
         from node.protos import node_pb2 as pb
 
         self.call(addr, "SetFlag", pb.SetFlagRequest(flag=flag, value=value))
+
+    def arm(self, addr: str, crash_point: str) -> None:
+        """Arms a crash point on `addr` for this tablet's replica only."""
+        self.set_flag(addr, "fault_crash_tablet", self.tablet)
+        self.set_flag(addr, crash_point, "1")
 
     def elect(self, addr: str) -> int:
         from node.protos import node_pb2 as pb
@@ -307,15 +312,19 @@ class _Stage:
         self.backend.partition(gr.isolate_one(self.servers, self.rng, node=self.node[addr]))
         self.steps.append(f"{self.node[addr]} cut off")
 
-    def start(self, addr: str, flags: Mapping[str, str] | None = None) -> None:
-        """Starts the server again and, as soon as it answers, sets `flags` (a restart forgot them)."""
+    def start(self, addr: str, flags: Mapping[str, str] | None = None, arm: str = "") -> None:
+        """Starts the server again and, as soon as it answers, sets `flags` and arms the crash point `arm`
+        (a restart forgot them)."""
         self.backend.start(str(self.node[addr]))
-        if flags:
+        if flags or arm:
             if not wait_until(lambda: self.status(addr) is not None, self.wait_s, 0.05, "server back"):
                 raise NemesisError(f"{self.node[addr]} did not come back")
-            for k, v in flags.items():
+            for k, v in (flags or {}).items():
                 self.set_flag(addr, k, v)
-        self.steps.append(f"{self.node[addr]} started again" + (f" with {dict(flags)}" if flags else ""))
+            if arm:
+                self.arm(addr, arm)
+        said = [f"{k}={v}" for k, v in (flags or {}).items()] + ([f"{arm} armed"] if arm else [])
+        self.steps.append(f"{self.node[addr]} started again" + (f" with {', '.join(said)}" if said else ""))
 
     def wait_leads_alone(self, leader: str, voter: str, term: int) -> None:
         """Waits until `leader` leads `term` and `voter` crashed after its vote."""

@@ -251,3 +251,35 @@ def test_answers_to_a_send_ride_back_in_its_ack():
         assert list(t._senders) == ["10.0.0.1:7050"]  # slot closed: the normal path
     finally:
         t.stop()
+
+
+def test_crash_points_fire_on_their_message_and_only_for_their_tablet() -> None:
+    from node.consensus import AppendResponse, VoteResponse
+    from node.server.flags import FlagError, RuntimeFlags
+    from node.server.replica import Replica
+
+    fired: list[str] = []
+    r = Replica.__new__(Replica)   # only the crash-point logic: no storage, no driver thread
+    r.tablet_id, r.flags, r._crash = "tab1", RuntimeFlags(), fired.append
+    grant, refusal = VoteResponse("b", "a", 3, True), VoteResponse("b", "a", 3, False)
+    ack = AppendResponse("b", "a", 3, True, match_index=7)
+    r._crash_points([grant, ack], took_entries=True)
+    assert fired == []                                    # nothing armed
+    r.flags.set("fault_crash_after_vote_fraction", "1")
+    r._crash_points([refusal, ack], took_entries=True)
+    assert fired == []                                    # a refusal and an ack are not a granted vote
+    r._crash_points([grant], took_entries=False)
+    assert fired == ["granting a vote in term 3"]
+    r.flags.set("fault_crash_after_vote_fraction", "0")
+    r.flags.set("fault_crash_after_append_fraction", "1")
+    r._crash_points([ack], took_entries=False)            # a heartbeat's answer carried no entries
+    r.flags.set("fault_crash_tablet", "tab2")
+    r._crash_points([ack], took_entries=True)             # armed for another tablet
+    assert len(fired) == 1
+    r.flags.set("fault_crash_tablet", "tab1")
+    r._crash_points([ack], took_entries=True)
+    assert fired[-1] == "acknowledging entries up to 7"
+    with pytest.raises(FlagError, match="between 0 and 1"):
+        r.flags.set("fault_crash_after_append_fraction", "2")
+    with pytest.raises(FlagError, match="at least 1"):
+        r.flags.set("consensus_max_batch_entries", "0")

@@ -12,6 +12,8 @@ on a process is gone once that process died of it).
 - `fault_crash_after_append_fraction`: the same, right after it acknowledged an AppendRequest that
   carried entries (they are persisted first).
   Crash points of this kind are how Kudu's tests hit the moments between two steps of a protocol.
+- `fault_crash_tablet`: when set, the crash points fire only for this tablet's replica (a server hosts
+  many, and any of them acknowledges entries all the time).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class RuntimeFlags:
     consensus_max_batch_entries: int = 64
     fault_crash_after_vote_fraction: float = 0.0
     fault_crash_after_append_fraction: float = 0.0
+    fault_crash_tablet: str = ""
 
     def set(self, name: str, text: str) -> str:
         """Sets flag `name` from its text form; returns the old value as text."""
@@ -66,7 +69,9 @@ class RuntimeFlags:
             raise FlagError(f"unknown flag {name!r}; valid: {', '.join(names)}")
         old = getattr(self, name)
         if isinstance(old, bool):
-            new: bool | int | float = _parse_bool(text)
+            new: bool | int | float | str = _parse_bool(text)
+        elif isinstance(old, str):
+            new = text.strip()
         elif isinstance(old, int):
             new = _parse_count(text)
         else:

@@ -300,6 +300,8 @@ class Replica:
         flags = self.flags
         if flags.fault_crash_after_vote_fraction <= 0 and flags.fault_crash_after_append_fraction <= 0:
             return
+        if flags.fault_crash_tablet and flags.fault_crash_tablet != self.tablet_id:
+            return
         for m in sent:
             if isinstance(m, VoteResponse) and m.granted and not m.pre_vote:
                 fraction, what = flags.fault_crash_after_vote_fraction, f"granting a vote in term {m.term}"
