@@ -106,16 +106,18 @@ class _StagedElection:
             if hasattr(client, "close"):
                 client.close()
 
-    def _roles(self, ends: dict[str, int]) -> tuple[str, ...] | None:
-        """The stage's roles given where each replica's log ends, or None if no assignment fits."""
+    def _roles(self, ends: dict[str, tuple[int, int]]) -> tuple[str, ...] | None:
+        """The stage's roles given where each replica's log ends, (last term, last index), or None if no
+        assignment fits."""
         raise NotImplementedError
 
     def _stage(self, stage: _Stage, roles: tuple[str, ...], value: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def _split(self, ends: dict[str, int], pair_at: Callable[[list[int]], int]) -> tuple[str, str, str] | None:
-        """Two replicas whose logs end at the same index `pair_at(sorted ends)` (in random order), then
-        the third; None if no two end there."""
+    def _split(self, ends: dict[str, tuple[int, int]],
+               pair_at: Callable[[list[tuple[int, int]]], tuple[int, int]]) -> tuple[str, str, str] | None:
+        """Two replicas whose logs end at the same (term, index) `pair_at(sorted ends)` (in random
+        order), then the third; None if no two end there."""
         assert self.rng is not None
         at = pair_at(sorted(ends.values()))
         pair = [a for a in sorted(ends) if ends[a] == at]
@@ -134,9 +136,9 @@ class VoteCrashNemesis(_StagedElection):
 
     f = "vote-crash"
 
-    def _roles(self, ends: dict[str, int]) -> tuple[str, ...] | None:
-        """Both candidates' logs end at the same index, the voter's no later: their first entries of the
-        staged term then share an index, and the voter grants both."""
+    def _roles(self, ends: dict[str, tuple[int, int]]) -> tuple[str, ...] | None:
+        """Both candidates' logs end at the same entry, the voter's no later (by term, then index): their
+        first entries of the staged term then share an index, and the voter grants both."""
         split = self._split(ends, max)
         return None if split is None else (split[2], split[0], split[1])
 
@@ -167,8 +169,9 @@ class Figure8Nemesis(_StagedElection):
 
     f = "figure-8"
 
-    def _roles(self, ends: dict[str, int]) -> tuple[str, ...] | None:
-        """The old leader's and the voter's logs end at the same index, the new leader's no earlier: the old
+    def _roles(self, ends: dict[str, tuple[int, int]]) -> tuple[str, ...] | None:
+        """The old leader's and the voter's logs end at the same entry, the new leader's no earlier (by
+        term, then index, as a voter compares them): the old
         leader's first batch to the voter is then its first entry of T1 and its first write, and the new
         leader's entries conflict with them from that index on."""
         split = self._split(ends, min)
@@ -270,7 +273,8 @@ class _Stage:
                 self.steps.append(f"{self.node[a]} stepped down in term {st.term}")
 
     # ------------------------------------------------------------------ moves
-    def quiesce(self, pick: Callable[[dict[str, int]], tuple[str, ...] | None], tries: int = 8) -> tuple[str, ...]:
+    def quiesce(self, pick: Callable[[dict[str, tuple[int, int]]], tuple[str, ...] | None],
+                tries: int = 8) -> tuple[str, ...]:
         """Leaves the tablet with no leader and nobody campaigning, its logs ending where the stage needs
         them; returns the roles `pick` chose from where each replica's log ends (None: not yet).
 
@@ -289,19 +293,20 @@ class _Stage:
             statuses = {a: self.status(a) for a in self.addrs}
             if any(st is None for st in statuses.values()):
                 raise NemesisError("a replica does not answer")
-            ends = {a: int(st.last_index) for a, st in statuses.items()}
+            ends = {a: (int(st.last_term), int(st.last_index)) for a, st in statuses.items()}
             roles = pick(ends)
+            told = ", ".join(f"{self.node[a]} {ends[a][1]} (term {ends[a][0]})" for a in self.addrs)
             if roles is not None:
-                self.steps.append("logs end at " + ", ".join(f"{self.node[a]} {ends[a]}" for a in self.addrs))
+                self.steps.append(f"logs end at {told}")
                 return roles
             longest = max(self.addrs, key=lambda a: ends[a])
             self.elect(longest)
-            self.steps.append(f"logs end at {sorted(ends.values())}: {self.node[longest]} leads again to even them")
+            self.steps.append(f"logs end at {told}: {self.node[longest]} leads again to even them")
 
             def even(lead: str = longest) -> bool:
                 sts = {a: self.status(a) for a in self.addrs}
                 return all(st is not None for st in sts.values()) and sts[lead].role == "LEADER" \
-                    and len({st.last_index for st in sts.values()}) == 1
+                    and len({(st.last_term, st.last_index) for st in sts.values()}) == 1
 
             wait_until(even, 5.0, 0.05, "even logs")
             self.step_down_leaders()

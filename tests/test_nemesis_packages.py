@@ -387,7 +387,7 @@ class _StageClient:
         import grpc
 
         if method == "ListReplicas":
-            st = self.ns(tablet_id="tab1", role="FOLLOWER", term=3, last_index=10, commit_index=10)
+            st = self.ns(tablet_id="tab1", role="FOLLOWER", term=3, last_term=3, last_index=10, commit_index=10)
             return self.ns(replicas=[st])
         if method == "SetFlag":
             self.flags.setdefault(addr, {})[req.flag] = req.value
@@ -429,14 +429,20 @@ def test_staged_election_roles_follow_where_the_logs_end(test: dict) -> None:
     from nemesis.elections import Figure8Nemesis, VoteCrashNemesis
 
     vote = VoteCrashNemesis().setup(test)
-    assert vote._roles({"a": 5, "b": 7, "c": 6}) is None                  # candidates must end together
-    voter, first, second = vote._roles({"a": 5, "b": 7, "c": 7})
+    assert vote._roles({"a": (2, 5), "b": (2, 7), "c": (2, 6)}) is None      # candidates must end together
+    voter, first, second = vote._roles({"a": (2, 5), "b": (2, 7), "c": (2, 7)})
     assert voter == "a" and {first, second} == {"b", "c"}
     f8 = Figure8Nemesis().setup(test)
-    assert f8._roles({"a": 5, "b": 6, "c": 7}) is None                    # old leader and voter must end together
-    old, new, voter = f8._roles({"a": 5, "b": 9, "c": 5})
+    assert f8._roles({"a": (2, 5), "b": (2, 6), "c": (2, 7)}) is None      # old leader and voter must end together
+    old, new, voter = f8._roles({"a": (2, 5), "b": (2, 9), "c": (2, 5)})
     assert new == "b" and {old, voter} == {"a", "c"}
-    assert sorted(f8._roles({"a": 4, "b": 4, "c": 4})) == ["a", "b", "c"]
+    assert sorted(f8._roles({"a": (1, 4), "b": (1, 4), "c": (1, 4)})) == ["a", "b", "c"]
+    # a longer log of an older term (a deposed leader's stale tail) is the least up to date, not the most:
+    # no voter would grant it, so it cannot be the new leader, and a and c are not the shortest
+    assert f8._roles({"a": (2, 5), "b": (1, 8), "c": (2, 5)}) is None
+    voter, first, second = vote._roles({"a": (2, 5), "b": (1, 8), "c": (2, 5)})
+    assert voter == "b" and {first, second} == {"a", "c"}
+
 
 
 def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(test: dict) -> None:

@@ -462,7 +462,7 @@ class Replica:
                 tablet_id=self.tablet_id, state="FAILED" if self._stopped else "RUNNING",
                 role=c.role.value, term=c.term, leader_uuid=c.leader_id or "",
                 committed_config=config_to_pb(c.committed_config),
-                last_index=c.last_index(), commit_index=c.commit_index,
+                last_index=c.last_index(), last_term=c.last_term(), commit_index=c.commit_index,
                 applied_index=self.tablet.applied_index, schema_version=self.tablet.schema_version)
             if c.config != c.committed_config:
                 st.pending_config.CopyFrom(config_to_pb(c.config))
