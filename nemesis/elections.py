@@ -187,6 +187,9 @@ class Figure8Nemesis(_StagedElection):
         time.sleep(self.hold_s)   # the old leader's clients append writes nobody else holds
         ends = st.status(old)
         value.update(t1=t1, old_last_index=ends.last_index if ends else None)
+        if ends is None or ends.last_index < st.ends[old][1] + 2:
+            # only its own first entry: its first batch would carry its T3 entry too, nothing to expose
+            raise NemesisError(f"{st.node[old]} got no write while it led term {t1} alone")
 
         st.isolate(old)
         st.start(voter, {"enable_leader_failure_detection": "false"}, arm="fault_crash_after_vote_fraction")
@@ -225,6 +228,7 @@ class _Stage:
             raise NemesisError(f"no tablet server node for one of {addrs}")
         self.backend = backend(test)
         self.rng = nemesis_rng(test, f"stage-{tablet}")
+        self.ends: dict[str, tuple[int, int]] = {}   # (last term, last index) of each log once quiesced
 
     # ------------------------------------------------------------------ RPCs to one server
     def call(self, addr: str, method: str, request: Any, timeout: float = 2.0) -> Any:
@@ -294,6 +298,7 @@ class _Stage:
             if any(st is None for st in statuses.values()):
                 raise NemesisError("a replica does not answer")
             ends = {a: (int(st.last_term), int(st.last_index)) for a, st in statuses.items()}
+            self.ends = ends
             roles = pick(ends)
             told = ", ".join(f"{self.node[a]} {ends[a][1]} (term {ends[a][0]})" for a in self.addrs)
             if roles is not None:
