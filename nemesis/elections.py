@@ -21,10 +21,11 @@ campaigning in that same term (a later one asks for the next term). With replica
      and B leads term T as well (`same_term_leaders`).
   3. B's side serves the workload for `hold_s`, then everything is restored. Two leaders of one term
      wrote different entries at the same (term, index): log matching no longer tells them apart. At the
-     heal C takes B's commit index as covering its own entries, applies them and acknowledges writes that
-     A and B never hold (its clients must still be waiting, hence the cells' 40 s operation timeout),
-     while B has acknowledged others at the same indexes: whichever log the next leader has, one side's
-     acknowledged writes are lost.
+     B has acknowledged writes that C lacks at the same indexes; C's clients timed out and moved to B.
+     B steps down before the heal, so C's log is the one the tablet keeps: A and B take C's requests as
+     matching the entries they hold, C commits and serves its own entries, and B's acknowledged writes
+     are gone from every answer. (Left to chance, the outcome depends on whose request lands first:
+     when B's wins, C's writes, mostly timed out already, are the ones lost, and the run may be valid.)
 
 figure-8 (`commit-prior-term`): the Raft paper's Figure 8 with three replicas, A (the old-term leader),
 C (the newer-term leader) and B (the voter both need):
@@ -162,6 +163,13 @@ class VoteCrashNemesis(_StagedElection):
         else:
             value.update(second_leader=None, same_term_leaders=False)
         time.sleep(self.hold_s)
+        if value["same_term_leaders"]:
+            # Both leaders of T now hold acknowledged writes the other lacks, and whichever log the tablet
+            # keeps, one side's are lost. Which one depends on whose request lands first at the heal; B
+            # steps down (and A, restarted with failure detection on, is kept from campaigning) so that
+            # it is always C's log, and B's acknowledged writes are the lost ones.
+            st.set_flag(voter, "enable_leader_failure_detection", "false")
+            st.step_down_leaders(among=[second])
 
 
 class Figure8Nemesis(_StagedElection):
@@ -267,10 +275,10 @@ class _Stage:
 
         return int(self.call(addr, "RunLeaderElection", pb.RunLeaderElectionRequest(tablet_id=self.tablet)).term)
 
-    def step_down_leaders(self) -> None:
+    def step_down_leaders(self, among: list[str] | None = None) -> None:
         from node.protos import node_pb2 as pb
 
-        for a in self.addrs:
+        for a in among or self.addrs:
             st = self.status(a)
             if st is not None and st.role == "LEADER":
                 self.call(a, "LeaderStepDown", pb.LeaderStepDownRequest(tablet_id=self.tablet, abrupt=True))
@@ -384,30 +392,32 @@ class _Stage:
 
     @staticmethod
     def restore(test: Mapping[str, Any], client: Any, addrs: list[str], steps: list[str]) -> None:
-        """Every server running, nothing armed, defaults back, failure detection on, the network whole."""
+        """Every server running, the network whole, then nothing armed, defaults back, failure detection
+        on. The network heals first: replicas then hear from whoever still leads before they may campaign."""
         from node.protos import node_pb2 as pb
         from node.protos import node_pb2_grpc as pbg
         from node.server.flags import RuntimeFlags
 
         b = backend(test)
         defaults = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in vars(RuntimeFlags()).items()}
+
+        def alive(a: str) -> bool:
+            client.pool.call(a, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(), timeout=1.0)
+            return True
+
         for a in addrs:
             node = node_of_address(test, a)
-
-            def alive(a: str = a) -> bool:
-                client.pool.call(a, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(), timeout=1.0)
-                return True
-
-            if node is not None and not _quietly(alive, f"ask {a}"):
+            if node is not None and not _quietly(lambda a=a: alive(a), f"ask {a}"):
                 _quietly(lambda n=node: b.start(n), f"start {node}")
                 wait_until(lambda a=a: bool(_quietly(lambda: alive(a), "")), 15.0, 0.2, "server back")
+        _quietly(b.heal_network, "heal")
+        for a in addrs:
             for k, v in defaults.items():
                 _quietly(lambda a=a, k=k, v=v: client.pool.call(a, pbg.ConsensusStub, "SetFlag",
                                                                 pb.SetFlagRequest(flag=k, value=v), timeout=2.0),
                          f"{k} back to {v} on {a}")
-        _quietly(b.heal_network, "heal")
         if addrs:
-            steps.append("flags back to their defaults, every server running, network healed")
+            steps.append("every server running, network healed, flags back to their defaults")
 
 
 def _leads(st: Any, term: int) -> bool:
