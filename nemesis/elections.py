@@ -210,12 +210,14 @@ class Figure8Nemesis(_StagedElection):
         st.set_flag(old, "consensus_max_batch_entries", "2")   # its term's first entry and one write
         t3 = st.lead(old, above=t2, voter=voter)
         value["t3"] = t3
-        before = st.status(old)
         st.wait_down(voter)
         after = st.status(old)
+        first_write = st.ends[old][1] + 2   # after the old leader's first entry of T1
         value["old_commit_index"] = after.commit_index if after else None
+        # true only where a leader committed an older term's entry by counting replicas
+        value["old_term_write_committed"] = after is not None and after.commit_index >= first_write
         st.steps.append(f"{st.node[voter]} crashed after acknowledging entries; {st.node[old]} commits up to "
-                        f"{value['old_commit_index']} (was {before.commit_index if before else None})")
+                        f"{value['old_commit_index']} (its first write of term {t1} is at {first_write})")
 
         st.isolate(old)
         st.start(voter, {"enable_leader_failure_detection": "false"})
