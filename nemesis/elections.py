@@ -94,6 +94,7 @@ class _StagedElection:
         steps: list[str] = []
         value: dict[str, Any] = {"tablet": t["tablet"], "steps": steps}
         client = test["connect"]()
+        stage = None
         try:
             stage = _Stage(test, client, t["tablet"], addrs, steps, self.wait_s)
             self._stage(stage, stage.quiesce(self._roles), value)
@@ -103,7 +104,8 @@ class _StagedElection:
             value["error"] = str(exc)
             return done(op, value, kind="info")
         finally:
-            _Stage.restore(test, client, addrs, steps)
+            if stage is not None:
+                stage.restore()
             if hasattr(client, "close"):
                 client.close()
 
@@ -179,9 +181,9 @@ class Figure8Nemesis(_StagedElection):
 
     def _roles(self, ends: dict[str, tuple[int, int]]) -> tuple[str, ...] | None:
         """The old leader's and the voter's logs end at the same entry, the new leader's no earlier (by
-        term, then index, as a voter compares them): the old
-        leader's first batch to the voter is then its first entry of T1 and its first write, and the new
-        leader's entries conflict with them from that index on."""
+        term, then index, as a voter compares them): the old leader's first batch to the voter is then its
+        first entry of T1 and its first write, and the new leader's entries conflict with them from that
+        index on."""
         split = self._split(ends, min)
         return None if split is None else (split[0], split[2], split[1])
 
@@ -193,9 +195,10 @@ class Figure8Nemesis(_StagedElection):
         t1 = st.elect(old)
         st.wait_leads_alone(old, voter, t1)
         time.sleep(self.hold_s)   # the old leader's clients append writes nobody else holds
-        ends = st.status(old)
-        value.update(t1=t1, old_last_index=ends.last_index if ends else None)
-        if ends is None or ends.last_index < st.ends[old][1] + 2:
+        first_write = st.ends[old][1] + 2   # after the old leader's first entry of T1
+        alone = st.status(old)
+        value.update(t1=t1, old_last_index=alone.last_index if alone else None)
+        if alone is None or alone.last_index < first_write:
             # only its own first entry: its first batch would carry its T3 entry too, nothing to expose
             raise NemesisError(f"{st.node[old]} got no write while it led term {t1} alone")
 
@@ -212,7 +215,6 @@ class Figure8Nemesis(_StagedElection):
         value["t3"] = t3
         st.wait_down(voter)
         after = st.status(old)
-        first_write = st.ends[old][1] + 2   # after the old leader's first entry of T1
         value["old_commit_index"] = after.commit_index if after else None
         # true only where a leader committed an older term's entry by counting replicas
         value["old_term_write_committed"] = after is not None and after.commit_index >= first_write
@@ -349,8 +351,7 @@ class _Stage:
     def wait_leads_alone(self, leader: str, voter: str, term: int) -> None:
         """Waits until `leader` leads `term` and `voter` crashed after its vote."""
         def ready() -> bool:
-            st = self.status(leader)
-            return st is not None and st.role == "LEADER" and st.term == term and self.status(voter) is None
+            return _leads(self.status(leader), term) and self.status(voter) is None
 
         if not wait_until(ready, self.wait_s, 0.1, "leader, voter crashed"):
             raise NemesisError(f"{self.node[leader]} did not lead term {term} with {self.node[voter]} crashed")
@@ -392,45 +393,39 @@ class _Stage:
             self.steps.append(f"{self.node[addr]} ran in term {term}: not leading")
         raise NemesisError(f"{self.node[addr]} never led a term above {above}")
 
-    @staticmethod
-    def restore(test: Mapping[str, Any], client: Any, addrs: list[str], steps: list[str]) -> None:
+    def alive(self, addr: str) -> bool:
+        """Whether the server on `addr` answers at all (`status` is also None when it lacks the replica)."""
+        from node.protos import node_pb2 as pb
+
+        try:
+            self.call(addr, "ListReplicas", pb.ListTabletsRequest(), timeout=1.0)
+        except NemesisError:
+            return False
+        return True
+
+    def restore(self) -> None:
         """Every server running, the network whole, then nothing armed, defaults back, failure detection
         on. The network heals first: replicas then hear from whoever still leads before they may campaign."""
-        from node.protos import node_pb2 as pb
-        from node.protos import node_pb2_grpc as pbg
         from node.server.flags import RuntimeFlags
 
-        b = backend(test)
-        defaults = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in vars(RuntimeFlags()).items()}
-
-        def alive(a: str) -> bool:
-            client.pool.call(a, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(), timeout=1.0)
-            return True
-
-        for a in addrs:
-            node = node_of_address(test, a)
-            if node is not None and not _quietly(lambda a=a: alive(a), f"ask {a}"):
-                _quietly(lambda n=node: b.start(n), f"start {node}")
-                wait_until(lambda a=a: bool(_quietly(lambda: alive(a), "")), 15.0, 0.2, "server back")
-        _quietly(b.heal_network, "heal")
-        for a in addrs:
-            for k, v in defaults.items():
-                _quietly(lambda a=a, k=k, v=v: client.pool.call(a, pbg.ConsensusStub, "SetFlag",
-                                                                pb.SetFlagRequest(flag=k, value=v), timeout=2.0),
-                         f"{k} back to {v} on {a}")
-        if addrs:
-            steps.append("every server running, network healed, flags back to their defaults")
+        for a in self.addrs:
+            if not self.alive(a):
+                _quietly(lambda a=a: self.backend.start(str(self.node[a])), f"start {self.node[a]}")
+                wait_until(lambda a=a: self.alive(a), 15.0, 0.2, "server back")
+        _quietly(self.backend.heal_network, "heal")
+        for a in self.addrs:
+            for k, v in RuntimeFlags().as_text().items():
+                _quietly(lambda a=a, k=k, v=v: self.set_flag(a, k, v), f"{k} back to {v} on {a}")
+        self.steps.append("every server running, network healed, flags back to their defaults")
 
 
 def _leads(st: Any, term: int) -> bool:
     return st is not None and st.role == "LEADER" and st.term == term
 
 
-def _quietly(action: Callable[[], Any], what: str) -> Any:
-    """Runs `action`; a failure is logged (restoring goes on with the rest) and returns None."""
+def _quietly(action: Callable[[], Any], what: str) -> None:
+    """Runs `action`; a failure is logged, and restoring goes on with the rest."""
     try:
-        return action()
+        action()
     except Exception as exc:
-        if what:
-            log.warning("staged election: %s failed: %s", what, exc)
-        return None
+        log.warning("staged election: %s failed: %s", what, exc)

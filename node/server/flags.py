@@ -54,6 +54,10 @@ def _parse_fraction(text: str) -> float:
     return value
 
 
+def _text(value: bool | int | float | str) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 @dataclass
 class RuntimeFlags:
     enable_leader_failure_detection: bool = True
@@ -61,6 +65,10 @@ class RuntimeFlags:
     fault_crash_after_vote_fraction: float = 0.0
     fault_crash_after_append_fraction: float = 0.0
     fault_crash_tablet: str = ""
+
+    def as_text(self) -> dict[str, str]:
+        """Every flag in the text form `set` takes and returns (what SetFlag carries)."""
+        return {f.name: _text(getattr(self, f.name)) for f in fields(self)}
 
     def set(self, name: str, text: str) -> str:
         """Sets flag `name` from its text form; returns the old value as text."""
@@ -77,4 +85,4 @@ class RuntimeFlags:
         else:
             new = _parse_fraction(text)
         setattr(self, name, new)
-        return str(old).lower() if isinstance(old, bool) else str(old)
+        return _text(old)
