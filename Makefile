@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml setup.py checkers/_wgl.c
 install: system-deps $(VENV)/.installed stubs
 
 stubs: $(VENV)/.installed
-	@$(PY) -c "from node.protos._compile import compile_protos; compile_protos()"
+	@$(PY) -c "from faultline.node.protos._compile import compile_protos; compile_protos()"
 
 image: install
 	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image; fi

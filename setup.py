@@ -1,7 +1,8 @@
-"""Build hook: compile node/protos/*.proto into Python gRPC stubs before packaging.
+"""Build hook: one import package, `faultline`, mapped to the repository root, whose top-level folders
+are its subpackages; and the gRPC stubs compiled from node/protos/*.proto before packaging.
 
-The compiler lives in node/protos/_compile.py (one place for it); it is loaded
-by path because the package is not importable inside an isolated build.
+The compiler lives in node/protos/_compile.py (one place for it); it is loaded by path because the
+package is not importable inside an isolated build.
 """
 
 from __future__ import annotations
@@ -9,10 +10,18 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
+# The folders that are subpackages of `faultline`; tests/, benchmarks/, docs/ ... are not installed.
+SUBPACKAGES = ("node", "gen", "dbs", "cluster", "nemesis", "workloads", "controller", "checkers", "results",
+               "testing")
+
+
+def packages() -> list[str]:
+    found = find_packages(where=str(ROOT), include=[f"{p}*" for p in SUBPACKAGES])
+    return ["faultline", *(f"faultline.{p}" for p in found if p.split(".")[0] in SUBPACKAGES)]
 
 
 class BuildWithProtos(build_py):
@@ -26,6 +35,11 @@ class BuildWithProtos(build_py):
 
 # The linearizability checker's compiled core; optional: without a C compiler the
 # pure-Python search (identical verdicts) is used.
-WGL = Extension("checkers._wgl", ["checkers/_wgl.c"], optional=True, extra_compile_args=["-O2"])
+WGL = Extension("faultline.checkers._wgl", ["checkers/_wgl.c"], optional=True, extra_compile_args=["-O2"])
 
-setup(cmdclass={"build_py": BuildWithProtos}, ext_modules=[WGL])
+setup(
+    packages=packages(),
+    package_dir={"faultline": "."},
+    cmdclass={"build_py": BuildWithProtos},
+    ext_modules=[WGL],
+)

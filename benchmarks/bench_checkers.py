@@ -27,7 +27,7 @@ PORCUPINE = {"etcd total (102 files)": 0.57, "etcd slowest": 0.21, "kv c50-ok": 
 
 
 def _measure(lh, use_c: bool | None, repeat: int) -> dict:  # type: ignore[no-untyped-def]
-    from checkers.linearizability import check
+    from faultline.checkers.linearizability import check
 
     best_wall = best_cpu = float("inf")
     res: dict = {}
@@ -51,7 +51,7 @@ def main() -> int:
     ap.add_argument("--engine", choices=["auto", "python"], default="auto")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from checkers import history
+    from faultline.checkers import history
 
     base = Path(args.anchors) / "porcupine"
     if not (base / "VERDICTS.tsv").is_file():

@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--daemon", choices=["node", "placeholder"], default="node")
     a = p.parse_args(argv)
 
-    from cluster.backends import make_backend
-    from cluster.image import build_image
+    from faultline.cluster.backends import make_backend
+    from faultline.cluster.image import build_image
 
     rows: list[tuple[str, float]] = []
     result: dict[str, object] = {"load_before": os.getloadavg()}

@@ -24,10 +24,10 @@ import threading
 import time
 from pathlib import Path
 
-from node.client import IndeterminateError, UnavailableError
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.testing import MiniCluster
+from faultline.node.client import IndeterminateError, UnavailableError
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.testing import MiniCluster
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -112,7 +112,7 @@ def run_register(client, table: str, n: int, seconds: float) -> dict:
     """n workers, each on its own key, doing read / write / cas like workloads/register.py."""
     import random
 
-    from node.client import KuduError
+    from faultline.node.client import KuduError
 
     counts = {"read": 0, "write": 0, "cas": 0, "errors": 0}
     lock = threading.Lock()

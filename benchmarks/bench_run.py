@@ -83,7 +83,7 @@ def recoveries(history: list[dict[str, Any]], baseline: float,
 
 
 def run(args: argparse.Namespace, nemesis: str, store: Path, name: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "controller", "run", "--workload", "register", "--nemesis", nemesis,
+    cmd = [sys.executable, "-m", "faultline", "run", "--workload", "register", "--nemesis", nemesis,
            "--time-limit", str(args.time_limit), "--concurrency", str(args.concurrency), "--seed", "1",
            "--nemesis-interval", str(args.interval), "--store", str(store), "--quiet",
            "--cluster", "fake" if args.fake else args.cluster]
@@ -115,13 +115,13 @@ def main() -> int:
         store = Path(tmp) / "store"
         try:
             if not args.fake:
-                subprocess.run([sys.executable, "-m", "controller", "cluster", "up", "--cluster", args.cluster,
+                subprocess.run([sys.executable, "-m", "faultline", "cluster", "up", "--cluster", args.cluster,
                                 "--name", name], check=True, timeout=600, capture_output=True)
             for nemesis in args.nemeses.split(","):
                 rows.append(run(args, nemesis, store, name))
         finally:
             if not args.fake:
-                subprocess.run([sys.executable, "-m", "controller", "cluster", "down", "--name", name],
+                subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
                                timeout=600, capture_output=True)
     baseline = next((r["ok_per_s"] for r in rows if r["nemesis"] == "none"), rows[0]["ok_per_s"] if rows else 0)
     print("| nemesis | verdict | ok ops | ok ops/s | heals | rate back to half (s), median / max |"

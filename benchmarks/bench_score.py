@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def faultline(*args: str) -> tuple[int, float, str]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=7200)
+    proc = subprocess.run([sys.executable, "-m", "faultline", *args], capture_output=True, text=True,
+                          timeout=7200)
     return proc.returncode, time.monotonic() - started, proc.stderr
 
 

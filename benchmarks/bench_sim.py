@@ -13,7 +13,7 @@ import argparse
 import json
 import time
 
-from node.consensus.sim import SimOptions, simulate
+from faultline.node.consensus.sim import SimOptions, simulate
 
 
 def main() -> int:

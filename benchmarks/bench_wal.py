@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from node.consensus import Entry
-from node.log import Wal
+from faultline.node.consensus import Entry
+from faultline.node.log import Wal
 
 
 def run_group_commit(root: Path, producers: int, seconds: float, payload: bytes, fsync: str) -> dict:

@@ -10,7 +10,7 @@ import html
 import json
 from typing import Any
 
-from checkers.ops import Op, Pair, is_nemesis, op_time, pairs
+from faultline.checkers.ops import Op, Pair, is_nemesis, op_time, pairs
 
 CSS = """
 body{font:13px system-ui,sans-serif;margin:16px;color:#222}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checkers.ops import Op, has_times, nemesis_intervals, op_time, pairs
+from faultline.checkers.ops import Op, has_times, nemesis_intervals, op_time, pairs
 
 
 class Availability:

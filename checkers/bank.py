@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checkers.ops import Op, pairs
+from faultline.checkers.ops import Op, pairs
 
 
 def _accounts(spec: Any) -> list[str] | None:

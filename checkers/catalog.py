@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from checkers.ops import Op, pairs
+from faultline.checkers.ops import Op, pairs
 
 
 def _table(v: Any) -> Any:

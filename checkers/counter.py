@@ -11,7 +11,7 @@ import bisect
 from collections.abc import Mapping
 from typing import Any
 
-from checkers.ops import Op, pairs
+from faultline.checkers.ops import Op, pairs
 
 
 class CounterChecker:

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from checkers._html import esc_json, lanes_svg, page
-from checkers.ops import Op
+from faultline.checkers._html import esc_json, lanes_svg, page
+from faultline.checkers.ops import Op
 
 
 def _find_failure(result: Mapping[str, Any]) -> Mapping[str, Any] | None:

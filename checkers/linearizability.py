@@ -29,15 +29,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.api import History
-from checkers.models import ANY, ILLEGAL, KV, CasRegister, Model, Register, freeze, get_model
+from faultline.checkers.api import History
+from faultline.checkers.models import ANY, ILLEGAL, KV, CasRegister, Model, Register, freeze, get_model
 
 SEMANTICS = ("jepsen", "porcupine", "knossos")
 
 C_ABI = 3  # the calling convention of checkers/_wgl.c this module speaks
 
 try:  # the optional compiled core; the Python search below is the reference
-    from checkers import _wgl  # type: ignore[attr-defined]
+    from faultline.checkers import _wgl  # type: ignore[attr-defined]
 
     if getattr(_wgl, "ABI", None) != C_ABI:  # a stale build from older sources: not used
         _wgl = None

@@ -5,53 +5,53 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from checkers.api import Checker
+from faultline.checkers.api import Checker
 
 
 def _lin(**kw: Any) -> Checker:
-    from checkers.linearizability import Linearizable
+    from faultline.checkers.linearizability import Linearizable
 
     return Linearizable(**kw)
 
 
 def _set(**kw: Any) -> Checker:
-    from checkers.set import SetChecker
+    from faultline.checkers.set import SetChecker
 
     return SetChecker(**kw)
 
 
 def _bank(**kw: Any) -> Checker:
-    from checkers.bank import BankChecker
+    from faultline.checkers.bank import BankChecker
 
     return BankChecker(**kw)
 
 
 def _counter(**kw: Any) -> Checker:
-    from checkers.counter import CounterChecker
+    from faultline.checkers.counter import CounterChecker
 
     return CounterChecker(**kw)
 
 
 def _unique(**kw: Any) -> Checker:
-    from checkers.unique_ids import UniqueIds
+    from faultline.checkers.unique_ids import UniqueIds
 
     return UniqueIds(**kw)
 
 
 def _catalog(**kw: Any) -> Checker:
-    from checkers.catalog import CatalogChecker
+    from faultline.checkers.catalog import CatalogChecker
 
     return CatalogChecker(**kw)
 
 
 def _stats(**kw: Any) -> Checker:
-    from checkers.stats import Stats
+    from faultline.checkers.stats import Stats
 
     return Stats(**kw)
 
 
 def _availability(**kw: Any) -> Checker:
-    from checkers.availability import Availability
+    from faultline.checkers.availability import Availability
 
     return Availability(**kw)
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from checkers.ops import Op, pairs
+from faultline.checkers.ops import Op, pairs
 
 
 class Stats:

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from checkers._html import lanes_svg, page
-from checkers.ops import Op, has_times
+from faultline.checkers._html import lanes_svg, page
+from faultline.checkers.ops import Op, has_times
 
 
 def write_timeline(history: list[Op], path: str | Path, test: Mapping[str, Any] | None = None) -> Path:

@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from checkers.models import freeze
-from checkers.ops import Op, pairs
+from faultline.checkers.models import freeze
+from faultline.checkers.ops import Op, pairs
 
 
 class UniqueIds:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.base import ClusterError, ClusterSpec, NodeBackend
+from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend
 
 KINDS = ("docker", "local", "ssh")
 
@@ -18,15 +18,15 @@ def make_backend(kind: str = "docker", spec: ClusterSpec | dict[str, Any] | None
     """A backend for `spec` (not yet up). `hosts` is the ssh hosts file (required for ssh)."""
     spec_obj = spec if isinstance(spec, ClusterSpec) else ClusterSpec.from_mapping(dict(spec or {}))
     if kind == "docker":
-        from cluster.docker_backend import DockerBackend
+        from faultline.cluster.docker_backend import DockerBackend
 
         return DockerBackend(spec_obj)
     if kind == "local":
-        from cluster.local_backend import LocalBackend
+        from faultline.cluster.local_backend import LocalBackend
 
         return LocalBackend(spec_obj)
     if kind == "ssh":
-        from cluster.ssh_backend import SSHBackend, load_hosts
+        from faultline.cluster.ssh_backend import SSHBackend, load_hosts
 
         if not hosts:
             raise ClusterError("the ssh backend needs --hosts FILE (see docs/cluster.md for its format)")
@@ -40,15 +40,15 @@ def make_backend(kind: str = "docker", spec: ClusterSpec | dict[str, Any] | None
 def attach(kind: str, name: str) -> NodeBackend:
     """The backend object of a cluster that is already up (possibly started by another process)."""
     if kind == "docker":
-        from cluster.docker_backend import DockerBackend
+        from faultline.cluster.docker_backend import DockerBackend
 
         return DockerBackend.attach(name)
     if kind == "local":
-        from cluster.local_backend import LocalBackend
+        from faultline.cluster.local_backend import LocalBackend
 
         return LocalBackend.attach(name)
     if kind == "ssh":
-        from cluster.ssh_backend import SSHBackend
+        from faultline.cluster.ssh_backend import SSHBackend
 
         return SSHBackend.attach(name)
     raise ClusterError(f"unknown cluster backend {kind!r}")
@@ -56,12 +56,12 @@ def attach(kind: str, name: str) -> NodeBackend:
 
 def list_clusters(kinds: tuple[str, ...] = KINDS) -> list[tuple[str, str]]:
     """(kind, name) of every cluster this machine knows of; unreachable backends are skipped."""
-    from cluster import state
+    from faultline.cluster import state
 
     out: list[tuple[str, str]] = []
     if "docker" in kinds:
         try:
-            from cluster.docker_backend import list_clusters as docker_list
+            from faultline.cluster.docker_backend import list_clusters as docker_list
 
             out += [("docker", n) for n in docker_list()]
         except ClusterError:
@@ -78,14 +78,14 @@ def leftovers(docker: bool = True) -> dict[str, list[str]]:
 
     out: dict[str, list[str]] = {}
     if docker:
-        from cluster.base import LABEL
-        from cluster.docker_backend import docker_client
+        from faultline.cluster.base import LABEL
+        from faultline.cluster.docker_backend import docker_client
 
         client = docker_client()
         out["containers"] = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL}.managed=1"})]
         out["networks"] = [n.name for n in client.networks.list(filters={"label": f"{LABEL}.managed=1"})]
     if os.geteuid() == 0:
-        from cluster.local_backend import leftovers as local_leftovers
+        from faultline.cluster.local_backend import leftovers as local_leftovers
 
         out.update(local_leftovers())
     return {k: v for k, v in out.items() if v}
@@ -96,17 +96,17 @@ def remove_everything(log=print) -> int:
     clusters recorded here are taken down too (their hosts are cleaned over ssh)."""
     import os
 
-    from cluster import state
+    from faultline.cluster import state
 
     removed = 0
     try:
-        from cluster.docker_backend import docker_client, remove_cluster
+        from faultline.cluster.docker_backend import docker_client, remove_cluster
 
         removed += remove_cluster(docker_client(), None)
     except ClusterError as exc:
         log(f"docker: skipped ({exc})")
     if os.geteuid() == 0:
-        from cluster.local_backend import remove_all
+        from faultline.cluster.local_backend import remove_all
 
         removed += remove_all()
     for name in state.names("ssh"):

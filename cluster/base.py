@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.api import Remote
+from faultline.cluster.api import Remote
 
 HOSTS_ENV = "FAULTLINE_HOSTS_FILE"
 
@@ -98,9 +98,9 @@ class ClusterSpec:
 
 
 def node_available() -> bool:
-    """Whether the store's processes exist in this checkout (`python -m node master`)."""
+    """Whether the store's processes exist in this checkout (`python -m faultline.node master`)."""
     try:
-        return importlib.util.find_spec("node.server.process") is not None
+        return importlib.util.find_spec("faultline.node.server.process") is not None
     except ModuleNotFoundError:
         return False
 
@@ -218,7 +218,7 @@ class NodeBackend:
     def hosts_file(self) -> Path:
         """A hosts file on the controller's machine ("IP NAME..." lines) kept in step with the cluster:
         host-side clients set FAULTLINE_HOSTS_FILE to it and follow a moved master name."""
-        from cluster import state
+        from faultline.cluster import state
 
         return state.state_dir(self.kind) / f"{self.kind}-{self.spec.name}.hosts"
 
@@ -287,7 +287,7 @@ class NodeBackend:
 
     def _daemon_argv(self, node: str, action: str, extra: Sequence[str] = ()) -> list[str]:
         return ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1", self.python(node),
-                "-m", "cluster.daemon", action, "--dir", self.node_dir(node), *extra]
+                "-m", "faultline.cluster.daemon", action, "--dir", self.node_dir(node), *extra]
 
     def _daemon(self, node: str, action: str, extra: Sequence[str] = (), timeout: float = 30) -> str:
         return self.run(node, self._daemon_argv(node, action, extra), timeout, step=f"daemon {action}")[1]
@@ -300,9 +300,9 @@ class NodeBackend:
         if self.spec.daemon == "none" or info.role not in ("master", "tserver"):
             return None
         if self.spec.daemon == "placeholder":
-            return [self.python(node), "-m", "cluster.placeholder", "--name", node, "--port", str(port)]
+            return [self.python(node), "-m", "faultline.cluster.placeholder", "--name", node, "--port", str(port)]
         advertise = f"{info.dns[0]}:{port}" if info.dns else f"{info.address}:{port}"
-        argv = [self.python(node), "-m", "node", info.role, "--fs-dir", f"{d}/data",
+        argv = [self.python(node), "-m", "faultline.node", info.role, "--fs-dir", f"{d}/data",
                 "--rpc-bind", f"0.0.0.0:{port}", "--rpc-advertise", advertise,
                 "--master-addresses", ",".join(self.master_addresses()), *self.spec.node_args]
         for bug in self.spec.inject_bugs:
@@ -317,7 +317,7 @@ class NodeBackend:
         rc, _, _ = self.run(node, ["test", "-e", f"{d}/data"], 10, check=False)
         if rc == 0:
             return
-        self.run(node, ["env", f"PYTHONPATH={self.source_dir(node)}", self.python(node), "-m", "node", "tool",
+        self.run(node, ["env", f"PYTHONPATH={self.source_dir(node)}", self.python(node), "-m", "faultline.node", "tool",
                         "fs", "format", "--fs-dir", f"{d}/data"], 60, step="tool fs format")
 
     def start(self, node: str) -> None:
@@ -332,7 +332,7 @@ class NodeBackend:
         prep: list[str] = []
         if self.spec.daemon == "node":
             # `tool fs format` on the first start only (a restart keeps the data), in the same round trip
-            fmt = [self.python(node), "-m", "node", "tool", "fs", "format", "--fs-dir", f"{d}/data"]
+            fmt = [self.python(node), "-m", "faultline.node", "tool", "fs", "format", "--fs-dir", f"{d}/data"]
             prep = ["--prepare", json.dumps(fmt), "--prepare-unless", f"{d}/data"]
         self._daemon(node, "start", ["--name", role, *env, *ft, *prep, "--cwd", d, "--", *argv], timeout=90)
 
@@ -350,7 +350,7 @@ class NodeBackend:
         report: dict[str, Any] = {"truncated": {}, "deleted": [], "restored": []}
         if self.spec.daemon == "node":
             argv = ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1", self.python(node),
-                    "-m", "node", "tool", "fs", "cut_to_synced", "--json", "--fs-dir", f"{self.node_dir(node)}/data"]
+                    "-m", "faultline.node", "tool", "fs", "cut_to_synced", "--json", "--fs-dir", f"{self.node_dir(node)}/data"]
             deadline = time.monotonic() + 10
             while True:   # the killed process's lock can outlive it for a moment
                 rc, out, err = self.run(node, argv, 60, check=False)
@@ -543,7 +543,7 @@ class NodeBackend:
         if self.spec.daemon != "node":
             return None
         for m in self.masters():
-            rc, out, _ = self.run(m, ["env", f"PYTHONPATH={self.source_dir(m)}", self.python(m), "-m", "node", "tool",
+            rc, out, _ = self.run(m, ["env", f"PYTHONPATH={self.source_dir(m)}", self.python(m), "-m", "faultline.node", "tool",
                                       "master", "list", ",".join(self.master_addresses())], timeout, check=False)
             if rc != 0:
                 continue

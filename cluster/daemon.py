@@ -155,7 +155,7 @@ def kill(d: Path, name: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cluster.daemon", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m faultline.cluster.daemon", description=__doc__.splitlines()[0])
     p.add_argument("action", choices=["start", "stop", "kill", "pause", "resume", "status"])
     p.add_argument("--dir", required=True, type=Path, help="state directory (logs/, run/)")
     p.add_argument("--name", action="append", default=[], help="daemon name (repeatable for status)")

@@ -20,9 +20,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster.base import LABEL, ClusterError, ClusterSpec, NodeBackend, NodeInfo, RemoteTimeout, role_of
+from faultline.cluster.base import (
+    LABEL,
+    ClusterError,
+    ClusterSpec,
+    NodeBackend,
+    NodeInfo,
+    RemoteTimeout,
+    role_of,
+)
+from faultline.cluster.source import PACKAGE, PACKAGE_DIR, node_tarball
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# Nodes import the package from SRC_MOUNT/faultline, bind-mounted from the host's package folder.
 SRC_MOUNT = "/opt/faultline"
 NODE_DIR = "/var/lib/faultline"
 BOOT_DIR = "/opt/faultline-boot"
@@ -154,7 +163,7 @@ class DockerBackend(NodeBackend):
             raise ClusterError(f"a cluster named {self.spec.name!r} already exists on Docker; "
                                f"`faultline cluster down --name {self.spec.name}` first, or pick another --name")
         if self.image is None:
-            from cluster.image import ensure_image
+            from faultline.cluster.image import ensure_image
 
             self.image = ensure_image(log)
         try:
@@ -180,8 +189,9 @@ class DockerBackend(NodeBackend):
         self._create_container(name, mount_source=False)
         self.remote.put(name, "/root/.ssh/authorized_keys", authorized_key.encode())
         # no checkout in an sshd container (it plays a bare host): just the daemon manager
-        for f in ("__init__.py", "daemon.py"):
-            self.remote.put(name, f"{BOOT_DIR}/cluster/{f}", (REPO_ROOT / "cluster" / f).read_bytes())
+        self.remote.put(name, f"{BOOT_DIR}/boot.tgz",
+                        node_tarball(("cluster",), {"cluster": ("__init__.py", "daemon.py")}))
+        self.run(name, ["tar", "-xzf", f"{BOOT_DIR}/boot.tgz", "-C", BOOT_DIR], 30, step="unpack daemon manager")
         self.run(name, ["chmod", "-R", "go-rwx", "/root/.ssh"], 10)
         self.run(name, ["sh", "-c", "mkdir -p /run/sshd && ssh-keygen -A"], 30, step="ssh-keygen -A")
         self._daemon(name, "start", ["--name", "sshd", "--", "/usr/sbin/sshd", "-D", "-e"])
@@ -213,7 +223,7 @@ class DockerBackend(NodeBackend):
         api = self.client.api
         host_config = api.create_host_config(
             cap_add=["NET_ADMIN"], init=True, network_mode=self.network,
-            binds={str(REPO_ROOT): {"bind": SRC_MOUNT, "mode": "ro"}} if mount_source else None,
+            binds={str(PACKAGE_DIR): {"bind": f"{SRC_MOUNT}/{PACKAGE}", "mode": "ro"}} if mount_source else None,
         )
         net_config = api.create_networking_config({self.network: api.create_endpoint_config(
             aliases=[node, *info.dns], ipv4_address=info.address)})

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster import state
-from cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RemoteTimeout, role_of
+from faultline.cluster import state
+from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RemoteTimeout, role_of
+from faultline.cluster.source import host_pythonpath
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "fl-"
 DATA_ROOT = Path(os.environ.get("FAULTLINE_LOCAL_DATA", "/tmp/faultline-local"))
 NETNS_ETC = Path("/etc/netns")
@@ -108,7 +108,7 @@ class LocalBackend(NodeBackend):
         return sys.executable
 
     def source_dir(self, node: str) -> str:
-        return str(REPO_ROOT)
+        return host_pythonpath()
 
     # ------------------------------------------------------------------ lifecycle
     def up(self, spec: Any = None, log=lambda s: None) -> None:

@@ -39,10 +39,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster import state
-from cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RemoteTimeout, master_dns, role_of
+from faultline.cluster import state
+from faultline.cluster.base import (
+    ClusterError,
+    ClusterSpec,
+    NodeBackend,
+    NodeInfo,
+    RemoteTimeout,
+    master_dns,
+    role_of,
+)
+from faultline.cluster.source import node_tarball
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 HOSTS_BEGIN = "# faultline begin"
 HOSTS_END = "# faultline end"
 # Rewrites the marked block of /etc/hosts in place (Docker bind-mounts /etc/hosts; a rename would fail).
@@ -312,14 +320,10 @@ class SSHBackend(NodeBackend):
             raise
 
     def upload_source(self, node: str) -> None:
-        """The `cluster` and `node` packages as a tarball over SFTP, unpacked into source_dir."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            for pkg in ("cluster", "node"):
-                tar.add(REPO_ROOT / pkg, arcname=pkg,
-                        filter=lambda ti: None if "__pycache__" in ti.name or ti.name.endswith(".pyc") else ti)
+        """The parts of the `faultline` package a node runs, as a tarball over SFTP, unpacked into
+        source_dir (which then holds `faultline/`)."""
         tmp = f"/tmp/faultline-src-{self.spec.name}.tgz"
-        self.remote.put(node, tmp, buf.getvalue())
+        self.remote.put(node, tmp, node_tarball())
         src = self.source_dir(node)
         _check_removable(src)
         self.run(node, ["sh", "-c", 'rm -rf "$1" && mkdir -p "$1" "$3" && tar -xzf "$2" -C "$1" && rm -f "$2"', "sh",

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controller.errors import UsageError
+from faultline.controller.errors import UsageError
 
 EXPECTATIONS = ("valid", "invalid")
 
@@ -155,10 +155,10 @@ def _choose(where: str, key: str, value: str, valid: Sequence[str]) -> str:
 
 def load(path: str | Path, store_override: str | Path | None = None) -> Campaign:
     """Parses and validates a campaign file completely; nothing runs until this returns."""
-    from controller import testspec
-    from nemesis.registry import NEMESES
-    from node.bugs import BUGS
-    from workloads.registry import WORKLOADS
+    from faultline.controller import testspec
+    from faultline.nemesis.registry import NEMESES
+    from faultline.node.bugs import BUGS
+    from faultline.workloads.registry import WORKLOADS
 
     source = Path(path)
     if not source.is_file():
@@ -314,7 +314,7 @@ def first_anomaly(results: Mapping[str, Any], times: Mapping[int, int]) -> tuple
 
 def history_times(run_dir: str | Path | None) -> dict[int, int]:
     """index -> time (ns) of a stored run's history; empty if there is none."""
-    from checkers.history import read_jsonl
+    from faultline.checkers.history import read_jsonl
 
     path = Path(run_dir or "") / "history.jsonl"
     if not run_dir or not path.exists():
@@ -332,7 +332,7 @@ def execute(campaign: Campaign, run_fn: RunFn, *, on_start: Callable[[PlannedRun
     runs it again; KeyboardInterrupt propagates after the state is saved."""
     import time
 
-    from controller import testspec
+    from faultline.controller import testspec
 
     records = load_state(campaign)
     todo = [r for r in campaign.runs if r.key not in records]

@@ -14,20 +14,20 @@ import importlib.util
 import sys
 import traceback
 
-from controller import __version__
-from controller.errors import EXIT_BAD_INPUT, EXIT_CRASH, UsageError
+from faultline import __version__
+from faultline.controller.errors import EXIT_BAD_INPUT, EXIT_CRASH, UsageError
 
 # (subcommand, module) in the order --help lists them.
 COMMANDS: list[tuple[str, str]] = [
-    ("run", "controller.commands.run"),
-    ("check", "controller.commands.check"),
-    ("analyze", "controller.commands.analyze"),
-    ("campaign", "controller.commands.campaign"),
-    ("score", "controller.commands.score"),
-    ("synth", "controller.commands.synth"),
-    ("serve", "controller.commands.serve"),
-    ("cluster", "controller.commands.cluster"),
-    ("sim", "controller.commands.sim"),
+    ("run", "faultline.controller.commands.run"),
+    ("check", "faultline.controller.commands.check"),
+    ("analyze", "faultline.controller.commands.analyze"),
+    ("campaign", "faultline.controller.commands.campaign"),
+    ("score", "faultline.controller.commands.score"),
+    ("synth", "faultline.controller.commands.synth"),
+    ("serve", "faultline.controller.commands.serve"),
+    ("cluster", "faultline.controller.commands.cluster"),
+    ("sim", "faultline.controller.commands.sim"),
 ]
 
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from cluster.base import MASTER_PORT, master_dns
-from node.client import (
+from faultline.cluster.base import MASTER_PORT, master_dns
+from faultline.node.client import (
     AlreadyExistsError,
     IndeterminateError,
     InvalidArgumentError,

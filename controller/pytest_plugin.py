@@ -94,7 +94,7 @@ def faultline_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 def faultline_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A cluster brought up once for the session (3 masters, 5 tablet servers), torn down at the end,
     for tests that talk to the cluster directly. Runs made with `faultline_run` bring up their own."""
-    from controller import testspec
+    from faultline.controller import testspec
 
     test = testspec.build_test({"cluster": request.config.getoption("--chaos-cluster"),
                                 "cluster_name": "fl-pytest", "workload": "register"})
@@ -111,9 +111,9 @@ def faultline_run(request: pytest.FixtureRequest, faultline_store: Path) -> Call
     """`faultline_run(workload=..., nemesis=[...], bugs=[...], time_limit=..., seed=..., expect=None, **opts)`
     runs one test on a fresh cluster and returns a ChaosRun; with `expect` ("valid" or "invalid") it
     also fails the test, naming the run directory, the verdict and the first anomaly."""
-    from controller import testspec
-    from controller.campaign import first_anomaly, history_times
-    from controller.runner import run_once
+    from faultline.controller import testspec
+    from faultline.controller.campaign import first_anomaly, history_times
+    from faultline.controller.runner import run_once
 
     cluster = request.config.getoption("--chaos-cluster")
 

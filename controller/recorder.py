@@ -27,7 +27,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._writer: Any = None
         if self.path is not None:
-            from checkers.history import JsonlWriter
+            from faultline.checkers.history import JsonlWriter
 
             self._writer = JsonlWriter(self.path)
         self.ops: list[Op] = []

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller import generator as gen
-from controller.generator import NEMESIS, NS, Context, Pending
-from controller.recorder import Recorder
+from faultline import gen
+from faultline.gen import NEMESIS, NS, Context, Pending
+from faultline.controller.recorder import Recorder
 
 log = logging.getLogger("faultline.runner")
 Op = dict[str, Any]
@@ -405,7 +405,7 @@ def check(test: Mapping[str, Any], workload: Mapping[str, Any], history: list[Op
     Availability and op counts describe a run; they do not say whether the system was correct, so they
     never turn a verdict invalid. A run in which no client op succeeded proves nothing: "unknown".
     """
-    from checkers.api import Compose
+    from faultline.checkers.api import Compose
 
     opts = {"time_limit": float(test.get("check_time_limit", 120))}
     plain = plain_test(test)
@@ -436,13 +436,13 @@ class Guarded:
 def _generic_checkers() -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
-        from checkers.stats import Stats
+        from faultline.checkers.stats import Stats
 
         out["stats"] = Stats()
     except ImportError:
         pass
     try:
-        from checkers.availability import Availability
+        from faultline.checkers.availability import Availability
 
         out["availability"] = Availability()
     except ImportError:
@@ -453,7 +453,7 @@ def _generic_checkers() -> dict[str, Any]:
 def write_outputs(run_dir: Any, test: Mapping[str, Any], history: list[Op], results: dict[str, Any]) -> None:
     """Plots and timeline (where the checkers package offers them), then results and report via the store."""
     try:
-        from checkers.perf import write_plots
+        from faultline.checkers.perf import write_plots
 
         write_plots(history, run_dir.plots_dir, test=plain_test(test))
     except ImportError:
@@ -461,7 +461,7 @@ def write_outputs(run_dir: Any, test: Mapping[str, Any], history: list[Op], resu
     except Exception as exc:
         log.warning("plots not written: %s", exc)
     try:
-        from checkers.timeline import write_timeline
+        from faultline.checkers.timeline import write_timeline
 
         write_timeline(history, run_dir.timeline_path, test=plain_test(test))
     except ImportError:
@@ -562,10 +562,10 @@ def run_once(test: dict[str, Any], store_root: str | Path, *, quiet: bool = True
              install_signals: bool = True) -> Outcome:
     """Builds backend, workload and nemesis for a validated test (controller.testspec.build_test), creates
     the run directory in the store and runs it. The entry point for campaigns and the pytest plugin."""
-    from controller import testspec
-    from nemesis.registry import compose
-    from results.store import Store
-    from workloads.registry import get as get_workload
+    from faultline.controller import testspec
+    from faultline.nemesis.registry import compose
+    from faultline.results.store import Store
+    from faultline.workloads.registry import get as get_workload
 
     test = testspec.stamp(test)
     backend = testspec.make_backend(test)
@@ -575,7 +575,7 @@ def run_once(test: dict[str, Any], store_root: str | Path, *, quiet: bool = True
     run_dir = Store(store_root).create_run(test["name"], plain_test(test))
     progress = None
     if not quiet:
-        from controller.progress import Progress
+        from faultline.controller.progress import Progress
 
         progress = Progress(float(test["time_limit"]))
     return run_test(test, backend, workload, nemesis_pkg, run_dir, progress=progress,
@@ -585,9 +585,9 @@ def run_once(test: dict[str, Any], store_root: str | Path, *, quiet: bool = True
 def reanalyze(run_path: str | Path) -> dict[str, Any]:
     """Re-runs the workload's checkers on a stored run (also one that was cut short) and rewrites its
     results, plots and report. Returns the new results."""
-    from checkers.history import read_jsonl
-    from results.store import open_run
-    from workloads.registry import get as get_workload
+    from faultline.checkers.history import read_jsonl
+    from faultline.results.store import open_run
+    from faultline.workloads.registry import get as get_workload
 
     run = open_run(run_path)
     test = run.load_test()

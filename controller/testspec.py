@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.errors import UsageError
+from faultline.controller.errors import UsageError
 
 CLUSTERS: tuple[str, ...] = ("docker", "local", "ssh")
 TEST_ONLY_CLUSTERS: tuple[str, ...] = ("fake",)  # in-memory, for testing the harness itself
@@ -33,9 +33,9 @@ def split_list(value: str | Sequence[str] | None) -> list[str]:
 
 def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
     """Validated test dict from options (argparse namespace vars or a campaign cell)."""
-    from nemesis.registry import NEMESES
-    from node.bugs import BUGS
-    from workloads.registry import WORKLOADS
+    from faultline.nemesis.registry import NEMESES
+    from faultline.node.bugs import BUGS
+    from faultline.workloads.registry import WORKLOADS
 
     workload = str(opts.get("workload") or "register")
     if workload not in WORKLOADS:
@@ -134,11 +134,11 @@ def make_backend(test: Mapping[str, Any]) -> Any:
     """The cluster backend object for the test (not started)."""
     kind = test["cluster"]
     if kind == "fake":
-        from controller.fake import FakeBackend
+        from faultline.controller.fake import FakeBackend
 
         return FakeBackend(seed=int(test["seed"]))
-    from cluster import backends
-    from cluster.base import ClusterError, ClusterSpec
+    from faultline.cluster import backends
+    from faultline.cluster.base import ClusterError, ClusterSpec
 
     spec_map = {k: v for k, v in test["cluster_spec"].items() if k != "hosts"}
     try:
@@ -163,7 +163,7 @@ def connector(test: Mapping[str, Any], backend: Any) -> Any:
     timeout = float(test.get("op_timeout_s", 5))
 
     def connect() -> Any:
-        from node.client import KuduClient  # type: ignore[attr-defined]
+        from faultline.node.client import KuduClient  # type: ignore[attr-defined]
 
         # DNS names plus the backend's resolver, so the client follows a name moved by master-replace
         return KuduClient(backend.master_addresses(), resolve=host_resolver(backend), default_timeout_s=timeout)

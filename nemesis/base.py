@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from controller.generator import Context
+from faultline.gen import Context
 
 log = logging.getLogger("faultline.nemesis")
 Op = dict[str, Any]
@@ -69,13 +69,13 @@ def pick_subset(nodes: Sequence[str], subset: str, rng: random.Random, leaders: 
 
 def tool(test: Mapping[str, Any], node: str, args: Sequence[str], timeout: float = 60,
          check: bool = True) -> tuple[int, str, str]:
-    """Runs `python -m node tool ARGS` on `node` through the backend's Remote."""
+    """Runs `python -m faultline.node tool ARGS` on `node` through the backend's Remote."""
     b = backend(test)
     argv: list[str] = []
     if hasattr(b, "source_dir"):
         argv = ["env", f"PYTHONPATH={b.source_dir(node)}"]
     python = b.python(node) if hasattr(b, "python") else "python3"
-    argv += [python, "-m", "node", "tool", *args]
+    argv += [python, "-m", "faultline.node", "tool", *args]
     rc, out, err = b.remote.exec(node, argv, timeout)
     if check and rc != 0:
         raise NemesisError(f"{node}: tool {' '.join(args[:3])} failed (exit {rc}): {(err or out).strip()[-400:]}")

@@ -21,8 +21,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from nemesis import grudge as gr
-from nemesis.base import Op, backend, done, log, nemesis_rng, node_of_address, role_nodes
+from faultline.nemesis import grudge as gr
+from faultline.nemesis.base import Op, backend, done, log, nemesis_rng, node_of_address, role_nodes
 
 
 class LeaderBlipNemesis:
@@ -40,8 +40,8 @@ class LeaderBlipNemesis:
 
     @staticmethod
     def _statuses(client: Any, addr: str, tablet: str) -> list[Any]:
-        from node.protos import node_pb2 as pb
-        from node.protos import node_pb2_grpc as pbg
+        from faultline.node.protos import node_pb2 as pb
+        from faultline.node.protos import node_pb2_grpc as pbg
 
         resp = client.pool.call(addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=tablet),
                                 timeout=1.0)

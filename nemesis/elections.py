@@ -51,8 +51,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nemesis import grudge as gr
-from nemesis.base import (
+from faultline.nemesis import grudge as gr
+from faultline.nemesis.base import (
     NemesisError,
     Op,
     backend,
@@ -246,7 +246,7 @@ class _Stage:
     def call(self, addr: str, method: str, request: Any, timeout: float = 2.0) -> Any:
         import grpc
 
-        from node.protos import node_pb2_grpc as pbg
+        from faultline.node.protos import node_pb2_grpc as pbg
 
         try:
             return self.client.pool.call(addr, pbg.ConsensusStub, method, request, timeout=timeout)
@@ -256,7 +256,7 @@ class _Stage:
 
     def status(self, addr: str) -> Any | None:
         """The replica's status on `addr`, or None if the server does not answer."""
-        from node.protos import node_pb2 as pb
+        from faultline.node.protos import node_pb2 as pb
 
         try:
             resp = self.call(addr, "ListReplicas", pb.ListTabletsRequest(tablet_id=self.tablet), timeout=1.0)
@@ -265,7 +265,7 @@ class _Stage:
         return next((st for st in resp.replicas if st.tablet_id == self.tablet), None)
 
     def set_flag(self, addr: str, flag: str, value: str) -> None:
-        from node.protos import node_pb2 as pb
+        from faultline.node.protos import node_pb2 as pb
 
         self.call(addr, "SetFlag", pb.SetFlagRequest(flag=flag, value=value))
 
@@ -275,12 +275,12 @@ class _Stage:
         self.set_flag(addr, crash_point, "1")
 
     def elect(self, addr: str) -> int:
-        from node.protos import node_pb2 as pb
+        from faultline.node.protos import node_pb2 as pb
 
         return int(self.call(addr, "RunLeaderElection", pb.RunLeaderElectionRequest(tablet_id=self.tablet)).term)
 
     def step_down_leaders(self, among: list[str] | None = None) -> None:
-        from node.protos import node_pb2 as pb
+        from faultline.node.protos import node_pb2 as pb
 
         for a in among or self.addrs:
             st = self.status(a)
@@ -395,7 +395,7 @@ class _Stage:
 
     def alive(self, addr: str) -> bool:
         """Whether the server on `addr` answers at all (`status` is also None when it lacks the replica)."""
-        from node.protos import node_pb2 as pb
+        from faultline.node.protos import node_pb2 as pb
 
         try:
             self.call(addr, "ListReplicas", pb.ListTabletsRequest(), timeout=1.0)
@@ -406,7 +406,7 @@ class _Stage:
     def restore(self) -> None:
         """Every server running, the network whole, then nothing armed, defaults back, failure detection
         on. The network heals first: replicas then hear from whoever still leads before they may campaign."""
-        from node.server.flags import RuntimeFlags
+        from faultline.node.server.flags import RuntimeFlags
 
         for a in self.addrs:
             if not self.alive(a):

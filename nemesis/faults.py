@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from nemesis import grudge as gr
-from nemesis.base import (
+from faultline.nemesis import grudge as gr
+from faultline.nemesis.base import (
     Op,
     backend,
     bring_back,

@@ -22,8 +22,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from nemesis import grudge as gr
-from nemesis.base import (
+from faultline.nemesis import grudge as gr
+from faultline.nemesis.base import (
     Op,
     backend,
     done,

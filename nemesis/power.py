@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from nemesis.base import (
+from faultline.nemesis.base import (
     NemesisError,
     Op,
     backend,

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from controller import generator as gen
-from nemesis import blip, elections, faults, learner, power, topology
-from nemesis.base import ROLES, Op, choice_op
-from nemesis.grudge import SHAPES
+from faultline import gen
+from faultline.nemesis import blip, elections, faults, learner, power, topology
+from faultline.nemesis.base import ROLES, Op, choice_op
+from faultline.nemesis.grudge import SHAPES
 
 ALL_SUBSETS = ("one", "minority", "majority", "leaders")
 

@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from cluster.base import MASTER_PORT, master_dns
-from nemesis import grudge as gr
-from nemesis.base import (
+from faultline.cluster.base import MASTER_PORT, master_dns
+from faultline.nemesis import grudge as gr
+from faultline.nemesis.base import (
     NemesisError,
     Op,
     backend,
@@ -297,7 +297,7 @@ class MasterReplaceNemesis:
     def _catalog_laggards(self, test: Mapping[str, Any], client: Any) -> tuple[str | None, list[str]]:
         """(leader's DNS name, names of the masters that lack what it committed), each master asked
         directly through the host's node client; (None, []) when there is no single leader to judge by."""
-        from node.client import catalog_lags
+        from faultline.node.client import catalog_lags
 
         views = {}
         for n in self._names(test):

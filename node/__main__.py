@@ -1,4 +1,4 @@
-"""`python -m node master|tserver|tool ...`: the store's processes and admin tools."""
+"""`python -m faultline.node master|tserver|tool ...`: the store's processes and admin tools."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from node import bugs
+from faultline.node import bugs
 
 SERVER_HELP = {
     "master": "run a master: catalog in a Raft-replicated system tablet, heartbeats, placement",
@@ -39,10 +39,10 @@ def _server_args(p: argparse.ArgumentParser, default_port: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "tool":
-        from node.tool.cli import main as tool_main
+        from faultline.node.tool.cli import main as tool_main
 
         return tool_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m node", description="Faultline's Kudu-like store.")
+    parser = argparse.ArgumentParser(prog="python -m faultline.node", description="Faultline's Kudu-like store.")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="{master,tserver,tool}")
     _server_args(sub.add_parser("master", help=SERVER_HELP["master"], description=SERVER_HELP["master"]), 7051)
     _server_args(sub.add_parser("tserver", help=SERVER_HELP["tserver"], description=SERVER_HELP["tserver"]),
@@ -55,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format=f"%(asctime)s {args.cmd} %(levelname)s %(name)s: %(message)s")
-    from node.clock import install_log_time
+    from faultline.node.clock import install_log_time
 
     install_log_time()   # log times follow the node's clock, as under a real clock fault
-    from node.server.process import StartupError, run_server
+    from faultline.node.server.process import StartupError, run_server
 
     try:
         return run_server(args.cmd, args)

@@ -25,7 +25,7 @@ CLOCK_ENV = "FAULTLINE_CLOCK_OFFSET_FILE"
 CHECK_EVERY_S = 0.05
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
-log = logging.getLogger("node.clock")
+log = logging.getLogger("faultline.node.clock")
 
 
 def parse_offset(text: str) -> float:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.server.fs import format_fs
+from faultline.node.server.fs import format_fs
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -52,9 +52,6 @@ class MiniCluster:
         self.fsync = fsync
         self.bugs = bugs
         self.env = dict(os.environ, **(env or {}))
-        # children import this very checkout, installed or not
-        root = str(Path(__file__).resolve().parent.parent)
-        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (root, self.env.get("PYTHONPATH", "")) if p)
         self.nodes: dict[str, NodeProc] = {}
         self.master_addrs: list[str] = []
         for i in range(num_masters):
@@ -80,7 +77,7 @@ class MiniCluster:
         return self._add(name, "master", bind, advertise, uuid)
 
     def argv(self, n: NodeProc, masters: list[str] | None = None) -> list[str]:
-        argv = [sys.executable, "-m", "node", n.kind, "--fs-dir", str(n.fs_dir), "--rpc-bind", n.bind,
+        argv = [sys.executable, "-m", "faultline.node", n.kind, "--fs-dir", str(n.fs_dir), "--rpc-bind", n.bind,
                 "--rpc-advertise", n.advertise, "--master-addresses", ",".join(masters or self.master_addrs),
                 "--heartbeat-interval-ms", str(self.heartbeat_ms), "--election-timeout-ms", str(self.election_ms),
                 "--follower-unavailable-s", str(self.follower_unavailable_s), "--fsync", self.fsync]
@@ -104,7 +101,7 @@ class MiniCluster:
     def wait_ready(self, name: str, timeout: float = 60.0) -> None:
         import grpc
 
-        from node.protos import common_pb2, common_pb2_grpc
+        from faultline.node.protos import common_pb2, common_pb2_grpc
 
         n = self.nodes[name]
         deadline = time.monotonic() + timeout
@@ -146,14 +143,14 @@ class MiniCluster:
             self.kill(name)
 
     def tool(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "node", "tool", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "faultline.node", "tool", *args], capture_output=True, text=True,
                               timeout=timeout, env=self.env, cwd=str(self.base))
 
     def masters_arg(self) -> str:
         return ",".join(self.master_addrs)
 
     def client(self, timeout: float = 10.0):
-        from node.client import KuduClient
+        from faultline.node.client import KuduClient
 
         return KuduClient(self.master_addrs, default_timeout_s=timeout)
 

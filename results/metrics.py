@@ -173,7 +173,7 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
 def key_verdict(ops: list[dict[str, Any]], run_id: str, key: str | None, model: str,
                 time_limit: float | None, semantics: str = "jepsen") -> dict[str, Any]:
     """One (run, key) group through the in-process checker; the anomaly time is the blocked op's completion."""
-    from checkers.linearizability import check
+    from faultline.checkers.linearizability import check
 
     times = {op.get("index"): op.get("time") for op in ops}
     try:

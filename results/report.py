@@ -16,8 +16,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from results import metrics
-from results.store import RunDir
+from faultline.results import metrics
+from faultline.results.store import RunDir
 
 VERDICT_COLOURS = {"valid": "#2e8b3a", "invalid": "#c0392b", "unknown": "#c98a00", "unchecked": "#777",
                    "broken": "#777"}
@@ -36,7 +36,7 @@ def verdict_label(valid: Any) -> str:
 
 
 def _history_frame(run: RunDir) -> tuple[Any, list[dict[str, Any]]]:
-    from results import parquet
+    from faultline.results import parquet
 
     ops = run.history() if (run.history_path.exists() or run.parquet_path.exists()) else []
     df = parquet.ops_to_table(ops).to_pandas().sort_values("index", kind="stable")
@@ -45,20 +45,20 @@ def _history_frame(run: RunDir) -> tuple[Any, list[dict[str, Any]]]:
 
 def _ensure_artifacts(run: RunDir, results: dict[str, Any] | None, ops: list[dict[str, Any]]) -> None:
     """Plots, timeline and counterexample from the checkers package, when it provides them."""
-    write_plots = _optional("checkers.perf", "write_plots")
+    write_plots = _optional("faultline.checkers.perf", "write_plots")
     if write_plots and not any(run.plots_dir.glob("*.png")) and ops:
         try:
             run.plots_dir.mkdir(exist_ok=True)
             write_plots(ops, run.plots_dir)
         except Exception as exc:
             warnings.warn(f"{run.run_id}: plots not written: {exc}", stacklevel=2)
-    write_timeline = _optional("checkers.timeline", "write_timeline")
+    write_timeline = _optional("faultline.checkers.timeline", "write_timeline")
     if write_timeline and not run.timeline_path.exists() and ops:
         try:
             write_timeline(ops, run.timeline_path)
         except Exception as exc:
             warnings.warn(f"{run.run_id}: timeline not written: {exc}", stacklevel=2)
-    render = _optional("checkers.counterexample", "render_html")
+    render = _optional("faultline.checkers.counterexample", "render_html")
     bad = _failing(results)
     if render and bad and not run.counterexample_path.exists():
         try:
@@ -82,7 +82,7 @@ def _own_latency_png(df: Any, faults: list[dict[str, Any]]) -> bytes | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from results.metrics import pair_latencies
+    from faultline.results.metrics import pair_latencies
 
     cl = df[~df["is_nemesis"].fillna(False).astype(bool) & df["process"].notna() & df["time"].notna()]
     done = pair_latencies(cl)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:
-    from results.spark import ScoreResult
+    from faultline.results.spark import ScoreResult
 
 GROUP_COLUMNS = ["workload", "nemesis", "bug", "runs", "valid", "invalid", "unknown", "detection_rate",
                  "median_first_anomaly_s", "availability", "ok_rate", "lat_p99_ms", "recover_max_s", "warnings"]
@@ -37,7 +37,7 @@ def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
 
 
 def scorecard_dict(result: ScoreResult, store: Path | None = None) -> dict[str, Any]:
-    from results.metrics import valid_text
+    from faultline.results.metrics import valid_text
 
     return {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from results.store import RunDir, RunInfo, Store, StoreError
+from faultline.results.store import RunDir, RunInfo, Store, StoreError
 
 PAGE_CSP = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'none'"
 FILE_CSP = "sandbox allow-scripts allow-popups; frame-ancestors 'self'"
@@ -171,7 +171,7 @@ class StoreView:
         if not path.is_relative_to(base):
             raise StoreError(f"bad file path {rel!r}")
         if rel == "report.html" and not path.exists():
-            from results.report import write_report
+            from faultline.results.report import write_report
 
             write_report(run)
         if not path.is_file():

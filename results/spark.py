@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from results import metrics
-from results.store import RunDir, Store, StoreError
+from faultline.results import metrics
+from faultline.results.store import RunDir, Store, StoreError
 
 # workload -> the checker model its history is checked against
 # (other workloads, e.g. set or bank, keep the verdict their own checkers recorded in results.json)
@@ -47,7 +47,7 @@ class ScoreResult:
 
     @property
     def verdict(self) -> bool | str:
-        from checkers.api import merge_valid
+        from faultline.checkers.api import merge_valid
 
         return merge_valid(metrics.text_valid(v) for v in self.runs["verdict"]) if len(self.runs) else "unknown"
 
@@ -101,7 +101,7 @@ def _run_row(run: RunDir) -> dict[str, Any]:
     parquet_path = None
     if run.history_path.exists() or run.parquet_path.exists():
         try:
-            from results.parquet import read_problems
+            from faultline.results.parquet import read_problems
 
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -140,7 +140,7 @@ def _history(spark: Any, runs_pd: pd.DataFrame) -> Any:
     (test names and stamps are restricted to characters that file URIs leave as they are)."""
     from pyspark.sql import functions as F
 
-    from results.parquet import SCHEMA
+    from faultline.results.parquet import SCHEMA
 
     paths = [str(Path(p).absolute()) for p in runs_pd["parquet"].dropna().tolist()]
     if not paths:
@@ -159,7 +159,7 @@ def _arrow_to_spark(schema: Any) -> Any:
 def _history_schema() -> Any:
     from pyspark.sql import types as T
 
-    from results.parquet import SCHEMA
+    from faultline.results.parquet import SCHEMA
 
     s = _arrow_to_spark(SCHEMA)
     return T.StructType([*s.fields, T.StructField("run_id", T.StringType(), True)])
@@ -182,7 +182,7 @@ def _metrics_fn(gap_s: float) -> Callable[[pd.DataFrame], pd.DataFrame]:
 
 def _verdict_fn(models: dict[str, str], time_limit: float | None) -> Callable[[pd.DataFrame], pd.DataFrame]:
     def fn(pdf: pd.DataFrame) -> pd.DataFrame:
-        from results.parquet import frame_to_ops
+        from faultline.results.parquet import frame_to_ops
 
         pdf = pdf.sort_values("index", kind="stable")
         run_id = str(pdf["run_id"].iloc[0])
@@ -325,7 +325,7 @@ def score_run(parquet_path: str, run_id: str, model: str | None, time_limit: flo
               gap_s: float = metrics.OUTAGE_GAP_S) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One run's metrics row and its per-key verdict rows (the unit of work of plan "runs" and of the
     pandas baseline)."""
-    from results.parquet import frame_to_ops, read_history_frame
+    from faultline.results.parquet import frame_to_ops, read_history_frame
 
     df = read_history_frame(parquet_path)
     met = metrics.run_metrics(df, run_id, gap_s)
@@ -397,7 +397,7 @@ def score_pandas(
 
 
 def _write(result: ScoreResult, store: Path | str, out_dir: Path | str | None, progress: Progress | None) -> None:
-    from results.scorecard import write_scorecard
+    from faultline.results.scorecard import write_scorecard
 
     out = Path(out_dir) if out_dir is not None else Path(store) / "_score"
     write_scorecard(result, out, store=Path(store))

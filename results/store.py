@@ -182,7 +182,7 @@ class RunDir:
     def history(self) -> list[dict[str, Any]]:
         """The ops: from history.parquet when it is at least as new as history.jsonl, else from the JSONL
         (a truncated last line, as a crashed run leaves, is dropped with a warning)."""
-        from results import parquet
+        from faultline.results import parquet
 
         if self.parquet_is_fresh():
             return parquet.read_history_parquet(self.parquet_path)
@@ -197,7 +197,7 @@ class RunDir:
 
     def ensure_parquet(self) -> Path:
         """Writes history.parquet for a run that lacks one (old or crashed runs); returns its path."""
-        from results import parquet
+        from faultline.results import parquet
 
         if not self.parquet_is_fresh():
             if not self.history_path.exists():
@@ -241,7 +241,7 @@ class RunDir:
         `results` is the checkers' output (`valid` plus one entry per checker). Run facts that the index
         needs (duration, op count) are added under `_run` so listing runs never opens a history.
         """
-        from results import parquet
+        from faultline.results import parquet
 
         data = dict(results)
         data.setdefault("valid", "unknown")
@@ -252,7 +252,7 @@ class RunDir:
         data["_run"] = {**(data.get("_run") or {}), **meta, "finished": datetime.now(UTC).isoformat()}
         _write_json_atomic(self.results_path, data)
         if report:
-            from results.report import write_report
+            from faultline.results.report import write_report
 
             try:
                 write_report(self)

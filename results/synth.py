@@ -28,8 +28,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from results import parquet
-from results.store import RunDir, Store, now_stamp
+from faultline.results import parquet
+from faultline.results.store import RunDir, Store, now_stamp
 
 NS = 1_000_000_000
 MS = 1_000_000
@@ -343,7 +343,7 @@ def synth_store(
     for path in paths:
         run = RunDir(path, store)
         if reports:
-            from results.report import write_report
+            from faultline.results.report import write_report
 
             write_report(run)
         store.record(run.info())

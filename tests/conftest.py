@@ -113,7 +113,7 @@ def spark() -> Iterator[object]:
         if IN_CI:
             pytest.fail(f"CI=true and Spark is missing: {reason}", pytrace=False)
         pytest.skip(f"spark: {reason}")
-    from results.spark_session import get_session
+    from faultline.results.spark_session import get_session
 
     session = get_session("local[2]", app_name="faultline-tests", shuffle_partitions=4)
     yield session

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from controller import campaign as cp
-from controller.errors import UsageError
-from controller.runner import run_once
+from faultline.controller import campaign as cp
+from faultline.controller.errors import UsageError
+from faultline.controller.runner import run_once
 
 FAKE_CAMPAIGN = """
 [campaign]
@@ -120,12 +120,12 @@ def test_campaign_meets_expectations_and_resumes_without_repeating(tmp_path: Pat
 
 def test_cli_dry_run_and_bad_file_exit_codes(tmp_path: Path) -> None:
     path = write(tmp_path, FAKE_CAMPAIGN)
-    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(path), "--dry-run"],
+    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "good|seed=1|t=1.5\texpect valid" in out.stdout
     bad = write(tmp_path, FAKE_CAMPAIGN.replace('workload = "register"', 'workload = "regster"', 1))
-    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(bad)],
+    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(bad)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 254
     assert "valid: register" in out.stderr and "Traceback" not in out.stderr
@@ -141,11 +141,11 @@ def test_select_narrows_cells_and_overrides_seeds_keeping_keys(tmp_path: Path) -
     assert reseeded.runs[3].opts["inject_bug"] == "stale-leader-reads"
     with pytest.raises(UsageError, match="no cell matches nope; cells: good, stale"):
         cp.select(camp, cells=["nope"])
-    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(tmp_path / "c.toml"), "--dry-run",
+    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(tmp_path / "c.toml"), "--dry-run",
                           "--cell", "good", "--seeds", "4,5"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[:2] == ["good|seed=4|t=1.5\texpect valid", "good|seed=5|t=1.5\texpect valid"]
-    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(tmp_path / "c.toml"), "--dry-run",
+    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(tmp_path / "c.toml"), "--dry-run",
                           "--seeds", "x"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 254 and "--seeds wants integers" in out.stderr and "Traceback" not in out.stderr
 
@@ -158,7 +158,7 @@ def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path)
         'name = "good"\nworkload = "register"\nnemesis = ["partition"]\nbugs = ["stale-leader-reads"]')
     path = write(tmp_path, text)
     store = tmp_path / "store"
-    out = subprocess.run([sys.executable, "-m", "controller", "campaign", str(path), "--store", str(store),
+    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(path), "--store", str(store),
                           "--quiet"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "expectation not met: good|seed=1" in out.stdout
@@ -170,7 +170,7 @@ def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path)
 def test_a_run_cut_short_never_meets_a_valid_expectation(tmp_path: Path) -> None:
     """Its final checks never ran: a valid verdict on the partial history proves nothing; an invalid one
     still shows the bug."""
-    from controller.runner import Outcome
+    from faultline.controller.runner import Outcome
 
     camp = cp.load(write(tmp_path, FAKE_CAMPAIGN), store_override=tmp_path / "store")
 

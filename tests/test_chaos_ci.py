@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.campaign import load
+from faultline.controller.campaign import load
 
 CAMPAIGN = Path(__file__).resolve().parent.parent / "campaigns" / "ci.toml"
 RUNS = load(CAMPAIGN).runs

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from checkers import history, linearizability
-from checkers.registry import make
+from faultline.checkers import history, linearizability
+from faultline.checkers.registry import make
 
 
 def _rows(shared: Path, sub: str) -> list[tuple[Path, bool]]:

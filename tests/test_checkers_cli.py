@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller.cli import main
+from faultline.controller.cli import main
 
 ETCD = "anchors/porcupine/etcd"
 
@@ -65,9 +65,9 @@ def test_other_checkers_and_formats(shared_dir: Path, capsys) -> None:  # type: 
 
 
 def test_console_script_help_and_argparse_errors() -> None:
-    proc = subprocess.run([sys.executable, "-m", "controller", "check", "--help"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "faultline", "check", "--help"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0 and "--time-limit" in proc.stdout and "254" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "controller", "check", "x", "--model", "nope"],
+    proc = subprocess.run([sys.executable, "-m", "faultline", "check", "x", "--model", "nope"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 254

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from checkers import linearizability
-from checkers.linearizability import Linearizable, check
+from faultline.checkers import linearizability
+from faultline.checkers.linearizability import Linearizable, check
 
 HAVE_C = linearizability._wgl is not None
 ENGINES = [True, False] if HAVE_C else [False]

@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from checkers.api import Compose
-from checkers.availability import Availability
-from checkers.bank import BankChecker
-from checkers.catalog import CatalogChecker
-from checkers.counter import CounterChecker
-from checkers.ops import nemesis_intervals
-from checkers.registry import CHECKERS, make
-from checkers.set import SetChecker
-from checkers.stats import Stats
-from checkers.unique_ids import UniqueIds
+from faultline.checkers.api import Compose
+from faultline.checkers.availability import Availability
+from faultline.checkers.bank import BankChecker
+from faultline.checkers.catalog import CatalogChecker
+from faultline.checkers.counter import CounterChecker
+from faultline.checkers.ops import nemesis_intervals
+from faultline.checkers.registry import CHECKERS, make
+from faultline.checkers.set import SetChecker
+from faultline.checkers.stats import Stats
+from faultline.checkers.unique_ids import UniqueIds
 
 S = 1_000_000_000  # ns per second
 
@@ -34,7 +34,7 @@ def test_set_lost_unexpected_duplicated_recovered() -> None:
     assert r["valid"] is False
     assert (r["lost"], r["unexpected"], r["duplicated"], r["recovered"]) == ([3], [9], [[2, 2]], [2])
     assert r["op"] == {"process": 3, "f": "read", "index": 7, "time": 7 * S}  # the read that showed it
-    from controller.campaign import first_anomaly
+    from faultline.controller.campaign import first_anomaly
     assert first_anomaly({"workload": r}, {o["index"]: o["time"] for o in h})[0] == 7.0
     h[-1]["value"] = [1, 3]
     assert SetChecker().check({}, h, {})["valid"] is True

@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from checkers.counterexample import evidence, render_html
-from checkers.linearizability import check
-from checkers.perf import write_plots
-from checkers.timeline import write_timeline
+from faultline.checkers.counterexample import evidence, render_html
+from faultline.checkers.linearizability import check
+from faultline.checkers.perf import write_plots
+from faultline.checkers.timeline import write_timeline
 
 S = 1_000_000_000
 

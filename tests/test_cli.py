@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from controller import __version__
-from controller.cli import COMMANDS, available_commands, main
+from faultline import __version__
+from faultline.controller.cli import COMMANDS, available_commands, main
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "faultline", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_help_lists_only_existing_commands() -> None:
@@ -57,7 +57,7 @@ def test_bad_option_of_a_subcommand_exits_254() -> None:
 
 
 def test_generated_grpc_stubs_import() -> None:
-    from node.protos import common_pb2, common_pb2_grpc
+    from faultline.node.protos import common_pb2, common_pb2_grpc
 
     msg = common_pb2.ServerIdentity(uuid="u1", host="h", port=7051)
     assert common_pb2.ServerIdentity.FromString(msg.SerializeToString()).port == 7051

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from cluster.base import CHAIN, LABEL, MASTER_PORT, TSERVER_PORT, ClusterError, ClusterSpec, RemoteTimeout
+from faultline.cluster.base import (
+    CHAIN,
+    LABEL,
+    MASTER_PORT,
+    TSERVER_PORT,
+    ClusterError,
+    ClusterSpec,
+    RemoteTimeout,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -25,14 +33,14 @@ def _name(prefix: str) -> str:
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    from cluster.image import ensure_image
+    from faultline.cluster.image import ensure_image
 
     return ensure_image()
 
 
 @pytest.fixture(scope="module")
 def cluster(image: str) -> Iterator:
-    from cluster.docker_backend import DockerBackend
+    from faultline.cluster.docker_backend import DockerBackend
 
     b = DockerBackend(ClusterSpec.from_mapping({"name": _name("tdock"), "masters": 3, "tservers": 5,
                                                 "daemon": "placeholder"}), image=image)
@@ -206,7 +214,7 @@ def test_destroy_and_add_node_and_collect(cluster, tmp_path: Path) -> None:
 
 
 def test_up_refuses_an_existing_name_and_attach_finds_it(cluster) -> None:
-    from cluster.docker_backend import DockerBackend
+    from faultline.cluster.docker_backend import DockerBackend
 
     with pytest.raises(ClusterError, match="already exists"):
         DockerBackend(ClusterSpec(name=cluster.spec.name), image=cluster.image).up()
@@ -217,8 +225,8 @@ def test_up_refuses_an_existing_name_and_attach_finds_it(cluster) -> None:
 
 
 def test_cli_up_status_down_leaves_nothing(image: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from cluster.docker_backend import docker_client, remove_cluster
-    from controller.cli import main
+    from faultline.cluster.docker_backend import docker_client, remove_cluster
+    from faultline.controller.cli import main
 
     name = _name("tcli")
     client = docker_client()

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster.base import MASTER_PORT, TSERVER_PORT, ClusterError, ClusterSpec
+from faultline.cluster.base import MASTER_PORT, TSERVER_PORT, ClusterError, ClusterSpec
 
 pytestmark = pytest.mark.root
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator:
-    from cluster.local_backend import LocalBackend
+    from faultline.cluster.local_backend import LocalBackend
 
     b = LocalBackend(ClusterSpec.from_mapping({"name": f"tloc-{secrets.token_hex(3)}", "masters": 3,
                                                "tservers": 2, "daemon": "placeholder"}))
@@ -78,7 +78,7 @@ def test_lifecycle(cluster) -> None:
 
 
 def test_down_leaves_nothing_and_names_are_unique() -> None:
-    from cluster.local_backend import LocalBackend, leftovers
+    from faultline.cluster.local_backend import LocalBackend, leftovers
 
     name = f"tloc-{secrets.token_hex(3)}"
     b = LocalBackend(ClusterSpec.from_mapping({"name": name, "masters": 1, "tservers": 1, "daemon": "placeholder"}))

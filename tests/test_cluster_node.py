@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from cluster.base import ClusterSpec
+from faultline.cluster.base import ClusterSpec
 
 pytestmark = pytest.mark.docker
 
@@ -32,8 +32,8 @@ def wait_for(what: str, fn: Callable[[], object], timeout: float = 90, every: fl
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator:
-    from cluster.docker_backend import DockerBackend
-    from cluster.image import ensure_image
+    from faultline.cluster.docker_backend import DockerBackend
+    from faultline.cluster.image import ensure_image
 
     b = DockerBackend(ClusterSpec.from_mapping({"name": f"tnode-{secrets.token_hex(3)}", "masters": 3,
                                                 "tservers": 5, "daemon": "node"}), image=ensure_image())
@@ -45,11 +45,11 @@ def cluster() -> Iterator:
 
 
 def tool(b, node: str, *args: str, timeout: float = 60) -> str:
-    return b.run(node, [b.python(node), "-m", "node", "tool", *args], timeout)[1]
+    return b.run(node, [b.python(node), "-m", "faultline.node", "tool", *args], timeout)[1]
 
 
 def test_status_shows_the_leader(cluster, capsys: pytest.CaptureFixture[str]) -> None:
-    from controller.cli import main
+    from faultline.controller.cli import main
 
     leader = wait_for("a leader master", cluster.leader_master)
     assert leader in cluster.masters()
@@ -60,7 +60,7 @@ def test_status_shows_the_leader(cluster, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_table_created_and_written_from_the_host(cluster) -> None:
-    from node.client.client import KuduClient
+    from faultline.node.client.client import KuduClient
 
     with KuduClient(cluster.master_addresses(), resolve=cluster.resolve) as c:
         wait_for("create_table", lambda: c.create_table("tcl", num_tablets=2, replication=3, timeout=20) or True,
@@ -71,7 +71,7 @@ def test_table_created_and_written_from_the_host(cluster) -> None:
 
 
 def test_moved_master_name_is_followed(cluster) -> None:
-    from node.client.client import KuduClient
+    from faultline.node.client.client import KuduClient
 
     wait_for("a leader master", cluster.leader_master)
     if cluster.leader_master() == "m3":  # replace a follower, not the leader

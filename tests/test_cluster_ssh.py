@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster.base import MASTER_PORT, TSERVER_PORT, ClusterError, ClusterSpec, NodeInfo, RemoteTimeout
+from faultline.cluster.base import (
+    MASTER_PORT,
+    TSERVER_PORT,
+    ClusterError,
+    ClusterSpec,
+    NodeInfo,
+    RemoteTimeout,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -24,8 +31,8 @@ HOSTS = ("m1", "m2", "t1")
 def sshd_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, object]]:
     import paramiko
 
-    from cluster.docker_backend import DockerBackend
-    from cluster.image import ensure_image
+    from faultline.cluster.docker_backend import DockerBackend
+    from faultline.cluster.image import ensure_image
 
     tmp = tmp_path_factory.mktemp("ssh")
     key = paramiko.RSAKey.generate(2048)
@@ -47,7 +54,7 @@ def sshd_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
 
 @pytest.fixture(scope="module")
 def cluster(sshd_hosts) -> Iterator:
-    from cluster.ssh_backend import SSHBackend
+    from faultline.cluster.ssh_backend import SSHBackend
 
     tmp, _ = sshd_hosts
     text = (tmp / "hosts.toml").read_text().replace("[ssh]\n", "[ssh]\naccept_new_host_keys = true\n", 1)
@@ -62,7 +69,7 @@ def cluster(sshd_hosts) -> Iterator:
 
 
 def test_unknown_host_key_is_refused_by_default(sshd_hosts, tmp_path: Path) -> None:
-    from cluster.ssh_backend import SSHBackend
+    from faultline.cluster.ssh_backend import SSHBackend
 
     tmp, _ = sshd_hosts
     text = (tmp / "hosts.toml").read_text().replace(f"{tmp}/known_hosts", f"{tmp_path}/empty_known_hosts")

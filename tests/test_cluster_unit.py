@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster import daemon, image
-from cluster.base import ClusterSpec, check_ip, role_of
-from cluster.ssh_backend import SSHBackend, _check_removable, load_hosts
-from controller.cli import main as cli_main
+from faultline.cluster import daemon, image
+from faultline.cluster.base import ClusterSpec, check_ip, role_of
+from faultline.cluster.ssh_backend import SSHBackend, _check_removable, load_hosts
+from faultline.controller.cli import main as cli_main
 
 
 def test_apt_sources_read_from_both_formats(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_spec_validation() -> None:
 
 
 def _daemon(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cluster.daemon", *args[:1], "--dir", str(tmp), *args[1:]],
+    return subprocess.run([sys.executable, "-m", "faultline.cluster.daemon", *args[:1], "--dir", str(tmp), *args[1:]],
                           capture_output=True, text=True, timeout=30)
 
 
@@ -159,7 +159,7 @@ def test_placeholder_answers_with_its_name() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "cluster.placeholder", "--name", "n1", "--bind", "127.0.0.1",
+    p = subprocess.Popen([sys.executable, "-m", "faultline.cluster.placeholder", "--name", "n1", "--bind", "127.0.0.1",
                           "--port", str(port)], stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10

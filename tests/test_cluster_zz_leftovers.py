@@ -11,7 +11,7 @@ import pytest
 
 @pytest.mark.docker
 def test_no_faultline_container_or_network_left() -> None:
-    from cluster.backends import leftovers
+    from faultline.cluster.backends import leftovers
 
     left = leftovers(docker=True)
     assert not left.get("containers") and not left.get("networks"), left
@@ -19,8 +19,8 @@ def test_no_faultline_container_or_network_left() -> None:
 
 @pytest.mark.root
 def test_no_namespace_link_or_state_left() -> None:
-    from cluster import state
-    from cluster.local_backend import leftovers
+    from faultline.cluster import state
+    from faultline.cluster.local_backend import leftovers
 
     left = leftovers()
     assert not any(left.values()), left

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from node.consensus import (
+from faultline.node.consensus import (
     AppendRequest,
     AppendResponse,
     ChangeType,

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from checkers.history import read_jsonl
-from controller import testspec
-from controller.runner import run_once
+from faultline.checkers.history import read_jsonl
+from faultline.controller import testspec
+from faultline.controller.runner import run_once
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -32,15 +32,15 @@ def cluster_name() -> str:
 
 
 def remove_cluster(name: str) -> None:
-    subprocess.run([sys.executable, "-m", "controller", "cluster", "down", "--name", name], cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name], cwd=ROOT,
                    capture_output=True, timeout=300)
 
 
 def verify_healthy(name: str) -> list[str]:
     """Problems on a running cluster after a run: residue of faults, and ksck."""
-    from cluster.docker_backend import DockerBackend
-    from controller.runner import _residue
-    from nemesis.base import ksck, wait_until
+    from faultline.cluster.docker_backend import DockerBackend
+    from faultline.controller.runner import _residue
+    from faultline.nemesis.base import ksck, wait_until
 
     b = DockerBackend.attach(name)
     problems = _residue(b)
@@ -77,7 +77,7 @@ def test_register_partition_kill_is_valid_and_heals(tmp_path: Path) -> None:
 def test_ctrl_c_on_docker_heals_keeps_history_and_analyze_works(tmp_path: Path) -> None:
     name = cluster_name()
     store = tmp_path / "store"
-    proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--workload", "register",
+    proc = subprocess.Popen([sys.executable, "-m", "faultline", "run", "--workload", "register",
                              "--nemesis", "partition,pause", "--nemesis-interval", "3", "--time-limit", "120",
                              "--cluster-name", name, "--store", str(store), "--quiet", "--leave-cluster-running"],
                             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -99,7 +99,7 @@ def test_ctrl_c_on_docker_heals_keeps_history_and_analyze_works(tmp_path: Path) 
         results = json.loads((run_dir / "results.json").read_text())
         assert results["residue"] == []
         assert verify_healthy(name) == []
-        ana = subprocess.run([sys.executable, "-m", "controller", "analyze", str(run_dir)], cwd=ROOT,
+        ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(run_dir)], cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
         assert ana.returncode in (0, 2), ana.stderr
         assert json.loads(ana.stdout)["workload"]["valid"] is not False
@@ -158,10 +158,10 @@ def test_master_replace_during_catalog(tmp_path: Path) -> None:
     """The replacement ends as a voter under the dead master's DNS name and can lead, every master holds
     what the leader committed after healing (the workload's final check), and with another master killed
     afterwards the catalog is still available."""
-    from cluster.docker_backend import DockerBackend
-    from controller.testspec import host_resolver
-    from nemesis.base import master_roles, wait_until
-    from node.client import KuduClient
+    from faultline.cluster.docker_backend import DockerBackend
+    from faultline.controller.testspec import host_resolver
+    from faultline.nemesis.base import master_roles, wait_until
+    from faultline.node.client import KuduClient
 
     name = cluster_name()
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 from contextlib import redirect_stderr
 
-from controller.progress import Progress
-from controller.recorder import Recorder
-from controller.runner import FaultTracker
+from faultline.controller.progress import Progress
+from faultline.controller.recorder import Recorder
+from faultline.controller.runner import FaultTracker
 
 
 def test_fault_tracker_follows_start_and_stop() -> None:

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from controller import generator as gen
-from controller import testspec
-from controller.errors import UsageError
-from controller.fake import FakeBackend
-from controller.runner import reanalyze, run_once, run_test
-from nemesis.registry import compose
-from results.store import Store
-from workloads.registry import get as get_workload
+from faultline import gen
+from faultline.controller import testspec
+from faultline.controller.errors import UsageError
+from faultline.controller.fake import FakeBackend
+from faultline.controller.runner import reanalyze, run_once, run_test
+from faultline.nemesis.registry import compose
+from faultline.results.store import Store
+from faultline.workloads.registry import get as get_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,7 +181,7 @@ def test_validation_names_the_choices() -> None:
 
 def test_op_timeout_reaches_the_client() -> None:
     """--op-timeout (campaign key op_timeout) sets the real client's default timeout; 5 s by default."""
-    from node.client import KuduClient
+    from faultline.node.client import KuduClient
 
     assert testspec.build_test({})["op_timeout_s"] == 5.0
     test = testspec.build_test({"op_timeout": "30"})
@@ -210,7 +210,7 @@ def test_run_once_and_reanalyze(tmp_path: Path) -> None:
 
 def faultline(*args: str, env_extra: dict | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
-    return subprocess.Popen([sys.executable, "-m", "controller", *args], cwd=ROOT, text=True, env=env,
+    return subprocess.Popen([sys.executable, "-m", "faultline", *args], cwd=ROOT, text=True, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -250,18 +250,18 @@ def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: i
     assert len(lines) >= 500
     if presses == 2:
         assert results["valid"] == "unknown" and "aborted" in results["skipped"]
-    ana = subprocess.run([sys.executable, "-m", "controller", "analyze", str(run_dir)], cwd=ROOT,
+    ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(run_dir)], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert ana.returncode == 0, ana.stderr
     assert json.loads(ana.stdout)["valid"] is True
 
 
 def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-m", "controller", "run", "--cluster", "fake", "--nemesis", "bogus",
+    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--nemesis", "bogus",
                         "--store", str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert p.returncode == 254
     assert "unknown nemesis 'bogus'; valid:" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "s").exists()
-    p = subprocess.run([sys.executable, "-m", "controller", "analyze", str(tmp_path)], cwd=ROOT,
+    p = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(tmp_path)], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 254 and "not a run directory" in p.stderr

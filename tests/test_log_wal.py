@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from node.consensus import Entry, EntryType, MemberType, Peer, RaftConfig
-from node.log import CmetaCorruption, ConsensusMetadata, Wal, WalCorruption, cut_to_synced
-from node.log.wal import FRAME, SEG_HEADER
+from faultline.node.consensus import Entry, EntryType, MemberType, Peer, RaftConfig
+from faultline.node.log import CmetaCorruption, ConsensusMetadata, Wal, WalCorruption, cut_to_synced
+from faultline.node.log.wal import FRAME, SEG_HEADER
 
 
 def entries(lo: int, hi: int, term: int = 1) -> list[Entry]:
@@ -83,7 +83,7 @@ def test_torn_tail_recovers_the_acknowledged_prefix(tmp_path, caplog):
     seg = segment_files(tmp_path / "wal")[-1]
     size = seg.stat().st_size
     # a crash in the middle of the next batch: two whole frames and half of a third reached the file
-    from node.log.wal import encode_entry
+    from faultline.node.log.wal import encode_entry
 
     batch = b"".join(encode_entry(e) for e in entries(11, 13))
     with open(seg, "ab") as f:
@@ -264,7 +264,7 @@ def test_sidecar_files_are_not_segments(tmp_path):
 
 
 def test_sidecar_is_compacted_and_still_right(tmp_path, monkeypatch):
-    from node.log.durable import SIDECAR, SyncLog
+    from faultline.node.log.durable import SIDECAR, SyncLog
 
     monkeypatch.setattr(SyncLog, "COMPACT_AFTER", 20)
     with Wal(tmp_path / "wal", segment_size=400) as w:
@@ -328,8 +328,8 @@ def test_wal_matches_a_model_under_random_operations(tmp_path_factory):
 
 _WRITER = r"""
 import sys, threading
-from node.consensus import Entry
-from node.log import Wal
+from faultline.node.consensus import Entry
+from faultline.node.log import Wal
 w = Wal(sys.argv[1], bugs=set(sys.argv[2:]))
 lock = threading.Lock()
 nxt = [1]
@@ -359,7 +359,7 @@ def test_killed_writer_then_power_loss(tmp_path, bugs):
     d = tmp_path / "wal"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     p = subprocess.Popen([sys.executable, "-c", _WRITER, str(d), *bugs], stdout=subprocess.PIPE, text=True,
-                         cwd=root, env={**os.environ, "PYTHONPATH": root})
+                         cwd=root)
     acked: list[int] = []
     try:
         deadline = time.monotonic() + 30

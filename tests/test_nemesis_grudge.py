@@ -7,7 +7,7 @@ import random
 import networkx as nx
 import pytest
 
-from nemesis import grudge as gr
+from faultline.nemesis import grudge as gr
 
 SIZES = [3, 4, 5, 7, 8]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from controller import testspec
-from controller.runner import run_once
+from faultline.controller import testspec
+from faultline.controller.runner import run_once
 
 ROOT = Path(__file__).resolve().parent.parent
 # slow: the CI chaos suite (campaigns/ci.toml) runs the same two cells on every CI run
@@ -32,7 +32,7 @@ def _run(tmp_path: Path, bugs: list[str], seed: int) -> Any:
     try:
         return run_once(test, tmp_path / "store", install_signals=False)
     finally:
-        subprocess.run([sys.executable, "-m", "controller", "cluster", "down", "--name", name], cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name], cwd=ROOT,
                        capture_output=True, timeout=300)
 
 

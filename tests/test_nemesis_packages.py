@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from controller import generator as gen
-from controller.fake import FakeBackend
-from nemesis import registry
-from nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
-from nemesis.topology import (
+from faultline import gen
+from faultline.controller.fake import FakeBackend
+from faultline.nemesis import registry
+from faultline.nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
+from faultline.nemesis.topology import (
     MasterReplaceLaggingNemesis,
     MasterReplaceNemesis,
     MembershipNemesis,
@@ -248,7 +248,7 @@ def test_single_shapes_are_selectable() -> None:
 
 
 def test_master_migrate_one_to_three_on_the_fake() -> None:
-    from nemesis.topology import MasterMigrateNemesis
+    from faultline.nemesis.topology import MasterMigrateNemesis
 
     b = FakeBackend(seed=2)
     b.up({"masters": 1, "tservers": 3})
@@ -276,7 +276,7 @@ def test_partition_leader_on_tservers_isolates_a_leader_of_this_runs_table(test:
 
 
 def test_learner_partition_adds_a_nonvoter_then_isolates_it_with_the_leader(test: dict) -> None:
-    from nemesis.learner import LearnerPartitionNemesis
+    from faultline.nemesis.learner import LearnerPartitionNemesis
 
     b = test["backend"]
     n = LearnerPartitionNemesis().setup(test)
@@ -346,7 +346,7 @@ class _BlipClient:
 
 @pytest.mark.parametrize("elect_after", [3, None])
 def test_leader_blip_heals_once_a_new_leader_is_elected(test: dict, elect_after: int | None) -> None:
-    from nemesis.blip import LeaderBlipNemesis
+    from faultline.nemesis.blip import LeaderBlipNemesis
 
     b = test["backend"]
     client = _BlipClient(b, elect_after)
@@ -408,7 +408,7 @@ class _StageClient:
 
 @pytest.mark.parametrize("name", ["vote-crash", "figure-8"])
 def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(test: dict, name: str) -> None:
-    from node.server.flags import RuntimeFlags
+    from faultline.node.server.flags import RuntimeFlags
 
     client = _StageClient(test["backend"])
     test.update(connect=lambda: client, state={"tables": ["set-x"]})
@@ -426,7 +426,7 @@ def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(t
 
 
 def test_staged_election_roles_follow_where_the_logs_end(test: dict) -> None:
-    from nemesis.elections import Figure8Nemesis, VoteCrashNemesis
+    from faultline.nemesis.elections import Figure8Nemesis, VoteCrashNemesis
 
     vote = VoteCrashNemesis().setup(test)
     assert vote._roles({"a": (2, 5), "b": (2, 7), "c": (2, 6)}) is None      # candidates must end together
@@ -450,7 +450,7 @@ def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(te
     forced onto its live replicas only when they are no majority and no live server leads it; a leader
     listed on a destroyed server is the masters' stale view; a tablet that cannot be forced is tried a
     bounded number of times."""
-    from nemesis.topology import MajorityLossNemesis
+    from faultline.nemesis.topology import MajorityLossNemesis
 
     b = test["backend"]
 

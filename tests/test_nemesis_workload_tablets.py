@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from nemesis import faults
-from nemesis.base import workload_tablets
+from faultline.nemesis import faults
+from faultline.nemesis.base import workload_tablets
 
 
 class Backend:

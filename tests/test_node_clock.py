@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from node.clock import CLOCK_ENV, Clock, parse_offset
-from node.consensus import MemberType, Peer, RaftConfig
-from node.server.fs import FsLayout
-from node.server.replica import DriverOptions, Replica
-from node.server.storage import ReplicaStorage
-from node.tablet.state import Op, encode_write
+from faultline.node.clock import CLOCK_ENV, Clock, parse_offset
+from faultline.node.consensus import MemberType, Peer, RaftConfig
+from faultline.node.server.fs import FsLayout
+from faultline.node.server.replica import DriverOptions, Replica
+from faultline.node.server.storage import ReplicaStorage
+from faultline.node.tablet.state import Op, encode_write
 
 
 def _write(path: Path, text: str) -> None:
@@ -80,7 +80,7 @@ def test_logging_a_change_reads_the_clock_without_deadlock(tmp_path: Path) -> No
             seen.append(clk.offset())
 
     handler = ReadsTheClock()
-    logger = logging.getLogger("node.clock")
+    logger = logging.getLogger("faultline.node.clock")
     logger.addHandler(handler)
     old_level = logger.level
     logger.setLevel(logging.INFO)
@@ -209,7 +209,7 @@ def test_strobe_never_breaks_the_tick_loop(tmp_path: Path) -> None:
 def test_minicluster_serves_writes_after_a_clock_bump(tmp_path: Path) -> None:
     """One tablet server's clock jumps +5 s (its election timer fires at once), another's goes back 5 s
     (its timers stall): the tablet keeps taking writes and loses none."""
-    from node.testing import MiniCluster
+    from faultline.node.testing import MiniCluster
 
     offsets = {n: tmp_path / f"{n}.clock" for n in ("t1", "t2")}
     with MiniCluster(tmp_path / "c", num_masters=1, num_tservers=3) as c:

@@ -7,16 +7,16 @@ import time
 import grpc
 import pytest
 
-from node.client import (
+from faultline.node.client import (
     AlreadyExistsError,
     IndeterminateError,
     InvalidArgumentError,
     NotFoundError,
     UnavailableError,
 )
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.testing import MiniCluster
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.testing import MiniCluster
 
 
 @pytest.fixture(scope="module")

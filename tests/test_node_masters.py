@@ -11,11 +11,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from node.client import NotFoundError
-from node.protos import common_pb2 as cpb
-from node.protos import common_pb2_grpc as cpbg
-from node.server.rpc import HOSTS_ENV, ChannelPool, split_addr
-from node.testing import MiniCluster, free_port
+from faultline.node.client import NotFoundError
+from faultline.node.protos import common_pb2 as cpb
+from faultline.node.protos import common_pb2_grpc as cpbg
+from faultline.node.server.rpc import HOSTS_ENV, ChannelPool, split_addr
+from faultline.node.testing import MiniCluster, free_port
 
 
 class _Ping(cpbg.GenericServicer):
@@ -174,7 +174,7 @@ def test_migrate_one_master_to_three(tmp_path):
         c.start("m3")
         # tablet servers (still configured with A only) learn the new masters from A's heartbeat
         # answers, and a client configured with A only follows the leader hints
-        from node.client import KuduClient
+        from faultline.node.client import KuduClient
 
         cl = KuduClient([a.advertise], default_timeout_s=30)
         ms = c.wait_for(lambda: (lambda m: m if sum(x.role == "LEADER" for x in m.masters) == 1 else None)(
@@ -288,8 +288,8 @@ def test_a_cut_off_leader_master_does_not_answer_catalog_reads(tmp_path: Path) -
     import os
     import signal
 
-    from node.protos import node_pb2 as pb
-    from node.protos import node_pb2_grpc as pbg
+    from faultline.node.protos import node_pb2 as pb
+    from faultline.node.protos import node_pb2_grpc as pbg
 
     c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1)
     try:

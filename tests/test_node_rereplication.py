@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import shutil
 
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.testing import MiniCluster
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.testing import MiniCluster
 
 
 def _configs(cl, table: str) -> dict[str, list]:

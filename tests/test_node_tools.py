@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from node.client import InvalidArgumentError
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.testing import MiniCluster
+from faultline.node.client import InvalidArgumentError
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.testing import MiniCluster
 
 
 @pytest.fixture(scope="module")
@@ -168,8 +168,8 @@ class _Masters:
     def call(self, addr: str, stub, method: str, req, timeout: float):
         import grpc
 
-        from node.master.catalog import SYS_TABLET
-        from node.protos import common_pb2 as cpb
+        from faultline.node.master.catalog import SYS_TABLET
+        from faultline.node.protos import common_pb2 as cpb
 
         st = self.states[addr]
         if st is None:
@@ -185,7 +185,7 @@ class _Masters:
 
 
 def test_catalog_copy_source_is_the_current_leader_unless_careless() -> None:
-    from node.tool.ops import ToolFailure, _catalog_source
+    from faultline.node.tool.ops import ToolFailure, _catalog_source
 
     lagging = ("u1", "LEADER", 3, 40)      # an old leader, cut off: still believes it leads term 3
     current = ("u2", "LEADER", 4, 90)

@@ -11,20 +11,27 @@ from pathlib import Path
 
 import pytest
 
-from node.consensus import AppendRequest, Entry, EntryType, RaftConfig
-from node.server.codec import decode_message, encode_message
-from node.server.fs import FsError, FsLayout, format_fs, read_uuid
-from node.server.host import COPYING, TOMBSTONED, ReplicaHost, Superblock, read_superblock, write_superblock
-from node.server.replica import DriverOptions
-from node.server.rpc import ChannelPool
-from node.server.values import BadValue, check, partition_of
-from node.tablet.state import Op, TabletState, encode_write
+from faultline.node.consensus import AppendRequest, Entry, EntryType, RaftConfig
+from faultline.node.server.codec import decode_message, encode_message
+from faultline.node.server.fs import FsError, FsLayout, format_fs, read_uuid
+from faultline.node.server.host import (
+    COPYING,
+    TOMBSTONED,
+    ReplicaHost,
+    Superblock,
+    read_superblock,
+    write_superblock,
+)
+from faultline.node.server.replica import DriverOptions
+from faultline.node.server.rpc import ChannelPool
+from faultline.node.server.values import BadValue, check, partition_of
+from faultline.node.tablet.state import Op, TabletState, encode_write
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_node(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node", *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([sys.executable, "-m", "faultline.node", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=ROOT)
 
 
@@ -188,7 +195,7 @@ def test_replica_create_write_restart(tmp_path):
 
 
 def test_data_directory_is_locked_by_a_running_server(tmp_path):
-    from node.testing import MiniCluster
+    from faultline.node.testing import MiniCluster
 
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=1)
     try:
@@ -209,8 +216,8 @@ def test_power_loss_on_every_tablet_server(tmp_path, fsync):
     """Kill every tablet server and cut each data directory back to what reached fsync (node.log's
     power-loss simulation). With fsync on, every acknowledged write survives; with it off, the
     servers still start cleanly (what they lost is for the checkers to find)."""
-    from node.log import cut_to_synced
-    from node.testing import MiniCluster
+    from faultline.node.log import cut_to_synced
+    from faultline.node.testing import MiniCluster
 
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=3, fsync=fsync)
     try:
@@ -237,8 +244,8 @@ def test_power_loss_on_every_tablet_server(tmp_path, fsync):
 def test_answers_to_a_send_ride_back_in_its_ack():
     """While a Send from an address is answered, what the node sends there is kept for the ack; after
     the slot closes, messages go out through the sender queue again."""
-    from node.protos import node_pb2 as pb
-    from node.server.transport import Transport
+    from faultline.node.protos import node_pb2 as pb
+    from faultline.node.server.transport import Transport
 
     t = Transport(ChannelPool(), on_reply=lambda msgs: None)
     try:
@@ -254,9 +261,9 @@ def test_answers_to_a_send_ride_back_in_its_ack():
 
 
 def test_crash_points_fire_on_their_message_and_only_for_their_tablet() -> None:
-    from node.consensus import AppendResponse, VoteResponse
-    from node.server.flags import FlagError, RuntimeFlags
-    from node.server.replica import Replica
+    from faultline.node.consensus import AppendResponse, VoteResponse
+    from faultline.node.server.flags import FlagError, RuntimeFlags
+    from faultline.node.server.replica import Replica
 
     fired: list[str] = []
     r = Replica.__new__(Replica)   # only the crash-point logic: no storage, no driver thread

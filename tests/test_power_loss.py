@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from controller.fake import FakeBackend
-from nemesis import registry
-from nemesis.power import PowerLossNemesis
-from node.server.fs import format_fs, lock_dir
+from faultline.controller.fake import FakeBackend
+from faultline.nemesis import registry
+from faultline.nemesis.power import PowerLossNemesis
+from faultline.node.server.fs import format_fs, lock_dir
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node", "tool", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "faultline.node", "tool", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_cut_tool_refuses_a_locked_directory(tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_cut_tool_on_a_missing_directory_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bugs", [(), ("no-fsync",)], ids=["fsync", "no-fsync"])
 def test_power_cut_of_every_replica_on_loopback(tmp_path: Path, bugs: tuple[str, ...]) -> None:
-    from node.testing import MiniCluster
+    from faultline.node.testing import MiniCluster
 
     with MiniCluster(tmp_path / "c", num_masters=1, num_tservers=3, fsync="always", bugs=bugs) as c:
         c.start_all()
@@ -146,10 +146,10 @@ def test_power_loss_is_a_registered_package() -> None:
 def test_power_loss_on_docker(bugs: list[str]) -> None:
     """1 master + 3 tablet servers; 30 acknowledged rows in a three-replica tablet; the nemesis cuts
     power to all three replicas' servers at once: with `no-fsync` rows are lost, with fsync none."""
-    from cluster.base import ClusterSpec
-    from cluster.docker_backend import DockerBackend
-    from cluster.image import ensure_image
-    from node.client.client import KuduClient
+    from faultline.cluster.base import ClusterSpec
+    from faultline.cluster.docker_backend import DockerBackend
+    from faultline.cluster.image import ensure_image
+    from faultline.node.client.client import KuduClient
 
     t0 = time.monotonic()
     b = DockerBackend(ClusterSpec.from_mapping({"name": f"tpl-{secrets.token_hex(3)}", "masters": 1,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from results.synth import synth_store
+from faultline.results.synth import synth_store
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "analyze.ipynb"
 
@@ -21,7 +20,6 @@ def test_analyze_notebook_runs_headless(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("FAULTLINE_STORE", str(store))
     monkeypatch.setenv("FAULTLINE_MASTER", "local[1]")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(NOTEBOOK.parent.parent), os.environ.get("PYTHONPATH", "")]))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False,
                             resources={"metadata": {"path": str(NOTEBOOK.parent)}})

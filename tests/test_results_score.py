@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from checkers.linearizability import check
-from results import parquet
-from results.spark import score, score_pandas
-from results.store import Store
-from results.synth import synth_store
+from faultline.checkers.linearizability import check
+from faultline.results import parquet
+from faultline.results.spark import score, score_pandas
+from faultline.results.store import Store
+from faultline.results.synth import synth_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,8 +123,8 @@ def test_scorecard_outputs(scored: tuple) -> None:
 
 
 def test_score_cli_errors_and_pandas_engine(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cli = [sys.executable, "-m", "controller", "score"]
+    env = dict(os.environ)
+    cli = [sys.executable, "-m", "faultline", "score"]
     missing = subprocess.run([*cli, str(tmp_path / "nope")], capture_output=True, text=True, env=env, timeout=60)
     assert missing.returncode == 254 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
     bad = subprocess.run([*cli, str(tmp_path), "--master", "mesos://x"], capture_output=True, text=True, env=env,

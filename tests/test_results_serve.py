@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from results.serve import make_server
-from results.store import Store
-from results.synth import synth_store
+from faultline.results.serve import make_server
+from faultline.results.store import Store
+from faultline.results.synth import synth_store
 
 EVIL = "<img src=x onerror=alert(1)>"
 

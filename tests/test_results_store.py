@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from results import metrics, parquet
-from results.store import STAMP_RE, RunDir, Store, StoreError, open_run
-from results.synth import synth_run, synth_store
+from faultline.results import metrics, parquet
+from faultline.results.store import STAMP_RE, RunDir, Store, StoreError, open_run
+from faultline.results.synth import synth_run, synth_store
 
 TEST = {"workload": "register", "nemesis": ["partition", "kill"], "bugs": ["stale-leader-reads"], "seed": 42,
         "time_limit": 10, "concurrency": 3, "cluster": "local", "masters": 3, "tservers": 3,
@@ -161,7 +161,7 @@ def _check_format(history: list[dict]) -> None:
 def test_synth_history_is_well_formed_and_linearizable_unless_injected() -> None:
     import random
 
-    from checkers.linearizability import check
+    from faultline.checkers.linearizability import check
 
     clean, injected, kinds = synth_run(random.Random(7), 1500, concurrency=4, keys=3, nemesis=["partition", "kill"])
     _check_format(clean)
@@ -228,11 +228,11 @@ def test_run_metrics_outages_and_recovery() -> None:
 
 
 def test_synth_cli(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    out = subprocess.run([sys.executable, "-m", "controller", "synth", str(tmp_path / "s"), "--runs", "3", "--ops",
+    env = dict(os.environ)
+    out = subprocess.run([sys.executable, "-m", "faultline", "synth", str(tmp_path / "s"), "--runs", "3", "--ops",
                           "50", "--seed", "1"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "3/3 runs" in out.stderr and len(Store(tmp_path / "s").runs()) == 3
-    bad = subprocess.run([sys.executable, "-m", "controller", "synth", str(tmp_path / "s"), "--runs", "0", "--ops",
+    bad = subprocess.run([sys.executable, "-m", "faultline", "synth", str(tmp_path / "s"), "--runs", "0", "--ops",
                           "5"], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 254 and "must be >= 1" in bad.stderr

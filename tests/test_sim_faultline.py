@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from controller.cli import main
-from node.consensus.sim import SimOptions, Simulation, simulate
+from faultline.controller.cli import main
+from faultline.node.consensus.sim import SimOptions, Simulation, simulate
 
 
 def test_clean_seeds_pass(capsys):
@@ -42,7 +42,7 @@ def test_same_seed_same_run_across_processes():
     outs = []
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        p = subprocess.run([sys.executable, "-m", "controller", "sim", "--seeds", "3", "--seed", "40", "--json"],
+        p = subprocess.run([sys.executable, "-m", "faultline", "sim", "--seeds", "3", "--seed", "40", "--json"],
                            capture_output=True, text=True, env=env, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
         summary = json.loads(p.stdout)
         outs.append((summary["ticks"], summary["messages"], summary["failures"]))

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from controller import generator as gen
-from controller import testspec
-from controller.fake import FakeBackend, FakeIndeterminate, FakeUnavailable
-from controller.runner import run_test
-from nemesis.registry import compose
-from workloads import common
-from workloads.registry import WORKLOADS
-from workloads.registry import get as get_workload
+from faultline import gen
+from faultline.controller import testspec
+from faultline.controller.fake import FakeBackend, FakeIndeterminate, FakeUnavailable
+from faultline.controller.runner import run_test
+from faultline.nemesis.registry import compose
+from faultline.workloads import common
+from faultline.workloads.registry import WORKLOADS
+from faultline.workloads.registry import get as get_workload
 
 
 @pytest.fixture()

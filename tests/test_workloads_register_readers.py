@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import collections
 
-from controller import generator as gen
-from workloads.common import KVClient
-from workloads.register import workload
+from faultline import gen
+from faultline.workloads.common import KVClient
+from faultline.workloads.register import workload
 
 
 def _history(opts: dict, seed: int = 3) -> list[dict]:

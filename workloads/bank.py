@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller import generator as gen
-from workloads.common import KVClient, LazyChecker, Op, connect
+from faultline import gen
+from faultline.workloads.common import KVClient, LazyChecker, Op, connect
 
 
 class BankClient(KVClient):
@@ -87,5 +87,5 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
         "client": BankClient(accounts=accounts, total=total),
         "generator": g,
         "final_generator": gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
-        "checker": LazyChecker("checkers.bank", "BankChecker", total=total, accounts=accounts),
+        "checker": LazyChecker("faultline.checkers.bank", "BankChecker", total=total, accounts=accounts),
     }

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller import generator as gen
-from workloads.common import KVClient, LazyChecker, Op, run_name
+from faultline import gen
+from faultline.workloads.common import KVClient, LazyChecker, Op, run_name
 
 
 class CatalogClient(KVClient):
@@ -74,7 +74,7 @@ class CatalogClient(KVClient):
             return {"role": st.role, "term": int(st.term), "last_index": int(st.last_index),
                     "commit_index": int(st.commit_index)}
 
-        from node.client import catalog_lags
+        from faultline.node.client import catalog_lags
 
         answers = {addr: ask(addr) for addr in self.conn.masters}
         problems = [f"{a}: {error}" for a, (_, error) in answers.items() if error is not None]
@@ -129,7 +129,7 @@ class CatalogOps(gen.Gen):
             o = {"f": "describe-table", "value": {"table": f"t{ctx.rng.randrange(self.created)}"}}
         else:
             o = {"f": "list-tables", "value": None}
-        return gen._fill(o, ctx, thread), nxt
+        return gen.invocation(o, ctx, thread), nxt
 
 
 def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -143,5 +143,5 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "locate-tables", "value": None})), attempts=30),
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "list-tables", "value": None})), attempts=30),
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "master-replicas", "value": None})), attempts=30)),
-        "checker": LazyChecker("checkers.catalog", "CatalogChecker"),
+        "checker": LazyChecker("faultline.checkers.catalog", "CatalogChecker"),
     }

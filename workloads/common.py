@@ -19,7 +19,7 @@ Op = dict[str, Any]
 def _client_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """(indeterminate, definite) error types of the node client."""
     try:
-        from node.client import (
+        from faultline.node.client import (
             AlreadyExistsError,
             IndeterminateError,
             InvalidArgumentError,

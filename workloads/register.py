@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller import generator as gen
-from workloads.common import KVClient, LazyChecker, Op
+from faultline import gen
+from faultline.workloads.common import KVClient, LazyChecker, Op
 
 
 class RegisterClient(KVClient):
@@ -74,5 +74,5 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
         "client": RegisterClient(),
         "generator": g,
         "final_generator": None,
-        "checker": LazyChecker("checkers.linearizability", "Linearizable", model="cas-register"),
+        "checker": LazyChecker("faultline.checkers.linearizability", "Linearizable", model="cas-register"),
     }

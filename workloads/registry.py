@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 WORKLOADS: dict[str, str] = {
-    "register": "workloads.register",
-    "set": "workloads.set",
-    "bank": "workloads.bank",
-    "catalog": "workloads.catalog",
+    "register": "faultline.workloads.register",
+    "set": "faultline.workloads.set",
+    "bank": "faultline.workloads.bank",
+    "catalog": "faultline.workloads.catalog",
 }
 
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller import generator as gen
-from workloads.common import KVClient, LazyChecker, Op
+from faultline import gen
+from faultline.workloads.common import KVClient, LazyChecker, Op
 
 
 class SetClient(KVClient):
@@ -42,7 +42,7 @@ class UniqueAdds(gen.Gen):
         thread = ctx.some_free_thread()
         if thread is None:
             return gen.PENDING, self
-        return gen._fill({"f": "add", "value": self.next}, ctx, thread), replace(self, next=self.next + 1)
+        return gen.invocation({"f": "add", "value": self.next}, ctx, thread), replace(self, next=self.next + 1)
 
 
 def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -54,5 +54,5 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
         "client": SetClient(),
         "generator": g,
         "final_generator": gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
-        "checker": LazyChecker("checkers.set", "SetChecker"),
+        "checker": LazyChecker("faultline.checkers.set", "SetChecker"),
     }

@@ -20,8 +20,8 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from controller.errors import UsageError, exit_code_for
-    from controller.runner import reanalyze
+    from faultline.controller.errors import UsageError, exit_code_for
+    from faultline.controller.runner import reanalyze
 
     path = Path(args.run_dir)
     if not (path / "test.json").is_file():
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         json.loads((path / "test.json").read_text())
     except ValueError as exc:
         raise UsageError(f"{path}/test.json is not valid JSON: {exc}") from None
-    from checkers.history import HistoryFormatError
+    from faultline.checkers.history import HistoryFormatError
 
     try:
         results = reanalyze(path)

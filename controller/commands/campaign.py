@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _seeds(text: str) -> list[int]:
-    from controller.errors import UsageError
+    from faultline.controller.errors import UsageError
 
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from controller import campaign as cp
-    from controller.runner import run_once
+    from faultline.controller import campaign as cp
+    from faultline.controller.runner import run_once
 
     console = Console(stderr=True, quiet=False)
     camp = cp.load(args.campaign, args.store)
@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
     score_dir = None
     if not args.no_score:
-        from results.spark import score
-        from results.spark_session import get_session
+        from faultline.results.spark import score
+        from faultline.results.spark_session import get_session
 
         console.print(f"scoring {camp.store} on Spark ({args.master})")
         spark = get_session(args.master, app_name=f"faultline-campaign-{camp.name}")

@@ -21,9 +21,9 @@ SEMANTICS_HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from checkers.history import FORMATS
-    from checkers.models import MODELS
-    from checkers.registry import CHECKERS
+    from faultline.checkers.history import FORMATS
+    from faultline.checkers.models import MODELS
+    from faultline.checkers.registry import CHECKERS
 
     p.add_argument("histories", nargs="+", metavar="HISTORY", help="history files to check")
     p.add_argument("--model", choices=sorted(MODELS), help="the sequential model (default: what the format implies, "
@@ -46,11 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     import time
 
-    from checkers import history as hist
+    from faultline.checkers import history as hist
 
     loaded = hist.load(path, args.format)
     if args.checker == "linearizable":
-        from checkers import linearizability
+        from faultline.checkers import linearizability
 
         model = args.model or loaded.model or "cas-register"
         semantics = args.semantics or loaded.semantics
@@ -62,7 +62,7 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
                "elapsed_s": res["elapsed_s"]}
         out["evidence"] = {k: v for k, v in res.items() if k not in ("valid", "model", "ops", "elapsed_s")}
     else:
-        from checkers.registry import make
+        from faultline.checkers.registry import make
 
         checker = make(args.checker)
         start = time.monotonic()
@@ -76,7 +76,7 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     if args.html and out["valid"] is False:
         from pathlib import Path
 
-        from checkers.counterexample import render_html
+        from faultline.checkers.counterexample import render_html
 
         dest = Path(args.html) / (Path(path).name + ".html")
         render_html(res, loaded.ops, dest)
@@ -89,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import warnings
 
-    from checkers.api import merge_valid
-    from checkers.history import HistoryFormatError
-    from controller.errors import EXIT_BAD_INPUT, UsageError, exit_code_for
+    from faultline.checkers.api import merge_valid
+    from faultline.checkers.history import HistoryFormatError
+    from faultline.controller.errors import EXIT_BAD_INPUT, UsageError, exit_code_for
 
     init = None
     if args.init is not None:
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.time_limit is not None and args.time_limit <= 0:
         raise UsageError("--time-limit must be positive")
     if args.engine == "c":
-        from checkers import linearizability
+        from faultline.checkers import linearizability
 
         if linearizability._wgl is None:
             raise UsageError("--engine c: the compiled core is not built (pip install -e . with a C compiler)")

@@ -70,8 +70,8 @@ def _err(msg: str) -> None:
 
 def _find(args: argparse.Namespace):
     """The (kind, name) the user means: explicit flags, or the only cluster that is up."""
-    from cluster.backends import KINDS, list_clusters
-    from controller.errors import UsageError
+    from faultline.cluster.backends import KINDS, list_clusters
+    from faultline.controller.errors import UsageError
 
     kinds = (args.cluster,) if args.cluster else KINDS
     found = list_clusters(kinds)
@@ -87,8 +87,8 @@ def _find(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from cluster.base import ClusterError
-    from controller.errors import UsageError
+    from faultline.cluster.base import ClusterError
+    from faultline.controller.errors import UsageError
 
     try:
         return _dispatch(args)
@@ -97,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from cluster.backends import attach, make_backend, remove_everything
-    from controller.errors import UsageError
+    from faultline.cluster.backends import attach, make_backend, remove_everything
+    from faultline.controller.errors import UsageError
 
     if args.action == "image":
-        from cluster.image import ImageBuildError, build_image
+        from faultline.cluster.image import ImageBuildError, build_image
 
         try:
             rep = build_image(args.rebuild, log=_err)
@@ -115,7 +115,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if kind == "ssh" and not args.hosts:
             raise UsageError("--cluster ssh needs --hosts FILE")
         if args.inject_bug:
-            from node import bugs
+            from faultline.node import bugs
 
             try:
                 bugs.validate(args.inject_bug)
@@ -197,7 +197,7 @@ def _interactive(backend, node: str) -> int:
     import os
     import shutil
 
-    from controller.errors import UsageError
+    from faultline.controller.errors import UsageError
 
     info = backend.info[node]
     if backend.kind == "docker":

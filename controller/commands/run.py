@@ -16,9 +16,9 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from nemesis.registry import NEMESES
-    from node.bugs import BUGS
-    from workloads.registry import WORKLOADS
+    from faultline.nemesis.registry import NEMESES
+    from faultline.node.bugs import BUGS
+    from faultline.workloads.registry import WORKLOADS
 
     p.add_argument("--workload", "-w", default="register", metavar="NAME",
                    help=f"what the clients do: {', '.join(WORKLOADS)} (default register)")
@@ -57,14 +57,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller import testspec
-    from controller.errors import UsageError, exit_code_for
-    from controller.runner import run_once
+    from faultline.controller import testspec
+    from faultline.controller.errors import UsageError, exit_code_for
+    from faultline.controller.runner import run_once
 
     opts: dict[str, Any] = vars(args)
     test = testspec.build_test(opts)
     try:
-        from results.store import Store
+        from faultline.results.store import Store
 
         Store(args.store)
     except Exception as exc:
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         print(summary(out, one), flush=True)
         if out.cut_short and "interrupted" in out.cut_short:
             break
-    from checkers.api import merge_valid
+    from faultline.checkers.api import merge_valid
 
     code = exit_code_for(merge_valid(verdicts))
     # A run cut short cannot vouch for a valid verdict: its history is partial.

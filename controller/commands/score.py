@@ -7,7 +7,7 @@ import re
 import sys
 import time
 
-from controller.errors import UsageError, exit_code_for
+from faultline.controller.errors import UsageError, exit_code_for
 
 HELP = "score every run in a store on Spark: metrics, verdicts, a per-(workload, nemesis, bug) scorecard"
 DESCRIPTION = (
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from results.store import StoreError
+    from faultline.results.store import StoreError
 
     store = Path(args.store)
     if not store.exists():
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"bad --master {args.master!r}: use local[*], local[N] or spark://HOST:PORT")
     if args.time_limit is not None and args.time_limit <= 0:
         raise UsageError("--time-limit must be positive")
-    from results.store import Store
+    from faultline.results.store import Store
 
     if next(Store(store, create=False).run_dirs(), None) is None:
         raise UsageError(f"store {store} has no runs (expected STORE/<test-name>/<stamp>/ directories)")
@@ -64,12 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.engine == "pandas":
-            from results.spark import score_pandas
+            from faultline.results.spark import score_pandas
 
             result = score_pandas(store, args.out, time_limit=args.time_limit, progress=progress)
         else:
-            from results.spark import score
-            from results.spark_session import get_session
+            from faultline.results.spark import score
+            from faultline.results.spark_session import get_session
 
             progress(f"starting Spark ({args.master})")
             spark = get_session(args.master, app_name="faultline-score")

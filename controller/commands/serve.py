@@ -6,7 +6,7 @@ import argparse
 import ipaddress
 import sys
 
-from controller.errors import UsageError
+from faultline.controller.errors import UsageError
 
 HELP = "browse a store in a web browser: runs, verdicts, reports, plots, files, zip downloads"
 DESCRIPTION = (
@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from results.serve import make_server
-    from results.store import StoreError
+    from faultline.results.serve import make_server
+    from faultline.results.store import StoreError
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"bad port {args.port}")

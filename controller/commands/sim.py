@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from controller.errors import EXIT_INVALID, EXIT_VALID, UsageError
+from faultline.controller.errors import EXIT_INVALID, EXIT_VALID, UsageError
 
 HELP = "deterministic simulation of the Raft core: faults, invariants after every step, liveness"
 DESCRIPTION = (
@@ -35,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from node.bugs import validate
-    from node.consensus.core import CORE_BUGS
-    from node.consensus.sim import SimOptions, simulate
+    from faultline.node.bugs import validate
+    from faultline.node.consensus.core import CORE_BUGS
+    from faultline.node.consensus.sim import SimOptions, simulate
 
     try:
         bugs = frozenset(validate(args.inject_bug))

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from controller.errors import UsageError
+from faultline.controller.errors import UsageError
 
 HELP = "write synthetic runs (clients, faults, optional injected anomalies) into a store"
 DESCRIPTION = (
@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from results.store import StoreError
-    from results.synth import synth_store
+    from faultline.results.store import StoreError
+    from faultline.results.synth import synth_store
 
     started = time.monotonic()
     tty = sys.stderr.isatty()

@@ -1,6 +1,6 @@
 """The store's client library: `KuduClient` and its errors (see docs/node.md)."""
 
-from node.client.client import (
+from faultline.node.client.client import (
     AlreadyExistsError,
     IndeterminateError,
     InvalidArgumentError,

@@ -24,12 +24,12 @@ from typing import Any
 
 import grpc
 
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.server.rpc import ChannelPool, resolve_host, split_addr
-from node.server.values import BadValue, Scalar, check, from_pb, partition_of, sort_key, to_pb
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.server.rpc import ChannelPool, resolve_host, split_addr
+from faultline.node.server.values import BadValue, Scalar, check, from_pb, partition_of, sort_key, to_pb
 
-log = logging.getLogger("node.client")
+log = logging.getLogger("faultline.node.client")
 
 
 class KuduError(Exception):

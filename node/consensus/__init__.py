@@ -1,7 +1,7 @@
 """The Raft core as a pure state machine; the public API is documented in docs/consensus.md."""
 
-from node.consensus.core import CORE_BUGS, ConsensusInvariantError, Progress, RaftCore
-from node.consensus.types import (
+from faultline.node.consensus.core import CORE_BUGS, ConsensusInvariantError, Progress, RaftCore
+from faultline.node.consensus.types import (
     AppendRequest,
     AppendResponse,
     ChangeType,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from node.consensus.types import (
+from faultline.node.consensus.types import (
     AppendRequest,
     AppendResponse,
     ChangeType,

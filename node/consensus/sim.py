@@ -28,8 +28,8 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from node.consensus.core import ConsensusInvariantError, RaftCore
-from node.consensus.types import (
+from faultline.node.consensus.core import ConsensusInvariantError, RaftCore
+from faultline.node.consensus.types import (
     AppendRequest,
     ChangeType,
     ConfigChange,

@@ -1,9 +1,9 @@
 """The write-ahead log, consensus metadata, and simulated power loss (docs/consensus.md)."""
 
-from node.log.cmeta import CmetaCorruption, ConsensusMetadata
-from node.log.durable import atomic_write, fsync_dir, note_synced
-from node.log.power_loss import CutReport, cut_to_synced
-from node.log.wal import RecoveryReport, Wal, WalClosed, WalCorruption, WalStats, encode_entry
+from faultline.node.log.cmeta import CmetaCorruption, ConsensusMetadata
+from faultline.node.log.durable import atomic_write, fsync_dir, note_synced
+from faultline.node.log.power_loss import CutReport, cut_to_synced
+from faultline.node.log.wal import RecoveryReport, Wal, WalClosed, WalCorruption, WalStats, encode_entry
 
 __all__ = [
     "CmetaCorruption", "ConsensusMetadata", "CutReport", "RecoveryReport", "Wal", "WalClosed", "WalCorruption",

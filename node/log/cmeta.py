@@ -12,8 +12,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.consensus.types import HardState, MemberType, Peer, RaftConfig
-from node.log.durable import atomic_write
+from faultline.node.consensus.types import HardState, MemberType, Peer, RaftConfig
+from faultline.node.log.durable import atomic_write
 
 MAGIC = b"FLCMETA1\n"
 

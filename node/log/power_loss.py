@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.log.durable import SIDECAR
+from faultline.node.log.durable import SIDECAR
 
 
 @dataclass

@@ -30,9 +30,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.consensus.types import Entry, EntryType
-from node.log.cmeta import config_from_json, config_to_json
-from node.log.durable import SIDECAR, SyncLog, fsync_dir
+from faultline.node.consensus.types import Entry, EntryType
+from faultline.node.log.cmeta import config_from_json, config_to_json
+from faultline.node.log.durable import SIDECAR, SyncLog, fsync_dir
 
 log = logging.getLogger("faultline.wal")
 

@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from node.tablet.state import CAS, PUT, Op
+from faultline.node.tablet.state import CAS, PUT, Op
 
 SYS_TABLET = "0" * 32
 RUNNING, CREATING, DELETED = "RUNNING", "CREATING", "DELETED"

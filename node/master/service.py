@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from node.clock import clock
-from node.consensus import (
+from faultline.node.clock import clock
+from faultline.node.consensus import (
     ChangeType,
     ConfigChange,
     ErrorCode,
@@ -32,7 +32,7 @@ from node.consensus import (
     RaftConfig,
     RaftError,
 )
-from node.master.catalog import (
+from faultline.node.master.catalog import (
     CREATING,
     DELETED,
     RUNNING,
@@ -44,16 +44,16 @@ from node.master.catalog import (
     table_key,
     tablet_key,
 )
-from node.protos import common_pb2 as cpb
-from node.protos import common_pb2_grpc as cpbg
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.server.codec import config_from_dict, config_to_dict
-from node.server.host import ReplicaHost, abort_not_leader
-from node.server.replica import Indeterminate, Replica, config_from_pb, config_to_pb
-from node.tablet.state import CAS, Op, encode_write
+from faultline.node.protos import common_pb2 as cpb
+from faultline.node.protos import common_pb2_grpc as cpbg
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.server.codec import config_from_dict, config_to_dict
+from faultline.node.server.host import ReplicaHost, abort_not_leader
+from faultline.node.server.replica import Indeterminate, Replica, config_from_pb, config_to_pb
+from faultline.node.tablet.state import CAS, Op, encode_write
 
-log = logging.getLogger("node.master")
+log = logging.getLogger("faultline.node.master")
 
 MAX_TABLETS = 256
 MAX_NAME = 256

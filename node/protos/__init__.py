@@ -5,11 +5,11 @@ than their .proto are regenerated on import (needs grpcio-tools); an installed
 wheel already carries them.
 """
 
-from node.protos._compile import stale_protos
+from faultline.node.protos._compile import stale_protos
 
 if stale_protos():
     try:
-        from node.protos._compile import compile_protos
+        from faultline.node.protos._compile import compile_protos
 
         compile_protos(only_stale=True)
     except ImportError as exc:  # grpcio-tools absent: an installed wheel ships the stubs

@@ -1,16 +1,23 @@
 """Compile the .proto files beside this module into Python gRPC stubs.
 
 Used by the package build (setup.py) and, for source checkouts and editable
-installs, on import of `node.protos` when a stub is missing or older than its
-.proto. Generated files are never edited or committed.
+installs, on import of `faultline.node.protos` when a stub is missing or older
+than its .proto. Generated files are never edited or committed.
+
+The stubs import each other as `faultline.node.protos...`, but in the checkout
+the package `faultline` is the repository root itself: protoc is pointed at a
+temporary folder in which a link named `faultline` leads to the root, so the
+import paths it writes are the installed ones.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
 ROOT = PROTO_DIR.parent.parent
+PACKAGE = "faultline"
 
 
 def stale_protos(root: Path = ROOT) -> list[Path]:
@@ -29,15 +36,18 @@ def compile_protos(root: Path = ROOT, only_stale: bool = False) -> list[str]:
     import grpc_tools
     from grpc_tools import protoc
 
+    root = Path(root).resolve()
     protos = stale_protos(root) if only_stale else sorted((root / "node" / "protos").glob("*.proto"))
-    rel = [str(p.relative_to(root)) for p in protos]
+    rel = [f"{PACKAGE}/{p.relative_to(root)}" for p in protos]
     if not rel:
         return []
     include = str(Path(grpc_tools.__file__).parent / "_proto")
-    args = ["grpc_tools.protoc", f"-I{root}", f"-I{include}",
-            f"--python_out={root}", f"--pyi_out={root}", f"--grpc_python_out={root}", *rel]
-    if protoc.main(args) != 0:
-        raise RuntimeError(f"protoc failed on {rel}")
+    with tempfile.TemporaryDirectory(prefix="faultline-protoc-") as tmp:
+        (Path(tmp) / PACKAGE).symlink_to(root, target_is_directory=True)
+        args = ["grpc_tools.protoc", f"-I{tmp}", f"-I{include}",
+                f"--python_out={tmp}", f"--pyi_out={tmp}", f"--grpc_python_out={tmp}", *rel]
+        if protoc.main(args) != 0:
+            raise RuntimeError(f"protoc failed on {rel}")
     return rel
 
 

@@ -10,7 +10,7 @@ import base64
 import json
 from typing import Any
 
-from node.consensus import (
+from faultline.node.consensus import (
     AppendRequest,
     AppendResponse,
     Entry,

@@ -19,7 +19,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.clock import wall
+from faultline.node.clock import wall
 
 UUID_RE = re.compile(r"^[0-9a-f]{32}$")
 
@@ -98,9 +98,9 @@ def read_uuid(root: str | Path) -> str:
     """The uuid of a formatted data directory, or FsError saying what is wrong with it."""
     layout = FsLayout(Path(root))
     if not layout.root.is_dir():
-        raise FsError(f"data directory {root} does not exist; run `python -m node tool fs format --fs-dir {root}`")
+        raise FsError(f"data directory {root} does not exist; run `python -m faultline.node tool fs format --fs-dir {root}`")
     if not layout.instance.exists():
-        raise FsError(f"data directory {root} is not formatted; run `python -m node tool fs format --fs-dir {root}`")
+        raise FsError(f"data directory {root} is not formatted; run `python -m faultline.node tool fs format --fs-dir {root}`")
     try:
         data = json.loads(layout.instance.read_bytes())
         u = data["uuid"]

@@ -21,8 +21,8 @@ from typing import Any
 
 import grpc
 
-from node.clock import clock
-from node.consensus import (
+from faultline.node.clock import clock
+from faultline.node.consensus import (
     ChangeType,
     ConfigChange,
     ErrorCode,
@@ -33,17 +33,17 @@ from node.consensus import (
     RaftConfig,
     RaftError,
 )
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.server.codec import config_from_dict, config_to_dict, decode_entry, encode_entry
-from node.server.flags import FlagError, RuntimeFlags
-from node.server.fs import FsLayout, atomic_write
-from node.server.replica import DriverOptions, Indeterminate, Replica, config_from_pb, config_to_pb
-from node.server.rpc import ChannelPool
-from node.server.storage import ReplicaStorage
-from node.server.transport import Transport
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.server.codec import config_from_dict, config_to_dict, decode_entry, encode_entry
+from faultline.node.server.flags import FlagError, RuntimeFlags
+from faultline.node.server.fs import FsLayout, atomic_write
+from faultline.node.server.replica import DriverOptions, Indeterminate, Replica, config_from_pb, config_to_pb
+from faultline.node.server.rpc import ChannelPool
+from faultline.node.server.storage import ReplicaStorage
+from faultline.node.server.transport import Transport
 
-log = logging.getLogger("node.host")
+log = logging.getLogger("faultline.node.host")
 
 RUNNING, TOMBSTONED, COPYING = "RUNNING", "TOMBSTONED", "COPYING"
 COPY_SESSION_TTL_S = 120.0

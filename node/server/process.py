@@ -9,17 +9,17 @@ import socket
 import threading
 import time
 
-from node.log import CmetaCorruption, WalCorruption
-from node.protos import common_pb2 as cpb
-from node.protos import common_pb2_grpc as cpbg
-from node.protos import node_pb2_grpc as pbg
-from node.server import profiling
-from node.server.fs import FsError, FsLayout, lock_dir, read_uuid
-from node.server.host import ConsensusService, ReplicaHost
-from node.server.replica import DriverOptions
-from node.server.rpc import ChannelPool, make_server, split_addr
+from faultline.node.log import CmetaCorruption, WalCorruption
+from faultline.node.protos import common_pb2 as cpb
+from faultline.node.protos import common_pb2_grpc as cpbg
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.server import profiling
+from faultline.node.server.fs import FsError, FsLayout, lock_dir, read_uuid
+from faultline.node.server.host import ConsensusService, ReplicaHost
+from faultline.node.server.replica import DriverOptions
+from faultline.node.server.rpc import ChannelPool, make_server, split_addr
 
-log = logging.getLogger("node.process")
+log = logging.getLogger("faultline.node.process")
 
 
 class StartupError(Exception):
@@ -107,15 +107,15 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
     stop_ev = threading.Event()
     extra_stop = []
     if kind == "tserver":
-        from node.tserver.heartbeat import Heartbeater
-        from node.tserver.service import TabletServerService
+        from faultline.node.tserver.heartbeat import Heartbeater
+        from faultline.node.tserver.service import TabletServerService
 
         pbg.add_TabletServerServicer_to_server(TabletServerService(host, bugs), server)
         hb = Heartbeater(host, masters, args.heartbeat_interval_ms / 1000, bugs)
         extra_stop.append(hb.stop)
         starters = [hb.start]
     else:
-        from node.master.service import MasterServer
+        from faultline.node.master.service import MasterServer
 
         try:
             ms = MasterServer(host, masters, args, bugs)

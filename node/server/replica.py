@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from node.clock import Clock, clock
-from node.consensus import (
+from faultline.node.clock import Clock, clock
+from faultline.node.consensus import (
     AppendRequest,
     AppendResponse,
     ConfigChange,
@@ -36,13 +36,13 @@ from node.consensus import (
     Role,
     VoteResponse,
 )
-from node.protos import node_pb2 as pb
-from node.server.codec import decode_message, encode_message
-from node.server.flags import RuntimeFlags
-from node.server.storage import ReplicaStorage
-from node.tablet.state import OpResult, TabletState
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.server.codec import decode_message, encode_message
+from faultline.node.server.flags import RuntimeFlags
+from faultline.node.server.storage import ReplicaStorage
+from faultline.node.tablet.state import OpResult, TabletState
 
-log = logging.getLogger("node.replica")
+log = logging.getLogger("faultline.node.replica")
 
 
 class Indeterminate(Exception):
@@ -486,7 +486,7 @@ def config_to_pb(c: RaftConfig) -> pb.RaftConfig:
 
 
 def config_from_pb(c: pb.RaftConfig) -> RaftConfig:
-    from node.consensus import MemberType, Peer
+    from faultline.node.consensus import MemberType, Peer
 
     return RaftConfig(tuple(Peer(p.uuid, p.addr, MemberType.VOTER if p.voter else MemberType.NON_VOTER,
                                  p.promote) for p in c.peers), c.index)

@@ -24,7 +24,7 @@ from concurrent import futures
 
 import grpc
 
-log = logging.getLogger("node.rpc")
+log = logging.getLogger("faultline.node.rpc")
 
 REREOLVE_INTERVAL_S = 0.5
 CHANNEL_OPTIONS = [

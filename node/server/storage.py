@@ -16,12 +16,12 @@ import logging
 import os
 import shutil
 
-from node.consensus import Entry, HardState, PersistentState, RaftConfig, Ready
-from node.log import CmetaCorruption, ConsensusMetadata, Wal, WalCorruption, atomic_write
-from node.log.durable import note_removed
-from node.server.fs import FsLayout
+from faultline.node.consensus import Entry, HardState, PersistentState, RaftConfig, Ready
+from faultline.node.log import CmetaCorruption, ConsensusMetadata, Wal, WalCorruption, atomic_write
+from faultline.node.log.durable import note_removed
+from faultline.node.server.fs import FsLayout
 
-log = logging.getLogger("node.storage")
+log = logging.getLogger("faultline.node.storage")
 
 __all__ = ["CmetaCorruption", "ReplicaStorage", "WalCorruption"]
 

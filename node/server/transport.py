@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.server.rpc import ChannelPool
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.server.rpc import ChannelPool
 
-log = logging.getLogger("node.transport")
+log = logging.getLogger("faultline.node.transport")
 
 MAX_QUEUE = 4000
 MAX_BATCH = 256

@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2 as pb
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 MAX_STRING = 64 * 1024

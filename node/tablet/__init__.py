@@ -1,5 +1,5 @@
 """A tablet replica's key-value state machine, applied from committed log entries."""
 
-from node.tablet.state import Op, OpResult, TabletState, decode_entry, encode_write
+from faultline.node.tablet.state import Op, OpResult, TabletState, decode_entry, encode_write
 
 __all__ = ["Op", "OpResult", "TabletState", "decode_entry", "encode_write"]

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from node.server.values import Scalar, decode_key, encode_key, sort_key
+from faultline.node.server.values import Scalar, decode_key, encode_key, sort_key
 
 PUT, DELETE, CAS = "put", "delete", "cas"
 

@@ -1,1 +1,1 @@
-"""Admin tools named after Kudu's: `python -m node tool ...` (see docs/node.md)."""
+"""Admin tools named after Kudu's: `python -m faultline.node tool ...` (see docs/node.md)."""

@@ -1,4 +1,4 @@
-"""`python -m node tool ...`: admin tools named after Kudu's.
+"""`python -m faultline.node tool ...`: admin tools named after Kudu's.
 
 Misuse prints usage and exits 2; an operation that fails prints one `error:` line and exits 1.
 Tools that write a cmeta write it atomically, so a failing tool never leaves half a file.
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import grpc
 
-from node.tool import ops
+from faultline.node.tool import ops
 
 
 def _masters(p: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def _masters(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m node tool", description=__doc__.splitlines()[0])
+    top = argparse.ArgumentParser(prog="python -m faultline.node tool", description=__doc__.splitlines()[0])
     groups = top.add_subparsers(dest="group", required=True, metavar="GROUP")
 
     fs = groups.add_parser("fs", help="data directories").add_subparsers(dest="action", required=True)

@@ -13,18 +13,18 @@ from typing import Any
 
 import grpc
 
-from node.client import KuduClient, KuduError
-from node.consensus import MemberType, Peer, RaftConfig
-from node.log.cmeta import CmetaCorruption, ConsensusMetadata
-from node.master.catalog import SYS_TABLET
-from node.protos import common_pb2 as cpb
-from node.protos import common_pb2_grpc as cpbg
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.server.fs import UUID_RE, FsError, FsLayout, format_fs, lock_dir, read_uuid
-from node.server.host import COPYING, RUNNING, end_copy, fetch_copy, install_copy, read_superblock
-from node.server.rpc import ChannelPool, split_addr
-from node.server.storage import ReplicaStorage
+from faultline.node.client import KuduClient, KuduError
+from faultline.node.consensus import MemberType, Peer, RaftConfig
+from faultline.node.log.cmeta import CmetaCorruption, ConsensusMetadata
+from faultline.node.master.catalog import SYS_TABLET
+from faultline.node.protos import common_pb2 as cpb
+from faultline.node.protos import common_pb2_grpc as cpbg
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.server.fs import UUID_RE, FsError, FsLayout, format_fs, lock_dir, read_uuid
+from faultline.node.server.host import COPYING, RUNNING, end_copy, fetch_copy, install_copy, read_superblock
+from faultline.node.server.rpc import ChannelPool, split_addr
+from faultline.node.server.storage import ReplicaStorage
 
 RPC_TIMEOUT = 10.0
 
@@ -106,7 +106,7 @@ def _layout(args: argparse.Namespace, write: bool = False) -> tuple[FsLayout, st
 def fs_cut_to_synced(args: argparse.Namespace) -> int:
     """Simulated power loss on a stopped server's directory: every tracked file goes back to what had
     reached fsync (node.log.cut_to_synced). The lock keeps it from cutting files under a live server."""
-    from node.log import cut_to_synced
+    from faultline.node.log import cut_to_synced
 
     _layout(args, write=True)
     try:

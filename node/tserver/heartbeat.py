@@ -13,12 +13,12 @@ import threading
 
 import grpc
 
-from node.clock import clock
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.server.host import ReplicaHost
+from faultline.node.clock import clock
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.server.host import ReplicaHost
 
-log = logging.getLogger("node.heartbeat")
+log = logging.getLogger("faultline.node.heartbeat")
 
 
 def signature(st: pb.ReplicaStatus) -> tuple:

@@ -7,15 +7,15 @@ import threading
 
 import grpc
 
-from node.consensus import RaftError
-from node.protos import node_pb2 as pb
-from node.protos import node_pb2_grpc as pbg
-from node.server.host import HostError, ReplicaHost, abort_not_leader
-from node.server.replica import Indeterminate, Replica, config_from_pb
-from node.server.values import BadValue, check, from_pb, to_pb
-from node.tablet.state import CAS, DELETE, PUT, Op, encode_schema, encode_write
+from faultline.node.consensus import RaftError
+from faultline.node.protos import node_pb2 as pb
+from faultline.node.protos import node_pb2_grpc as pbg
+from faultline.node.server.host import HostError, ReplicaHost, abort_not_leader
+from faultline.node.server.replica import Indeterminate, Replica, config_from_pb
+from faultline.node.server.values import BadValue, check, from_pb, to_pb
+from faultline.node.tablet.state import CAS, DELETE, PUT, Op, encode_schema, encode_write
 
-log = logging.getLogger("node.tserver")
+log = logging.getLogger("faultline.node.tserver")
 
 MAX_BATCH = 10_000
 _KINDS = {pb.RowOp.PUT: PUT, pb.RowOp.DELETE: DELETE, pb.RowOp.CAS: CAS}

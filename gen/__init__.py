@@ -111,7 +111,8 @@ class Gen:
         return self
 
 
-def _fill(op: Mapping[str, Any], ctx: Context, thread: Thread) -> Op:
+def invocation(op: Mapping[str, Any], ctx: Context, thread: Thread) -> Op:
+    """`op` as an invocation by `thread`'s current process, due now unless it names its own time."""
     out = {"type": "invoke", **op}
     out["process"] = ctx.processes[thread]
     out.setdefault("time", ctx.time)
@@ -153,7 +154,7 @@ class Once(Gen):
         thread = ctx.some_free_thread()
         if thread is None:
             return PENDING, self
-        return _fill(self.template, ctx, thread), Void()
+        return invocation(self.template, ctx, thread), Void()
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ class Repeat(Gen):
         template = self.source(ctx) if callable(self.source) else self.source
         if template is None:
             return None
-        return _fill(template, ctx, thread), self
+        return invocation(template, ctx, thread), self
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from controller import generator as g
-from controller.generator import NS, Context, Pending, simulate
+from faultline import gen as g
+from faultline.gen import NS, Context, Pending, simulate
 
 
 def invokes(history: list[dict]) -> list[dict]:

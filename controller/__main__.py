@@ -1,5 +1,0 @@
-import sys
-
-from controller.cli import main
-
-sys.exit(main())
