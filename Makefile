@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo     install everything, then run the main job (see README)"
 	@echo "make test     install everything, then run the whole test suite"
-	@echo "make lint     ruff over the tree"
+	@echo "make lint     ruff over the tree, then the layer contract (import-linter)"
 	@echo "make image    build (or reuse) the node image"
 	@echo "make bench    run the benchmarks (results go to docs/benchmarks.md by hand)"
 
@@ -35,6 +35,7 @@ test: install image
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 demo: install image
 	$(VENV)/bin/faultline campaign campaigns/demo.toml

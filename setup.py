@@ -25,6 +25,11 @@ def packages() -> list[str]:
 
 
 class BuildWithProtos(build_py):
+    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
+        """Everything but this build script itself, which sits in the root package's folder."""
+        found = super().find_package_modules(package, package_dir)
+        return [m for m in found if not (package == "faultline" and m[1] == "setup")]
+
     def run(self) -> None:
         spec = importlib.util.spec_from_file_location("_faultline_protoc", ROOT / "node/protos/_compile.py")
         module = importlib.util.module_from_spec(spec)

@@ -35,20 +35,24 @@ def main(argv: list[str] | None = None) -> int:
 
     from faultline.cluster.backends import make_backend
     from faultline.cluster.image import build_image
+    from faultline.dbs.store import StoreDB
+
+    store = StoreDB().cluster_spec("image", {})
 
     rows: list[tuple[str, float]] = []
     result: dict[str, object] = {"load_before": os.getloadavg()}
     if a.cluster == "docker":
         if a.cold:
-            rep = build_image(rebuild=True, log=lambda s: print(s, file=sys.stderr))
+            rep = build_image(store.packages, store.python_packages, rebuild=True,
+                              log=lambda s: print(s, file=sys.stderr))
             rows.append(("image build, cold", rep.seconds))
             result["cold_steps"] = rep.steps
-        rep = build_image()
+        rep = build_image(store.packages, store.python_packages)
         rows.append(("image build, warm (cached)", rep.seconds))
     ups, downs = [], []
     for i in range(a.repeat):
-        b = make_backend(a.cluster, {"name": f"bench-{secrets.token_hex(2)}", "masters": 3, "tservers": 5,
-                                     "daemon": a.daemon})
+        b = make_backend(a.cluster, StoreDB().cluster_spec(f"bench-{secrets.token_hex(2)}",
+                                                           {"masters": 3, "tservers": 5, "daemon": a.daemon}))
         t0 = time.monotonic()
         try:
             b.up()

@@ -27,7 +27,7 @@ from pathlib import Path
 from faultline.node.client import IndeterminateError, UnavailableError
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
-from faultline.node.testing import MiniCluster
+from faultline.testing.minicluster import MiniCluster
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -1,7 +1,9 @@
-"""Shared drawing for timeline.html and the counterexample page: one lane per process.
+"""Shared HTML: the one stylesheet of every page Faultline writes or serves, and the process lanes of
+timeline.html and the counterexample page.
 
-Self-contained HTML (inline CSS and SVG, no scripts from elsewhere) so the file
-can be mailed or attached to a bug.
+Pages are self-contained (inline CSS and SVG, no scripts from elsewhere) so a file can be mailed or
+attached to a bug. `checkers` sits below `results` in the data flow, so the stylesheet lives here and the
+report, scorecard and web view import it.
 """
 
 from __future__ import annotations
@@ -12,15 +14,22 @@ from typing import Any
 
 from faultline.checkers.ops import Op, Pair, is_nemesis, op_time, pairs
 
-CSS = """
-body{font:13px system-ui,sans-serif;margin:16px;color:#222}
-h1{font-size:18px}h2{font-size:15px;margin-top:22px}
-.ok{fill:#cfeccf;stroke:#2e8b3a}.fail{fill:#f6d0cc;stroke:#c0392b}.info{fill:#fbe7b8;stroke:#c98a00}
-.nem{fill:#ddd;stroke:#888}.bad{fill:#ff5a4e;stroke:#8b0000;stroke-width:2.5}
-.lin{stroke:#1d5fd1;stroke-width:2}
+STYLESHEET = """
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.4em}
+table{border-collapse:collapse;margin:.6em 0;font-size:14px}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f0f0f0}
+td.n{text-align:right}.mono td{font:12px monospace}
+pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:400px;font-size:12px}
+img{max-width:100%;border:1px solid #ddd;margin:4px 0}
+nav a{margin-right:1em}form{margin:.8em 0}select{margin-right:1em}
+.summary span{display:inline-block;margin-right:2em}
+.verdict{font-weight:bold;color:#fff;background:#888}span.verdict{display:inline-block;padding:4px 14px;border-radius:4px}
+.verdict.valid,tr.valid .verdict{background:#2e8b3a}.verdict.invalid,tr.invalid .verdict{background:#c0392b}
+.verdict.unknown,tr.unknown .verdict{background:#c98a00}
 svg text{font:10px monospace}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;font:12px monospace;text-align:left}
-pre{background:#f6f6f6;padding:8px;overflow:auto}
+svg .ok{fill:#cfeccf;stroke:#2e8b3a}svg .fail{fill:#f6d0cc;stroke:#c0392b}svg .info{fill:#fbe7b8;stroke:#c98a00}
+svg .nem{fill:#ddd;stroke:#888}svg .bad{fill:#ff5a4e;stroke:#8b0000;stroke-width:2.5}
 """
 
 
@@ -78,9 +87,14 @@ def lanes_svg(history: list[Op], marked: set[int] | None = None, linearized: dic
     return "".join(out)
 
 
-def page(title: str, body: str) -> str:
+def head(title: str) -> str:
+    """The start of every page up to `<body>`: charset, title and the shared stylesheet."""
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>\n")
+            f"<style>{STYLESHEET}</style></head><body>")
+
+
+def page(title: str, body: str) -> str:
+    return f"{head(title)}<h1>{html.escape(title)}</h1>{body}</body></html>\n"
 
 
 def esc_json(v: Any) -> str:

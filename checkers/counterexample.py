@@ -64,7 +64,7 @@ def render_html(result: Mapping[str, Any], history: list[Op], path: str | Path) 
         rows = "".join(f"<tr><td>{i + 1}</td><td>{esc_json(c.get('process'))}</td><td>{esc_json(c.get('f'))}</td>"
                        f"<td>{esc_json(c.get('value'))}</td><td>{esc_json(c.get('invoke_index'))}</td></tr>"
                        for i, c in enumerate(f["linearized"][-200:]))
-        parts.append("<h2>Partial linearization (last 200)</h2><table><tr><th>#</th><th>process</th><th>f</th>"
+        parts.append("<h2>Partial linearization (last 200)</h2><table class='mono'><tr><th>#</th><th>process</th><th>f</th>"
                      f"<th>value</th><th>invoke index</th></tr>{rows}</table>")
     parts.append(f"<h2>Result</h2><pre>{esc_json(result)}</pre>")
     p.write_text(page("Linearizability counterexample", "".join(parts)), encoding="utf-8")

@@ -1,11 +1,23 @@
-"""Checker names -> factories, for `faultline check --checker` and for workloads built from config."""
+"""Checkers by name: `CHECKERS[name]` is an `Entry` (name, help, factory) and `get(name, **kwargs)` builds
+the checker, for `faultline check --checker` and for workloads, which name their checker. The same shape
+as workloads.registry and nemesis.registry. Each factory imports its checker's module when called."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from faultline.checkers.api import Checker
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One checker: the name users type, a line for `--help`, and what builds it from keyword options."""
+
+    name: str
+    help: str
+    factory: Callable[..., Checker]
 
 
 def _lin(**kw: Any) -> Checker:
@@ -56,22 +68,23 @@ def _availability(**kw: Any) -> Checker:
     return Availability(**kw)
 
 
-CHECKERS: dict[str, Callable[..., Checker]] = {
-    "linearizable": _lin,
-    "set": _set,
-    "bank": _bank,
-    "counter": _counter,
-    "unique-ids": _unique,
-    "catalog": _catalog,
-    "stats": _stats,
-    "availability": _availability,
-}
+CHECKERS: dict[str, Entry] = {e.name: e for e in (
+    Entry("linearizable", "linearizability against a sequential model", _lin),
+    Entry("set", "acknowledged adds in the final read, nothing unexpected or duplicated", _set),
+    Entry("bank", "every read sees the same total and no negative balance", _bank),
+    Entry("counter", "each read between the adds that must and may have happened", _counter),
+    Entry("unique-ids", "every acknowledged generate returned a distinct id", _unique),
+    Entry("catalog", "created tables visible once, deleted ones gone, schema versions never regress",
+          _catalog),
+    Entry("stats", "completions by operation and type, invalid when nothing succeeded", _stats),
+    Entry("availability", "service during the run and recovery after each heal",
+          _availability),
+)}
 
 
-def make(name: str, **kwargs: Any) -> Checker:
-    """A checker by name; unknown names raise ValueError listing the known ones."""
-    try:
-        factory = CHECKERS[name]
-    except KeyError:
-        raise ValueError(f"unknown checker {name!r}; choose one of {', '.join(sorted(CHECKERS))}") from None
-    return factory(**kwargs)
+def get(name: str, **kwargs: Any) -> Checker:
+    """The checker `name` built with `kwargs`; an unknown name raises ValueError naming the valid ones."""
+    entry = CHECKERS.get(name)
+    if entry is None:
+        raise ValueError(f"unknown checker {name!r}; valid: {', '.join(CHECKERS)}")
+    return entry.factory(**kwargs)

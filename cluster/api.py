@@ -22,6 +22,10 @@ class Remote(Protocol):
 
 
 class ClusterBackend(Protocol):
+    """What every backend offers: hosts by role, the processes a DB's ClusterSpec says they run, and
+    fault primitives that heal without residue. The real backends share cluster/base.py's NodeBackend;
+    the in-memory fake (faultline.testing.fake) implements the same methods."""
+
     remote: Remote
 
     # lifecycle
@@ -29,7 +33,9 @@ class ClusterBackend(Protocol):
 
     def down(self) -> None: ...
 
-    def nodes(self) -> list[str]: ...
+    def nodes(self, role: str | None = None) -> list[str]:
+        """The nodes that run the DB, or those of one role."""
+        ...
 
     def start(self, node: str) -> None: ...
 
@@ -43,16 +49,20 @@ class ClusterBackend(Protocol):
 
     def destroy(self, node: str) -> None: ...
 
-    def add_node(self, name: str) -> str: ...
+    def add_node(self, name: str, role: str | None = None, start: bool = True) -> str: ...
 
     def logs(self, node: str) -> str: ...
 
-    # naming: master DNS names, and how the controller on the host reaches nodes
+    # naming: movable DNS names, and how the controller on the host reaches nodes
     def set_dns(self, name: str, node: str) -> None: ...
+
+    def dns_holder(self, name: str) -> str | None: ...
 
     def resolve(self, name: str) -> str: ...
 
-    def master_addresses(self) -> list[str]: ...
+    def addresses(self, role: str) -> list[str]:
+        """The role's `name:port` addresses inside the cluster."""
+        ...
 
     # fault primitives the nemeses use; heal_network() verifies nothing is left behind
     def partition(self, grudge: Mapping[str, set[str]]) -> None:
@@ -69,12 +79,14 @@ class ClusterBackend(Protocol):
         """SIGKILL, cut the data back to what reached fsync, start again (cluster/base.py)."""
         ...
 
-    # observation and evidence (implemented once in cluster/base.py for every backend)
+    # observation and evidence
     def daemon_status(self, node: str) -> str:
         """running | paused | stopped"""
         ...
 
-    def leader_master(self) -> str | None: ...
+    def residue(self) -> list[str]:
+        """What faults left behind, one line each; empty after a clean heal."""
+        ...
 
     def collect(self, dest: Any) -> list[Any]:
         """Copies each node's logs and data into dest/<node>/."""

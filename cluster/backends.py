@@ -26,13 +26,12 @@ def make_backend(kind: str = "docker", spec: ClusterSpec | dict[str, Any] | None
 
         return LocalBackend(spec_obj)
     if kind == "ssh":
-        from faultline.cluster.ssh_backend import SSHBackend, load_hosts
+        from faultline.cluster.ssh_backend import SSHBackend, fit_spec, load_hosts
 
         if not hosts:
             raise ClusterError("the ssh backend needs --hosts FILE (see docs/cluster.md for its format)")
         hs = load_hosts(hosts)
-        spec_obj.masters = sum(h.role == "master" for h in hs)
-        spec_obj.tservers = sum(h.role == "tserver" for h in hs)
+        fit_spec(spec_obj, hs)
         return SSHBackend(spec_obj, hs)
     raise ClusterError(f"unknown cluster backend {kind!r} (choose from {', '.join(KINDS)})")
 

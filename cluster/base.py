@@ -7,7 +7,6 @@ with iptables in a chain of our own, netem, the per-node clock offset) is the sa
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import json
 import re
@@ -23,8 +22,6 @@ from faultline.cluster.api import Remote
 
 HOSTS_ENV = "FAULTLINE_HOSTS_FILE"
 
-MASTER_PORT = 7051
-TSERVER_PORT = 7050
 CHAIN = "FL-PART"
 LOSS_CHAIN = "FL-LOSS"
 # `ip route ... proto 188` marks the fallback routes as ours, so heal removes exactly those.
@@ -32,6 +29,8 @@ ROUTE_PROTO = "188"
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 LABEL = "org.faultline"
 CLOCK_ENV = "FAULTLINE_CLOCK_OFFSET_FILE"
+# `{word}` or `{word:ROLE}` in a role's argv templates (see RoleSpec.expand)
+_TEMPLATE_RE = re.compile(r"\{(\w+)(?::([\w-]+))?\}")
 
 
 class ClusterError(RuntimeError):
@@ -46,67 +45,113 @@ class RemoteTimeout(ClusterError, TimeoutError):
     """A remote command ran past its deadline (and was killed)."""
 
 
-def master_dns(i: int) -> str:
-    return f"master-{i}"
-
-
 @dataclass
 class NodeInfo:
     """One node as plain data: `host` is the backend's handle (container, namespace, ssh address)."""
 
     name: str
-    role: str  # master | tserver | sshd
+    role: str  # one of the spec's role names, or sshd
     address: str = ""
     host: str = ""
     dns: list[str] = field(default_factory=list)
 
 
 @dataclass
+class RoleSpec:
+    """One kind of node and the process it runs, as plain data a DB writes and the cluster interprets.
+
+    Nodes are named `prefix1..prefixN`; node i also carries the DNS name `dns` with `{i}` replaced (a
+    name that can move to another node, see `set_dns`). `argv`, `prepare` and `power_cut` are templates:
+    `{python}`, `{dir}` (the node's directory), `{name}`, `{address}`, `{port}`, `{advertise}` (first DNS
+    name, else the address, with the port) and `{addresses:ROLE}` (every DNS name, else node name, of
+    that role with its port, comma-separated). An empty argv runs nothing.
+    """
+
+    role: str
+    count: int
+    prefix: str
+    port: int = 0
+    dns: str = ""
+    argv: list[str] = field(default_factory=list)
+    prepare: list[str] = field(default_factory=list)        # once before the first start ...
+    prepare_unless: str = ""                                 # ... unless this path exists on the node
+    power_cut: list[str] = field(default_factory=list)     # after SIGKILL: drop what never reached fsync
+
+    def node_names(self) -> list[str]:
+        return [f"{self.prefix}{i}" for i in range(1, self.count + 1)]
+
+    def dns_names(self) -> list[str]:
+        return [self.dns.replace("{i}", str(i)) for i in range(1, self.count + 1)] if self.dns else []
+
+    def addresses(self) -> list[str]:
+        """Where the role's processes are reached inside the cluster: DNS names (which follow a moved
+        node) when the role has them, else node names."""
+        return [f"{n}:{self.port}" for n in (self.dns_names() or self.node_names())]
+
+
+@dataclass
 class ClusterSpec:
-    """What `up` builds. `daemon`: `node` (the store), `placeholder` (a TCP stand-in) or `none`."""
+    """What `up` builds: hosts by role, the process each runs, and the Debian packages they need. A DB
+    writes it (dbs/); the cluster layer knows nothing of what runs. `db` names the DB, `db_opts` holds
+    its own plain facts (e.g. injected bugs), both kept so an attached cluster can be checked."""
 
     name: str = "default"
-    masters: int = 3
-    tservers: int = 5
-    daemon: str = "auto"
-    inject_bugs: list[str] = field(default_factory=list)
-    node_args: list[str] = field(default_factory=list)
+    roles: list[RoleSpec] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)
+    python_packages: list[str] = field(default_factory=list)
+    db: str = ""
+    db_opts: dict[str, Any] = field(default_factory=dict)
     # libfaketime 0.9.10 (Debian bookworm) breaks CPython's time.sleep (EINVAL, or a hang when the
     # monotonic clock is faked too), so preloading it is opt-in; the offset file is always provided.
     faketime: bool = False
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any]) -> ClusterSpec:
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = set(spec) - known - {"cluster", "hosts"}
+        """A spec from plain data (test.json, docker labels, state files), validated."""
+        known = set(cls.__dataclass_fields__)
+        unknown = set(spec) - known
         if unknown:
             raise ValueError(f"unknown cluster spec keys: {', '.join(sorted(unknown))}")
-        out = cls(**{k: v for k, v in spec.items() if k in known})
+        data = dict(spec)
+        data["roles"] = [r if isinstance(r, RoleSpec) else RoleSpec(**r) for r in data.get("roles") or []]
+        out = cls(**data)
         if not NAME_RE.match(out.name):
             raise ValueError(f"cluster name {out.name!r}: use lowercase letters, digits and '-' (max 31)")
-        if out.masters < 1 or out.tservers < 0:
-            raise ValueError("need at least one master and a non-negative number of tablet servers")
-        if out.daemon == "auto":
-            out.daemon = "node" if node_available() else "placeholder"
-        if out.daemon not in ("node", "placeholder", "none"):
-            raise ValueError(f"daemon must be node, placeholder or none, not {out.daemon!r}")
+        prefixes = [r.prefix for r in out.roles]
+        if len(set(prefixes)) != len(prefixes) or any(not re.match(r"^[a-z]+$", p) for p in prefixes):
+            raise ValueError(f"role name prefixes must be distinct lowercase words, not {prefixes}")
+        if any(r.count < 0 for r in out.roles) or not any(r.count for r in out.roles):
+            raise ValueError("a cluster needs at least one node, and no role a negative count")
         return out
 
-    def node_names(self) -> list[tuple[str, str]]:
-        return [(f"m{i}", "master") for i in range(1, self.masters + 1)] + \
-               [(f"t{i}", "tserver") for i in range(1, self.tservers + 1)]
+    def to_mapping(self) -> dict[str, Any]:
+        return asdict(self)
 
+    def role(self, name: str) -> RoleSpec:
+        for r in self.roles:
+            if r.role == name:
+                return r
+        raise ClusterError(f"no role {name!r} in cluster {self.name} (roles: "
+                           f"{', '.join(r.role for r in self.roles) or 'none'})")
 
-def node_available() -> bool:
-    """Whether the store's processes exist in this checkout (`python -m faultline.node master`)."""
-    try:
-        return importlib.util.find_spec("faultline.node.server.process") is not None
-    except ModuleNotFoundError:
-        return False
+    def role_of(self, node: str) -> str:
+        """The role a node name belongs to, by its prefix (`m4` is a master when masters are `m`)."""
+        for r in self.roles:
+            if re.fullmatch(rf"{r.prefix}\d+", node):
+                return r.role
+        raise ClusterError(f"node name {node!r} matches no role of cluster {self.name} "
+                           f"(prefixes: {', '.join(r.prefix for r in self.roles)})")
 
+    def node_names(self) -> list[tuple[str, str, list[str]]]:
+        """(name, role, DNS names) of every node `up` creates, in role order."""
+        out = []
+        for r in self.roles:
+            dns = r.dns_names()
+            out += [(n, r.role, [dns[i]] if dns else []) for i, n in enumerate(r.node_names())]
+        return out
 
-def role_of(name: str) -> str:
-    return "master" if re.match(r"^m\d+", name) else "tserver"
+    def dns_names(self) -> list[str]:
+        return [d for r in self.roles for d in r.dns_names()]
 
 
 def check_ip(ip: str) -> str:
@@ -181,9 +226,9 @@ class NodeBackend:
         return "eth0"
 
     def resolve(self, name: str) -> str:
-        """Address of a node name or master DNS name, as the host reaches it (an address passes through).
+        """Address of a node name or DNS name, as the host reaches it (an address passes through).
         An unknown name raises UnknownName, an OSError like a failed getaddrinfo, so it can be handed
-        to the node client as its resolver: `KuduClient(b.master_addresses(), resolve=b.resolve)`."""
+        to a client library as its resolver."""
         try:
             return str(ipaddress.ip_address(name))
         except ValueError:
@@ -196,24 +241,18 @@ class NodeBackend:
         raise UnknownName(f"unknown node or DNS name {name!r} in cluster {self.spec.name}")
 
     # ------------------------------------------------------------------ names
-    def nodes(self) -> list[str]:
-        return [n for n, i in self.info.items() if i.role in ("master", "tserver")]
+    def nodes(self, role: str | None = None) -> list[str]:
+        """The nodes that run the DB (every role of the spec), or those of one role."""
+        roles = {r.role for r in self.spec.roles} if role is None else {role}
+        return [n for n, i in self.info.items() if i.role in roles]
 
-    def masters(self) -> list[str]:
-        return [n for n, i in self.info.items() if i.role == "master"]
+    def addresses(self, role: str) -> list[str]:
+        """The role's `name:port` addresses inside the cluster (DNS names when the role has them)."""
+        return self.spec.role(role).addresses()
 
-    def tservers(self) -> list[str]:
-        return [n for n, i in self.info.items() if i.role == "tserver"]
-
-    def dns_names(self) -> list[str]:
-        return [master_dns(i) for i in range(1, self.spec.masters + 1)]
-
-    def master_addresses(self) -> list[str]:
-        return [f"{d}:{MASTER_PORT}" for d in self.dns_names()]
-
-    def resolved_master_addresses(self) -> list[str]:
-        """`master_addresses()` with the names resolved for the host (the host has no cluster DNS)."""
-        return [f"{self.resolve(d)}:{MASTER_PORT}" for d in self.dns_names()]
+    def resolved_addresses(self, role: str) -> list[str]:
+        """`addresses(role)` with the names resolved for the host (the host has no cluster DNS)."""
+        return [f"{self.resolve(a.rsplit(':', 1)[0])}:{a.rsplit(':', 1)[1]}" for a in self.addresses(role)]
 
     def hosts_file(self) -> Path:
         """A hosts file on the controller's machine ("IP NAME..." lines) kept in step with the cluster:
@@ -292,49 +331,51 @@ class NodeBackend:
     def _daemon(self, node: str, action: str, extra: Sequence[str] = (), timeout: float = 30) -> str:
         return self.run(node, self._daemon_argv(node, action, extra), timeout, step=f"daemon {action}")[1]
 
-    def daemon_argv(self, node: str) -> list[str] | None:
-        """The node process for `node`, or None when the spec runs no daemon."""
-        info = self._node(node)
-        d = self.node_dir(node)
-        port = MASTER_PORT if info.role == "master" else TSERVER_PORT
-        if self.spec.daemon == "none" or info.role not in ("master", "tserver"):
-            return None
-        if self.spec.daemon == "placeholder":
-            return [self.python(node), "-m", "faultline.cluster.placeholder", "--name", node, "--port", str(port)]
-        advertise = f"{info.dns[0]}:{port}" if info.dns else f"{info.address}:{port}"
-        argv = [self.python(node), "-m", "faultline.node", info.role, "--fs-dir", f"{d}/data",
-                "--rpc-bind", f"0.0.0.0:{port}", "--rpc-advertise", advertise,
-                "--master-addresses", ",".join(self.master_addresses()), *self.spec.node_args]
-        for bug in self.spec.inject_bugs:
-            argv += ["--inject-bug", bug]
-        return argv
+    def _role(self, node: str) -> RoleSpec | None:
+        role = self._node(node).role
+        return next((r for r in self.spec.roles if r.role == role), None)
 
-    def format_fs(self, node: str) -> None:
-        """`tool fs format` once, before the first start (a restart keeps the data)."""
-        if self.spec.daemon != "node":
-            return
-        d = self.node_dir(node)
-        rc, _, _ = self.run(node, ["test", "-e", f"{d}/data"], 10, check=False)
-        if rc == 0:
-            return
-        self.run(node, ["env", f"PYTHONPATH={self.source_dir(node)}", self.python(node), "-m", "faultline.node", "tool",
-                        "fs", "format", "--fs-dir", f"{d}/data"], 60, step="tool fs format")
+    def expand(self, node: str, template: Sequence[str]) -> list[str]:
+        """A role template (RoleSpec) filled in for `node`."""
+        info = self._node(node)
+        role = self._role(node)
+        port = role.port if role else 0
+        values = {"python": self.python(node), "dir": self.node_dir(node), "name": node, "address": info.address,
+                  "port": str(port), "advertise": f"{info.dns[0] if info.dns else info.address}:{port}"}
+
+        def fill(m: re.Match[str]) -> str:
+            word, arg = m.group(1), m.group(2)
+            if word == "addresses" and arg:
+                return ",".join(self.addresses(arg))
+            if word in values and not arg:
+                return values[word]
+            raise ClusterError(f"unknown placeholder {m.group(0)!r} in the {info.role} command")
+
+        return [_TEMPLATE_RE.sub(fill, part) for part in template]
+
+    def process_argv(self, node: str) -> list[str] | None:
+        """The process `node` runs (its role's argv, filled in), or None when its role runs nothing."""
+        role = self._role(node)
+        return self.expand(node, role.argv) if role and role.argv else None
 
     def start(self, node: str) -> None:
-        argv = self.daemon_argv(node)
+        """Starts the node's process (a no-op when it is running); the role's `prepare` step runs first,
+        in the same round trip, unless its `prepare_unless` path exists (a restart keeps the data)."""
+        argv = self.process_argv(node)
         if argv is None:
             return
+        role = self._role(node)
+        assert role is not None
         d = self.node_dir(node)
-        role = self._node(node).role
         env = [f"--env=PYTHONPATH={self.source_dir(node)}", "--env=PYTHONUNBUFFERED=1",
                "--env=PYTHONDONTWRITEBYTECODE=1", f"--env={CLOCK_ENV}={self.clock_file(node)}"]
         ft = ["--faketime", self.clock_file(node)] if self.spec.faketime else []
         prep: list[str] = []
-        if self.spec.daemon == "node":
-            # `tool fs format` on the first start only (a restart keeps the data), in the same round trip
-            fmt = [self.python(node), "-m", "faultline.node", "tool", "fs", "format", "--fs-dir", f"{d}/data"]
-            prep = ["--prepare", json.dumps(fmt), "--prepare-unless", f"{d}/data"]
-        self._daemon(node, "start", ["--name", role, *env, *ft, *prep, "--cwd", d, "--", *argv], timeout=90)
+        if role.prepare:
+            prep = ["--prepare", json.dumps(self.expand(node, role.prepare))]
+            if role.prepare_unless:
+                prep += ["--prepare-unless", self.expand(node, [role.prepare_unless])[0]]
+        self._daemon(node, "start", ["--name", role.role, *env, *ft, *prep, "--cwd", d, "--", *argv], timeout=90)
 
     def stop(self, node: str) -> None:
         self._daemon(node, "stop", ["--name", self._node(node).role], timeout=40)
@@ -343,14 +384,15 @@ class NodeBackend:
         self._daemon(node, "kill", ["--name", self._node(node).role])
 
     def power_loss(self, node: str, restart: bool = True) -> dict[str, Any]:
-        """A power cut: SIGKILL the daemon, cut its data directory back to what reached fsync
-        (`tool fs cut_to_synced`, the writes a real power cut discards), then start it again.
-        Returns the tool's report {"truncated": {path: bytes}, "deleted": [...], "restored": [...]}."""
+        """A power cut: SIGKILL the process, run the role's `power_cut` command (which drops the writes a
+        real power cut discards: whatever never reached fsync), then start it again. Returns the JSON
+        object the command printed last, or {} for a role without one."""
         self.kill(node)
-        report: dict[str, Any] = {"truncated": {}, "deleted": [], "restored": []}
-        if self.spec.daemon == "node":
-            argv = ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1", self.python(node),
-                    "-m", "faultline.node", "tool", "fs", "cut_to_synced", "--json", "--fs-dir", f"{self.node_dir(node)}/data"]
+        role = self._role(node)
+        report: dict[str, Any] = {}
+        if role and role.power_cut:
+            argv = ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1",
+                    *self.expand(node, role.power_cut)]
             deadline = time.monotonic() + 10
             while True:   # the killed process's lock can outlive it for a moment
                 rc, out, err = self.run(node, argv, 60, check=False)
@@ -358,7 +400,7 @@ class NodeBackend:
                     break
                 time.sleep(0.2)
             if rc != 0:
-                raise ClusterError(f"{node}: tool fs cut_to_synced failed (exit {rc}): {(err or out).strip()[-500:]}")
+                raise ClusterError(f"{node}: power cut of the data failed (exit {rc}): {(err or out).strip()[-500:]}")
             report = json.loads(out.strip().splitlines()[-1])
         if restart:
             self.start(node)
@@ -438,7 +480,7 @@ class NodeBackend:
             rc, qd, _ = self.run(n, ["tc", "qdisc", "show", "dev", self.iface(n)], 20, check=False)
             if rc == 0 and "netem" in qd:
                 out.append(f"{n}: netem qdisc")
-            if self.spec.daemon != "none":
+            if self.process_argv(n) is not None:
                 status = self.daemon_status(n)
                 if status != "running":
                     out.append(f"{n}: node process {status}")
@@ -537,34 +579,10 @@ class NodeBackend:
                                     timeout + 10)
         return rc == 0
 
-    def leader_master(self, timeout: float = 10) -> str | None:
-        """The node whose master leads the catalog, asked of the masters themselves (`tool master list`);
-        None when no master answers or the cluster runs no store."""
-        if self.spec.daemon != "node":
-            return None
-        for m in self.masters():
-            rc, out, _ = self.run(m, ["env", f"PYTHONPATH={self.source_dir(m)}", self.python(m), "-m", "faultline.node", "tool",
-                                      "master", "list", ",".join(self.master_addresses())], timeout, check=False)
-            if rc != 0:
-                continue
-            for line in out.splitlines():
-                if "LEADER" in line.upper():
-                    for token in line.replace(",", " ").split():
-                        host = token.split(":")[0]
-                        if host in self.info:
-                            return host
-                        holder = self.dns_holder(host)
-                        if holder:
-                            return holder
-                        for n, i in self.info.items():
-                            if i.address == host:
-                                return n
-        return None
-
     def describe(self) -> dict[str, Any]:
         """Plain data for `status` and test.json: nodes, roles, addresses, DNS names, daemon states."""
         return {"name": self.spec.name, "backend": self.kind, "spec": asdict(self.spec),
-                "master_addresses": self.master_addresses(),
+                "addresses": {r.role: r.addresses() for r in self.spec.roles},
                 "nodes": [asdict(i) for i in self.info.values()]}
 
     def collect(self, dest: str | Path) -> list[Path]:

@@ -27,7 +27,6 @@ from faultline.cluster.base import (
     NodeBackend,
     NodeInfo,
     RemoteTimeout,
-    role_of,
 )
 from faultline.cluster.source import PACKAGE, PACKAGE_DIR, node_tarball
 
@@ -150,7 +149,7 @@ class DockerBackend(NodeBackend):
 
     def labels(self, node: str, role: str) -> dict[str, str]:
         return {f"{LABEL}.managed": "1", f"{LABEL}.cluster": self.spec.name, f"{LABEL}.node": node,
-                f"{LABEL}.role": role, f"{LABEL}.spec": json.dumps(_spec_data(self.spec))}
+                f"{LABEL}.role": role, f"{LABEL}.spec": json.dumps(self.spec.to_mapping())}
 
     # ------------------------------------------------------------------ lifecycle
     def up(self, spec: Any = None, log=lambda s: None) -> None:
@@ -163,21 +162,20 @@ class DockerBackend(NodeBackend):
             raise ClusterError(f"a cluster named {self.spec.name!r} already exists on Docker; "
                                f"`faultline cluster down --name {self.spec.name}` first, or pick another --name")
         if self.image is None:
-            from faultline.cluster.image import ensure_image
+            from faultline.cluster.image import ensure_image_for
 
-            self.image = ensure_image(log)
+            self.image = ensure_image_for(self.spec, log)
         try:
             self._create_network()
             log(f"network {self.network} ({self.subnet})")
             names = self.spec.node_names()
-            for i, (n, role) in enumerate(names):
-                dns = [f"master-{i + 1}"] if role == "master" else []
+            for n, role, dns in names:
                 self.info[n] = NodeInfo(n, role, self._alloc_ip(), "", dns)
             self._parallel(lambda nr: self._create_container(nr[0]), names)
             log(f"{len(names)} containers running")
-            self._parallel(self.start, [n for n, _ in names])
+            self._parallel(self.start, [n for n, _, _ in names])
             self.sync_hosts_file()
-            log(f"node processes started ({self.spec.daemon})")
+            log(f"node processes started ({self.spec.db or 'nothing'})")
         except BaseException:
             with contextlib.suppress(Exception):
                 self.down()
@@ -253,7 +251,7 @@ class DockerBackend(NodeBackend):
         """A fresh node (new container, empty data). A new master carries no DNS name until `set_dns`."""
         if name in self.info:
             raise ClusterError(f"node {name!r} already exists")
-        role = role or role_of(name)
+        role = role or self.spec.role_of(name)
         self.info[name] = NodeInfo(name, role, self._alloc_ip(), "", [])
         try:
             self._create_container(name)
@@ -308,9 +306,13 @@ class DockerBackend(NodeBackend):
         cs = client.containers.list(all=True, filters={"label": f"{LABEL}.cluster={name}"})
         if not cs:
             raise ClusterError(f"no Docker cluster named {name!r}")
-        spec = ClusterSpec(**json.loads(cs[0].labels.get(f"{LABEL}.spec", "{}")) or {"name": name})
+        try:
+            spec = ClusterSpec.from_mapping(json.loads(cs[0].labels.get(f"{LABEL}.spec", "{}")))
+        except (ValueError, TypeError) as exc:
+            raise ClusterError(f"Docker cluster {name!r} was made by another version of Faultline ({exc}); "
+                               f"remove it with `faultline cluster down --name {name}`") from None
         b = cls(spec, client, image=cs[0].image.tags[0] if cs[0].image.tags else None)
-        dns_names = set(b.dns_names())
+        dns_names = set(spec.dns_names())
         for c in sorted(cs, key=lambda c: c.labels.get(f"{LABEL}.node", "")):
             node = c.labels.get(f"{LABEL}.node", c.name)
             ns = c.attrs.get("NetworkSettings", {}).get("Networks", {}).get(b.network, {})
@@ -333,11 +335,6 @@ class DockerBackend(NodeBackend):
             except Exception:
                 out[n] = "missing"
         return out
-
-
-def _spec_data(spec: ClusterSpec) -> dict[str, Any]:
-    return {"name": spec.name, "masters": spec.masters, "tservers": spec.tservers, "daemon": spec.daemon,
-            "inject_bugs": spec.inject_bugs, "node_args": spec.node_args, "faketime": spec.faketime}
 
 
 def _free_subnet(client) -> ipaddress.IPv4Network:

@@ -1,10 +1,14 @@
-"""The node image: a Debian bookworm root filesystem plus a venv with the node's Python dependencies.
+"""The node image: a Debian bookworm root filesystem plus a venv with the DB's Python dependencies.
 
 Built on this machine with no registry: `mmdebstrap` writes a root filesystem tarball through the apt
 mirror this machine is already configured with (read at build time, never stored in the repository), the
 wheels are downloaded on the host (the image's python3 is 3.11, the same ABI as ours) and installed inside,
 and `docker import` turns the tarball into an image. The tag is a hash of the inputs, so a warm build is a
 lookup. The project's source is bind-mounted into containers at run time, so code changes need no rebuild.
+
+What the harness itself needs on every node is BASE_PACKAGES; a DB adds its own Debian packages and the
+Python packages its node-side code imports (ClusterSpec.packages / python_packages), and both are inputs
+of the tag.
 """
 
 from __future__ import annotations
@@ -20,16 +24,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from faultline.cluster.base import ClusterSpec
 
 IMAGE_REPO = "faultline-node"
 IMAGE_LABEL = "org.faultline.image"
 SUITE = "bookworm"
 # Bump when the recipe below changes in a way the inputs do not show.
 RECIPE_VERSION = 3
-PACKAGES = (
+BASE_PACKAGES = (
     "python3",
     "python3-venv",
     "iptables",
@@ -41,9 +47,6 @@ PACKAGES = (
     "iputils-ping",
     "netcat-openbsd",
 )
-# Only what the node needs at run time; pinned to the versions installed on the host so the generated
-# stubs (built by the host's grpcio-tools) match the runtime inside.
-PY_DEPS = ("grpcio", "protobuf")
 VENV = "/opt/venv"
 # Keep the image small: no documentation, manuals or locales.
 DPKG_EXCLUDES = (
@@ -72,9 +75,11 @@ def cache_dir() -> Path:
     return Path(base) / "faultline"
 
 
-def py_dep_pins() -> list[str]:
+def py_dep_pins(python_packages: Sequence[str] = ()) -> list[str]:
+    """The Python packages pinned to the versions installed on this host, so that code generated here
+    (a DB's gRPC stubs, say) matches the runtime inside the image."""
     pins = []
-    for name in PY_DEPS:
+    for name in python_packages:
         try:
             pins.append(f"{name}=={importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
@@ -82,10 +87,15 @@ def py_dep_pins() -> list[str]:
     return pins
 
 
-def image_tag() -> str:
+def image_packages(packages: Sequence[str] = ()) -> list[str]:
+    """The harness's packages, then the DB's that are not among them."""
+    return [*BASE_PACKAGES, *(p for p in dict.fromkeys(packages) if p not in BASE_PACKAGES)]
+
+
+def image_tag(packages: Sequence[str] = (), python_packages: Sequence[str] = ()) -> str:
     """`faultline-node:<hash of the inputs>`: the packages, the pinned wheels and the recipe version."""
-    inputs = {"suite": SUITE, "packages": PACKAGES, "py": py_dep_pins(), "recipe": RECIPE_VERSION,
-              "excludes": DPKG_EXCLUDES}
+    inputs = {"suite": SUITE, "packages": image_packages(packages), "py": py_dep_pins(python_packages),
+              "recipe": RECIPE_VERSION, "excludes": DPKG_EXCLUDES}
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     return f"{IMAGE_REPO}:{digest}"
 
@@ -169,10 +179,9 @@ def _run(step: str, argv: list[str], timeout: float, log: Callable[[str], None])
         raise ImageBuildError(f"step '{step}' failed (exit {proc.returncode}):\n{tail}")
 
 
-def download_wheels(dest: Path, log: Callable[[str], None]) -> None:
+def download_wheels(dest: Path, pins: list[str], log: Callable[[str], None]) -> None:
     """cp311 manylinux wheels for the pinned deps, fetched on the host (the image has no pip network)."""
     dest.mkdir(parents=True, exist_ok=True)
-    pins = py_dep_pins()
     have = {p.name.lower() for p in dest.glob("*.whl")}
     if all(any(h.startswith(pin.replace("==", "-").lower()) for h in have) for pin in pins if "==" in pin) \
             and all("==" in pin for pin in pins):
@@ -190,20 +199,23 @@ def _docker():
     return docker.from_env(timeout=600)
 
 
-def image_exists(tag: str | None = None) -> bool:
+def image_exists(tag: str) -> bool:
     import docker.errors
 
     try:
-        _docker().images.get(tag or image_tag())
+        _docker().images.get(tag)
         return True
     except docker.errors.ImageNotFound:
         return False
 
 
-def build_image(rebuild: bool = False, log: Callable[[str], None] = lambda s: None) -> BuildReport:
-    """Build the node image unless an image with the same input hash exists (or `rebuild`)."""
+def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (), rebuild: bool = False,
+                log: Callable[[str], None] = lambda s: None) -> BuildReport:
+    """Build the node image for a DB's packages unless an image with the same input hash exists (or
+    `rebuild`)."""
     t0 = time.monotonic()
-    tag = image_tag()
+    tag = image_tag(packages, python_packages)
+    pins = py_dep_pins(python_packages)
     steps: dict[str, float] = {}
     try:
         client = _docker()
@@ -222,22 +234,23 @@ def build_image(rebuild: bool = False, log: Callable[[str], None] = lambda s: No
     sources = apt_sources()
     wheels = cache_dir() / "wheels"
     s = time.monotonic()
-    download_wheels(wheels, log)
+    download_wheels(wheels, pins, log)
     steps["wheels"] = time.monotonic() - s
     with tempfile.TemporaryDirectory(prefix="faultline-image-") as tmp:
         rootfs = Path(tmp) / "rootfs.tar"
-        pins = " ".join(p.split("==")[0] for p in py_dep_pins())
+        names = " ".join(p.split("==")[0] for p in pins)
+        install = ([f'--customize-hook=chroot "$1" {VENV}/bin/pip install -q --no-index --no-compile '
+                    f'--find-links /tmp/wheels {names}'] if names else [])
         hooks = [
-            f'--customize-hook=mkdir -p "$1/tmp/wheels" && cp {wheels}/*.whl "$1/tmp/wheels/"',
+            f'--customize-hook=mkdir -p "$1/tmp/wheels" && cp {wheels}/*.whl "$1/tmp/wheels/" 2>/dev/null; true',
             f'--customize-hook=chroot "$1" python3 -m venv {VENV}',
-            f'--customize-hook=chroot "$1" {VENV}/bin/pip install -q --no-index --no-compile '
-            f'--find-links /tmp/wheels {pins}',
+            *install,
             '--customize-hook=rm -rf "$1/tmp/wheels" "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/*',
             # per-container host keys are made at sshd start (ssh-keygen -A), never baked in
             '--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*',
             '--customize-hook=mkdir -p "$1/run/sshd" "$1/var/lib/faultline"',
         ]
-        argv = ["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(PACKAGES)}",
+        argv = ["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(image_packages(packages))}",
                 *[f"--dpkgopt={x}" for x in DPKG_EXCLUDES], *hooks, SUITE, str(rootfs), *sources]
         s = time.monotonic()
         _run("mmdebstrap root filesystem", argv, 1200, log)
@@ -266,6 +279,12 @@ def build_image(rebuild: bool = False, log: Callable[[str], None] = lambda s: No
     return BuildReport(tag, True, time.monotonic() - t0, steps)
 
 
-def ensure_image(log: Callable[[str], None] = lambda s: None) -> str:
-    """The tag of the current node image, building it first if needed."""
-    return build_image(False, log).tag
+def ensure_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (),
+                 log: Callable[[str], None] = lambda s: None) -> str:
+    """The tag of the node image for a DB's packages, building it first if needed."""
+    return build_image(packages, python_packages, False, log).tag
+
+
+def ensure_image_for(spec: ClusterSpec, log: Callable[[str], None] = lambda s: None) -> str:
+    """The tag of the node image a cluster spec needs (its DB's packages), building it first if needed."""
+    return ensure_image(spec.packages, spec.python_packages, log)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from faultline.cluster import state
-from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RemoteTimeout, role_of
+from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RemoteTimeout
 from faultline.cluster.source import host_pythonpath
 
 PREFIX = "fl-"
@@ -131,15 +131,14 @@ class LocalBackend(NodeBackend):
             _ip("link", "set", self.host_link, "up")
             _ip("-n", self.hub, "link", "set", "host0", "master", "br0", "up")
             log(f"hub {self.hub}, host link {self.host_link} ({self.subnet})")
-            for i, (n, role) in enumerate(self.spec.node_names()):
-                dns = [f"master-{i + 1}"] if role == "master" else []
+            for n, role, dns in self.spec.node_names():
                 self._make_node(n, role, dns)
             self._write_hosts()
             self._save()
             log(f"{len(self.info)} namespaces ready")
             self._parallel(self.start, list(self.info))
             self.sync_hosts_file()
-            log(f"node processes started ({self.spec.daemon})")
+            log(f"node processes started ({self.spec.db or 'nothing'})")
         except BaseException:
             with contextlib.suppress(Exception):
                 self.down()
@@ -188,7 +187,7 @@ class LocalBackend(NodeBackend):
 
     def _save(self) -> None:
         state.save("local", self.spec.name, {
-            "spec": self.spec.__dict__, "subnet": str(self.subnet) if self.subnet else None,
+            "spec": self.spec.to_mapping(), "subnet": str(self.subnet) if self.subnet else None,
             "nodes": {n: i.__dict__ for n, i in self.info.items()}})
 
     @classmethod
@@ -196,7 +195,7 @@ class LocalBackend(NodeBackend):
         data = state.load("local", name)
         if data is None:
             raise ClusterError(f"no local cluster named {name!r}")
-        b = cls(ClusterSpec(**data["spec"]))
+        b = cls(ClusterSpec.from_mapping(data["spec"]))
         b.subnet = ipaddress.IPv4Network(data["subnet"]) if data.get("subnet") else None
         b.info = {n: NodeInfo(**i) for n, i in data["nodes"].items()}
         return b
@@ -232,7 +231,7 @@ class LocalBackend(NodeBackend):
     def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
         if name in self.info:
             raise ClusterError(f"node {name!r} already exists")
-        self._make_node(name, role or role_of(name), [])
+        self._make_node(name, role or self.spec.role_of(name), [])
         self._write_hosts()
         self._save()
         self.sync_hosts_file()

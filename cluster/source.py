@@ -18,8 +18,11 @@ import faultline
 PACKAGE = "faultline"
 PACKAGE_DIR = Path(faultline.__file__).resolve().parent
 # What a node needs of the package: the root module and these subpackages (the daemon manager, and
-# whatever the DB runs there; the bundled store is `node`).
-NODE_SUBPACKAGES = ("cluster", "node")
+# whatever the DB runs there; the bundled store is `node`; `testing` for the placeholder daemon) ...
+NODE_SUBPACKAGES = ("cluster", "node", "testing")
+# ... narrowed to these files where a node needs only some (the placeholder imports only the standard
+# library, so the fake and the MiniCluster stay on the host).
+NODE_MODULES: dict[str, tuple[str, ...]] = {"testing": ("__init__.py", "placeholder.py")}
 
 
 def _skip_bytecode(ti: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -45,12 +48,14 @@ def host_pythonpath() -> str:
 def node_tarball(subpackages: tuple[str, ...] = NODE_SUBPACKAGES,
                  modules: dict[str, tuple[str, ...]] | None = None) -> bytes:
     """A gzipped tarball of `faultline/__init__.py` and the named subpackages, to unpack into a folder
-    that goes on a node's PYTHONPATH. `modules` narrows a subpackage to some of its files."""
+    that goes on a node's PYTHONPATH. `modules` narrows a subpackage to some of its files (default
+    NODE_MODULES)."""
+    modules = NODE_MODULES if modules is None else modules
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         tar.add(PACKAGE_DIR / "__init__.py", arcname=f"{PACKAGE}/__init__.py")
         for pkg in subpackages:
-            names = (modules or {}).get(pkg)
+            names = modules.get(pkg)
             if names is None:
                 tar.add(PACKAGE_DIR / pkg, arcname=f"{PACKAGE}/{pkg}", filter=_skip_bytecode)
                 continue

@@ -18,7 +18,7 @@ Hosts file (TOML):
     python = "python3"
 
     [[node]]
-    name = "m1"                # m* are masters, others tablet servers, unless role = "..."
+    name = "m1"                # its role by the name's prefix (m: master, t: tablet server), or role = "..."
     address = "192.0.2.10"
 """
 
@@ -46,8 +46,6 @@ from faultline.cluster.base import (
     NodeBackend,
     NodeInfo,
     RemoteTimeout,
-    master_dns,
-    role_of,
 )
 from faultline.cluster.source import node_tarball
 
@@ -106,12 +104,26 @@ def load_hosts(path: str | Path) -> list[SSHHost]:
             raise ValueError(f"hosts file {p}: unknown keys {', '.join(sorted(bad))}")
         if "name" not in merged or "address" not in merged:
             raise ValueError(f"hosts file {p}: node #{i + 1} needs name and address")
-        h = SSHHost(**merged)
-        h.role = h.role or role_of(h.name)
-        hosts.append(h)
-    if not any(h.role == "master" for h in hosts):
-        raise ValueError(f"hosts file {p}: no master (name masters m1, m2, ... or set role = \"master\")")
+        hosts.append(SSHHost(**merged))
+    if not hosts:
+        raise ValueError(f"hosts file {p}: no [[node]] entries")
     return hosts
+
+
+def fit_spec(spec: ClusterSpec, hosts: list[SSHHost]) -> None:
+    """Gives each host its role (its own `role`, else by its name's prefix, as `m3` is a master) and
+    sets the spec's role counts to the hosts the file lists."""
+    for h in hosts:
+        try:
+            h.role = h.role or spec.role_of(h.name)
+            spec.role(h.role)
+        except ClusterError as exc:
+            raise ValueError(f"hosts file: node {h.name}: {exc}") from None
+    for r in spec.roles:
+        wanted, r.count = r.count, sum(h.role == r.role for h in hosts)
+        if wanted and not r.count:
+            raise ValueError(f"hosts file: no {r.role} (name them {r.prefix}1, {r.prefix}2, ... "
+                             f"or set role = \"{r.role}\")")
 
 
 class _AcceptNew:
@@ -277,11 +289,12 @@ class SSHBackend(NodeBackend):
         self.remote = SSHRemote(self)
 
     @classmethod
-    def from_hosts_file(cls, path: str | Path, name: str = "default", **spec: Any) -> SSHBackend:
+    def from_hosts_file(cls, path: str | Path, spec: ClusterSpec) -> SSHBackend:
+        """A backend for the hosts a file lists, running what `spec` says (its role counts are set from
+        the file)."""
         hosts = load_hosts(path)
-        s = ClusterSpec.from_mapping({"name": name, "masters": sum(h.role == "master" for h in hosts),
-                                      "tservers": sum(h.role == "tserver" for h in hosts), **spec})
-        return cls(s, hosts)
+        fit_spec(spec, hosts)
+        return cls(spec, hosts)
 
     def node_dir(self, node: str) -> str:
         return self.hosts[node].workdir
@@ -300,12 +313,12 @@ class SSHBackend(NodeBackend):
         if state.load("ssh", self.spec.name):
             raise ClusterError(f"an ssh cluster named {self.spec.name!r} is up; "
                                f"`faultline cluster down --cluster ssh --name {self.spec.name}` first")
-        k = 0
+        taken: dict[str, int] = {}
         for h in self.hosts.values():
-            dns = h.dns or ([master_dns(k := k + 1)] if h.role == "master" else [])
+            names = self.spec.role(h.role).dns_names()
+            k = taken[h.role] = taken.get(h.role, 0) + 1
+            dns = h.dns or (names[k - 1:k] if names else [])
             self.info[h.name] = NodeInfo(h.name, h.role, _resolve_addr(h.address), h.address, list(dns))
-        self.spec.masters = len(self.masters())
-        self.spec.tservers = len(self.tservers())
         try:
             self._save()
             self._parallel(self.upload_source, list(self.info))
@@ -313,7 +326,7 @@ class SSHBackend(NodeBackend):
             self._write_hosts()
             self._parallel(self.start, list(self.info))
             self.sync_hosts_file()
-            log(f"node processes started ({self.spec.daemon})")
+            log(f"node processes started ({self.spec.db or 'nothing'})")
         except BaseException:
             with contextlib.suppress(Exception):
                 self.down()
@@ -339,7 +352,7 @@ class SSHBackend(NodeBackend):
         self._parallel(write, list(self.info))
 
     def _save(self) -> None:
-        state.save("ssh", self.spec.name, {"spec": self.spec.__dict__,
+        state.save("ssh", self.spec.name, {"spec": self.spec.to_mapping(),
                                            "hosts": [h.__dict__ for h in self.hosts.values()],
                                            "nodes": {n: i.__dict__ for n, i in self.info.items()}})
 
@@ -348,7 +361,7 @@ class SSHBackend(NodeBackend):
         data = state.load("ssh", name)
         if data is None:
             raise ClusterError(f"no ssh cluster named {name!r}")
-        b = cls(ClusterSpec(**data["spec"]), [SSHHost(**h) for h in data["hosts"]])
+        b = cls(ClusterSpec.from_mapping(data["spec"]), [SSHHost(**h) for h in data["hosts"]])
         b.info = {n: NodeInfo(**i) for n, i in data["nodes"].items()}
         return b
 

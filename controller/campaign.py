@@ -40,6 +40,7 @@ EXPECTATIONS = ("valid", "invalid")
 
 # key -> (accepted python types, description); shared by [campaign] defaults and [[cell]] tables.
 RUN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "db": ((str,), "the DB under test: store (default) or package.module:Attribute"),
     "cluster": ((str,), "docker | local | ssh"),
     "masters": ((int,), "number of masters"),
     "tservers": ((int,), "number of tablet servers"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 import traceback
 
@@ -39,10 +38,6 @@ class FaultlineParser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def available_commands() -> list[tuple[str, str]]:
-    return [(name, mod) for name, mod in COMMANDS if importlib.util.find_spec(mod) is not None]
-
-
 def build_parser() -> FaultlineParser:
     parser = FaultlineParser(
         prog="faultline",
@@ -52,7 +47,7 @@ def build_parser() -> FaultlineParser:
     )
     parser.add_argument("--version", action="version", version=f"faultline {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=FaultlineParser)
-    for name, module_name in available_commands():
+    for name, module_name in COMMANDS:
         module = importlib.import_module(module_name)
         cmd = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
         module.add_arguments(cmd)

@@ -1,6 +1,6 @@
 """A test is a plain dict; this module builds one from options, validating everything before anything starts.
 
-Fields written to test.json: name, workload, nemesis (list), nemesis_interval, bugs (list), seed,
+Fields written to test.json: name, db, workload, nemesis (list), nemesis_interval, bugs (list), seed,
 time_limit, concurrency, cluster, cluster_name, masters, tservers, start_time (ISO UTC), run_tag (suffix of
 this run's table names), quiet_period, workload_opts, cluster_spec, leave_cluster_running, reuse_cluster. Live objects (backend, recorder, connect) are added by
 the runner and never serialised (see runner.RUNTIME_KEYS).
@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from faultline.controller.errors import UsageError
+from faultline.dbs import DEFAULT as DEFAULT_DB
+from faultline.dbs import UnknownDB, get_db
 
 CLUSTERS: tuple[str, ...] = ("docker", "local", "ssh")
 TEST_ONLY_CLUSTERS: tuple[str, ...] = ("fake",)  # in-memory, for testing the harness itself
@@ -50,6 +52,17 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
     for b in bugs:
         if b not in BUGS:
             raise _choices("bug", b, sorted(BUGS))
+    db_name = str(opts.get("db") or DEFAULT_DB)
+    try:
+        db = get_db(db_name)
+    except UnknownDB as exc:
+        raise UsageError(str(exc)) from None
+    if workload not in db.workloads:
+        raise UsageError(f"the {db.name} DB has no client for workload {workload!r}; it supports "
+                         f"{', '.join(sorted(db.workloads))}")
+    unsupported = [n for n in nemeses if db.nemeses is not None and n != "none" and n not in db.nemeses]
+    if unsupported:
+        raise UsageError(f"the {db.name} DB does not support nemesis {', '.join(unsupported)}")
     cluster = str(opts.get("cluster") or "docker")
     if cluster not in CLUSTERS + TEST_ONLY_CLUSTERS:
         raise _choices("cluster", cluster, list(CLUSTERS))
@@ -94,6 +107,7 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
     quiet = opts.get("quiet_period")
     test: dict[str, Any] = {
         "name": re.sub(r"[^A-Za-z0-9._+-]", "_", name),
+        "db": db_name,
         "workload": workload,
         "nemesis": nemeses,
         "nemesis_interval": interval,
@@ -115,7 +129,11 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
     }
     if cluster == "ssh" and not test["hosts_file"]:
         raise UsageError("--cluster ssh needs --nodes HOSTS_FILE (see docs/cluster.md for its format)")
-    test["cluster_spec"] = {"name": cluster_name, "masters": masters, "tservers": tservers, "inject_bugs": bugs}
+    try:
+        spec = db.cluster_spec(cluster_name, {"masters": masters, "tservers": tservers, "bugs": bugs})
+    except ValueError as exc:
+        raise UsageError(f"{db.name} cluster: {exc}") from None
+    test["cluster_spec"] = spec.to_mapping()
     return test
 
 
@@ -134,17 +152,20 @@ def make_backend(test: Mapping[str, Any]) -> Any:
     """The cluster backend object for the test (not started)."""
     kind = test["cluster"]
     if kind == "fake":
-        from faultline.controller.fake import FakeBackend
+        from faultline.testing.fake import FakeBackend
 
         return FakeBackend(seed=int(test["seed"]))
     from faultline.cluster import backends
     from faultline.cluster.base import ClusterError, ClusterSpec
 
-    spec_map = {k: v for k, v in test["cluster_spec"].items() if k != "hosts"}
+    spec_map = dict(test["cluster_spec"])
     try:
         if test.get("reuse_cluster"):
             b = backends.attach(kind, spec_map["name"])
-            running = sorted(getattr(getattr(b, "spec", None), "inject_bugs", []) or [])
+            if b.spec.db != spec_map.get("db"):
+                raise UsageError(f"cluster {spec_map['name']!r} runs {b.spec.db or 'nothing'}, not "
+                                 f"{spec_map.get('db')}: bring up a fresh cluster")
+            running = sorted(b.spec.db_opts.get("bugs") or [])
             if running != sorted(test.get("bugs") or []):
                 raise UsageError(f"cluster {spec_map['name']!r} runs with bugs {running or 'none'}, not "
                                  f"{sorted(test.get('bugs') or []) or 'none'}: bring up a fresh cluster")
@@ -152,39 +173,11 @@ def make_backend(test: Mapping[str, Any]) -> Any:
         return backends.make_backend(kind, ClusterSpec.from_mapping(spec_map), hosts=test.get("hosts_file"))
     except (ClusterError, ValueError) as exc:
         raise UsageError(f"{kind} cluster: {exc}") from None
-    except ImportError as exc:
-        raise UsageError(f"the {kind} cluster backend is not available in this installation ({exc})") from None
 
 
-def connector(test: Mapping[str, Any], backend: Any) -> Any:
-    """A zero-argument callable returning a node client connected to the test's cluster."""
-    if hasattr(backend, "client") and test["cluster"] == "fake":
-        return backend.client
-    timeout = float(test.get("op_timeout_s", 5))
-
-    def connect() -> Any:
-        from faultline.node.client import KuduClient  # type: ignore[attr-defined]
-
-        # DNS names plus the backend's resolver, so the client follows a name moved by master-replace
-        return KuduClient(backend.master_addresses(), resolve=host_resolver(backend), default_timeout_s=timeout)
-
-    return connect
-
-
-def host_resolver(backend: Any) -> Any:
-    """How the host reaches a name the cluster hands out: node and master DNS names through the backend;
-    addresses (tablet servers advertise theirs) and unknown names pass through unchanged."""
-    import ipaddress
-
-    def resolve(name: str) -> str:
-        try:
-            ipaddress.ip_address(name)
-            return name
-        except ValueError:
-            pass
-        try:
-            return backend.resolve(name)
-        except Exception:
-            return name
-
-    return resolve
+def connector(test: Mapping[str, Any]) -> Any:
+    """A zero-argument callable returning a client library object connected to the test's cluster: the
+    DB's own, or the in-memory fake's (test["backend"] and test["database"] are set)."""
+    if test["cluster"] == "fake":
+        return test["backend"].client
+    return test["database"].connector(test)

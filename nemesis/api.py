@@ -1,14 +1,20 @@
-"""The nemesis protocol: a fault that is set up, invoked by ops and always healed."""
+"""The nemesis protocol, and the package a nemesis comes in: the fault and its schedule."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from faultline.gen import Gen
 
 Op = dict[str, Any]
 
 
 class Nemesis(Protocol):
+    """A fault that is set up, invoked by ops and always healed."""
+
     fs: frozenset[str]  # the op names (`f`) this nemesis handles
 
     def setup(self, test: Mapping[str, Any]) -> Nemesis: ...
@@ -18,5 +24,11 @@ class Nemesis(Protocol):
     def heal(self, test: Mapping[str, Any]) -> None: ...
 
 
-# A nemesis package is a dict: {"nemesis": Nemesis, "generator": ..., "final_generator": ...}
-NemesisPackage = dict[str, Any]
+@dataclass(frozen=True, kw_only=True)
+class NemesisPackage:
+    """A nemesis with the schedule that drives it during the main phase (None: it never acts) and the
+    ops that stop its fault before healing (None: nothing to stop)."""
+
+    nemesis: Nemesis
+    generator: Gen | None = None
+    final_generator: Gen | None = None

@@ -1,7 +1,8 @@
 """What the nemeses share: node selection, running the node's admin tools, and asking the cluster who leads.
 
-Leaders are asked of the cluster (the masters' own view through `tool master list`, tablet leaders through
-`tool cluster ksck`), never guessed, so `partition-leader` and `kill leaders` hit the real leader.
+Leaders are asked of the cluster (the masters' own view through `tool master list --json`, tablets through
+`tool table list --tablets --json` and `tool cluster ksck --json`), never guessed, so `partition-leader` and
+`kill leaders` hit the real leader. The tools' JSON is read only through node/tool/output.py's parsers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from faultline.gen import Context
+from faultline.node.tool.output import parse_master_list, parse_table_list
 
 log = logging.getLogger("faultline.nemesis")
 Op = dict[str, Any]
@@ -83,7 +85,7 @@ def tool(test: Mapping[str, Any], node: str, args: Sequence[str], timeout: float
 
 
 def masters_arg(test: Mapping[str, Any]) -> str:
-    return ",".join(backend(test).master_addresses())
+    return ",".join(backend(test).addresses("master"))
 
 
 def dns_holder(test: Mapping[str, Any], name: str) -> str | None:
@@ -130,17 +132,28 @@ def _tool_anywhere(test: Mapping[str, Any], args: Sequence[str], timeout: float 
     return tool(test, runner, args, timeout=timeout, check=False)
 
 
-def master_roles(test: Mapping[str, Any]) -> list[tuple[str, str, str, bool]]:
-    """`tool master list`: (uuid, addr, role, voter) per master, from the leader's view."""
-    rc, out, _ = _tool_anywhere(test, ["master", "list", masters_arg(test)], timeout=20)
+def _master_rows(rc: int, out: str) -> list[tuple[str, str, str, bool]]:
+    """(uuid, addr, role, voter) per master from `tool master list --json`; [] when the tool failed."""
     if rc != 0:
         return []
-    rows = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and ":" in parts[1]:
-            rows.append((parts[0], parts[1], parts[2].upper(), "non-voter" not in line))
-    return rows
+    try:
+        return [(m["uuid"], m["addr"], m["role"], m["voter"]) for m in parse_master_list(out)]
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("unreadable `master list --json` output: %s", exc)
+        return []
+
+
+def master_roles(test: Mapping[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """`tool master list --json`: (uuid, addr, role, voter) per master, from the leader's view."""
+    return _master_rows(*_tool_anywhere(test, ["master", "list", masters_arg(test), "--json"], timeout=20)[:2])
+
+
+def master_roles_seen_by(test: Mapping[str, Any], runner: str, masters: str,
+                         timeout: float = 10) -> list[tuple[str, str, str, bool]]:
+    """`tool master list MASTERS --json` run on `runner`: (uuid, addr, role, voter) as those masters (e.g. one
+    HOST:PORT) see them; [] when they do not answer."""
+    rc, out, _ = tool(test, runner, ["master", "list", masters, "--json"], timeout=timeout, check=False)
+    return _master_rows(rc, out)
 
 
 def master_leader(test: Mapping[str, Any]) -> str | None:
@@ -181,27 +194,25 @@ def tserver_nodes(test: Mapping[str, Any]) -> dict[str, str]:
 
 
 def tablets(test: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every tablet from `tool table list --tablets`: tablet, table, leader (uuid), replicas (uuids),
-    replica_nodes and leader_node (node names, None when unknown)."""
-    rc, out, _ = _tool_anywhere(test, ["table", "list", masters_arg(test), "--tablets"], timeout=30)
+    """Every tablet from `tool table list --tablets --json`: tablet, table, state, leader (uuid), replicas
+    (uuids), replica_nodes and leader_node (node names, None when unknown)."""
+    rc, out, _ = _tool_anywhere(test, ["table", "list", masters_arg(test), "--tablets", "--json"], timeout=30)
     if rc != 0:
+        return []
+    try:
+        tables = parse_table_list(out)
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("unreadable `table list --json` output: %s", exc)
         return []
     nodes = tserver_nodes(test)
     result = []
-    table = None
-    for line in out.splitlines():
-        if not line.strip():
-            continue
-        if not line.startswith(" "):
-            table = line.strip()
-            continue
-        parts = line.split()
-        reps = [p.split(":", 1) for p in parts[3:] if ":" in p]
-        uuids = [u for u, _ in reps]
-        leader = next((u for u, role in reps if role.upper() == "LEADER"), None)
-        result.append({"tablet": parts[0], "table": table, "state": parts[2] if len(parts) > 2 else "",
-                       "leader": leader, "replicas": uuids, "replica_nodes": [nodes.get(u) for u in uuids],
-                       "leader_node": nodes.get(leader) if leader else None})
+    for table in tables:
+        for t in table.get("tablets", []):
+            uuids = [r["uuid"] for r in t["replicas"]]
+            leader = next((r["uuid"] for r in t["replicas"] if r["role"] == "LEADER"), None)
+            result.append({"tablet": t["tablet_id"], "table": table["name"], "state": t["state"],
+                           "leader": leader, "replicas": uuids, "replica_nodes": [nodes.get(u) for u in uuids],
+                           "leader_node": nodes.get(leader) if leader else None})
     return result
 
 

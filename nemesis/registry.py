@@ -1,22 +1,36 @@
-"""Nemesis packages by name, and their composition.
+"""Nemeses by name, and their composition.
 
-A package is a dict {"nemesis", "generator", "final_generator"}. `compose(names, interval_s)` merges
-several: one composite nemesis that routes each op to the package that handles its `f`; their schedules
-run side by side (each package cycles wait, start, wait, stop, offset from the others so faults overlap
-and interleave); the final generator stops every package's fault, and `heal` heals them all.
+`NEMESES[name]` is an `Entry` (name, help, factory) and `get(name, interval_s)` builds its
+`NemesisPackage`: the same shape as workloads.registry and checkers.registry, so the CLI lists and
+validates all three alike. `compose(names, interval_s)` merges several: one composite nemesis that routes
+each op to the package that handles its `f`; their schedules run side by side (each package cycles wait,
+start, wait, stop, offset from the others so faults overlap and interleave); the final generator stops
+every package's fault, and `heal` heals them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from faultline import gen
 from faultline.nemesis import blip, elections, faults, learner, power, topology
+from faultline.nemesis.api import Nemesis, NemesisPackage
 from faultline.nemesis.base import ROLES, Op, choice_op
 from faultline.nemesis.grudge import SHAPES
 
 ALL_SUBSETS = ("one", "minority", "majority", "leaders")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One nemesis: the name users type, a line for `--help`, and what builds its package from the
+    interval between a fault's start and stop (seconds)."""
+
+    name: str
+    help: str
+    factory: Callable[[float], NemesisPackage]
 
 
 def _start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float) -> tuple[gen.Gen, gen.Gen]:
@@ -26,87 +40,101 @@ def _start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float)
     return schedule, gen.once({"f": f"stop-{f}", "value": None})
 
 
-def partition_package(shapes: Sequence[str], interval_s: float, targets: Sequence[str] = ROLES) -> dict[str, Any]:
+def partition_package(shapes: Sequence[str], interval_s: float,
+                      targets: Sequence[str] = ROLES) -> NemesisPackage:
     sched, final = _start_stop("partition", {"shape": shapes, "targets": targets}, interval_s)
-    return {"nemesis": faults.PartitionNemesis(), "generator": sched, "final_generator": final}
+    return NemesisPackage(nemesis=faults.PartitionNemesis(), generator=sched, final_generator=final)
 
 
-def process_package(mode: str, interval_s: float) -> dict[str, Any]:
+def process_package(mode: str, interval_s: float) -> NemesisPackage:
     sched, final = _start_stop(mode, {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS}, interval_s)
-    return {"nemesis": faults.ProcessNemesis(mode), "generator": sched, "final_generator": final}
+    return NemesisPackage(nemesis=faults.ProcessNemesis(mode), generator=sched, final_generator=final)
 
 
-def power_loss_package(subsets: Sequence[str], interval_s: float) -> dict[str, Any]:
+def power_loss_package(subsets: Sequence[str], interval_s: float) -> NemesisPackage:
     """Power cuts on tablet servers every other interval, sized at random among `subsets` (the run's
     seed decides). `power-loss-tablet` always cuts every replica of one tablet: a cut of only a majority
     loses unsynced data only when the next leader is one of the cut replicas (it missed the `no-fsync`
     bug in 1 of 3 runs), a cut of all of them loses it every time."""
     sched, final = _start_stop("power-loss", {"targets": ("tservers",), "subset": subsets}, interval_s)
-    return {"nemesis": power.PowerLossNemesis(), "generator": sched, "final_generator": final}
+    return NemesisPackage(nemesis=power.PowerLossNemesis(), generator=sched, final_generator=final)
 
 
-def clock_package(interval_s: float) -> dict[str, Any]:
+def clock_package(interval_s: float) -> NemesisPackage:
     sched, final = _start_stop("clock", {"kind": ("bump", "strobe"), "targets": ROLES,
                                          "subset": ("one", "minority", "majority")}, interval_s)
-    return {"nemesis": faults.ClockNemesis(), "generator": sched, "final_generator": final}
+    return NemesisPackage(nemesis=faults.ClockNemesis(), generator=sched, final_generator=final)
 
 
-def learner_partition_package(interval_s: float) -> dict[str, Any]:
+def learner_partition_package(interval_s: float) -> NemesisPackage:
     """A NON_VOTER added to one tablet, then that tablet's leader and the learner cut off together from the
     other voters (nemesis/learner.py); stop heals and removes the learner."""
     sched, final = _start_stop("learner-partition", {}, interval_s)
-    return {"nemesis": learner.LearnerPartitionNemesis(), "generator": sched, "final_generator": final}
+    return NemesisPackage(nemesis=learner.LearnerPartitionNemesis(), generator=sched, final_generator=final)
 
 
-def one_shot_package(nemesis: Any, f: str, interval_s: float, value: Callable[[gen.Context], Any] | None = None,
-                     times: int | None = None) -> dict[str, Any]:
+def one_shot_package(nemesis: Nemesis, f: str, interval_s: float,
+                     value: Callable[[gen.Context], Any] | None = None, times: int | None = None) -> NemesisPackage:
     op = gen.limit(1, gen.repeat(lambda ctx: {"f": f, "value": value(ctx) if value else None}))
     sched = gen.cycle(gen.seq(gen.sleep(interval_s), op), times=times)
-    return {"nemesis": nemesis, "generator": sched, "final_generator": None}
+    return NemesisPackage(nemesis=nemesis, generator=sched)
 
 
 def _membership_value(ctx: gen.Context) -> dict[str, str]:
     return {"action": ctx.rng.choice(["leader-step-down", "add-replica", "remove-replica", "move-replica"])}
 
 
-def _builders() -> dict[str, Callable[[float], dict[str, Any]]]:
-    b: dict[str, Callable[[float], dict[str, Any]]] = {
-        "none": lambda i: {"nemesis": Noop(), "generator": None, "final_generator": None},
-        "partition": lambda i: partition_package(SHAPES, i),
-    }
-    for shape in SHAPES:
-        b[f"partition-{shape}"] = lambda i, s=shape: partition_package([s], i)
-    # the leader shape aimed at one kind of leader: a tablet's (stale reads) or the masters' (catalog)
-    b["partition-tablet-leader"] = lambda i: partition_package(["leader"], i, targets=("tservers",))
-    b["partition-master-leader"] = lambda i: partition_package(["leader"], i, targets=("masters",))
-    b["kill"] = lambda i: process_package("kill", i)
-    b["pause"] = lambda i: process_package("pause", i)
-    b["clock"] = clock_package
-    b["membership"] = lambda i: one_shot_package(topology.MembershipNemesis(), "membership", i / 2,
-                                                  _membership_value)
-    b["master-replace"] = lambda i: one_shot_package(topology.MasterReplaceNemesis(), "replace-master", i)
-    # a master replaced while the old leader is cut off, then the cut moves (KUDU-1556's case, staged)
-    b["master-replace-lagging"] = lambda i: one_shot_package(topology.MasterReplaceLaggingNemesis(),
-                                                             "replace-master-lagging", i)
-    b["master-migrate"] = lambda i: one_shot_package(topology.MasterMigrateNemesis(), "migrate-masters", i,
-                                                     times=1)
-    b["tserver-replace"] = lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i)
-    b["majority-loss"] = lambda i: one_shot_package(topology.MajorityLossNemesis(), "majority-loss", i,
-                                                    times=1)
-    b["power-loss"] = lambda i: power_loss_package(power.PACKAGE_SUBSETS, i)
-    b["power-loss-tablet"] = lambda i: power_loss_package(("tablet-all",), i)
-    b["learner-partition"] = learner_partition_package
-    # a tablet leader cut off only until the others elected a new one (nemesis/blip.py)
-    b["leader-blip"] = lambda i: one_shot_package(blip.LeaderBlipNemesis(), "leader-blip", i)
-    # a voter crashes right after its vote and is asked again in the same term (nemesis/elections.py)
-    b["vote-crash"] = lambda i: one_shot_package(elections.VoteCrashNemesis(), "vote-crash", i)
-    # the Raft paper's Figure 8: an older term's entry committed by counting replicas, then overwritten
-    b["figure-8"] = lambda i: one_shot_package(elections.Figure8Nemesis(), "figure-8", i)
-    return b
+_SHAPE_HELP = {
+    "one": "one node cut off",
+    "halves": "two halves",
+    "majority": "a minority cut off",
+    "ring": "each node hears a different majority",
+    "bridge": "two halves joined by one node",
+    "leader": "a leader cut off",
+}
 
 
-BUILDERS = _builders()
-NEMESES: tuple[str, ...] = tuple(BUILDERS)
+def _entries() -> list[Entry]:
+    return [
+        Entry("none", "no faults", lambda i: NemesisPackage(nemesis=Noop())),
+        Entry("partition", "a random partition shape each time", lambda i: partition_package(SHAPES, i)),
+        *(Entry(f"partition-{s}", _SHAPE_HELP[s], lambda i, s=s: partition_package([s], i)) for s in SHAPES),
+        # the leader shape aimed at one kind of leader: a tablet's (stale reads) or the masters' (catalog)
+        Entry("partition-tablet-leader", "a tablet leader cut off",
+              lambda i: partition_package(["leader"], i, targets=("tservers",))),
+        Entry("partition-master-leader", "the leader master cut off",
+              lambda i: partition_package(["leader"], i, targets=("masters",))),
+        Entry("kill", "SIGKILL, then restart", lambda i: process_package("kill", i)),
+        Entry("pause", "SIGSTOP, then SIGCONT", lambda i: process_package("pause", i)),
+        Entry("clock", "clock bumps and strobes", clock_package),
+        Entry("membership", "replica adds, removals, moves and leader step-downs",
+              lambda i: one_shot_package(topology.MembershipNemesis(), "membership", i / 2, _membership_value)),
+        Entry("master-replace", "a master replaced for good",
+              lambda i: one_shot_package(topology.MasterReplaceNemesis(), "replace-master", i)),
+        # a master replaced while the old leader is cut off, then the cut moves (KUDU-1556's case, staged)
+        Entry("master-replace-lagging", "a master replaced while the old leader lags, cut off",
+              lambda i: one_shot_package(topology.MasterReplaceLaggingNemesis(), "replace-master-lagging", i)),
+        Entry("master-migrate", "one master to three, needs --masters 1",
+              lambda i: one_shot_package(topology.MasterMigrateNemesis(), "migrate-masters", i, times=1)),
+        Entry("tserver-replace", "a tablet server replaced for good",
+              lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i)),
+        Entry("majority-loss", "a tablet majority lost, recovered by unsafe_change_config",
+              lambda i: one_shot_package(topology.MajorityLossNemesis(), "majority-loss", i, times=1)),
+        Entry("power-loss", "power cuts on tablet servers", lambda i: power_loss_package(power.PACKAGE_SUBSETS, i)),
+        Entry("power-loss-tablet", "power cuts on every replica of one tablet",
+              lambda i: power_loss_package(("tablet-all",), i)),
+        Entry("learner-partition", "a new learner cut off with its tablet's leader", learner_partition_package),
+        Entry("leader-blip", "a tablet leader cut off until a new one is elected",
+              lambda i: one_shot_package(blip.LeaderBlipNemesis(), "leader-blip", i)),
+        # staged elections on one tablet (nemesis/elections.py)
+        Entry("vote-crash", "a voter crashes after voting, asked again in the same term",
+              lambda i: one_shot_package(elections.VoteCrashNemesis(), "vote-crash", i)),
+        Entry("figure-8", "the Raft paper's Figure 8, staged",
+              lambda i: one_shot_package(elections.Figure8Nemesis(), "figure-8", i)),
+    ]
+
+
+NEMESES: dict[str, Entry] = {e.name: e for e in _entries()}
 
 
 def validate(names: Sequence[str]) -> list[str]:
@@ -114,9 +142,15 @@ def validate(names: Sequence[str]) -> list[str]:
     if not names:
         raise ValueError(f"no nemesis given; valid: {', '.join(NEMESES)}")
     for n in names:
-        if n not in BUILDERS:
+        if n not in NEMESES:
             raise ValueError(f"unknown nemesis {n!r}; valid: {', '.join(NEMESES)}")
     return list(names)
+
+
+def get(name: str, interval_s: float = 10.0) -> NemesisPackage:
+    """The package of nemesis `name`; an unknown name raises ValueError naming the valid ones."""
+    validate([name])
+    return NEMESES[name].factory(interval_s)
 
 
 class Noop:
@@ -160,20 +194,19 @@ class Composite:
             raise RuntimeError("heal failed: " + "; ".join(errors))
 
 
-def compose(names: Sequence[str], interval_s: float = 10.0) -> dict[str, Any]:
+def compose(names: Sequence[str], interval_s: float = 10.0) -> NemesisPackage:
     """One package from several, interleaved on a schedule (see the module docstring)."""
     validate(names)
-    pkgs = [BUILDERS[n](interval_s) for n in dict.fromkeys(names)]
+    pkgs = [get(n, interval_s) for n in dict.fromkeys(names)]
     gens = []
     for i, p in enumerate(pkgs):
-        if p["generator"] is None:
+        if p.generator is None:
             continue
         offset = interval_s * i / max(1, len(pkgs))
-        gens.append(gen.seq(gen.sleep(offset), p["generator"]) if offset else p["generator"])
-    finals = [p["final_generator"] for p in pkgs if p.get("final_generator") is not None]
-    return {
-        "nemesis": Composite([p["nemesis"] for p in pkgs]),
-        "generator": gen.any_of(*gens) if gens else None,
-        "final_generator": gen.seq(*finals) if finals else None,
-        "names": list(dict.fromkeys(names)),
-    }
+        gens.append(gen.seq(gen.sleep(offset), p.generator) if offset else p.generator)
+    finals = [p.final_generator for p in pkgs if p.final_generator is not None]
+    return NemesisPackage(
+        nemesis=Composite([p.nemesis for p in pkgs]),
+        generator=gen.any_of(*gens) if gens else None,
+        final_generator=gen.seq(*finals) if finals else None,
+    )

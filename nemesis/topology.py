@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.cluster.base import MASTER_PORT, master_dns
+from faultline.dbs.store import MASTER, MASTER_PORT, master_dns
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     NemesisError,
@@ -506,8 +506,7 @@ class MasterMigrateNemesis:
         tool(test, a, ["local_replica", "cmeta", "rewrite_raft_config", SYS_CATALOG_TABLET, *config,
                        "--fs-dir", _fs_dir(test, a)], timeout=60)
         steps.append("rewrite_raft_config on " + a)
-        if hasattr(b, "spec") and hasattr(b.spec, "masters"):
-            b.spec.masters = 3  # from now on every node process starts with the three master addresses
+        b.spec.role(MASTER).count = 3  # from now on every node process starts with the three master addresses
         if isinstance(test, dict):
             test["masters"] = 3
         b.start(a)

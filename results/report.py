@@ -2,108 +2,39 @@
 
 It says the verdict, what was wrong (each failing checker, with a link to the counterexample page), the
 op counts, the latency and rate plots, and the nemesis timeline with the outages clients saw.
-Plots, timeline and counterexample pages come from `checkers.perf`, `checkers.timeline` and
-`checkers.counterexample` when those exist; without them the report draws its own latency plot.
+Rendering only: the plots, timeline and counterexample it shows or links are made by
+`results.publish`, so each artifact has one maker and re-rendering a report never redraws them.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import importlib
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
-from faultline.results import metrics
+from faultline.checkers._html import head
+from faultline.results import metrics, parquet
 from faultline.results.store import RunDir
 
-VERDICT_COLOURS = {"valid": "#2e8b3a", "invalid": "#c0392b", "unknown": "#c98a00", "unchecked": "#777",
-                   "broken": "#777"}
 MAX_EVIDENCE = 20_000
-
-
-def _optional(module: str, name: str) -> Any:
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
 
 
 def verdict_label(valid: Any) -> str:
     return "valid" if valid is True else ("invalid" if valid is False else "unknown")
 
 
-def _history_frame(run: RunDir) -> tuple[Any, list[dict[str, Any]]]:
-    from faultline.results import parquet
-
+def _history_frame(run: RunDir) -> Any:
     ops = run.history() if (run.history_path.exists() or run.parquet_path.exists()) else []
-    df = parquet.ops_to_table(ops).to_pandas().sort_values("index", kind="stable")
-    return df, ops
+    return parquet.ops_to_table(ops).to_pandas().sort_values("index", kind="stable")
 
 
-def _ensure_artifacts(run: RunDir, results: dict[str, Any] | None, ops: list[dict[str, Any]]) -> None:
-    """Plots, timeline and counterexample from the checkers package, when it provides them."""
-    write_plots = _optional("faultline.checkers.perf", "write_plots")
-    if write_plots and not any(run.plots_dir.glob("*.png")) and ops:
-        try:
-            run.plots_dir.mkdir(exist_ok=True)
-            write_plots(ops, run.plots_dir)
-        except Exception as exc:
-            warnings.warn(f"{run.run_id}: plots not written: {exc}", stacklevel=2)
-    write_timeline = _optional("faultline.checkers.timeline", "write_timeline")
-    if write_timeline and not run.timeline_path.exists() and ops:
-        try:
-            write_timeline(ops, run.timeline_path)
-        except Exception as exc:
-            warnings.warn(f"{run.run_id}: timeline not written: {exc}", stacklevel=2)
-    render = _optional("faultline.checkers.counterexample", "render_html")
-    bad = _failing(results)
-    if render and bad and not run.counterexample_path.exists():
-        try:
-            render(bad[0][1], ops, run.counterexample_path)
-        except Exception as exc:
-            warnings.warn(f"{run.run_id}: counterexample not written: {exc}", stacklevel=2)
-
-
-def _failing(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+def failing(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """The checkers whose verdict is invalid, as (name, result), in results order."""
     if not results:
         return []
     return [(k, v) for k, v in results.items() if isinstance(v, dict) and v.get("valid") is False]
-
-
-def _own_latency_png(df: Any, faults: list[dict[str, Any]]) -> bytes | None:
-    """A latency-over-time scatter with fault windows shaded, when checkers.perf drew nothing."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from faultline.results.metrics import pair_latencies
-
-    cl = df[~df["is_nemesis"].fillna(False).astype(bool) & df["process"].notna() & df["time"].notna()]
-    done = pair_latencies(cl)
-    if done.empty:
-        return None
-    fig, ax = plt.subplots(figsize=(9, 3.2), dpi=90)
-    colours = {"ok": "#2e8b3a", "fail": "#c0392b", "info": "#c98a00"}
-    for ty, g in done.groupby("type"):
-        ax.scatter(g["invoke_time"] / 1e9, g["latency_ns"] / 1e6, s=2, alpha=0.5, label=str(ty),
-                   color=colours.get(str(ty), "#555"))
-    for w in faults:
-        ax.axvspan(w["start_s"], w["end_s"], color="#999", alpha=0.2, lw=0)
-    ax.set_yscale("log")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("latency (ms)")
-    ax.legend(loc="upper right", markerscale=4, fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
 
 
 def _timeline_svg(faults: list[dict[str, Any]], outages: list[list[float]], duration: float) -> str:
@@ -138,16 +69,6 @@ def _timeline_svg(faults: list[dict[str, Any]], outages: list[list[float]], dura
     return "".join(parts) + (f"<p class='legend'>{legend}</p>" if legend else "")
 
 
-CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1000px;color:#222}
-.verdict{display:inline-block;padding:4px 14px;border-radius:4px;color:#fff;font-weight:bold}
-table{border-collapse:collapse;margin:.6em 0;font-size:14px}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:left} th{background:#f0f0f0}
-pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:400px;font-size:12px}
-img{max-width:100%;border:1px solid #ddd;margin:4px 0}
-"""
-
-
 def render_report(run: RunDir) -> str:
     """The report page as a string (write_report writes it to report.html)."""
     e = html.escape
@@ -159,20 +80,17 @@ def render_report(run: RunDir) -> str:
         results = run.load_results()
     except (OSError, ValueError):
         results = None
-    df, ops = _history_frame(run)
+    df = _history_frame(run)
     m = metrics.run_metrics(df, run.run_id)
     faults = json.loads(m["faults_json"])
     outages = json.loads(m["outages_json"])
-    _ensure_artifacts(run, results, ops)
     if results is None or results.get("unchecked") is True:
         label = "unchecked"
     else:
         label = verdict_label(results.get("valid"))
-    p = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(run.run_id)}: {label}</title>",
-         f"<style>{CSS}</style></head><body>",
+    p = [head(f"{run.run_id}: {label}"),
          f"<h1>{e(str(test.get('name') or run.path.parent.name))}</h1>",
-         f"<p>run <code>{e(run.run_id)}</code> &nbsp; <span class='verdict' id='verdict' "
-         f"style='background:{VERDICT_COLOURS[label]}'>{e(label)}</span></p>"]
+         f"<p>run <code>{e(run.run_id)}</code> &nbsp; <span class='verdict {label}' id='verdict'>{e(label)}</span></p>"]
     # the test
     keys = ["workload", "nemesis", "bugs", "seed", "time_limit", "concurrency", "cluster", "masters", "tservers",
             "start_time"]
@@ -194,9 +112,9 @@ def render_report(run: RunDir) -> str:
             p.append("<table><tr><th>checker</th><th>verdict</th></tr>")
             for k, v in rows:
                 lab = verdict_label(v.get("valid"))
-                p.append(f"<tr><td>{e(k)}</td><td style='color:{VERDICT_COLOURS[lab]}'>{e(lab)}</td></tr>")
+                p.append(f"<tr><td>{e(k)}</td><td class='verdict {lab}'>{e(lab)}</td></tr>")
             p.append("</table>")
-        bad = _failing(results)
+        bad = failing(results)
         if bad:
             p.append("<h3 id='wrong'>What was wrong</h3>")
             if run.counterexample_path.exists():
@@ -239,17 +157,12 @@ def render_report(run: RunDir) -> str:
     # plots
     p.append("<h2>Plots</h2>")
     pngs = sorted(run.plots_dir.glob("*.png")) if run.plots_dir.is_dir() else []
-    images = [(png.name, png.read_bytes()) for png in pngs]
-    if not images:
-        own = _own_latency_png(df, faults)
-        if own:
-            images = [("latency (fault windows shaded)", own)]
-    for name, data in images:
-        b64 = base64.b64encode(data).decode()
-        p.append(f"<figure><img alt='{e(name)}' src='data:image/png;base64,{b64}'><figcaption>{e(name)}"
+    for png in pngs:
+        b64 = base64.b64encode(png.read_bytes()).decode()
+        p.append(f"<figure><img alt='{e(png.name)}' src='data:image/png;base64,{b64}'><figcaption>{e(png.name)}"
                  "</figcaption></figure>")
-    if not images:
-        p.append("<p>No client operations to plot.</p>")
+    if not pngs:
+        p.append("<p>No plots: no client operations, or they were not drawn (see the run's log).</p>")
     # files
     p.append("<h2>Files</h2><ul>")
     for name in ("timeline.html", "counterexample.html", "history.jsonl", "results.json", "test.json",
@@ -261,7 +174,7 @@ def render_report(run: RunDir) -> str:
 
 
 def write_report(run_dir: RunDir | Path | str) -> Path:
-    """(Re)writes report.html in the run directory; returns its path."""
+    """(Re)writes report.html from the files in the run directory (nothing else); returns its path."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
     page = render_report(run)
     tmp = run.path / ".report.html.tmp"

@@ -15,6 +15,7 @@ import mimetypes
 import os
 import shutil
 import tempfile
+import threading
 import zipfile
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from faultline.checkers._html import head
+from faultline.results.publish import publish
 from faultline.results.store import RunDir, RunInfo, Store, StoreError
 
 PAGE_CSP = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'none'"
@@ -31,15 +34,6 @@ TEXT_TYPES = {".jsonl": "text/plain", ".log": "text/plain", ".edn": "text/plain"
 MAX_LISTED_FILES = 2000
 VERDICT_CLASSES = ("valid", "invalid", "unknown", "unchecked", "broken")
 
-CSS = """
-body{font-family:system-ui,sans-serif;margin:1.2em;color:#222}
-table{border-collapse:collapse;font-size:14px} th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}
-th{background:#f0f0f0} form{margin:.8em 0} select{margin-right:1em}
-td.verdict{font-weight:bold;color:#fff}
-tr.valid td.verdict{background:#2e8b3a} tr.invalid td.verdict{background:#c0392b}
-tr.unknown td.verdict{background:#c98a00} tr.unchecked td.verdict,tr.broken td.verdict{background:#888}
-img{max-width:100%;border:1px solid #ddd} nav a{margin-right:1em}
-"""
 
 
 def _e(v: Any) -> str:
@@ -55,8 +49,7 @@ def _file_href(run_id: str, rel: str) -> str:
 
 
 def _page(title: str, body: str) -> bytes:
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<style>{CSS}</style></head><body><nav><a href='/'>runs</a><a href='/scorecard'>scorecard</a></nav>"
+    return (f"{head(title)}<nav><a href='/'>runs</a><a href='/scorecard'>scorecard</a></nav>"
             f"{body}</body></html>\n").encode()
 
 
@@ -66,6 +59,7 @@ class StoreView:
     def __init__(self, root: Path | str) -> None:
         self.store = Store(root, create=False)
         self.root = self.store.root.resolve()
+        self._publishing = threading.Lock()
 
     # ----------------------------------------------------------------------------- the run list
     def index(self, query: dict[str, list[str]]) -> bytes:
@@ -171,9 +165,9 @@ class StoreView:
         if not path.is_relative_to(base):
             raise StoreError(f"bad file path {rel!r}")
         if rel == "report.html" and not path.exists():
-            from faultline.results.report import write_report
-
-            write_report(run)
+            with self._publishing:  # one run at a time: matplotlib's pyplot is not thread-safe
+                if not path.exists():
+                    publish(run)
         if not path.is_file():
             raise FileNotFoundError(rel)
         return path

@@ -18,7 +18,6 @@ import fcntl
 import json
 import os
 import re
-import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -235,11 +234,13 @@ class RunDir:
             info.ops = meta.get("ops")
         return info
 
-    def finish(self, results: Mapping[str, Any], *, report: bool = True) -> RunInfo:
-        """Ends a run: results.json, history.parquet, report.html, and the store index.
+    def finish(self, results: Mapping[str, Any]) -> RunInfo:
+        """Ends a run: results.json, history.parquet and the store index; nothing else.
 
         `results` is the checkers' output (`valid` plus one entry per checker). Run facts that the index
-        needs (duration, op count) are added under `_run` so listing runs never opens a history.
+        needs (duration, op count) are added under `_run` so listing runs never opens a history. The
+        report and the other pages are the caller's to publish (`results.publish.publish`), so storing a
+        verdict never waits on, or fails with, drawing it.
         """
         from faultline.results import parquet
 
@@ -251,13 +252,6 @@ class RunDir:
             meta = {"ops": stats.rows, "duration_s": stats.duration_s, "dropped_lines": stats.dropped_lines}
         data["_run"] = {**(data.get("_run") or {}), **meta, "finished": datetime.now(UTC).isoformat()}
         _write_json_atomic(self.results_path, data)
-        if report:
-            from faultline.results.report import write_report
-
-            try:
-                write_report(self)
-            except Exception as exc:  # a report is a convenience; never lose a run's verdict over it
-                warnings.warn(f"{self.run_id}: report not written: {exc}", stacklevel=2)
         info = self.info()
         if self.store is not None:
             self.store.record(info)

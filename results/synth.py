@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from faultline.results import parquet
+from faultline.results.publish import publish
 from faultline.results.store import RunDir, Store, now_stamp
 
 NS = 1_000_000_000
@@ -343,8 +344,6 @@ def synth_store(
     for path in paths:
         run = RunDir(path, store)
         if reports:
-            from faultline.results.report import write_report
-
-            write_report(run)
+            publish(run)
         store.record(run.info())
     return paths

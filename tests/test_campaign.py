@@ -1,6 +1,6 @@
 """Campaign files: validation before anything runs, expectations, resume without repeats, the CLI.
 
-Runs use the in-memory fake cluster (controller/fake.py) so the campaign machinery is tested quickly;
+Runs use the in-memory fake cluster (testing/fake.py) so the campaign machinery is tested quickly;
 the real-cluster chaos suite is tests/test_chaos_ci.py.
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from faultline.checkers import history, linearizability
-from faultline.checkers.registry import make
+from faultline.checkers.registry import get as get_checker
 
 
 def _rows(shared: Path, sub: str) -> list[tuple[Path, bool]]:
@@ -65,7 +65,7 @@ def test_elle_cli_anchors(shared_dir: Path) -> None:
         expected = {r["file"]: r["expected_valid"] == "true" for r in csv.DictReader(fh, delimiter="\t")}
     for rel, checker in ELLE:
         lh = history.load(base / rel)
-        r = make(checker).check({}, lh.ops, {})
+        r = get_checker(checker).check({}, lh.ops, {})
         assert r["valid"] is expected[rel], (rel, r)
 
 

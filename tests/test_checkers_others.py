@@ -12,7 +12,8 @@ from faultline.checkers.bank import BankChecker
 from faultline.checkers.catalog import CatalogChecker
 from faultline.checkers.counter import CounterChecker
 from faultline.checkers.ops import nemesis_intervals
-from faultline.checkers.registry import CHECKERS, make
+from faultline.checkers.registry import CHECKERS
+from faultline.checkers.registry import get as get_checker
 from faultline.checkers.set import SetChecker
 from faultline.checkers.stats import Stats
 from faultline.checkers.unique_ids import UniqueIds
@@ -197,10 +198,10 @@ def test_availability_and_heal_convention() -> None:
 def test_compose_and_registry() -> None:
     h = ops((0, 0, "invoke", "add", 1), (1, 0, "ok", "add", 1), (2, 1, "invoke", "read", None),
             (3, 1, "ok", "read", [1]))
-    r = Compose({"set": make("set"), "stats": make("stats")}).check({}, h, {})
+    r = Compose({"set": get_checker("set"), "stats": get_checker("stats")}).check({}, h, {})
     assert r["valid"] is True and r["set"]["valid"] is True
     h[-1]["value"] = []
-    assert Compose({"set": make("set"), "stats": make("stats")}).check({}, h, {})["valid"] is False
+    assert Compose({"set": get_checker("set"), "stats": get_checker("stats")}).check({}, h, {})["valid"] is False
     assert {"linearizable", "set", "bank", "counter", "unique-ids", "catalog", "stats", "availability"} <= set(CHECKERS)
     with pytest.raises(ValueError, match="unknown checker"):
-        make("nope")
+        get_checker("nope")

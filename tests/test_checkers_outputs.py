@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from faultline.checkers._html import STYLESHEET
 from faultline.checkers.counterexample import evidence, render_html
 from faultline.checkers.linearizability import check
 from faultline.checkers.perf import write_plots
@@ -45,6 +46,7 @@ def test_timeline_has_a_lane_per_process(tmp_path: Path) -> None:
     lanes = re.findall(r"<text x='4' y='\d+'>([^<]+)</text>", text)
     assert lanes == ["0", "1", "2", "3", "nemesis"]
     assert text.count("class='info'") == 1 and text.count("class='fail'") == 1
+    assert f"<style>{STYLESHEET}</style>" in text  # the one stylesheet every page shares
 
 
 def test_counterexample_marks_the_bad_operation(tmp_path: Path) -> None:
@@ -59,3 +61,4 @@ def test_counterexample_marks_the_bad_operation(tmp_path: Path) -> None:
     bad_bar = re.search(r"<title>([^<]*)</title><rect class='bad'", text)
     assert bad_bar and "&quot;index&quot;: 4" in bad_bar.group(1)
     assert "Model states reachable" in text and "Partial linearization" in text
+    assert f"<style>{STYLESHEET}</style>" in text

@@ -14,15 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from faultline.cluster.base import (
-    CHAIN,
-    LABEL,
-    MASTER_PORT,
-    TSERVER_PORT,
-    ClusterError,
-    ClusterSpec,
-    RemoteTimeout,
-)
+from faultline.cluster.base import CHAIN, LABEL, ClusterError, RemoteTimeout
+from faultline.dbs.store import MASTER_PORT, TSERVER_PORT, StoreDB
 
 pytestmark = pytest.mark.docker
 
@@ -33,17 +26,17 @@ def _name(prefix: str) -> str:
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    from faultline.cluster.image import ensure_image
+    from faultline.cluster.image import ensure_image_for
 
-    return ensure_image()
+    return ensure_image_for(StoreDB().cluster_spec("image", {}))
 
 
 @pytest.fixture(scope="module")
 def cluster(image: str) -> Iterator:
     from faultline.cluster.docker_backend import DockerBackend
 
-    b = DockerBackend(ClusterSpec.from_mapping({"name": _name("tdock"), "masters": 3, "tservers": 5,
-                                                "daemon": "placeholder"}), image=image)
+    b = DockerBackend(StoreDB().cluster_spec(_name("tdock"), {"masters": 3, "tservers": 5,
+                                                              "daemon": "placeholder"}), image=image)
     try:
         b.up()
         yield b
@@ -65,10 +58,10 @@ def reach_all(b, pairs: list[tuple[str, str]]) -> list[bool]:
 
 
 def test_up_three_masters_five_tservers(cluster) -> None:
-    assert cluster.masters() == ["m1", "m2", "m3"]
-    assert cluster.tservers() == ["t1", "t2", "t3", "t4", "t5"]
+    assert cluster.nodes("master") == ["m1", "m2", "m3"]
+    assert cluster.nodes("tserver") == ["t1", "t2", "t3", "t4", "t5"]
     assert cluster._parallel(cluster.daemon_status, cluster.nodes()) == ["running"] * 8
-    assert cluster.master_addresses() == ["master-1:7051", "master-2:7051", "master-3:7051"]
+    assert cluster.addresses("master") == ["master-1:7051", "master-2:7051", "master-3:7051"]
     # NET_ADMIN only, never privileged; labelled; own network
     attrs = cluster.client.api.inspect_container(cluster.info["m1"].host)
     assert attrs["HostConfig"]["Privileged"] is False
@@ -217,7 +210,7 @@ def test_up_refuses_an_existing_name_and_attach_finds_it(cluster) -> None:
     from faultline.cluster.docker_backend import DockerBackend
 
     with pytest.raises(ClusterError, match="already exists"):
-        DockerBackend(ClusterSpec(name=cluster.spec.name), image=cluster.image).up()
+        DockerBackend(StoreDB().cluster_spec(cluster.spec.name, {"daemon": "none"}), image=cluster.image).up()
     again = DockerBackend.attach(cluster.spec.name)
     assert again.nodes() == cluster.nodes()
     assert again.resolve("master-1") == cluster.resolve("master-1")

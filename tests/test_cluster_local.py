@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from faultline.cluster.base import MASTER_PORT, TSERVER_PORT, ClusterError, ClusterSpec
+from faultline.cluster.base import ClusterError
+from faultline.dbs.store import MASTER_PORT, TSERVER_PORT, StoreDB
 
 pytestmark = pytest.mark.root
 
@@ -17,8 +18,8 @@ pytestmark = pytest.mark.root
 def cluster() -> Iterator:
     from faultline.cluster.local_backend import LocalBackend
 
-    b = LocalBackend(ClusterSpec.from_mapping({"name": f"tloc-{secrets.token_hex(3)}", "masters": 3,
-                                               "tservers": 2, "daemon": "placeholder"}))
+    b = LocalBackend(StoreDB().cluster_spec(f"tloc-{secrets.token_hex(3)}", {"masters": 3, "tservers": 2,
+                                                                             "daemon": "placeholder"}))
     try:
         b.up()
         yield b
@@ -81,11 +82,11 @@ def test_down_leaves_nothing_and_names_are_unique() -> None:
     from faultline.cluster.local_backend import LocalBackend, leftovers
 
     name = f"tloc-{secrets.token_hex(3)}"
-    b = LocalBackend(ClusterSpec.from_mapping({"name": name, "masters": 1, "tservers": 1, "daemon": "placeholder"}))
+    b = LocalBackend(StoreDB().cluster_spec(name, {"masters": 1, "tservers": 1, "daemon": "placeholder"}))
     try:
         b.up()
         with pytest.raises(ClusterError, match="already exists"):
-            LocalBackend(ClusterSpec(name=name, daemon="placeholder")).up()
+            LocalBackend(StoreDB().cluster_spec(name, {"daemon": "placeholder"})).up()
         ns = [b.ns(n) for n in b.info]
     finally:
         b.down()

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from faultline.cluster.base import ClusterSpec
+from faultline.dbs.store import StoreDB, leader_master
 
 pytestmark = pytest.mark.docker
 
@@ -33,10 +33,10 @@ def wait_for(what: str, fn: Callable[[], object], timeout: float = 90, every: fl
 @pytest.fixture(scope="module")
 def cluster() -> Iterator:
     from faultline.cluster.docker_backend import DockerBackend
-    from faultline.cluster.image import ensure_image
+    from faultline.cluster.image import ensure_image_for
 
-    b = DockerBackend(ClusterSpec.from_mapping({"name": f"tnode-{secrets.token_hex(3)}", "masters": 3,
-                                                "tservers": 5, "daemon": "node"}), image=ensure_image())
+    spec = StoreDB().cluster_spec(f"tnode-{secrets.token_hex(3)}", {"masters": 3, "tservers": 5})
+    b = DockerBackend(spec, image=ensure_image_for(spec))
     try:
         b.up()
         yield b
@@ -51,18 +51,18 @@ def tool(b, node: str, *args: str, timeout: float = 60) -> str:
 def test_status_shows_the_leader(cluster, capsys: pytest.CaptureFixture[str]) -> None:
     from faultline.controller.cli import main
 
-    leader = wait_for("a leader master", cluster.leader_master)
-    assert leader in cluster.masters()
+    leader = wait_for("a leader master", lambda: leader_master(cluster))
+    assert leader in cluster.nodes("master")
     assert main(["cluster", "status", "--name", cluster.spec.name, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert status["leader"] in cluster.masters()
+    assert status["leader"] in cluster.nodes("master")
     assert set(status["daemons"].values()) == {"running"}
 
 
 def test_table_created_and_written_from_the_host(cluster) -> None:
     from faultline.node.client.client import KuduClient
 
-    with KuduClient(cluster.master_addresses(), resolve=cluster.resolve) as c:
+    with KuduClient(cluster.addresses("master"), resolve=cluster.resolve) as c:
         wait_for("create_table", lambda: c.create_table("tcl", num_tablets=2, replication=3, timeout=20) or True,
                  timeout=90, every=2)
         for i in range(10):
@@ -73,11 +73,11 @@ def test_table_created_and_written_from_the_host(cluster) -> None:
 def test_moved_master_name_is_followed(cluster) -> None:
     from faultline.node.client.client import KuduClient
 
-    wait_for("a leader master", cluster.leader_master)
-    if cluster.leader_master() == "m3":  # replace a follower, not the leader
+    wait_for("a leader master", lambda: leader_master(cluster))
+    if leader_master(cluster) == "m3":  # replace a follower, not the leader
         cluster.stop("m3")
-        wait_for("another leader", lambda: cluster.leader_master() not in (None, "m3"))
-    client = KuduClient(cluster.master_addresses(), resolve=cluster.resolve)
+        wait_for("another leader", lambda: leader_master(cluster) not in (None, "m3"))
+    client = KuduClient(cluster.addresses("master"), resolve=cluster.resolve)
     try:
         wait_for("create_table", lambda: client.create_table("moved", num_tablets=1, replication=3,
                                                              timeout=20) or True, timeout=90, every=2)
@@ -88,7 +88,7 @@ def test_moved_master_name_is_followed(cluster) -> None:
         cluster.destroy("m3")  # permanent failure: the container and its data are gone
         cluster.add_node("m9", role="master", start=False)
         tool(cluster, "m9", "fs", "format", "--fs-dir", f"{d}/data", "--uuid", uuid)
-        source = cluster.info[wait_for("a leader master", cluster.leader_master)].dns[0]
+        source = cluster.info[wait_for("a leader master", lambda: leader_master(cluster))].dns[0]
         tool(cluster, "m9", "local_replica", "copy_from_remote", "--fs-dir", f"{d}/data", "sys", f"{source}:7051",
              timeout=120)
         cluster.set_dns("master-3", "m9")
@@ -96,7 +96,7 @@ def test_moved_master_name_is_followed(cluster) -> None:
         assert cluster.resolve("master-3") == cluster.info["m9"].address != old_ip
 
         def listed() -> bool:
-            out = tool(cluster, "t1", "master", "list", ",".join(cluster.master_addresses()), timeout=30)
+            out = tool(cluster, "t1", "master", "list", ",".join(cluster.addresses("master")), timeout=30)
             line = next(ln for ln in out.splitlines() if "master-3:7051" in ln)
             return line.split()[0] == uuid and ("FOLLOWER" in line or "LEADER" in line)
 
@@ -104,7 +104,7 @@ def test_moved_master_name_is_followed(cluster) -> None:
         wait_for("the new master-3 answering in the masters' config", listed, timeout=120, every=2)
         # the host-side client (created before the move) follows too, also when leadership moves: stop
         # the leader, so the next one is elected from {the other old master, the new master-3}
-        leader = wait_for("a leader master", cluster.leader_master)
+        leader = wait_for("a leader master", lambda: leader_master(cluster))
         cluster.stop(leader)
         try:
             wait_for("a write after the leader stopped",

@@ -13,14 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from faultline.cluster.base import (
-    MASTER_PORT,
-    TSERVER_PORT,
-    ClusterError,
-    ClusterSpec,
-    NodeInfo,
-    RemoteTimeout,
-)
+from faultline.cluster.base import ClusterError, NodeInfo, RemoteTimeout
+from faultline.dbs.store import MASTER_PORT, TSERVER_PORT, StoreDB
 
 pytestmark = pytest.mark.docker
 
@@ -32,13 +26,13 @@ def sshd_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     import paramiko
 
     from faultline.cluster.docker_backend import DockerBackend
-    from faultline.cluster.image import ensure_image
+    from faultline.cluster.image import ensure_image_for
 
     tmp = tmp_path_factory.mktemp("ssh")
     key = paramiko.RSAKey.generate(2048)
     key.write_private_key_file(str(tmp / "id"))
-    docker = DockerBackend(ClusterSpec.from_mapping({"name": f"tsshd-{secrets.token_hex(3)}", "masters": 1,
-                                                     "tservers": 0, "daemon": "none"}), image=ensure_image())
+    spec = StoreDB().cluster_spec(f"tsshd-{secrets.token_hex(3)}", {"masters": 1, "tservers": 0, "daemon": "none"})
+    docker = DockerBackend(spec, image=ensure_image_for(StoreDB().cluster_spec("image", {})))
     try:
         docker.up()
         for h in HOSTS:
@@ -59,8 +53,8 @@ def cluster(sshd_hosts) -> Iterator:
     tmp, _ = sshd_hosts
     text = (tmp / "hosts.toml").read_text().replace("[ssh]\n", "[ssh]\naccept_new_host_keys = true\n", 1)
     (tmp / "hosts-accept.toml").write_text(text)
-    b = SSHBackend.from_hosts_file(tmp / "hosts-accept.toml", name=f"tssh-{secrets.token_hex(3)}",
-                                   daemon="placeholder")
+    b = SSHBackend.from_hosts_file(tmp / "hosts-accept.toml", StoreDB().cluster_spec(
+        f"tssh-{secrets.token_hex(3)}", {"daemon": "placeholder"}))
     try:
         b.up()
         yield b
@@ -74,7 +68,7 @@ def test_unknown_host_key_is_refused_by_default(sshd_hosts, tmp_path: Path) -> N
     tmp, _ = sshd_hosts
     text = (tmp / "hosts.toml").read_text().replace(f"{tmp}/known_hosts", f"{tmp_path}/empty_known_hosts")
     (tmp_path / "hosts.toml").write_text(text)
-    b = SSHBackend.from_hosts_file(tmp_path / "hosts.toml", name="refused", daemon="none")
+    b = SSHBackend.from_hosts_file(tmp_path / "hosts.toml", StoreDB().cluster_spec("refused", {"daemon": "none"}))
     b.info["m1"] = NodeInfo("m1", "master", b.hosts["m1"].address, b.hosts["m1"].address)
     with pytest.raises(ClusterError, match=r"not in .*known_hosts"):
         b.remote.exec("m1", ["true"], 5)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from faultline.cluster import daemon, image
-from faultline.cluster.base import ClusterSpec, check_ip, role_of
-from faultline.cluster.ssh_backend import SSHBackend, _check_removable, load_hosts
+from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RoleSpec, check_ip
+from faultline.cluster.ssh_backend import SSHBackend, _check_removable, fit_spec, load_hosts
 from faultline.controller.cli import main as cli_main
+from faultline.dbs.store import StoreDB
 
 
 def test_apt_sources_read_from_both_formats(tmp_path: Path) -> None:
@@ -43,22 +44,68 @@ def test_image_tag_is_a_hash_of_the_inputs(monkeypatch: pytest.MonkeyPatch) -> N
     tag = image.image_tag()
     assert tag.startswith("faultline-node:") and len(tag.split(":")[1]) == 16
     assert image.image_tag() == tag
-    monkeypatch.setattr(image, "PACKAGES", (*image.PACKAGES, "strace"))
+    # a DB's Debian and Python packages are inputs of the tag
+    assert image.image_tag(["strace"]) != tag
+    assert image.image_tag(python_packages=["grpcio"]) != tag
+    assert image.image_tag(["python3"]) == tag  # already among the harness's own
+    monkeypatch.setattr(image, "BASE_PACKAGES", (*image.BASE_PACKAGES, "strace"))
     assert image.image_tag() != tag
 
 
 def test_spec_validation() -> None:
-    s = ClusterSpec.from_mapping({"name": "c1", "masters": 3, "tservers": 5, "daemon": "placeholder"})
-    assert [n for n, _ in s.node_names()] == ["m1", "m2", "m3", "t1", "t2", "t3", "t4", "t5"]
+    s = StoreDB().cluster_spec("c1", {"masters": 3, "tservers": 5, "daemon": "placeholder"})
+    assert [n for n, _, _ in s.node_names()] == ["m1", "m2", "m3", "t1", "t2", "t3", "t4", "t5"]
+    assert s.dns_names() == ["master-1", "master-2", "master-3"]
+    assert ClusterSpec.from_mapping(s.to_mapping()) == s  # plain data both ways (labels, state files)
     with pytest.raises(ValueError, match="cluster name"):
-        ClusterSpec.from_mapping({"name": "Bad Name"})
+        ClusterSpec.from_mapping({"name": "Bad Name", "roles": [{"role": "a", "count": 1, "prefix": "a"}]})
     with pytest.raises(ValueError, match="unknown cluster spec keys"):
         ClusterSpec.from_mapping({"nmae": "x"})
+    with pytest.raises(ValueError, match="at least one node"):
+        ClusterSpec.from_mapping({"roles": [{"role": "a", "count": 0, "prefix": "a"}]})
     with pytest.raises(ValueError, match="at least one master"):
-        ClusterSpec.from_mapping({"masters": 0})
-    assert role_of("m4") == "master" and role_of("t9") == "tserver"
+        StoreDB().cluster_spec("c1", {"masters": 0})
+    assert s.role_of("m4") == "master" and s.role_of("t9") == "tserver"
+    with pytest.raises(ClusterError, match="matches no role"):
+        s.role_of("x1")
     with pytest.raises(ValueError):
         check_ip("10.0.0.1; rm -rf /")
+
+
+class _Dry(NodeBackend):
+    """A backend that only fills in templates (no hosts)."""
+
+    def node_dir(self, node: str) -> str:
+        return f"/d/{node}"
+
+    def source_dir(self, node: str) -> str:
+        return "/src"
+
+
+def test_the_store_runs_the_same_processes_through_role_templates() -> None:
+    spec = StoreDB().cluster_spec("c1", {"masters": 3, "tservers": 2, "bugs": ["no-fsync"],
+                                         "node_args": ["--fsync", "never"]})
+    b = _Dry(spec)
+    for n, role, dns in spec.node_names():
+        b.info[n] = NodeInfo(n, role, f"10.9.0.{len(b.info) + 2}", "", dns)
+    masters = "master-1:7051,master-2:7051,master-3:7051"
+    assert b.process_argv("m2") == ["python3", "-m", "faultline.node", "master", "--fs-dir", "/d/m2/data",
+                                    "--rpc-bind", "0.0.0.0:7051", "--rpc-advertise", "master-2:7051",
+                                    "--master-addresses", masters, "--fsync", "never", "--inject-bug", "no-fsync"]
+    assert b.process_argv("t1")[3:10] == ["tserver", "--fs-dir", "/d/t1/data", "--rpc-bind", "0.0.0.0:7050",
+                                          "--rpc-advertise", "10.9.0.5:7050"]
+    assert b.expand("t2", spec.role("tserver").prepare) == ["python3", "-m", "faultline.node", "tool", "fs",
+                                                             "format", "--fs-dir", "/d/t2/data"]
+    spec.role("master").count = 1  # master-migrate grows the role; every process then names all masters
+    assert b.process_argv("t1")[b.process_argv("t1").index("--master-addresses") + 1] == "master-1:7051"
+    with pytest.raises(ClusterError, match="unknown placeholder"):
+        b.expand("t1", ["{nope}"])
+    none = _Dry(StoreDB().cluster_spec("c2", {"daemon": "none"}))
+    none.info["m1"] = NodeInfo("m1", "master", "10.9.0.2")
+    assert none.process_argv("m1") is None
+    generic = _Dry(ClusterSpec.from_mapping({"roles": [RoleSpec("kv", 2, "n", 2379, argv=["kv", "{addresses:kv}"])]}))
+    generic.info["n1"] = NodeInfo("n1", "kv", "10.9.0.2")
+    assert generic.process_argv("n1") == ["kv", "n1:2379,n2:2379"]
 
 
 def _daemon(tmp: Path, *args: str) -> subprocess.CompletedProcess:
@@ -126,15 +173,18 @@ def test_ssh_hosts_file(tmp_path: Path) -> None:
     f.write_text('[ssh]\nuser = "ops"\nkey = "/k"\n\n[[node]]\nname = "m1"\naddress = "192.0.2.1"\n\n'
                  '[[node]]\nname = "t1"\naddress = "192.0.2.2"\nport = 2222\n')
     hosts = load_hosts(f)
+    spec = StoreDB().cluster_spec("x", {"daemon": "none"})
+    fit_spec(spec, hosts)
     assert [(h.name, h.role, h.user, h.port) for h in hosts] == [("m1", "master", "ops", 22),
                                                                  ("t1", "tserver", "ops", 2222)]
+    assert [(r.role, r.count) for r in spec.roles] == [("master", 1), ("tserver", 1)]
     assert not hosts[0].accept_new_host_keys  # known_hosts is checked unless asked otherwise
-    b = SSHBackend(ClusterSpec(name="x", masters=1, tservers=1, daemon="none"), hosts)
+    b = SSHBackend(spec, hosts)
     # not root: sudo -n, and argv is quoted, never spliced
     assert b.remote.command("m1", ["echo", "a b;c"]) == "sudo -n -- echo 'a b;c'"
     f.write_text('[[node]]\nname = "t1"\naddress = "a"\n')
     with pytest.raises(ValueError, match="no master"):
-        load_hosts(f)
+        fit_spec(StoreDB().cluster_spec("x", {}), load_hosts(f))
     f.write_text('[[node]]\nname = "m1"\naddress = "a"\ncolour = "red"\n')
     with pytest.raises(ValueError, match="unknown keys colour"):
         load_hosts(f)
@@ -159,7 +209,7 @@ def test_placeholder_answers_with_its_name() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "faultline.cluster.placeholder", "--name", "n1", "--bind", "127.0.0.1",
+    p = subprocess.Popen([sys.executable, "-m", "faultline.testing.placeholder", "--name", "n1", "--bind", "127.0.0.1",
                           "--port", str(port)], stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10

@@ -159,7 +159,7 @@ def test_master_replace_during_catalog(tmp_path: Path) -> None:
     what the leader committed after healing (the workload's final check), and with another master killed
     afterwards the catalog is still available."""
     from faultline.cluster.docker_backend import DockerBackend
-    from faultline.controller.testspec import host_resolver
+    from faultline.dbs.store import host_resolver
     from faultline.nemesis.base import master_roles, wait_until
     from faultline.node.client import KuduClient
 
@@ -180,9 +180,9 @@ def test_master_replace_during_catalog(tmp_path: Path) -> None:
         assert b.dns_holder(v["name"]) == v["replacement"]
         roles = master_roles(test)
         assert any(addr.startswith(v["name"] + ":") and voter for _, addr, _, voter in roles), roles
-        other = next(n for n in b.masters() if n != v["replacement"])
+        other = next(n for n in b.nodes("master") if n != v["replacement"])
         b.kill(other)
-        client = KuduClient(b.master_addresses(), resolve=host_resolver(b), default_timeout_s=10)
+        client = KuduClient(b.addresses("master"), resolve=host_resolver(b), default_timeout_s=10)
         try:
             assert wait_until(lambda: client.list_tables() is not None, 90, 2.0, "catalog after a kill")
             client.create_table("after-kill", num_tablets=1, wait=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -16,11 +17,15 @@ import pytest
 
 from faultline import gen
 from faultline.controller import testspec
+from faultline.controller.analysis import reanalyze
 from faultline.controller.errors import UsageError
-from faultline.controller.fake import FakeBackend
-from faultline.controller.runner import reanalyze, run_once, run_test
+from faultline.controller.runner import run_once, run_test
+from faultline.dbs import get_db
+from faultline.nemesis.api import NemesisPackage
 from faultline.nemesis.registry import compose
 from faultline.results.store import Store
+from faultline.testing.fake import FakeBackend
+from faultline.workloads.api import Workload
 from faultline.workloads.registry import get as get_workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,8 +37,8 @@ def make_test(**kw: Any) -> dict[str, Any]:
     return testspec.stamp(testspec.build_test(opts))
 
 
-def run_fake(tmp_path: Path, test: dict[str, Any], workload: dict | None = None,
-             nemesis_pkg: dict | None = None) -> tuple[Any, FakeBackend]:
+def run_fake(tmp_path: Path, test: dict[str, Any], workload: Workload | None = None,
+             nemesis_pkg: NemesisPackage | None = None) -> tuple[Any, FakeBackend]:
     backend = FakeBackend(seed=test["seed"])
     test["connect"] = backend.client
     wl = workload or get_workload(test["workload"], test["workload_opts"])
@@ -91,7 +96,6 @@ def test_buggy_fake_is_flagged_invalid(tmp_path: Path) -> None:
     test = make_test(inject_bug=["stale-leader-reads"], nemesis="partition", seed=2, time_limit=2)
     backend = FakeBackend(seed=2)
     test["connect"] = backend.client
-    test["cluster_spec"]["inject_bugs"] = ["stale-leader-reads"]
     run_dir = Store(tmp_path / "s").create_run("bug", {})
     out = run_test(test, backend, get_workload("register", test["workload_opts"]),
                    compose(["partition"], 0.2), run_dir, install_signals=False)
@@ -121,7 +125,7 @@ class CrashingClient:
 def test_crashed_client_cuts_short_but_heals_and_checks(tmp_path: Path) -> None:
     test = make_test(time_limit=5)
     wl = get_workload("register", test["workload_opts"])
-    wl = {**wl, "client": CrashingClient()}
+    wl = dataclasses.replace(wl, client=CrashingClient())
     t0 = time.monotonic()
     out, backend = run_fake(tmp_path, test, workload=wl)
     assert time.monotonic() - t0 < 5
@@ -152,7 +156,7 @@ class CrashingNemesis:
 
 def test_crashed_nemesis_cuts_short_and_still_heals(tmp_path: Path) -> None:
     nem = CrashingNemesis()
-    pkg = {"nemesis": nem, "generator": gen.seq(gen.sleep(0.2), {"f": "start-partition"}), "final_generator": None}
+    pkg = NemesisPackage(nemesis=nem, generator=gen.seq(gen.sleep(0.2), {"f": "start-partition"}))
     out, backend = run_fake(tmp_path, make_test(time_limit=5), nemesis_pkg=pkg)
     assert out.cut_short and "nemesis" in out.cut_short
     assert nem.healed >= 1 and backend.residue() == []
@@ -187,10 +191,11 @@ def test_op_timeout_reaches_the_client() -> None:
     test = testspec.build_test({"op_timeout": "30"})
 
     class Backend:
-        def master_addresses(self) -> list[str]:
+        def addresses(self, role: str) -> list[str]:
             return ["master-1:7051"]
 
-    client = testspec.connector(test, Backend())()
+    test.update(database=get_db(test["db"]), backend=Backend())
+    client = testspec.connector(test)()
     try:
         assert isinstance(client, KuduClient) and client.default_timeout_s == 30.0
     finally:

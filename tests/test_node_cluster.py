@@ -16,7 +16,7 @@ from faultline.node.client import (
 )
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
-from faultline.node.testing import MiniCluster
+from faultline.testing.minicluster import MiniCluster
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from faultline.node.client import NotFoundError
 from faultline.node.protos import common_pb2 as cpb
 from faultline.node.protos import common_pb2_grpc as cpbg
 from faultline.node.server.rpc import HOSTS_ENV, ChannelPool, split_addr
-from faultline.node.testing import MiniCluster, free_port
+from faultline.testing.minicluster import MiniCluster, free_port
 
 
 class _Ping(cpbg.GenericServicer):

@@ -7,7 +7,7 @@ import shutil
 
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
-from faultline.node.testing import MiniCluster
+from faultline.testing.minicluster import MiniCluster
 
 
 def _configs(cl, table: str) -> dict[str, list]:

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from faultline.controller.fake import FakeBackend
 from faultline.nemesis import registry
 from faultline.nemesis.power import PowerLossNemesis
 from faultline.node.server.fs import format_fs, lock_dir
+from faultline.testing.fake import FakeBackend, store_spec
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess:
@@ -54,7 +54,7 @@ def test_cut_tool_on_a_missing_directory_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bugs", [(), ("no-fsync",)], ids=["fsync", "no-fsync"])
 def test_power_cut_of_every_replica_on_loopback(tmp_path: Path, bugs: tuple[str, ...]) -> None:
-    from faultline.node.testing import MiniCluster
+    from faultline.testing.minicluster import MiniCluster
 
     with MiniCluster(tmp_path / "c", num_masters=1, num_tservers=3, fsync="always", bugs=bugs) as c:
         c.start_all()
@@ -85,7 +85,7 @@ def test_power_cut_of_every_replica_on_loopback(tmp_path: Path, bugs: tuple[str,
 @pytest.fixture()
 def fake_test() -> dict[str, Any]:
     b = FakeBackend(seed=3)
-    b.up({"masters": 3, "tservers": 5})
+    b.up(store_spec(3, 5))
     b.tables["set"] = {"rows": {}, "schema_version": 0, "columns": []}
     return {"seed": 3, "backend": b, "masters": 3, "tservers": 5, "dns": dict(b.dns), "state": {}}
 
@@ -135,7 +135,7 @@ def test_power_loss_is_healed_when_a_restart_failed(fake_test: dict, monkeypatch
 def test_power_loss_is_a_registered_package() -> None:
     assert "power-loss" in registry.NEMESES
     pkg = registry.compose(["power-loss", "kill"], interval_s=1.0)
-    assert {"start-power-loss", "stop-power-loss", "start-kill"} <= pkg["nemesis"].fs
+    assert {"start-power-loss", "stop-power-loss", "start-kill"} <= pkg.nemesis.fs
     with pytest.raises(Exception, match="valid"):
         PowerLossNemesis().setup({"seed": 0}).victims({"backend": FakeBackend()}, "tservers", "half")
 
@@ -146,19 +146,17 @@ def test_power_loss_is_a_registered_package() -> None:
 def test_power_loss_on_docker(bugs: list[str]) -> None:
     """1 master + 3 tablet servers; 30 acknowledged rows in a three-replica tablet; the nemesis cuts
     power to all three replicas' servers at once: with `no-fsync` rows are lost, with fsync none."""
-    from faultline.cluster.base import ClusterSpec
     from faultline.cluster.docker_backend import DockerBackend
-    from faultline.cluster.image import ensure_image
+    from faultline.dbs.store import StoreDB
     from faultline.node.client.client import KuduClient
 
     t0 = time.monotonic()
-    b = DockerBackend(ClusterSpec.from_mapping({"name": f"tpl-{secrets.token_hex(3)}", "masters": 1,
-                                                "tservers": 3, "daemon": "node", "inject_bugs": bugs}),
-                      image=ensure_image())
+    b = DockerBackend(StoreDB().cluster_spec(f"tpl-{secrets.token_hex(3)}", {"masters": 1, "tservers": 3,
+                                                                             "bugs": bugs}))
     try:
         b.up()
         test = {"seed": 1, "backend": b}
-        with KuduClient(b.master_addresses(), resolve=b.resolve) as c:
+        with KuduClient(b.addresses("master"), resolve=b.resolve) as c:
             deadline = time.monotonic() + 60
             while True:   # the tablet servers register with the master after start
                 try:

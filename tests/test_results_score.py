@@ -14,7 +14,8 @@ import pytest
 
 from faultline.checkers.linearizability import check
 from faultline.results import parquet
-from faultline.results.spark import score, score_pandas
+from faultline.results.scoring import score_pandas
+from faultline.results.spark import score
 from faultline.results.store import Store
 from faultline.results.synth import synth_store
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from faultline.results.publish import publish
 from faultline.results.serve import make_server
 from faultline.results.store import Store
 from faultline.results.synth import synth_store
@@ -32,6 +33,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]
     bad.history_path.write_text(json.dumps({"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "read",
                                             "key": EVIL, "value": None}) + "\n")
     bad.finish({"valid": False, "linearizable": {"valid": False, "failure": {"op": {"f": EVIL}}}})
+    publish(bad)
     (bad.path / "escape-link").symlink_to("/etc/passwd")
     (root / "secret.txt").write_text("outside any run")
     server = make_server(root, "127.0.0.1", 0)

@@ -10,9 +10,9 @@ import pytest
 
 from faultline import gen
 from faultline.controller import testspec
-from faultline.controller.fake import FakeBackend, FakeIndeterminate, FakeUnavailable
 from faultline.controller.runner import run_test
 from faultline.nemesis.registry import compose
+from faultline.testing.fake import FakeBackend, FakeIndeterminate, FakeUnavailable, store_spec
 from faultline.workloads import common
 from faultline.workloads.registry import WORKLOADS
 from faultline.workloads.registry import get as get_workload
@@ -21,14 +21,14 @@ from faultline.workloads.registry import get as get_workload
 @pytest.fixture()
 def test() -> dict[str, Any]:
     b = FakeBackend(seed=1, latency_s=0)
-    b.up({"masters": 3, "tservers": 5})
+    b.up(store_spec(3, 5))
     return {"seed": 1, "backend": b, "connect": b.client}
 
 
 def test_register_client(test: dict) -> None:
     wl = get_workload("register", {"concurrency": 4})
-    wl["client"].setup(test)
-    c = wl["client"].open(test, "t1")
+    wl.client.setup(test)
+    c = wl.client.open(test, "t1")
     assert c.invoke(test, {"f": "read", "key": "k1", "value": None})["value"] is None
     assert c.invoke(test, {"f": "write", "key": "k1", "value": 3})["type"] == "ok"
     assert c.invoke(test, {"f": "read", "key": "k1", "value": None})["value"] == 3
@@ -49,11 +49,11 @@ def test_error_mapping_reads_fail_writes_are_indeterminate() -> None:
 
 def test_set_unique_adds_and_read(test: dict) -> None:
     wl = get_workload("set", {})
-    h = gen.simulate(gen.clients(gen.limit(30, wl["generator"])), concurrency=3, latency_s=0.01)
+    h = gen.simulate(gen.clients(gen.limit(30, wl.generator)), concurrency=3, latency_s=0.01)
     values = [o["value"] for o in h if o["type"] == "invoke"]
     assert sorted(values) == list(range(30))
-    wl["client"].setup(test)
-    c = wl["client"].open(test, "t1")
+    wl.client.setup(test)
+    c = wl.client.open(test, "t1")
     for v in (5, 1, 3):
         assert c.invoke(test, {"f": "add", "value": v})["type"] == "ok"
     assert c.invoke(test, {"f": "read", "value": None})["value"] == [1, 3, 5]
@@ -61,8 +61,8 @@ def test_set_unique_adds_and_read(test: dict) -> None:
 
 def test_bank_transfers_conserve_the_total(test: dict) -> None:
     wl = get_workload("bank", {"accounts": 4, "total": 40})
-    wl["client"].setup(test)
-    c = wl["client"].open(test, "t1")
+    wl.client.setup(test)
+    c = wl.client.open(test, "t1")
     assert c.invoke(test, {"f": "read"})["value"] == {0: 10, 1: 10, 2: 10, 3: 10}
     assert c.invoke(test, {"f": "transfer", "value": {"from": 0, "to": 1, "amount": 7}})["type"] == "ok"
     r = c.invoke(test, {"f": "transfer", "value": {"from": 0, "to": 2, "amount": 5}})
@@ -73,7 +73,7 @@ def test_bank_transfers_conserve_the_total(test: dict) -> None:
 
 def test_catalog_ops(test: dict) -> None:
     wl = get_workload("catalog", {})
-    c = wl["client"].open(test, "m1")
+    c = wl.client.open(test, "m1")
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "fail"  # already present: definite
     alt = c.invoke(test, {"f": "alter-table", "value": {"table": "t0", "version": 2}})
@@ -85,7 +85,7 @@ def test_catalog_ops(test: dict) -> None:
     assert c.invoke(test, {"f": "list-tables"})["value"] == ["t0"]
     assert c.invoke(test, {"f": "delete-table", "value": "t0"})["type"] == "ok"
     assert c.invoke(test, {"f": "list-tables"})["value"] == []
-    h = gen.simulate(gen.clients(gen.limit(200, wl["generator"])), concurrency=2, latency_s=0.001, seed=4)
+    h = gen.simulate(gen.clients(gen.limit(200, wl.generator)), concurrency=2, latency_s=0.001, seed=4)
     creates = [o["value"] for o in h if o["type"] == "invoke" and o["f"] == "create-table"]
     assert len(creates) == len(set(creates)) > 20  # every create names a fresh table
     targets = {o["value"] if isinstance(o["value"], str) else o["value"]["table"]
@@ -95,7 +95,7 @@ def test_catalog_ops(test: dict) -> None:
 
 def test_catalog_locate_tables_names_tablets_without_a_leader(test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     wl = get_workload("catalog", {})
-    c = wl["client"].open(test, "m1")
+    c = wl.client.open(test, "m1")
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
     led = c.invoke(test, {"f": "locate-tables", "value": None})
     assert led["type"] == "ok" and led["value"] == {"tables": 1, "leaderless": {}}
@@ -113,7 +113,7 @@ def test_catalog_locate_tables_names_tablets_without_a_leader(test: dict, monkey
 
 def test_catalog_master_replicas_names_a_master_left_behind(test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     wl = get_workload("catalog", {})
-    c = wl["client"].open(test, "m1")
+    c = wl.client.open(test, "m1")
     ok = c.invoke(test, {"f": "master-replicas", "value": None})
     assert ok["type"] == "ok" and len(ok["value"]["masters"]) == 3 and ok["value"]["problems"] == []
     roles = sorted(v["role"] for v in ok["value"]["masters"].values())
@@ -163,7 +163,7 @@ def test_lossy_fake_is_caught_by_each_workloads_checker(name: str, evidence: str
                                             "rate": 400}))
     b = FakeBackend(seed=5)
     t["connect"] = b.client
-    t["cluster_spec"]["inject_bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)
+    t["cluster_spec"]["db_opts"]["bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)
     out = run_test(t, b, get_workload(name, t["workload_opts"]), compose(["none"], 1), None, install_signals=False)
     assert out.valid is False, out.results["workload"]
     assert out.results["workload"].get(evidence), out.results["workload"]

@@ -12,7 +12,7 @@ from faultline.workloads.register import workload
 
 def _history(opts: dict, seed: int = 3) -> list[dict]:
     wl = workload(opts)
-    return gen.simulate(gen.clients(gen.time_limit(3, wl["generator"])), int(opts["concurrency"]), seed=seed,
+    return gen.simulate(gen.clients(gen.time_limit(3, wl.generator)), int(opts["concurrency"]), seed=seed,
                         latency_s=0.01, complete=lambda o: "info" if o["f"] == "write" and o["value"] == 4 else "ok")
 
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from faultline.checkers.api import Checker
+    from faultline.gen import Gen
 
 Op = dict[str, Any]
 
@@ -21,5 +26,13 @@ class Client(Protocol):
     def close(self) -> None: ...
 
 
-# A workload is a dict: {"client": Client, "generator": ..., "final_generator": ..., "checker": Checker}
-Workload = dict[str, Any]
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """What a workload gives the runner: a client to open per worker, the main phase's generator, the
+    reads after healing (None: none) and the checker of the whole history. Frozen so a built workload
+    can be shared by the runner and analysis without one changing what the other sees."""
+
+    client: Client
+    generator: Gen | None
+    final_generator: Gen | None = None
+    checker: Checker

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultline import gen
+from faultline.workloads.api import Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op, connect
 
 
@@ -72,7 +73,7 @@ class BankClient(KVClient):
         raise ValueError(f"bank: unknown op {op['f']!r}")
 
 
-def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
+def workload(opts: Mapping[str, Any]) -> Workload:
     accounts = int(opts.get("accounts", 5))
     total = int(opts.get("total", 100))
 
@@ -83,9 +84,9 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
     g = gen.mix(gen.repeat(transfer), gen.repeat({"f": "read", "value": None}))
     if opts.get("rate"):
         g = gen.stagger(1.0 / float(opts["rate"]), g)
-    return {
-        "client": BankClient(accounts=accounts, total=total),
-        "generator": g,
-        "final_generator": gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
-        "checker": LazyChecker("faultline.checkers.bank", "BankChecker", total=total, accounts=accounts),
-    }
+    return Workload(
+        client=BankClient(accounts=accounts, total=total),
+        generator=g,
+        final_generator=gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
+        checker=LazyChecker("bank", total=total, accounts=accounts),
+    )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from faultline import gen
+from faultline.workloads.api import Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op, run_name
 
 
@@ -132,16 +133,16 @@ class CatalogOps(gen.Gen):
         return gen.invocation(o, ctx, thread), nxt
 
 
-def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
+def workload(opts: Mapping[str, Any]) -> Workload:
     rate = float(opts.get("rate") or 20)  # catalog changes are heavy: a modest default rate
-    return {
-        "client": CatalogClient(),
-        "generator": gen.stagger(1.0 / rate, CatalogOps()),
+    return Workload(
+        client=CatalogClient(),
+        generator=gen.stagger(1.0 / rate, CatalogOps()),
         # after healing: first until every tablet has a leader (bounded), then the listing the checker
         # holds the acknowledged creates against, then until every master holds what the leader committed
-        "final_generator": gen.seq(
+        final_generator=gen.seq(
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "locate-tables", "value": None})), attempts=30),
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "list-tables", "value": None})), attempts=30),
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "master-replicas", "value": None})), attempts=30)),
-        "checker": LazyChecker("faultline.checkers.catalog", "CatalogChecker"),
-    }
+        checker=LazyChecker("catalog"),
+    )

@@ -9,7 +9,6 @@ checkers report anomalies that did not happen.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,17 +16,16 @@ Op = dict[str, Any]
 
 
 def _client_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """(indeterminate, definite) error types of the node client."""
-    try:
-        from faultline.node.client import (
-            AlreadyExistsError,
-            IndeterminateError,
-            InvalidArgumentError,
-            NotFoundError,
-            UnavailableError,
-        )
-    except ImportError:
-        return (TimeoutError,), ()
+    """(indeterminate, definite) error types of the node client (imported on first use: listing workloads
+    should not load gRPC)."""
+    from faultline.node.client import (
+        AlreadyExistsError,
+        IndeterminateError,
+        InvalidArgumentError,
+        NotFoundError,
+        UnavailableError,
+    )
+
     return (IndeterminateError, TimeoutError), (UnavailableError, NotFoundError, AlreadyExistsError,
                                                 InvalidArgumentError)
 
@@ -67,19 +65,22 @@ def connect(test: Mapping[str, Any]) -> Any:
 
 
 class LazyChecker:
-    """A checker from the checkers package, imported when it is used (analysis may run without a cluster)."""
+    """A checker named in checkers.registry, built when it is used (analysis may run without a cluster,
+    and listing workloads should not import every checker)."""
 
-    def __init__(self, module: str, name: str, **kwargs: Any) -> None:
-        self.module, self.name, self.kwargs = module, name, kwargs
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        self.name, self.kwargs = name, kwargs
 
     def build(self) -> Any:
-        return getattr(importlib.import_module(self.module), self.name)(**self.kwargs)
+        from faultline.checkers import registry
+
+        return registry.get(self.name, **self.kwargs)
 
     def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
         return self.build().check(test, history, opts)
 
     def __repr__(self) -> str:
-        return f"{self.module}.{self.name}({self.kwargs})"
+        return f"{self.name}({self.kwargs})"
 
 
 class KVClient:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultline import gen
+from faultline.workloads.api import Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op
 
 
@@ -50,7 +51,7 @@ def _cas(ctx: gen.Context) -> Op:
     return {"f": "cas", "value": [ctx.rng.randrange(5), ctx.rng.randrange(5)]}
 
 
-def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
+def workload(opts: Mapping[str, Any]) -> Workload:
     concurrency = int(opts.get("concurrency", 10))
     group = int(opts.get("key_group_size", max(1, min(5, concurrency // 2 or 1))))
     per_key = int(opts.get("ops_per_key", 200))
@@ -70,9 +71,5 @@ def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
     g: gen.Gen = gen.independent(group, for_key)
     if rate:
         g = gen.stagger(1.0 / float(rate), g)
-    return {
-        "client": RegisterClient(),
-        "generator": g,
-        "final_generator": None,
-        "checker": LazyChecker("faultline.checkers.linearizability", "Linearizable", model="cas-register"),
-    }
+    return Workload(client=RegisterClient(), generator=g, final_generator=None,
+                    checker=LazyChecker("linearizable", model="cas-register"))

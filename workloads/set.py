@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from faultline import gen
+from faultline.workloads.api import Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op
 
 
@@ -45,14 +46,14 @@ class UniqueAdds(gen.Gen):
         return gen.invocation({"f": "add", "value": self.next}, ctx, thread), replace(self, next=self.next + 1)
 
 
-def workload(opts: Mapping[str, Any]) -> dict[str, Any]:
+def workload(opts: Mapping[str, Any]) -> Workload:
     rate = opts.get("rate")
     g: gen.Gen = UniqueAdds()
     if rate:
         g = gen.stagger(1.0 / float(rate), g)
-    return {
-        "client": SetClient(),
-        "generator": g,
-        "final_generator": gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
-        "checker": LazyChecker("faultline.checkers.set", "SetChecker"),
-    }
+    return Workload(
+        client=SetClient(),
+        generator=g,
+        final_generator=gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
+        checker=LazyChecker("set"),
+    )

@@ -20,8 +20,8 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from faultline.controller.analysis import reanalyze
     from faultline.controller.errors import UsageError, exit_code_for
-    from faultline.controller.runner import reanalyze
 
     path = Path(args.run_dir)
     if not (path / "test.json").is_file():

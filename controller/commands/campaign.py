@@ -85,16 +85,12 @@ def run(args: argparse.Namespace) -> int:
 
     score_dir = None
     if not args.no_score:
-        from faultline.results.spark import score
-        from faultline.results.spark_session import get_session
+        from faultline.results.engines import score_store
 
         console.print(f"scoring {camp.store} on Spark ({args.master})")
-        spark = get_session(args.master, app_name=f"faultline-campaign-{camp.name}")
-        try:
-            result = score(spark, camp.store, progress=lambda m: console.print(f"  {m}"))
-            score_dir = result.out_dir
-        finally:
-            spark.stop()
+        result = score_store(camp.store, engine="spark", master=args.master,
+                             app_name=f"faultline-campaign-{camp.name}", progress=lambda m: console.print(f"  {m}"))
+        score_dir = result.out_dir
 
     summary = cp.summarize(camp, records)
     table = Table(title=f"campaign {camp.name}")

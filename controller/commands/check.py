@@ -35,8 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="give up with 'unknown' when the search's memo outgrows MB (default 2048)")
     p.add_argument("--semantics", choices=["jepsen", "knossos", "porcupine"], help=SEMANTICS_HELP)
     p.add_argument("--init", default=None, metavar="JSON", help="the model's initial value as JSON (e.g. 0, null, '\"\"')")
-    p.add_argument("--checker", default="linearizable", choices=sorted(CHECKERS),
-                   help="which checker to run (default linearizable)")
+    p.add_argument("--checker", default="linearizable", choices=list(CHECKERS), metavar="NAME",
+                   help="which checker to run (default linearizable): "
+                        + "; ".join(f"{e.name} ({e.help})" for e in CHECKERS.values()))
     p.add_argument("--html", metavar="DIR", default=None,
                    help="write a counterexample page DIR/<file>.html for each invalid history")
     p.add_argument("--engine", choices=["auto", "c", "python"], default="auto",
@@ -62,9 +63,9 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
                "elapsed_s": res["elapsed_s"]}
         out["evidence"] = {k: v for k, v in res.items() if k not in ("valid", "model", "ops", "elapsed_s")}
     else:
-        from faultline.checkers.registry import make
+        from faultline.checkers import registry
 
-        checker = make(args.checker)
+        checker = registry.get(args.checker)
         start = time.monotonic()
         res = checker.check({}, loaded.ops, {})
         elapsed = time.monotonic() - start

@@ -9,7 +9,7 @@ import time
 
 HELP = "bring a cluster up or down (docker, local namespaces, ssh hosts); show status and logs; build the image"
 DESCRIPTION = (
-    "Clusters of the store: 'up' starts masters and tablet servers on Docker (default), in network "
+    "Clusters of a DB (the bundled store by default: masters and tablet servers): 'up' starts it on Docker (default), in network "
     "namespaces on this machine (--cluster local, needs root) or on real hosts over SSH (--cluster ssh "
     "--hosts FILE); 'status' lists nodes, roles, addresses, DNS names and the leading master; 'logs NODE' "
     "prints a node's log; 'down' removes a cluster ('down --all' removes everything Faultline made on this "
@@ -27,14 +27,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="cluster name" + (f" (default {default_name})" if default_name else
                                               " (default: the only cluster that is up)"))
 
-    up = sub.add_parser("up", help="start a cluster", description="Start masters and tablet servers.")
+    up = sub.add_parser("up", help="start a cluster", description="Start a DB's cluster (the store: masters and "
+                                                                "tablet servers).")
     common(up, "default")
+    up.add_argument("--db", default=None, metavar="NAME",
+                    help="the DB to run: a registered name (default store) or package.module:Attribute")
     up.add_argument("--masters", type=int, default=3, help="number of masters (default 3)")
     up.add_argument("--tservers", type=int, default=5, help="number of tablet servers (default 5)")
     up.add_argument("--hosts", metavar="FILE", help="ssh backend: TOML hosts file (see docs/cluster.md)")
-    up.add_argument("--daemon", choices=["auto", "node", "placeholder", "none"], default="auto",
-                    help="what runs on each node: the store (node), a TCP stand-in (placeholder) or nothing; "
-                         "auto = node when the store is in this checkout")
+    up.add_argument("--daemon", choices=["node", "placeholder", "none"], default="node",
+                    help="store only: what runs on each node: the store (node, default), a TCP stand-in "
+                         "(placeholder) or nothing")
     up.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
                     help="start the nodes with an injected bug (repeatable)")
     up.add_argument("--json", action="store_true", help="print the cluster description as JSON")
@@ -61,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sh.add_argument("--timeout", type=float, default=60, help="seconds for a command (default 60)")
 
     im = sub.add_parser("image", help="build the node image unless it is cached")
+    im.add_argument("--db", default=None, metavar="NAME", help="whose packages go in (default store)")
     im.add_argument("--rebuild", action="store_true", help="build even if an image with the same inputs exists")
 
 
@@ -103,8 +107,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.action == "image":
         from faultline.cluster.image import ImageBuildError, build_image
 
+        spec = _db(args).cluster_spec("image", {})
         try:
-            rep = build_image(args.rebuild, log=_err)
+            rep = build_image(spec.packages, spec.python_packages, args.rebuild, log=_err)
         except ImageBuildError as exc:
             raise UsageError(f"image build: {exc}") from exc
         print(f"{rep.tag} built in {rep.seconds:.1f} s" if rep.built else f"{rep.tag} is up to date")
@@ -121,16 +126,16 @@ def _dispatch(args: argparse.Namespace) -> int:
                 bugs.validate(args.inject_bug)
             except ValueError as exc:
                 raise UsageError(str(exc)) from exc
-        spec = {"name": args.name, "masters": args.masters, "tservers": args.tservers, "daemon": args.daemon,
-                "inject_bugs": args.inject_bug}
         try:
+            spec = _db(args).cluster_spec(args.name, {"masters": args.masters, "tservers": args.tservers,
+                                                      "daemon": args.daemon, "bugs": args.inject_bug})
             backend = make_backend(kind, spec, hosts=args.hosts)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
         t0 = time.monotonic()
         backend.up(log=lambda s: _err(f"  {s}"))
         desc = backend.describe()
-        desc["daemons"] = dict.fromkeys(backend.nodes(), "started" if backend.spec.daemon != "none" else "-")
+        desc["daemons"] = {n: "started" if backend.process_argv(n) else "-" for n in backend.nodes()}
         if args.json:
             print(json.dumps(desc, indent=1))
         else:
@@ -172,7 +177,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             desc["daemons"][n] = backend.daemon_status(n)
         except Exception as exc:
             desc["daemons"][n] = f"unknown ({type(exc).__name__})"
-    leader = backend.leader_master()
+    leader = _leader(backend)
     desc["leader"] = leader
     if args.json:
         print(json.dumps(desc, indent=1))
@@ -181,15 +186,38 @@ def _dispatch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _db(args: argparse.Namespace):
+    from faultline.controller.errors import UsageError
+    from faultline.dbs import UnknownDB, get_db
+
+    try:
+        return get_db(args.db)
+    except UnknownDB as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _leader(backend) -> str | None:
+    """The primary of the DB the cluster runs, when it is a registered one that can say."""
+    from faultline.dbs import UnknownDB, get_db
+
+    try:
+        db = get_db(backend.spec.db)
+    except UnknownDB:  # nothing, a stand-in, or a DB this installation cannot import
+        return None
+    primaries = db.primaries({"backend": backend})
+    return primaries[0] if primaries else None
+
+
 def _print_status(backend, desc: dict, leader: str | None) -> None:
-    print(f"cluster {desc['name']} ({desc['backend']}), masters at {','.join(desc['master_addresses'])}")
+    where = "; ".join(f"{role}s at {','.join(addrs)}" for role, addrs in desc["addresses"].items())
+    print(f"cluster {desc['name']} ({desc['backend']}, {backend.spec.db or 'nothing'}), {where}")
     print(f"{'NODE':<6} {'ROLE':<8} {'ADDRESS':<16} {'DNS':<12} {'DAEMON':<10}")
     for n in desc["nodes"]:
         state = desc.get("daemons", {}).get(n["name"], "-")
         mark = "  <- leader" if leader and leader == n["name"] else ""
         print(f"{n['name']:<6} {n['role']:<8} {n['address']:<16} {','.join(n['dns']) or '-':<12} {state:<10}{mark}")
     if "leader" in desc:
-        print(f"leader: {leader or 'unknown (no master answered)'}")
+        print(f"leader: {leader or 'unknown (none answered)'}")
 
 
 def _interactive(backend, node: str) -> int:

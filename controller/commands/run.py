@@ -21,13 +21,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from faultline.workloads.registry import WORKLOADS
 
     p.add_argument("--workload", "-w", default="register", metavar="NAME",
-                   help=f"what the clients do: {', '.join(WORKLOADS)} (default register)")
+                   help="what the clients do (default register): "
+                        + "; ".join(f"{e.name} ({e.help})" for e in WORKLOADS.values()))
     p.add_argument("--nemesis", "-n", default="none", metavar="A,B,...",
-                   help=f"faults, comma-separated, interleaved on a schedule: {', '.join(NEMESES)} (default none)")
+                   help="faults, comma-separated, interleaved on a schedule (default none): "
+                        + "; ".join(f"{e.name} ({e.help})" for e in NEMESES.values()))
     p.add_argument("--nemesis-interval", type=str, default=None, metavar="S",
                    help="seconds between a fault's start and stop, and between faults (default 10)")
     p.add_argument("--time-limit", type=str, default=None, metavar="S", help="length of the main phase (default 60)")
     p.add_argument("--concurrency", "-c", type=str, default=None, metavar="N", help="client workers (default 10)")
+    p.add_argument("--db", default=None, metavar="NAME",
+                   help="the DB under test: a registered name (default store, the bundled Kudu-like store) "
+                        "or package.module:Attribute for your own (docs/architecture.md, the DB seam)")
     p.add_argument("--cluster", default="docker", metavar="KIND",
                    help="where the nodes run: docker (default), local (network namespaces, root) or ssh")
     p.add_argument("--cluster-name", default=None, metavar="NAME", help="name of the cluster (default: a fresh fl-XXXXXX per run; faultline with --reuse-cluster)")

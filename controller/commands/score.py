@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"bad --master {args.master!r}: use local[*], local[N] or spark://HOST:PORT")
     if args.time_limit is not None and args.time_limit <= 0:
         raise UsageError("--time-limit must be positive")
+    from faultline.results.engines import score_store
     from faultline.results.store import Store
 
     if next(Store(store, create=False).run_dirs(), None) is None:
@@ -63,21 +64,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"score [{time.monotonic() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
     try:
-        if args.engine == "pandas":
-            from faultline.results.spark import score_pandas
-
-            result = score_pandas(store, args.out, time_limit=args.time_limit, progress=progress)
-        else:
-            from faultline.results.spark import score
-            from faultline.results.spark_session import get_session
-
-            progress(f"starting Spark ({args.master})")
-            spark = get_session(args.master, app_name="faultline-score")
-            try:
-                result = score(spark, store, args.out, time_limit=args.time_limit, plan=args.plan,
-                               progress=progress)
-            finally:
-                spark.stop()
+        result = score_store(store, args.out, engine=args.engine, master=args.master, plan=args.plan,
+                             time_limit=args.time_limit, progress=progress)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     for w in result.warnings:

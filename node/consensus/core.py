@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+from faultline.node.bugs import Bug, BugSet
 from faultline.node.consensus.types import (
     AppendRequest,
     AppendResponse,
@@ -38,9 +39,9 @@ from faultline.node.consensus.types import (
     VoteResponse,
 )
 
-# The bug modes (names from node/bugs.py) this core implements.
-CORE_BUGS = ("commit-prior-term", "count-nonvoter-acks", "vote-not-durable", "follower-commit-past-batch",
-             "no-vote-withholding", "stale-leader-reads")
+# The bug modes (members of node/bugs.py's Bug; each compares equal to its name) this core implements.
+CORE_BUGS: tuple[Bug, ...] = (Bug.COMMIT_PRIOR_TERM, Bug.COUNT_NONVOTER_ACKS, Bug.VOTE_NOT_DURABLE,
+                              Bug.FOLLOWER_COMMIT_PAST_BATCH, Bug.NO_VOTE_WITHHOLDING, Bug.STALE_LEADER_READS)
 
 
 class ConsensusInvariantError(AssertionError):
@@ -76,7 +77,7 @@ class RaftCore:
         self.uuid = uuid
         self.opts = options or Options()
         self.rng = rng or random.Random(0)
-        self.bugs = frozenset(self.opts.bugs)
+        self.bugs = BugSet(self.opts.bugs)
         self.term = state.hard_state.term
         self.voted_for = state.hard_state.voted_for
         self._persisted_hs = state.hard_state
@@ -366,7 +367,7 @@ class RaftCore:
 
     def _withholding(self) -> bool:
         """Disruption guard: a live leader was heard within the minimum election timeout."""
-        if "no-vote-withholding" in self.bugs:
+        if self.bugs.enabled(Bug.NO_VOTE_WITHHOLDING):
             return False
         if self.role == Role.LEADER:
             return True
@@ -397,7 +398,7 @@ class RaftCore:
             answer(False, "log not up to date")
             return
         self.voted_for = m.src
-        self._vote_volatile = "vote-not-durable" in self.bugs
+        self._vote_volatile = self.bugs.enabled(Bug.VOTE_NOT_DURABLE)
         self._election_elapsed = 0
         answer(True, "")
 
@@ -492,7 +493,7 @@ class RaftCore:
 
     def _voter_matches(self) -> list[int]:
         """Match index of every member that counts toward the majority."""
-        members = self.config.uuids() if "count-nonvoter-acks" in self.bugs else self.config.voters()
+        members = self.config.uuids() if self.bugs.enabled(Bug.COUNT_NONVOTER_ACKS) else self.config.voters()
         out = []
         for u in members:
             if u == self.uuid:
@@ -513,7 +514,7 @@ class RaftCore:
         n = matches[need - 1]
         if n <= self.commit_index:
             return
-        if self.term_at(n) != self.term and "commit-prior-term" not in self.bugs:
+        if self.term_at(n) != self.term and not self.bugs.enabled(Bug.COMMIT_PRIOR_TERM):
             # an earlier-term entry commits only through an entry of the current term (Raft 5.4.2)
             return
         self._set_commit(n)
@@ -580,7 +581,7 @@ class RaftCore:
         if new:
             self._append(new)
         received = m.prev_index + len(m.entries)
-        bound = self.last_index() if "follower-commit-past-batch" in self.bugs else received
+        bound = self.last_index() if self.bugs.enabled(Bug.FOLLOWER_COMMIT_PAST_BATCH) else received
         target = min(m.commit_index, bound)
         if target > self.commit_index:
             self._set_commit(target)
@@ -740,7 +741,7 @@ class RaftCore:
         self._require_leader()
         if not self._current_term_committed:
             raise RaftError(ErrorCode.LEADER_NOT_READY, "no entry of the current term is committed yet")
-        if "stale-leader-reads" in self.bugs:
+        if self.bugs.enabled(Bug.STALE_LEADER_READS):
             self._read_states.append(ReadState(ctx, self.commit_index))
             return
         if self._unsent_round == self._seq and self._reads:

@@ -28,6 +28,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from faultline.node.bugs import BugSet
 from faultline.node.consensus.core import ConsensusInvariantError, RaftCore
 from faultline.node.consensus.types import (
     AppendRequest,
@@ -65,8 +66,11 @@ class SimOptions:
     nodes: int = 5  # servers (all VOTERs) at the start; membership changes add and remove more
     steps: int = 250  # ticks of faults before the heal
     liveness_ticks: int = 400  # bound for electing a leader and committing after the heal
-    bugs: frozenset[str] = frozenset()
+    bugs: frozenset[str] = frozenset()  # names or members of node.bugs.Bug; held as a BugSet
     trace_lines: int = 40
+
+    def __post_init__(self) -> None:
+        self.bugs = BugSet(self.bugs)   # an unknown name fails here rather than never firing
 
 
 @dataclass

@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
+from faultline.node.bugs import BugSet
+
 
 class MemberType(enum.StrEnum):
     """A peer's role in a configuration: only VOTERs vote and count toward a majority."""
@@ -280,4 +282,8 @@ class Options:
     promote_lag_entries: int = 8  # a promotable NON_VOTER within this many entries is promoted
     failed_after_ticks: int = 600  # leader marks a silent peer FAILED after this many ticks
     transfer_ticks: int = 0  # leadership transfer window; 0 means election_ticks
-    bugs: frozenset[str] = frozenset()
+    bugs: frozenset[str] = frozenset()  # names or members of node.bugs.Bug; held as a BugSet
+
+    def __post_init__(self) -> None:
+        # an unknown name fails when the options are made, not silently at the first check
+        object.__setattr__(self, "bugs", BugSet(self.bugs))

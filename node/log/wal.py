@@ -26,10 +26,12 @@ import struct
 import threading
 import zlib
 from collections import deque
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from faultline.node.bugs import Bug, BugSet
 from faultline.node.consensus.types import Entry, EntryType
 from faultline.node.log.cmeta import config_from_json, config_to_json
 from faultline.node.log.durable import SIDECAR, SyncLog, fsync_dir
@@ -127,13 +129,13 @@ class Wal:
     """The log of one Raft replica. Thread-safe; all writes go through one appender thread."""
 
     def __init__(self, path: str | os.PathLike, fsync: str = "always", segment_size: int = 8 << 20,
-                 bugs: frozenset[str] | set[str] = frozenset(), start_index: int = 1, start_prev_term: int = 0):
+                 bugs: Iterable[str] = (), start_index: int = 1, start_prev_term: int = 0):
         if fsync not in ("always", "never"):
             raise ValueError(f"fsync must be 'always' or 'never', not {fsync!r}")
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._synclog = SyncLog(self.path)
-        self.sync = fsync == "always" and "no-fsync" not in bugs
+        self.sync = fsync == "always" and not BugSet(bugs).enabled(Bug.NO_FSYNC)
         self.segment_size = segment_size
         self.stats = WalStats()
         self._lock = threading.Lock()

@@ -15,11 +15,13 @@ import random
 import threading
 import time
 import uuid as uuidlib
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
 
+from faultline.node.bugs import Bug, BugSet
 from faultline.node.clock import clock
 from faultline.node.consensus import (
     ChangeType,
@@ -77,10 +79,10 @@ class MasterError(Exception):
 
 
 class MasterServer:
-    def __init__(self, host: ReplicaHost, masters: list[str], args: argparse.Namespace, bugs: frozenset[str]):
+    def __init__(self, host: ReplicaHost, masters: list[str], args: argparse.Namespace, bugs: Iterable[str]):
         self.host = host
         self.masters = masters
-        self.bugs = bugs
+        self.bugs = BugSet(bugs)
         self.hb_s = args.heartbeat_interval_ms / 1000
         self.live_s = max(3.0, 6 * self.hb_s)
         self.cache = CatalogCache()
@@ -205,7 +207,7 @@ class MasterServer:
         else:
             return
         with self.lock:
-            if "cold-tserver-cache" in self.bugs:
+            if self.bugs.enabled(Bug.COLD_TSERVER_CACHE):
                 # the bug: keep whatever caches this master had, and forget tablet servers
                 self.tservers.clear()
             else:
@@ -277,7 +279,7 @@ class MasterServer:
         leader = self.is_leader()
         now = clock().monotonic()
         with self.lock:
-            if leader or "cold-tserver-cache" not in self.bugs:
+            if leader or not self.bugs.enabled(Bug.COLD_TSERVER_CACHE):
                 self.tservers[req.uuid] = TServerEntry(req.uuid, req.addr, now)
             masters = self._master_addrs()
             if not leader:
@@ -289,7 +291,7 @@ class MasterServer:
                     self.reports.pop(k)
             for st in req.report.replicas:
                 self._record_report(req.uuid, st)
-            if "edge-triggered-reports" in self.bugs:
+            if self.bugs.enabled(Bug.EDGE_TRIGGERED_REPORTS):
                 needs_full = req.uuid not in self.ever_seen
             else:
                 needs_full = req.uuid not in self.full_reported and not req.report.full

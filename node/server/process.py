@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 
+from faultline.node.bugs import Bug, BugSet, UnknownBug
 from faultline.node.log import CmetaCorruption, WalCorruption
 from faultline.node.protos import common_pb2 as cpb
 from faultline.node.protos import common_pb2_grpc as cpbg
@@ -59,7 +60,7 @@ def driver_options(args: argparse.Namespace) -> DriverOptions:
     el_ticks = max(2 * hb_ticks + 1, round(max(args.election_timeout_ms, 2 * hb_ms) / tick_ms))
     failed = max(el_ticks, round(args.follower_unavailable_s * 1000 / tick_ms))
     return DriverOptions(tick_s=tick_ms / 1000, heartbeat_ticks=hb_ticks, election_ticks=el_ticks,
-                         failed_after_ticks=failed, bugs=frozenset(args.inject_bug))
+                         failed_after_ticks=failed, bugs=BugSet(args.inject_bug))
 
 
 def advertise_addr(args: argparse.Namespace, port: int) -> str:
@@ -87,15 +88,18 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
         split_addr(args.rpc_bind, allow_zero=True)
     except ValueError as exc:
         raise StartupError(f"--rpc-bind: {exc}") from None
-    bugs = frozenset(args.inject_bug)
+    try:
+        bugs = BugSet(args.inject_bug)
+    except UnknownBug as exc:
+        raise StartupError(str(exc)) from None
     layout = FsLayout(__import__("pathlib").Path(args.fs_dir))
     try:
         server, port = make_server(args.rpc_bind)
     except OSError as exc:
         raise StartupError(f"{exc} (is another process using the port?)") from None
     advertise = advertise_addr(args, port)
-    pool = ChannelPool(reresolve="no-dns-reresolve" not in bugs)
-    fsync = args.fsync == "always" and "no-fsync" not in bugs
+    pool = ChannelPool(reresolve=not bugs.enabled(Bug.NO_DNS_RERESOLVE))
+    fsync = args.fsync == "always" and not bugs.enabled(Bug.NO_FSYNC)
     host = ReplicaHost(uuid, layout, advertise, pool, driver_options(args), fsync)
     try:
         host.load_all()

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from faultline.node.bugs import BugSet
 from faultline.node.clock import Clock, clock
 from faultline.node.consensus import (
     AppendRequest,
@@ -81,8 +82,11 @@ class DriverOptions:
     heartbeat_ticks: int = 5
     election_ticks: int = 15
     failed_after_ticks: int = 100
-    bugs: frozenset[str] = frozenset()
+    bugs: frozenset[str] = frozenset()   # names or members of node.bugs.Bug; held as a BugSet
     clock: Clock | None = None    # None: the process clock (node.clock), which clock faults move
+
+    def __post_init__(self) -> None:
+        self.bugs = BugSet(self.bugs)   # an unknown name fails at start, not silently at the first check
 
 
 class Replica:

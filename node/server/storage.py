@@ -15,7 +15,9 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Iterable
 
+from faultline.node.bugs import BugSet
 from faultline.node.consensus import Entry, HardState, PersistentState, RaftConfig, Ready
 from faultline.node.log import CmetaCorruption, ConsensusMetadata, Wal, WalCorruption, atomic_write
 from faultline.node.log.durable import note_removed
@@ -34,11 +36,11 @@ class ReplicaStorage:
     """WAL + cmeta + snapshot of one tablet replica under a node's data directory."""
 
     def __init__(self, layout: FsLayout, tablet_id: str, fsync: bool = True,
-                 bugs: frozenset[str] = frozenset()) -> None:
+                 bugs: Iterable[str] = ()) -> None:
         self.layout = layout
         self.tablet_id = tablet_id
         self.fsync = fsync
-        self.bugs = bugs
+        self.bugs = BugSet(bugs)
         self.wal_dir = layout.wal_dir(tablet_id)
         self.cmeta_path = layout.cmeta(tablet_id)
         self.snapshot_path = layout.snapshot(tablet_id)

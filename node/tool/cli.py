@@ -19,6 +19,11 @@ def _masters(p: argparse.ArgumentParser) -> None:
     p.add_argument("masters", metavar="MASTERS", help="comma-separated HOST:PORT of the masters")
 
 
+def _json(p: argparse.ArgumentParser, what: str) -> None:
+    """`--json`: the machine-readable form (node/tool/output.py); the text form is for people only."""
+    p.add_argument("--json", action="store_true", help=f"print {what} as one line of JSON (node/tool/output.py)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m faultline.node tool", description=__doc__.splitlines()[0])
     groups = top.add_subparsers(dest="group", required=True, metavar="GROUP")
@@ -43,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     lrs = lr.add_subparsers(dest="action", required=True)
     p = lrs.add_parser("list", help="list the replicas in a data directory")
     p.add_argument("--fs-dir", required=True)
+    _json(p, "the replicas")
     p.set_defaults(fn=ops.local_list)
     cm = lrs.add_parser("cmeta", help="consensus metadata").add_subparsers(dest="what", required=True)
     p = cm.add_parser("print_replica_uuids", help="print the uuids of the replica's committed config")
@@ -65,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     rr = groups.add_parser("remote_replica", help="replicas on a running server").add_subparsers(dest="action", required=True)
     p = rr.add_parser("list", help="list the replicas of a server")
     p.add_argument("server", metavar="HOST:PORT")
+    _json(p, "the replicas")
     p.set_defaults(fn=ops.remote_list)
     p = rr.add_parser("unsafe_change_config", help="force a config of surviving voters (after losing a majority)")
     p.add_argument("server", metavar="HOST:PORT")
@@ -86,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     ma = groups.add_parser("master", help="the masters' Raft config").add_subparsers(dest="action", required=True)
     p = ma.add_parser("list", help="list masters and their roles")
     _masters(p)
+    _json(p, "the masters")
     p.set_defaults(fn=ops.master_list)
     p = ma.add_parser("add", help="add a running, empty master to the config (it copies the catalog)")
     _masters(p)
@@ -142,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ta.add_parser("list", help="list tables (with --tablets: their tablets and replicas)")
     _masters(p)
     p.add_argument("--tablets", action="store_true")
+    _json(p, "the tables")
     p.set_defaults(fn=ops.table_list)
 
     cl = groups.add_parser("cluster", help="the whole cluster").add_subparsers(dest="action", required=True)

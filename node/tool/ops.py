@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 
+from faultline.node.bugs import Bug, BugSet, UnknownBug
 from faultline.node.client import KuduClient, KuduError
 from faultline.node.consensus import MemberType, Peer, RaftConfig
 from faultline.node.log.cmeta import CmetaCorruption, ConsensusMetadata
@@ -25,6 +26,7 @@ from faultline.node.server.fs import UUID_RE, FsError, FsLayout, format_fs, lock
 from faultline.node.server.host import COPYING, RUNNING, end_copy, fetch_copy, install_copy, read_superblock
 from faultline.node.server.rpc import ChannelPool, split_addr
 from faultline.node.server.storage import ReplicaStorage
+from faultline.node.tool import output
 
 RPC_TIMEOUT = 10.0
 
@@ -131,9 +133,11 @@ def fs_cut_to_synced(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- local_replica
 def local_list(args: argparse.Namespace) -> int:
     layout, _ = _layout(args)
+    rows = []
     for tid in layout.tablet_ids():
         sb = read_superblock(layout, tid)
-        print(f"{tid} {sb.state} {sb.table_name}")
+        rows.append(output.LocalReplicaRow(tablet_id=tid, state=sb.state, table=sb.table_name))
+    print(output.format_local_replicas(rows, args.json), end="")
     return 0
 
 
@@ -249,7 +253,18 @@ def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> st
     return best.addr
 
 
+def _tool_bugs(args: argparse.Namespace) -> BugSet:
+    """The bugs this tool run injects: `--inject-bug` and FAULTLINE_INJECT_BUGS (comma or space separated).
+    A name that is not a bug is a usage error, so a typo never quietly gives the correct tool."""
+    names = [*args.inject_bug, *os.environ.get("FAULTLINE_INJECT_BUGS", "").replace(",", " ").split()]
+    try:
+        return BugSet(names)
+    except UnknownBug as exc:
+        raise UsageProblem(str(exc)) from None
+
+
 def copy_from_remote(args: argparse.Namespace) -> int:
+    careless = _tool_bugs(args).enabled(Bug.COPY_FROM_LAGGING_MASTER)
     layout, my_uuid = _layout(args, write=True)
     tid = _tablet_id(args.tablet)
     sources = [_addr(a.strip(), "HOST:PORT") for a in args.source.split(",") if a.strip()]
@@ -262,9 +277,8 @@ def copy_from_remote(args: argparse.Namespace) -> int:
     pool = ChannelPool()
     src = sources[0]
     try:
-        bugs = set(args.inject_bug) | set(os.environ.get("FAULTLINE_INJECT_BUGS", "").replace(",", " ").split())
         if tid == SYS_TABLET:
-            src = _catalog_source(pool, sources, careless="copy-from-lagging-master" in bugs)
+            src = _catalog_source(pool, sources, careless=careless)
         elif len(sources) > 1:
             raise UsageProblem("several sources are only understood for the master catalog ('sys')")
         print(f"copying tablet {tid} from {src} ...", file=sys.stderr)
@@ -296,10 +310,13 @@ def _server_call(server: str, method: str, request: Any) -> Any:
 
 def remote_list(args: argparse.Namespace) -> int:
     resp = _server_call(args.server, "ListReplicas", pb.ListTabletsRequest())
-    for r in resp.replicas:
-        voters = ",".join(p.uuid[:8] for p in r.committed_config.peers if p.voter)
-        print(f"{r.tablet_id} {r.state} {r.role} term={r.term} commit={r.commit_index} "
-              f"table={r.table_name} voters={voters}")
+    rows = [output.RemoteReplicaRow(
+        tablet_id=r.tablet_id, table=r.table_name, state=r.state, role=r.role, term=int(r.term),
+        leader_uuid=r.leader_uuid, commit_index=int(r.commit_index), last_index=int(r.last_index),
+        config_index=int(r.committed_config.index),
+        voters=[p.uuid for p in r.committed_config.peers if p.voter],
+        non_voters=[p.uuid for p in r.committed_config.peers if not p.voter]) for r in resp.replicas]
+    print(output.format_remote_replicas(rows, args.json), end="")
     return 0
 
 
@@ -328,8 +345,8 @@ def master_list(args: argparse.Namespace) -> int:
         resp = _wrap(c.list_masters)
     finally:
         c.close()
-    for m in resp.masters:
-        print(f"{m.uuid} {m.addr} {m.role}{'' if m.voter else ' (non-voter)'}")
+    rows = [output.MasterRow(uuid=m.uuid, addr=m.addr, role=m.role, voter=m.voter) for m in resp.masters]
+    print(output.format_master_list(rows, args.json), end="")
     return 0
 
 
@@ -521,15 +538,20 @@ def table_delete(args: argparse.Namespace) -> int:
 def table_list(args: argparse.Namespace) -> int:
     c = _client(args)
     try:
+        tables = []
         for name in _wrap(c.list_tables):
-            print(name)
+            row = output.TableRow(name=name)
             if args.tablets:
-                for t in _wrap(lambda name=name: c.table_locations(name)).tablets:
-                    reps = " ".join(f"{r.uuid}:{r.role}" for r in t.replicas)
-                    print(f"  {t.tablet_id} p{t.partition} {t.state} {reps}")
-        return 0
+                row["tablets"] = [output.TabletRow(
+                    tablet_id=t.tablet_id, partition=int(t.partition), state=t.state,
+                    replicas=[output.ReplicaRow(uuid=r.uuid, addr=r.addr, role=r.role, voter=r.voter)
+                              for r in t.replicas])
+                    for t in _wrap(lambda name=name: c.table_locations(name)).tablets]
+            tables.append(row)
     finally:
         c.close()
+    print(output.format_table_list(tables, args.json), end="")
+    return 0
 
 
 # ---------------------------------------------------------------------- ksck

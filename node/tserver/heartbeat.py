@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 
 import grpc
 
+from faultline.node.bugs import Bug, BugSet
 from faultline.node.clock import clock
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
@@ -74,7 +76,7 @@ class _MasterStream:
                     self.sent[st.tablet_id] = cur[st.tablet_id]
         self.need_full = bool(resp.needs_full_report)
         new_leader = resp.is_leader and (not self.was_leader or resp.leader_term != self.leader_term)
-        if new_leader and not full and "edge-triggered-reports" not in self.hb.bugs:
+        if new_leader and not full and not self.hb.bugs.enabled(Bug.EDGE_TRIGGERED_REPORTS):
             log.info("master %s is a new leader (term %d): sending a full tablet report", self.addr,
                      resp.leader_term)
             self.need_full = True
@@ -84,10 +86,10 @@ class _MasterStream:
 
 
 class Heartbeater:
-    def __init__(self, host: ReplicaHost, masters: list[str], interval_s: float, bugs: frozenset[str]) -> None:
+    def __init__(self, host: ReplicaHost, masters: list[str], interval_s: float, bugs: Iterable[str]) -> None:
         self.host = host
         self.interval_s = interval_s
-        self.bugs = bugs
+        self.bugs = BugSet(bugs)
         self.stop_ev = threading.Event()
         self.lock = threading.Lock()
         self.started = False

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 
 import grpc
 
+from faultline.node.bugs import BugSet
 from faultline.node.consensus import RaftError
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
@@ -52,9 +54,9 @@ def parse_ops(ops) -> list[Op]:
 
 
 class TabletServerService(pbg.TabletServerServicer):
-    def __init__(self, host: ReplicaHost, bugs: frozenset[str]) -> None:
+    def __init__(self, host: ReplicaHost, bugs: Iterable[str]) -> None:
         self.host = host
-        self.bugs = bugs
+        self.bugs = BugSet(bugs)
 
     def _replica(self, tablet_id: str, context) -> Replica:
         if not tablet_id:

@@ -26,7 +26,7 @@ def serve(bind: str, port: int, name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m faultline.cluster.placeholder")
+    p = argparse.ArgumentParser(prog="python -m faultline.testing.placeholder")
     p.add_argument("--name", required=True)
     p.add_argument("--bind", default="0.0.0.0")
     p.add_argument("--port", type=int, action="append", required=True)

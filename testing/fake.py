@@ -17,16 +17,26 @@ import random
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from faultline.cluster.base import MASTER_PORT, master_dns
+from faultline.cluster.base import ClusterSpec
+from faultline.dbs.store import MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, StoreDB, master_dns
 from faultline.node.client import (
     AlreadyExistsError,
     IndeterminateError,
     InvalidArgumentError,
     NotFoundError,
     UnavailableError,
+)
+from faultline.node.tool.output import (
+    MasterRow,
+    ReplicaRow,
+    TableRow,
+    TabletRow,
+    format_master_list,
+    format_table_list,
 )
 
 
@@ -56,9 +66,9 @@ class FakeRemote:
             text = self.backend.ksck_json()
             return (0 if '"healthy": true' in text else 1), text, ""
         if words[:2] == ["master", "list"]:
-            return 0, self.backend.master_list_text(), ""
+            return 0, format_master_list(self.backend.master_rows(), "--json" in words), ""
         if words[:2] == ["table", "list"]:
-            return 0, self.backend.table_list_text(), ""
+            return 0, format_table_list(self.backend.table_rows("--tablets" in words), "--json" in words), ""
         if words[:2] == ["tablet", "leader_step_down"] and "--new-leader" in words:
             self.backend.hand_master_leadership(words[words.index("--new-leader") + 1])
             return 0, "stepping down\n", ""
@@ -74,6 +84,11 @@ class FakeRemote:
 
     def get(self, node: str, path: str) -> bytes:
         return self.backend.files.get((node, path), b"")
+
+
+def store_spec(masters: int = 3, tservers: int = 5, bugs: list[str] | None = None) -> ClusterSpec:
+    """The store's cluster spec for a fake cluster of this size (what `up` takes)."""
+    return StoreDB().cluster_spec("fake", {"masters": masters, "tservers": tservers, "bugs": bugs or []})
 
 
 class FakeBackend:
@@ -105,14 +120,16 @@ class FakeBackend:
         self.heal_delay_s = float(os.environ.get("FAULTLINE_FAKE_HEAL_DELAY", "0") or 0)
 
     # ------------------------------------------------------------ lifecycle
-    def up(self, spec: Mapping[str, Any]) -> None:
+    def up(self, spec: ClusterSpec | Mapping[str, Any]) -> None:
+        """Brings up the store's layout from a cluster spec as the store DB writes it (dbs/store.py)."""
         with self.lock:
-            n_m, n_t = int(spec.get("masters", 3)), int(spec.get("tservers", 5))
+            self.spec = spec if isinstance(spec, ClusterSpec) else ClusterSpec.from_mapping(spec)
+            n_m, n_t = self.spec.role(MASTER).count, self.spec.role(TSERVER).count
             self.masters = [f"m{i}" for i in range(1, n_m + 1)]
             self.tservers = [f"t{i}" for i in range(1, n_t + 1)]
             self.state = {n: "running" for n in self.masters + self.tservers}
             self.dns = {master_dns(i): f"m{i}" for i in range(1, n_m + 1)}
-            self.bugs = set(spec.get("inject_bugs") or [])
+            self.bugs = set(self.spec.db_opts.get("bugs") or [])
             self.is_up = True
             self.events.append(("up", ""))
 
@@ -121,9 +138,10 @@ class FakeBackend:
             self.is_up = False
             self.events.append(("down", ""))
 
-    def nodes(self) -> list[str]:
+    def nodes(self, role: str | None = None) -> list[str]:
         with self.lock:
-            return [n for n in self.masters + self.tservers if self.state.get(n) != "destroyed"]
+            of_role = {MASTER: self.masters, TSERVER: self.tservers}.get(role or "", self.masters + self.tservers)
+            return [n for n in of_role if self.state.get(n) != "destroyed"]
 
     def up_nodes(self) -> list[str]:
         with self.lock:
@@ -174,6 +192,22 @@ class FakeBackend:
     def logs(self, node: str) -> str:
         return f"fake node {node}: {self.state.get(node)}\n"
 
+    def daemon_status(self, node: str) -> str:
+        """running | paused | stopped, as the real backends answer (killed and destroyed are stopped)."""
+        with self.lock:
+            state = self.state.get(node, "stopped")
+        return state if state in ("running", "paused") else "stopped"
+
+    def collect(self, dest: str | Path) -> list[Path]:
+        """Each node's (one-line) log under dest/<node>/node.log, as the real backends copy node files."""
+        out = []
+        for node in self.nodes():
+            d = Path(dest) / node
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "node.log").write_text(self.logs(node), encoding="utf-8")
+            out.append(d)
+        return out
+
     # ------------------------------------------------------------ naming
     def set_dns(self, name: str, node: str) -> None:
         with self.lock:
@@ -186,8 +220,9 @@ class FakeBackend:
     def dns_holder(self, name: str) -> str | None:
         return self.dns.get(name)
 
-    def master_addresses(self) -> list[str]:
-        return [f"{name}:{MASTER_PORT}" for name in sorted(self.dns)]
+    def addresses(self, role: str) -> list[str]:
+        return [f"{name}:{MASTER_PORT}" for name in sorted(self.dns)] if role == MASTER else \
+            [f"{n}:{TSERVER_PORT}" for n in self.nodes(TSERVER)]
 
     # ------------------------------------------------------------ faults
     def partition(self, grudge: Mapping[str, Iterable[str]]) -> None:
@@ -224,7 +259,7 @@ class FakeBackend:
             out += [f"clock {n} {o}" for n, o in self.clock.items() if o]
             return out
 
-    # ------------------------------------------------------------ tool output, in the real tools' formats
+    # ------------------------------------------------------------ tool output, printed by the real tools' formatters
     def uuid(self, node: str) -> str:
         if node in self.formatted_uuids:
             return self.formatted_uuids[node]
@@ -233,19 +268,17 @@ class FakeBackend:
     def address(self, node: str) -> str:
         return f"10.0.0.{sorted(self.masters + self.tservers).index(node) + 2}"
 
-    def master_list_text(self) -> str:
-        """`tool master list`: `uuid addr role` per master."""
+    def master_rows(self) -> list[MasterRow]:
+        """What `tool master list` reports: one row per master DNS name, as node/tool/output.py prints it."""
         with self.lock:
             running = [n for n in self.masters if self.state.get(n) == "running"]
             # a master cut off from the majority cannot lead (the fake's elections are instant)
             able = [n for n in running if 2 * len([m for m in running if m not in self.grudge.get(n, set())])
                     > len(self.dns)]
             leader = self.preferred_leader if self.preferred_leader in able else (able[0] if able else None)
-            lines = []
-            for name, node in sorted(self.dns.items()):
-                role = "LEADER" if node == leader else "FOLLOWER"
-                lines.append(f"{self.uuid(node)} {name}:{MASTER_PORT} {role}")
-            return "\n".join(lines) + "\n"
+            return [MasterRow(uuid=self.uuid(node), addr=f"{name}:{MASTER_PORT}",
+                              role="LEADER" if node == leader else "FOLLOWER", voter=True)
+                    for name, node in sorted(self.dns.items())]
 
     def hand_master_leadership(self, uuid: str) -> None:
         """`tablet leader_step_down SYS --new-leader UUID`: the master with that uuid leads while it runs."""
@@ -261,15 +294,19 @@ class FakeBackend:
             out.append((table, f"{i + 1:032x}", reps))
         return out
 
-    def table_list_text(self) -> str:
-        """`tool table list --tablets`: the table name, then `  tablet pN STATE uuid:ROLE ...`."""
+    def table_rows(self, tablets: bool = True) -> list[TableRow]:
+        """What `tool table list [--tablets]` reports: one tablet per table, led by its first replica."""
         with self.lock:
-            lines = []
+            out = []
             for table, tablet, reps in self._placement():
-                lines.append(table)
-                roles = " ".join(f"{self.uuid(r)}:{'LEADER' if j == 0 else 'FOLLOWER'}" for j, r in enumerate(reps))
-                lines.append(f"  {tablet} p0 RUNNING {roles}")
-            return "\n".join(lines) + "\n"
+                row = TableRow(name=table)
+                if tablets:
+                    row["tablets"] = [TabletRow(tablet_id=tablet, partition=0, state="RUNNING", replicas=[
+                        ReplicaRow(uuid=self.uuid(r), addr=f"{self.address(r)}:7050",
+                                   role="LEADER" if j == 0 else "FOLLOWER", voter=True)
+                        for j, r in enumerate(reps)])]
+                out.append(row)
+            return out
 
     def ksck_json(self) -> str:
         """`tool cluster ksck --json`: tablet servers with uuid and address, health."""
@@ -300,7 +337,7 @@ class FakeClient:
         node = self.b.dns.get(addr.rsplit(":", 1)[0])
         if self.b.state.get(node or "") != "running":
             raise ConnectionError(f"{addr} does not answer")
-        leader = f"{self.b.uuid(node)} {addr} LEADER" in self.b.master_list_text()
+        leader = any(m["addr"] == addr and m["role"] == "LEADER" for m in self.b.master_rows())
         return SimpleNamespace(role="LEADER" if leader else "FOLLOWER", term=1, last_index=7, commit_index=7)
 
     # fault model: a degraded cluster refuses some ops and leaves some writes indeterminate

@@ -1,0 +1,46 @@
+"""DB modules: what runs on a cluster's hosts and how the harness talks to it (after Jepsen's db
+protocol, dbs/api.py). The bundled store is the default; a user's own DB is named by import path."""
+
+from __future__ import annotations
+
+import importlib
+
+from faultline.dbs.api import DB
+
+DEFAULT = "store"
+# name -> "module:attribute" of a DB object or class; loaded on first use so a DB's client libraries are
+# imported only when it is chosen.
+REGISTRY: dict[str, str] = {
+    "store": "faultline.dbs.store:StoreDB",
+}
+
+
+class UnknownDB(ValueError):
+    """A --db that is neither a registered name nor an importable `package.module:Attribute`."""
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def get_db(spec: str | None = None) -> DB:
+    """The DB named `spec`: a registered name (`store`) or `package.module:Attribute` (a DB class,
+    instantiated with no arguments, or a DB object)."""
+    spec = spec or DEFAULT
+    target = REGISTRY.get(spec, spec)
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise UnknownDB(f"unknown DB {spec!r}; valid: {', '.join(REGISTRY)}, or package.module:Attribute")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownDB(f"DB {spec!r}: cannot import {module_name} ({exc})") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise UnknownDB(f"DB {spec!r}: {module_name} has no {attr}") from None
+    db = obj() if isinstance(obj, type) else obj
+    missing = [m for m in ("cluster_spec", "client_nodes", "primaries", "log_files") if not callable(getattr(db, m, None))]
+    if missing:
+        raise UnknownDB(f"DB {spec!r} is not a DB: it lacks {', '.join(missing)} (see docs/architecture.md)")
+    return db

@@ -1,0 +1,62 @@
+"""The DB protocol: everything the harness needs to know about the system it tests.
+
+After Jepsen's db protocol. The cluster layer brings hosts up and runs whatever `cluster_spec` says on
+them (plain data: roles, their processes, the Debian and Python packages they need); everything else a
+run asks of the system goes through these methods. `test` is the run's test (its plain fields and its
+live handles: `test["backend"]` is the cluster backend); `node` is a node name of that cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from faultline.cluster.base import ClusterSpec
+
+
+class DB(Protocol):
+    """A system under test. Kill, pause and resume default to the cluster's process primitives."""
+
+    name: str
+    # what the DB has a client for and which faults it can take (validated before anything starts)
+    workloads: frozenset[str]
+    nemeses: frozenset[str] | None  # None: every nemesis
+
+    def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
+        """The hosts by role, the process each runs and the packages they need, for the test options
+        `opts` (plain data: sizes, injected bugs, ...)."""
+        ...
+
+    def validate(self, opts: Mapping[str, Any]) -> None:
+        """Refuses options this DB cannot run (raise ValueError with one line)."""
+        ...
+
+    def setup(self, test: Any, node: str) -> None:
+        """Once the cluster is up: anything beyond starting the role's process."""
+        ...
+
+    def teardown(self, test: Any, node: str) -> None: ...
+
+    def start(self, test: Any, node: str) -> None: ...
+
+    def kill(self, test: Any, node: str) -> None: ...
+
+    def pause(self, test: Any, node: str) -> None: ...
+
+    def resume(self, test: Any, node: str) -> None: ...
+
+    def primaries(self, test: Any) -> list[str]:
+        """The nodes currently leading (empty when none answers)."""
+        ...
+
+    def log_files(self, test: Any, node: str) -> list[str]:
+        """Paths on the node worth keeping with the run."""
+        ...
+
+    def client_nodes(self, test: Any) -> list[str]:
+        """The nodes clients talk to, in the order workers are spread over them."""
+        ...
+
+    def connector(self, test: Any) -> Callable[[], Any]:
+        """A zero-argument callable that returns a connected client library object."""
+        ...

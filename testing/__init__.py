@@ -1,0 +1,1 @@
+"""Test doubles and harnesses: the in-memory fake cluster, the placeholder daemon, a loopback MiniCluster."""
