@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 # The folders that are subpackages of `faultline`; tests/, benchmarks/, docs/ ... are not installed.
-SUBPACKAGES = ("node", "gen", "dbs", "cluster", "nemesis", "workloads", "controller", "checkers", "results",
+SUBPACKAGES = ("core", "node", "gen", "dbs", "cluster", "nemesis", "workloads", "controller", "checkers", "results",
                "testing")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from faultline.checkers.api import Compose
 from faultline.checkers.availability import Availability
 from faultline.checkers.stats import Stats
+from faultline.core import TestSpec
 from faultline.results.publish import publish
 from faultline.results.store import RunDir, open_run
 from faultline.workloads.api import Workload
@@ -24,23 +25,15 @@ from faultline.workloads.api import Workload
 log = logging.getLogger("faultline.analysis")
 Op = dict[str, Any]
 
-# Keys of the test dict that hold live objects; everything else is plain data and goes to test.json.
-RUNTIME_KEYS = frozenset({"database", "backend", "remote", "connect", "recorder", "run_dir", "dns", "state"})
 
-
-def plain_test(test: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON-able part of the test (what test.json holds)."""
-    return {k: v for k, v in test.items() if k not in RUNTIME_KEYS}
-
-
-def check(test: Mapping[str, Any], workload: Workload, history: list[Op]) -> dict[str, Any]:
+def check(spec: TestSpec, workload: Workload, history: list[Op]) -> dict[str, Any]:
     """The workload's checker decides the verdict; the generic ones (stats, availability) are evidence.
 
     Availability and op counts describe a run; they do not say whether the system was correct, so they
     never turn a verdict invalid. A run in which no client op succeeded proves nothing: "unknown".
     """
-    opts = {"time_limit": float(test.get("check_time_limit", 120))}
-    plain = plain_test(test)
+    opts = {"time_limit": spec.check_time_limit}
+    plain = spec.to_json()
     results = Compose({"workload": Guarded(workload.checker)}).check(plain, history, opts)
     for name, c in _generic_checkers().items():
         results[name] = Guarded(c).check(plain, history, opts)
@@ -69,13 +62,13 @@ def _generic_checkers() -> dict[str, Any]:
     return {"stats": Stats(), "availability": Availability()}
 
 
-def write_outputs(run_dir: RunDir, test: Mapping[str, Any], history: list[Op], results: dict[str, Any]) -> None:
+def write_outputs(run_dir: RunDir, spec: TestSpec, history: list[Op], results: dict[str, Any]) -> None:
     """Stores the verdict (results.json, history.parquet, the index), then publishes plots, timeline,
     counterexample and report. An artifact that fails is logged into the run's faultline.log."""
     run_dir.finish(results)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        publish(run_dir, plain_test(test), history, results)
+        publish(run_dir, spec.to_json(), history, results)
     for w in caught:
         log.warning("%s", w.message)
 
@@ -87,15 +80,18 @@ def reanalyze(run_path: str | Path) -> dict[str, Any]:
     from faultline.workloads.registry import get as get_workload
 
     run = open_run(run_path)
-    test = run.load_test()
+    stored = run.load_test()
+    if not stored.get("workload") or not stored.get("name"):
+        raise ValueError(f"{run.path}/test.json names no test (it needs at least name and workload)")
+    spec = TestSpec.from_json(stored)
     history = read_jsonl(run.history_path) if Path(run.history_path).exists() else []
-    workload = get_workload(test["workload"], test.get("workload_opts") or {})
-    results = check(test, workload, history)
+    workload = get_workload(spec.workload, spec.workload_opts)
+    results = check(spec, workload, history)
     old = run.load_results() or {}
     if old.get("cut_short"):
         results["cut_short"] = old["cut_short"]
     elif not old:
         results["cut_short"] = "the run did not finish (it had no results before this analysis)"
     results["reanalyzed"] = True
-    write_outputs(run, test, history, results)
+    write_outputs(run, spec, history, results)
     return results

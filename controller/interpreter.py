@@ -92,10 +92,8 @@ def _strip(op: Op) -> Op:
 class Interpreter:
     """Drives a generator against live workers with the real clock, recording every op."""
 
-    def __init__(self, test: dict[str, Any], recorder: Recorder, workers: Mapping[Any, Worker],
-                 completions: queue.Queue[Any], ctx: Context, interrupts: Interrupts,
-                 on_nemesis: Callable[[Op], None] | None = None) -> None:
-        self.test = test
+    def __init__(self, recorder: Recorder, workers: Mapping[Any, Worker], completions: queue.Queue[Any],
+                 ctx: Context, interrupts: Interrupts, on_nemesis: Callable[[Op], None] | None = None) -> None:
         self.recorder = recorder
         self.workers = workers
         self.completions = completions

@@ -32,7 +32,7 @@ class Progress:
         if not self.live and self._recorder is None:
             print(f"faultline run: {name}", file=sys.stderr, flush=True)
 
-    def attach(self, recorder: Any, faults: Any, test: Any) -> None:
+    def attach(self, recorder: Any, faults: Any) -> None:
         self._recorder = recorder
         self._faults = faults
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)

@@ -100,7 +100,7 @@ def faultline_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
                                 "cluster_name": "fl-pytest", "workload": "register"})
     backend = testspec.make_backend(testspec.stamp(test))
     try:
-        backend.up(test["cluster_spec"])
+        backend.up(test.cluster_spec)
         yield backend
     finally:
         backend.down()

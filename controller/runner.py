@@ -21,17 +21,19 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from faultline import gen
-from faultline.controller.analysis import check, plain_test, write_outputs
+from faultline.controller.analysis import check, write_outputs
 from faultline.controller.interpreter import CutShort, Interpreter, Interrupts, Worker
 from faultline.controller.recorder import Recorder
-from faultline.dbs import get_db
+from faultline.core import Run, TestSpec
 from faultline.gen import NEMESIS, Context
+from faultline.nemesis.api import NemesisPackage
+from faultline.workloads.api import Workload
 
 log = logging.getLogger("faultline.runner")
 Op = dict[str, Any]
@@ -94,28 +96,24 @@ def _short(v: Any) -> str:
 
 
 def run_test(
-    test: dict[str, Any],
-    backend: Any,
-    workload: Mapping[str, Any],
-    nemesis_pkg: Mapping[str, Any],
+    test: Run,
+    workload: Workload,
+    nemesis_pkg: NemesisPackage,
     run_dir: Any | None,
     *,
     progress: Any | None = None,
     install_signals: bool = True,
 ) -> Outcome:
-    """Runs one test end to end. `run_dir` is a results.store.RunDir (or None for a dry in-memory run)."""
+    """Runs one test end to end: `test` is its spec with the live handles (controller.testspec.start_run),
+    `run_dir` a results.store.RunDir (or None for a dry in-memory run)."""
+    spec, backend = test.spec, test.backend
     interrupts = Interrupts()
     old_handler = None
     if install_signals and threading.current_thread() is threading.main_thread():
         old_handler = signal.signal(signal.SIGINT, interrupts.handler)
     history_path = run_dir.history_path if run_dir is not None else None
     recorder = Recorder(history_path)
-    test["recorder"] = recorder
-    test["backend"] = backend
-    if "database" not in test:
-        test["database"] = get_db(test.get("db"))
-    test["remote"] = getattr(backend, "remote", None)
-    test.setdefault("state", {})
+    test.recorder = recorder
     faults = FaultTracker()
     cut_short: str | None = None
     results: dict[str, Any] = {}
@@ -125,24 +123,21 @@ def run_test(
     cluster_up = False
     nemesis_ready = False
     completions: queue.Queue[Any] = queue.Queue()
-    rng = random.Random(test["seed"])
-    concurrency = int(test["concurrency"])
+    rng = random.Random(spec.seed)
+    concurrency = spec.concurrency
     interp: Interpreter | None = None
     log_handler = _attach_log(run_dir)
     try:
         _phase(progress, "cluster")
-        if not test.get("reuse_cluster"):
-            backend.up(test["cluster_spec"])
+        if not spec.reuse_cluster:
+            backend.up(spec.cluster_spec)
         cluster_up = True
-        test["dns"] = dict(test.get("dns") or {})
         _phase(progress, "setup")
         nemesis = nemesis.setup(test) or nemesis
         nemesis_ready = True
         client_proto = workload.client
-        setup = getattr(client_proto, "setup", None)
-        if setup is not None:
-            setup(test)
-        nodes = test["database"].client_nodes(test)
+        client_proto.setup(test)
+        nodes = test.db.client_nodes(test)
 
         def opener(thread: int) -> Callable[[], Any]:
             def open_client() -> Any:
@@ -165,26 +160,26 @@ def run_test(
             w.start()
         recorder.restart_clock()
         ctx = Context.initial(concurrency, rng, nemesis=True)
-        interp = Interpreter(test, recorder, workers, completions, ctx, interrupts, on_nemesis=faults)
+        interp = Interpreter(recorder, workers, completions, ctx, interrupts, on_nemesis=faults)
         if progress is not None:
-            progress.attach(recorder, faults, test)
-        limit = float(test["time_limit"])
+            progress.attach(recorder, faults)
+        limit = spec.time_limit
         main = gen.any_of(
             gen.clients(gen.time_limit(limit, workload.generator)),
             gen.nemesis(gen.time_limit(limit, nemesis_pkg.generator)),
         )
         _phase(progress, "main")
         # a safety net only: a nemesis op in flight at the limit (a master replacement) may take minutes
-        interp.run(main, "main", hard_limit_s=limit + float(test.get("op_timeout_s", 60)) + 600)
+        interp.run(main, "main", hard_limit_s=limit + spec.op_timeout_s + 600)
         _phase(progress, "heal")
         interp.run(gen.nemesis(nemesis_pkg.final_generator), "heal", hard_limit_s=600)
         nemesis.heal(test)
         _phase(progress, "quiet")
-        _sleep_interruptibly(float(test.get("quiet_period", 5)), interrupts)
+        _sleep_interruptibly(spec.quiet_period, interrupts)
         final = workload.final_generator
         if final is not None:
             _phase(progress, "final")
-            interp.run(gen.clients(final), "final", hard_limit_s=float(test.get("final_time_limit", 120)))
+            interp.run(gen.clients(final), "final", hard_limit_s=spec.final_time_limit)
     except CutShort as exc:
         cut_short = str(exc)
     except BaseException as exc:  # a bug or a setup failure: record why, then still heal and check
@@ -195,7 +190,7 @@ def run_test(
     finally:
         _phase(progress, "healing")
         if interp is not None and not interrupts.abort:
-            interp.drain(float(test.get("op_timeout_s", 60)) + 5)
+            interp.drain(spec.op_timeout_s + 5)
         if nemesis_ready:
             _guard("nemesis heal", lambda: nemesis.heal(test))
         if cluster_up:
@@ -217,7 +212,7 @@ def run_test(
         if interrupts.abort:
             results = {"valid": "unknown", "skipped": "aborted with a second Ctrl-C; run `faultline analyze`"}
         else:
-            results = check(test, workload, recorder.ops)
+            results = check(spec, workload, recorder.ops)
         if cut_short:
             # The verdict stands for the history that was recorded; `cut_short` says it is partial.
             results["cut_short"] = cut_short
@@ -226,8 +221,8 @@ def run_test(
             # what the faults left behind after healing (rules, paused nodes, clock offsets): must be empty
             results["residue"] = _residue(backend)
         if run_dir is not None:
-            write_outputs(run_dir, test, recorder.ops, results)
-        if cluster_up and not test.get("leave_cluster_running") and not test.get("reuse_cluster"):
+            write_outputs(run_dir, spec, recorder.ops, results)
+        if cluster_up and not spec.leave_cluster_running and not spec.reuse_cluster:
             _guard("cluster down", backend.down)
     finally:
         if old_handler is not None:
@@ -292,7 +287,7 @@ def _detach_log(handler: logging.Handler | None) -> None:
         handler.close()
 
 
-def run_once(test: dict[str, Any], store_root: str | Path, *, quiet: bool = True,
+def run_once(spec: TestSpec, store_root: str | Path, *, quiet: bool = True,
              install_signals: bool = True) -> Outcome:
     """Builds backend, workload and nemesis for a validated test (controller.testspec.build_test), creates
     the run directory in the store and runs it. The entry point for campaigns and the pytest plugin."""
@@ -301,18 +296,14 @@ def run_once(test: dict[str, Any], store_root: str | Path, *, quiet: bool = True
     from faultline.results.store import Store
     from faultline.workloads.registry import get as get_workload
 
-    test = testspec.stamp(test)
-    backend = testspec.make_backend(test)
-    workload = get_workload(test["workload"], test.get("workload_opts") or {})
-    nemesis_pkg = compose(test["nemesis"], float(test["nemesis_interval"]))
-    test["database"] = get_db(test["db"])
-    test["backend"] = backend
-    test["connect"] = testspec.connector(test)
-    run_dir = Store(store_root).create_run(test["name"], plain_test(test))
+    spec = testspec.stamp(spec)
+    test = testspec.start_run(spec)
+    workload = get_workload(spec.workload, spec.workload_opts)
+    nemesis_pkg = compose(list(spec.nemesis), spec.nemesis_interval)
+    run_dir = Store(store_root).create_run(spec.name, spec.to_json())
     progress = None
     if not quiet:
         from faultline.controller.progress import Progress
 
-        progress = Progress(float(test["time_limit"]))
-    return run_test(test, backend, workload, nemesis_pkg, run_dir, progress=progress,
-                    install_signals=install_signals)
+        progress = Progress(spec.time_limit)
+    return run_test(test, workload, nemesis_pkg, run_dir, progress=progress, install_signals=install_signals)

@@ -1,9 +1,6 @@
-"""A test is a plain dict; this module builds one from options, validating everything before anything starts.
-
-Fields written to test.json: name, db, workload, nemesis (list), nemesis_interval, bugs (list), seed,
-time_limit, concurrency, cluster, cluster_name, masters, tservers, start_time (ISO UTC), run_tag (suffix of
-this run's table names), quiet_period, workload_opts, cluster_spec, leave_cluster_running, reuse_cluster. Live objects (backend, recorder, connect) are added by
-the runner and never serialised (see runner.RUNTIME_KEYS).
+"""Builds a test (`faultline.core.TestSpec`, frozen plain data) from options, validating everything before
+anything starts; stamps it for one run; and makes the run's live handles (`faultline.core.Run`: the DB,
+the cluster backend, the client factory). test.json holds exactly `TestSpec.to_json()`.
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from faultline.controller.errors import UsageError
+from faultline.core import Run, TestSpec
 from faultline.dbs import DEFAULT as DEFAULT_DB
 from faultline.dbs import UnknownDB, get_db
 
@@ -33,8 +31,8 @@ def split_list(value: str | Sequence[str] | None) -> list[str]:
     return [i.strip() for i in items if i.strip()]
 
 
-def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
-    """Validated test dict from options (argparse namespace vars or a campaign cell)."""
+def build_test(opts: Mapping[str, Any]) -> TestSpec:
+    """A validated test from options (argparse namespace vars, a campaign cell, the pytest fixture)."""
     from faultline.nemesis.registry import NEMESES
     from faultline.node.bugs import BUGS
     from faultline.workloads.registry import WORKLOADS
@@ -104,80 +102,75 @@ def build_test(opts: Mapping[str, Any]) -> dict[str, Any]:
     if not re.match(r"^[a-z][a-z0-9-]{0,30}$", cluster_name):
         raise UsageError(f"--cluster-name {cluster_name!r}: use lowercase letters, digits and '-' (max 31)")
     name = str(opts.get("name") or "-".join([workload, *nemeses] + [f"bug-{b}" for b in bugs]))[:128]
-    quiet = opts.get("quiet_period")
-    test: dict[str, Any] = {
-        "name": re.sub(r"[^A-Za-z0-9._+-]", "_", name),
-        "db": db_name,
-        "workload": workload,
-        "nemesis": nemeses,
-        "nemesis_interval": interval,
-        "bugs": bugs,
-        "seed": seed,
-        "time_limit": time_limit,
-        "concurrency": concurrency,
-        "cluster": cluster,
-        "cluster_name": cluster_name,
-        "masters": masters,
-        "tservers": tservers,
-        "test_count": test_count,
-        "op_timeout_s": op_timeout,
-        "quiet_period": float(quiet) if quiet is not None else (0.2 if cluster == "fake" else 5.0),
-        "leave_cluster_running": bool(opts.get("leave_cluster_running")),
-        "reuse_cluster": bool(opts.get("reuse_cluster")),
-        "workload_opts": {"concurrency": concurrency, **({"rate": rate} if rate else {})},
-        "hosts_file": str(opts["nodes"]) if opts.get("nodes") else None,
-    }
-    if cluster == "ssh" and not test["hosts_file"]:
+    if cluster == "ssh" and not opts.get("nodes"):
         raise UsageError("--cluster ssh needs --nodes HOSTS_FILE (see docs/cluster.md for its format)")
     try:
-        spec = db.cluster_spec(cluster_name, {"masters": masters, "tservers": tservers, "bugs": bugs})
+        cluster_spec = db.cluster_spec(cluster_name, {"masters": masters, "tservers": tservers, "bugs": bugs})
     except ValueError as exc:
         raise UsageError(f"{db.name} cluster: {exc}") from None
-    test["cluster_spec"] = spec.to_mapping()
-    return test
+    quiet = opts.get("quiet_period")
+    return TestSpec(
+        name=re.sub(r"[^A-Za-z0-9._+-]", "_", name),
+        db=db_name,
+        workload=workload,
+        nemesis=tuple(nemeses),
+        nemesis_interval=interval,
+        bugs=tuple(bugs),
+        seed=seed,
+        time_limit=time_limit,
+        concurrency=concurrency,
+        cluster=cluster,
+        cluster_name=cluster_name,
+        masters=masters,
+        tservers=tservers,
+        test_count=test_count,
+        op_timeout_s=op_timeout,
+        quiet_period=float(quiet) if quiet is not None else (0.2 if cluster == "fake" else 5.0),
+        leave_cluster_running=bool(opts.get("leave_cluster_running")),
+        reuse_cluster=bool(opts.get("reuse_cluster")),
+        workload_opts={"concurrency": concurrency, **({"rate": rate} if rate else {})},
+        hosts_file=str(opts["nodes"]) if opts.get("nodes") else None,
+        cluster_spec=cluster_spec.to_mapping(),
+    )
 
 
-def stamp(test: dict[str, Any]) -> dict[str, Any]:
-    """A copy for one run: start time now, master DNS names, node lists."""
-    out = dict(test)
-    out["start_time"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    # names this run's tables: runs on a reused cluster never see each other's rows
-    out["run_tag"] = secrets.token_hex(3)
-    out["master_names"] = [f"master-{i}" for i in range(1, int(test["masters"]) + 1)]
-    out["tservers_list"] = [f"t{i}" for i in range(1, int(test["tservers"]) + 1)]
-    return out
+def stamp(spec: TestSpec) -> TestSpec:
+    """The test for one run: the start time now, and a tag that names this run's tables (runs on a
+    reused cluster never see each other's rows)."""
+    return spec.replace(start_time=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+                        run_tag=secrets.token_hex(3))
 
 
-def make_backend(test: Mapping[str, Any]) -> Any:
-    """The cluster backend object for the test (not started)."""
-    kind = test["cluster"]
+def make_backend(spec: TestSpec) -> Any:
+    """The cluster backend object for the test (not started; attached when the cluster is reused)."""
+    kind = spec.cluster
     if kind == "fake":
         from faultline.testing.fake import FakeBackend
 
-        return FakeBackend(seed=int(test["seed"]))
+        return FakeBackend(seed=spec.seed)
     from faultline.cluster import backends
     from faultline.cluster.base import ClusterError, ClusterSpec
 
-    spec_map = dict(test["cluster_spec"])
+    cluster_spec = ClusterSpec.from_mapping(spec.cluster_spec)
     try:
-        if test.get("reuse_cluster"):
-            b = backends.attach(kind, spec_map["name"])
-            if b.spec.db != spec_map.get("db"):
-                raise UsageError(f"cluster {spec_map['name']!r} runs {b.spec.db or 'nothing'}, not "
-                                 f"{spec_map.get('db')}: bring up a fresh cluster")
+        if spec.reuse_cluster:
+            b = backends.attach(kind, cluster_spec.name)
+            if b.spec.db != cluster_spec.db:
+                raise UsageError(f"cluster {cluster_spec.name!r} runs {b.spec.db or 'nothing'}, not "
+                                 f"{cluster_spec.db}: bring up a fresh cluster")
             running = sorted(b.spec.db_opts.get("bugs") or [])
-            if running != sorted(test.get("bugs") or []):
-                raise UsageError(f"cluster {spec_map['name']!r} runs with bugs {running or 'none'}, not "
-                                 f"{sorted(test.get('bugs') or []) or 'none'}: bring up a fresh cluster")
+            if running != sorted(spec.bugs):
+                raise UsageError(f"cluster {cluster_spec.name!r} runs with bugs {running or 'none'}, not "
+                                 f"{sorted(spec.bugs) or 'none'}: bring up a fresh cluster")
             return b
-        return backends.make_backend(kind, ClusterSpec.from_mapping(spec_map), hosts=test.get("hosts_file"))
+        return backends.make_backend(kind, cluster_spec, hosts=spec.hosts_file)
     except (ClusterError, ValueError) as exc:
         raise UsageError(f"{kind} cluster: {exc}") from None
 
 
-def connector(test: Mapping[str, Any]) -> Any:
-    """A zero-argument callable returning a client library object connected to the test's cluster: the
-    DB's own, or the in-memory fake's (test["backend"] and test["database"] are set)."""
-    if test["cluster"] == "fake":
-        return test["backend"].client
-    return test["database"].connector(test)
+def start_run(spec: TestSpec, backend: Any | None = None) -> Run:
+    """The live handles of one run of `spec`: its DB, its backend (made unless given) and a client
+    factory (the DB's own, or the in-memory fake's)."""
+    run = Run(spec, get_db(spec.db), backend if backend is not None else make_backend(spec))
+    run.connect = run.backend.client if spec.cluster == "fake" else run.db.connector(run)
+    return run

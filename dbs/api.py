@@ -3,7 +3,7 @@
 After Jepsen's db protocol. The cluster layer brings hosts up and runs whatever `cluster_spec` says on
 them (plain data: roles, their processes, the Debian and Python packages they need); everything else a
 run asks of the system goes through these methods. `test` is the run's test (its plain fields and its
-live handles: `test["backend"]` is the cluster backend); `node` is a node name of that cluster.
+live handles: `test.backend` is the cluster backend); `node` is a node name of that cluster.
 """
 
 from __future__ import annotations

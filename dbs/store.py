@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
+from faultline.node.tool.output import parse_master_list
 
 MASTER = "master"
 TSERVER = "tserver"
@@ -86,39 +87,39 @@ class StoreDB:
         """Nothing beyond the role's process, which the cluster starts (formatting its data first)."""
 
     def teardown(self, test: Any, node: str) -> None:
-        test["backend"].stop(node)
+        test.backend.stop(node)
 
     def start(self, test: Any, node: str) -> None:
-        test["backend"].start(node)
+        test.backend.start(node)
 
     def kill(self, test: Any, node: str) -> None:
-        test["backend"].kill(node)
+        test.backend.kill(node)
 
     def pause(self, test: Any, node: str) -> None:
-        test["backend"].pause(node)
+        test.backend.pause(node)
 
     def resume(self, test: Any, node: str) -> None:
-        test["backend"].resume(node)
+        test.backend.resume(node)
 
     def primaries(self, test: Any) -> list[str]:
         """The node whose master leads the catalog, as the masters report it."""
-        leader = leader_master(test["backend"])
+        leader = leader_master(test.backend)
         return [leader] if leader else []
 
     def log_files(self, test: Any, node: str) -> list[str]:
-        b = test["backend"]
+        b = test.backend
         return [f"{b.node_dir(node)}/logs/{b.info[node].role}.log"]
 
     def client_nodes(self, test: Any) -> list[str]:
         """Clients are spread over the tablet servers (all nodes when there are none)."""
-        b = test["backend"]
+        b = test.backend
         return b.nodes(TSERVER) or b.nodes()
 
     def connector(self, test: Any) -> Callable[[], Any]:
         """A KuduClient on the master DNS names, resolved through the backend so that the client follows a
         name moved by master-replace."""
-        backend = test["backend"]
-        timeout = float(test.get("op_timeout_s", 5))
+        backend = test.backend
+        timeout = float(test.spec.op_timeout_s)
         resolve = host_resolver(backend)
 
         def connect() -> Any:
@@ -136,26 +137,31 @@ def run_tool(backend: Any, node: str, args: Sequence[str], timeout: float = 60) 
 
 
 def leader_master(backend: Any, timeout: float = 10) -> str | None:
-    """The node whose master leads the catalog, asked of the masters themselves (`tool master list`);
-    None when no master answers."""
+    """The node whose master leads the catalog, asked of the masters themselves (`tool master list
+    --json`); None when no master answers or none leads."""
     for m in backend.nodes(MASTER):
-        rc, out, _ = run_tool(backend, m, ["master", "list", ",".join(backend.addresses(MASTER))], timeout)
+        rc, out, _ = run_tool(backend, m, ["master", "list", ",".join(backend.addresses(MASTER)), "--json"],
+                              timeout)
         if rc != 0:
             continue
-        for line in out.splitlines():
-            if "LEADER" not in line.upper():
-                continue
-            for token in line.replace(",", " ").split():
-                host = token.split(":")[0]
-                if host in backend.info:
-                    return host
-                holder = backend.dns_holder(host)
-                if holder:
-                    return holder
-                for n, i in backend.info.items():
-                    if i.address == host:
-                        return n
+        try:
+            rows = parse_master_list(out)
+        except ValueError:
+            continue
+        for row in rows:
+            if row["role"] == "LEADER":
+                return _node_of_host(backend, row["addr"].rsplit(":", 1)[0])
     return None
+
+
+def _node_of_host(backend: Any, host: str) -> str | None:
+    """The node behind a node name, a (movable) DNS name or an address."""
+    if host in backend.info:
+        return host
+    holder = backend.dns_holder(host)
+    if holder:
+        return holder
+    return next((n for n, i in backend.info.items() if i.address == host), None)
 
 
 def host_resolver(backend: Any) -> Callable[[str], str]:

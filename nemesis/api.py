@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from faultline.core import Run
 
 if TYPE_CHECKING:
     from faultline.gen import Gen
@@ -17,11 +18,11 @@ class Nemesis(Protocol):
 
     fs: frozenset[str]  # the op names (`f`) this nemesis handles
 
-    def setup(self, test: Mapping[str, Any]) -> Nemesis: ...
+    def setup(self, test: Run) -> Nemesis: ...
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op: ...
+    def invoke(self, test: Run, op: Op) -> Op: ...
 
-    def heal(self, test: Mapping[str, Any]) -> None: ...
+    def heal(self, test: Run) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from faultline.core import Run
+from faultline.dbs.store import run_tool
 from faultline.gen import Context
 from faultline.node.tool.output import parse_master_list, parse_table_list
 
@@ -28,19 +30,19 @@ class NemesisError(RuntimeError):
     """A fault could not be applied or healed; the message names the step."""
 
 
-def backend(test: Mapping[str, Any]) -> Any:
-    b = test.get("backend")
+def backend(test: Run) -> Any:
+    b = test.backend
     if b is None:
         raise NemesisError("the test has no cluster backend")
     return b
 
 
-def nemesis_rng(test: Mapping[str, Any], salt: str) -> random.Random:
+def nemesis_rng(test: Run, salt: str) -> random.Random:
     """A generator of the run's seed, one per nemesis, so choices replay with the seed."""
-    return random.Random(f"{test.get('seed', 0)}:{salt}")
+    return random.Random(f"{test.spec.seed}:{salt}")
 
 
-def role_nodes(test: Mapping[str, Any], role: str) -> list[str]:
+def role_nodes(test: Run, role: str) -> list[str]:
     """The live (not destroyed) nodes of a role: masters, tservers or all."""
     nodes = list(backend(test).nodes())
     if role == "masters":
@@ -69,35 +71,25 @@ def pick_subset(nodes: Sequence[str], subset: str, rng: random.Random, leaders: 
     raise ValueError(f"unknown node subset {subset!r}; valid: {', '.join(SUBSETS)}")
 
 
-def tool(test: Mapping[str, Any], node: str, args: Sequence[str], timeout: float = 60,
+def tool(test: Run, node: str, args: Sequence[str], timeout: float = 60,
          check: bool = True) -> tuple[int, str, str]:
     """Runs `python -m faultline.node tool ARGS` on `node` through the backend's Remote."""
-    b = backend(test)
-    argv: list[str] = []
-    if hasattr(b, "source_dir"):
-        argv = ["env", f"PYTHONPATH={b.source_dir(node)}"]
-    python = b.python(node) if hasattr(b, "python") else "python3"
-    argv += [python, "-m", "faultline.node", "tool", *args]
-    rc, out, err = b.remote.exec(node, argv, timeout)
+    rc, out, err = run_tool(backend(test), node, args, timeout)
     if check and rc != 0:
         raise NemesisError(f"{node}: tool {' '.join(args[:3])} failed (exit {rc}): {(err or out).strip()[-400:]}")
     return rc, out, err
 
 
-def masters_arg(test: Mapping[str, Any]) -> str:
+def masters_arg(test: Run) -> str:
     return ",".join(backend(test).addresses("master"))
 
 
-def dns_holder(test: Mapping[str, Any], name: str) -> str | None:
+def dns_holder(test: Run, name: str) -> str | None:
     """The node that currently holds a master DNS name (moved by master-replace)."""
-    b = backend(test)
-    if hasattr(b, "dns_holder"):
-        return b.dns_holder(name)
-    dns = getattr(b, "dns", None) or test.get("dns") or {}
-    return dns.get(name)
+    return backend(test).dns_holder(name)
 
 
-def node_of_address(test: Mapping[str, Any], addr: str) -> str | None:
+def node_of_address(test: Run, addr: str) -> str | None:
     """The node behind HOST:PORT, where HOST is a node name, a master DNS name or an address."""
     host = addr.rsplit(":", 1)[0]
     b = backend(test)
@@ -108,14 +100,14 @@ def node_of_address(test: Mapping[str, Any], addr: str) -> str | None:
         return holder
     for n in b.nodes():
         try:
-            if b.resolve(n) == host or (hasattr(b, "address") and b.address(n) == host):
+            if b.resolve(n) == host or b.address(n) == host:
                 return n
         except Exception:
             continue
     return None
 
 
-def first_up(test: Mapping[str, Any], nodes: Sequence[str]) -> str:
+def first_up(test: Run, nodes: Sequence[str]) -> str:
     """A node to run a tool from: any of `nodes` that answers a trivial command."""
     b = backend(test)
     for n in nodes:
@@ -127,7 +119,7 @@ def first_up(test: Mapping[str, Any], nodes: Sequence[str]) -> str:
     raise NemesisError(f"no reachable node among {', '.join(nodes)}")
 
 
-def _tool_anywhere(test: Mapping[str, Any], args: Sequence[str], timeout: float = 30) -> tuple[int, str, str]:
+def _tool_anywhere(test: Run, args: Sequence[str], timeout: float = 30) -> tuple[int, str, str]:
     runner = first_up(test, role_nodes(test, "masters") + role_nodes(test, "tservers"))
     return tool(test, runner, args, timeout=timeout, check=False)
 
@@ -143,12 +135,12 @@ def _master_rows(rc: int, out: str) -> list[tuple[str, str, str, bool]]:
         return []
 
 
-def master_roles(test: Mapping[str, Any]) -> list[tuple[str, str, str, bool]]:
+def master_roles(test: Run) -> list[tuple[str, str, str, bool]]:
     """`tool master list --json`: (uuid, addr, role, voter) per master, from the leader's view."""
     return _master_rows(*_tool_anywhere(test, ["master", "list", masters_arg(test), "--json"], timeout=20)[:2])
 
 
-def master_roles_seen_by(test: Mapping[str, Any], runner: str, masters: str,
+def master_roles_seen_by(test: Run, runner: str, masters: str,
                          timeout: float = 10) -> list[tuple[str, str, str, bool]]:
     """`tool master list MASTERS --json` run on `runner`: (uuid, addr, role, voter) as those masters (e.g. one
     HOST:PORT) see them; [] when they do not answer."""
@@ -156,7 +148,7 @@ def master_roles_seen_by(test: Mapping[str, Any], runner: str, masters: str,
     return _master_rows(rc, out)
 
 
-def master_leader(test: Mapping[str, Any]) -> str | None:
+def master_leader(test: Run) -> str | None:
     """The node of the current leader master, as the masters report it (None if none)."""
     try:
         for _, addr, role, _ in master_roles(test):
@@ -167,7 +159,7 @@ def master_leader(test: Mapping[str, Any]) -> str | None:
     return None
 
 
-def ksck(test: Mapping[str, Any], timeout: float = 60) -> tuple[bool, dict[str, Any]]:
+def ksck(test: Run, timeout: float = 60) -> tuple[bool, dict[str, Any]]:
     """(healthy, report) from `tool cluster ksck --json`."""
     import json
 
@@ -182,7 +174,7 @@ def ksck(test: Mapping[str, Any], timeout: float = 60) -> tuple[bool, dict[str, 
     return rc == 0 and bool(rep.get("healthy")), rep
 
 
-def tserver_nodes(test: Mapping[str, Any]) -> dict[str, str]:
+def tserver_nodes(test: Run) -> dict[str, str]:
     """uuid -> node for the tablet servers the masters know."""
     _, rep = ksck(test)
     out = {}
@@ -193,7 +185,7 @@ def tserver_nodes(test: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def tablets(test: Mapping[str, Any]) -> list[dict[str, Any]]:
+def tablets(test: Run) -> list[dict[str, Any]]:
     """Every tablet from `tool table list --tablets --json`: tablet, table, state, leader (uuid), replicas
     (uuids), replica_nodes and leader_node (node names, None when unknown)."""
     rc, out, _ = _tool_anywhere(test, ["table", "list", masters_arg(test), "--tablets", "--json"], timeout=30)
@@ -216,37 +208,35 @@ def tablets(test: Mapping[str, Any]) -> list[dict[str, Any]]:
     return result
 
 
-def of_this_run(test: Mapping[str, Any], ts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def of_this_run(test: Run, ts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tablets among `ts` whose table is named with this run's tag; all of `ts` if none is."""
-    tag = test.get("run_tag")
+    tag = test.spec.run_tag
     mine = [t for t in ts if tag and str(t.get("table", "")).endswith(str(tag))]
     return mine or ts
 
 
-def run_tablets(test: Mapping[str, Any], keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+def run_tablets(test: Run, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     """This run's tablets that pass `keep`: asked of the masters directly (`workload_tablets`, one RPC);
     else from the admin tools' listing (`tablets`), narrowed to this run's tables."""
     fast = [t for t in workload_tablets(test) if keep(t)]
     return fast or of_this_run(test, [t for t in tablets(test) if keep(t)])
 
 
-def workload_tablets(test: Mapping[str, Any], timeout_s: float = 5.0) -> list[dict[str, Any]]:
-    """The tablets of the tables this run's workload created (`test["state"]["tables"]`, recorded by the
+def workload_tablets(test: Run, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+    """The tablets of the tables this run's workload created (`test.state["tables"]`, recorded by the
     workload's setup), as the masters place them, asked through the host's node client: one RPC instead of
     two admin-tool processes, so a leader-isolating fault lands while that leader still leads. Same fields
     as `tablets`, plus replica_addrs (HOST:PORT each); empty when the workload recorded no table or the
     masters do not answer."""
-    state = test.get("state")
+    state = test.state
     names = list(state.get("tables", ())) if isinstance(state, dict) else []
-    connect = test.get("connect")
+    connect = test.connect
     if not names or connect is None:
         return []
     out: list[dict[str, Any]] = []
     client = None
     try:
         client = connect()
-        if not hasattr(client, "table_locations"):
-            return []
         for name in names:
             locs = client.table_locations(name, timeout=timeout_s)
             for t in locs.tablets:
@@ -261,12 +251,12 @@ def workload_tablets(test: Mapping[str, Any], timeout_s: float = 5.0) -> list[di
         log.warning("cannot ask the masters for the workload's tablets: %s", exc)
         return []
     finally:
-        if client is not None and hasattr(client, "close"):
+        if client is not None:
             client.close()
     return out
 
 
-def tablet_leaders(test: Mapping[str, Any]) -> list[str]:
+def tablet_leaders(test: Run) -> list[str]:
     return sorted({t["leader_node"] for t in tablets(test) if t.get("leader_node")})
 
 

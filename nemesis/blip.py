@@ -18,9 +18,9 @@ passed, then heal. The completion records the tablet, the old and new leader, an
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
+from faultline.core import Run
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import Op, backend, done, log, nemesis_rng, node_of_address, role_nodes
 
@@ -34,7 +34,7 @@ class LeaderBlipNemesis:
         self.max_s, self.poll_s = max_s, poll_s
         self.rng = None
 
-    def setup(self, test: Mapping[str, Any]) -> LeaderBlipNemesis:
+    def setup(self, test: Run) -> LeaderBlipNemesis:
         self.rng = nemesis_rng(test, "leader-blip")
         return self
 
@@ -59,9 +59,9 @@ class LeaderBlipNemesis:
                 log.debug("leader-blip: %s: %s", addr, exc)
         return best
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
-        connect = test.get("connect")
-        state = test.get("state")
+    def invoke(self, test: Run, op: Op) -> Op:
+        connect = test.connect
+        state = test.state
         tables = list(state.get("tables", ())) if isinstance(state, dict) else []
         if connect is None or not tables:
             return done(op, {"skipped": "no node client or no workload table"}, kind="fail")
@@ -98,11 +98,10 @@ class LeaderBlipNemesis:
                 b.heal_network()
             lasted = round(time.monotonic() - cut_at, 3)
         finally:
-            if hasattr(client, "close"):
-                client.close()
+            client.close()
         value = {"tablet": t.tablet_id, "leader": node, "term": old_term, "isolated_s": lasted,
                  "new_leader": node_of_address(test, new[0]) if new else None, "new_term": new[2] if new else None}
         return done(op, value)
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         backend(test).heal_network()

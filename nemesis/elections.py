@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from faultline.core import Run
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     NemesisError,
@@ -80,20 +81,20 @@ class _StagedElection:
     def fs(self) -> frozenset[str]:
         return frozenset({self.f})
 
-    def setup(self, test: Mapping[str, Any]) -> _StagedElection:
+    def setup(self, test: Run) -> _StagedElection:
         self.rng = nemesis_rng(test, self.f)
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         assert self.rng is not None
         candidates = [t for t in workload_tablets(test) if len(t["replicas"]) == 3]
-        if not candidates or test.get("connect") is None:
+        if not candidates or test.connect is None:
             return done(op, {"skipped": "no tablet of this run with three replicas"}, kind="fail")
         t = self.rng.choice(candidates)
         addrs: list[str] = t["replica_addrs"]
         steps: list[str] = []
         value: dict[str, Any] = {"tablet": t["tablet"], "steps": steps}
-        client = test["connect"]()
+        client = test.connect()
         stage = None
         try:
             stage = _Stage(test, client, t["tablet"], addrs, steps, self.wait_s)
@@ -106,8 +107,7 @@ class _StagedElection:
         finally:
             if stage is not None:
                 stage.restore()
-            if hasattr(client, "close"):
-                client.close()
+            client.close()
 
     def _roles(self, ends: dict[str, tuple[int, int]]) -> tuple[str, ...] | None:
         """The stage's roles given where each replica's log ends, (last term, last index), or None if no
@@ -130,7 +130,7 @@ class _StagedElection:
         third = next(a for a in sorted(ends) if a not in pair)
         return pair[0], pair[1], third
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         backend(test).heal_network()
 
 
@@ -230,7 +230,7 @@ class Figure8Nemesis(_StagedElection):
 class _Stage:
     """One tablet's three replicas and the few moves a stage is made of; `steps` records each."""
 
-    def __init__(self, test: Mapping[str, Any], client: Any, tablet: str, addrs: list[str], steps: list[str],
+    def __init__(self, test: Run, client: Any, tablet: str, addrs: list[str], steps: list[str],
                  wait_s: float) -> None:
         self.test, self.client, self.tablet, self.addrs, self.steps = test, client, tablet, addrs, steps
         self.wait_s = wait_s

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
 
+from faultline.core import Run
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     Op,
@@ -36,11 +35,11 @@ class PartitionNemesis:
         self.rng = None
         self.active = False
 
-    def setup(self, test: Mapping[str, Any]) -> PartitionNemesis:
+    def setup(self, test: Run) -> PartitionNemesis:
         self.rng = nemesis_rng(test, "partition")
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         if op["f"] == "stop-partition":
             backend(test).heal_network()
             self.active = False
@@ -62,13 +61,13 @@ class PartitionNemesis:
         return done(op, {"shape": shape, "targets": targets, "groups": gr.describe(grudge),
                          "grudge": gr.to_json(grudge), **({"leader": leader} if leader else {})})
 
-    def _tablet_leader(self, test: Mapping[str, Any]) -> str | None:
+    def _tablet_leader(self, test: Run) -> str | None:
         """The leader of a random tablet of the workload's tables, asked of the masters directly; else,
         through the admin tools, of a random tablet of this run's tables (names end with the run tag)."""
         pool = run_tablets(test, lambda t: bool(t.get("leader_node")))
         return self.rng.choice(pool)["leader_node"] if pool else None
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         backend(test).heal_network()
         self.active = False
 
@@ -88,11 +87,11 @@ class ProcessNemesis:
         self.rng = None
         self.lock = threading.Lock()
 
-    def setup(self, test: Mapping[str, Any]) -> ProcessNemesis:
+    def setup(self, test: Run) -> ProcessNemesis:
         self.rng = nemesis_rng(test, self.mode)
         return self
 
-    def _leaders(self, test: Mapping[str, Any], role: str) -> list[str]:
+    def _leaders(self, test: Run, role: str) -> list[str]:
         out = []
         if role in ("masters", "all"):
             m = master_leader(test)
@@ -102,7 +101,7 @@ class ProcessNemesis:
             out += tablet_leaders(test)[:1]
         return out
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         b = backend(test)
         if op["f"].startswith("stop-"):
             revived = self._revive(test)
@@ -119,12 +118,12 @@ class ProcessNemesis:
             hit.append(n)
         return done(op, {"targets": role, "subset": subset, "nodes": hit})
 
-    def _revive(self, test: Mapping[str, Any]) -> list[str]:
+    def _revive(self, test: Run) -> list[str]:
         b = backend(test)
         return bring_back(self.affected, self.lock, b.start if self.mode == "kill" else b.resume,
                           "restart" if self.mode == "kill" else "resume")
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         self._revive(test)
 
 
@@ -143,11 +142,11 @@ class ClockNemesis:
         self.touched: set[str] = set()
         self.rng = None
 
-    def setup(self, test: Mapping[str, Any]) -> ClockNemesis:
+    def setup(self, test: Run) -> ClockNemesis:
         self.rng = nemesis_rng(test, "clock")
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         b = backend(test)
         if op["f"] == "stop-clock":
             nodes = self._reset(test)
@@ -171,7 +170,7 @@ class ClockNemesis:
             b.set_clock_offset(n, off)
         return done(op, {"kind": kind, "offsets": offsets})
 
-    def _reset(self, test: Mapping[str, Any]) -> list[str]:
+    def _reset(self, test: Run) -> list[str]:
         b = backend(test)
         nodes = sorted(self.touched)
         for n in nodes:
@@ -182,5 +181,5 @@ class ClockNemesis:
                 log.warning("clock reset on %s failed: %s", n, exc)
         return nodes
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         self._reset(test)

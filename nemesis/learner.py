@@ -19,9 +19,9 @@ both too.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from typing import Any
 
+from faultline.core import Run
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     Op,
@@ -51,26 +51,26 @@ class LearnerPartitionNemesis:
         self.learners: dict[str, str] = {}   # tablet id -> uuid of the NON_VOTER we added, not yet removed
         self.uuids: dict[str, str] = {}       # tablet server node -> uuid
 
-    def setup(self, test: Mapping[str, Any]) -> LearnerPartitionNemesis:
+    def setup(self, test: Run) -> LearnerPartitionNemesis:
         self.rng = nemesis_rng(test, "learner-partition")
         return self
 
-    def _candidates(self, test: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _candidates(self, test: Run) -> list[dict[str, Any]]:
         """Tablets of this run's tables whose leader is known, freshest source first."""
         return run_tablets(test, lambda t: bool(t.get("leader_node")))
 
-    def _uuid_of(self, test: Mapping[str, Any], node: str) -> str | None:
+    def _uuid_of(self, test: Run, node: str) -> str | None:
         """A tablet server's uuid, remembered: asking ksck costs seconds that the split should not wait for."""
         if node not in self.uuids:
             self.uuids = {n: u for u, n in tserver_nodes(test).items()}
         return self.uuids.get(node)
 
-    def _tool(self, test: Mapping[str, Any], args: list[str]) -> tuple[int, str]:
+    def _tool(self, test: Run, args: list[str]) -> tuple[int, str]:
         runner = first_up(test, role_nodes(test, "masters"))
         rc, out, err = tool(test, runner, args, timeout=self.tool_timeout_s, check=False)
         return rc, (err or out).strip()[-300:]
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         if op["f"] == "stop-learner-partition":
             backend(test).heal_network()
             return done(op, {"removed": self._remove_learners(test)})
@@ -103,7 +103,7 @@ class LearnerPartitionNemesis:
         return done(op, {"tablet": t["tablet"], "leader": leader, "learner": spare,
                          "groups": gr.describe(grudge), "grudge": gr.to_json(grudge)})
 
-    def _remove_learners(self, test: Mapping[str, Any]) -> dict[str, str]:
+    def _remove_learners(self, test: Run) -> dict[str, str]:
         """Removes every learner this nemesis added; one that cannot be removed now is retried next time."""
         with self.lock:
             pending = dict(self.learners)
@@ -118,6 +118,6 @@ class LearnerPartitionNemesis:
                 log.warning("learner-partition: removing %s from %s: %s", uuid, tablet, msg)
         return out
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         backend(test).heal_network()
         self._remove_learners(test)

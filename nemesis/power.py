@@ -16,10 +16,9 @@ stop-power-loss makes sure every victim runs again (a restart that failed is ret
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
+from faultline.core import Run
 from faultline.nemesis.base import (
     NemesisError,
     Op,
@@ -48,11 +47,11 @@ class PowerLossNemesis:
         self.pending: set[str] = set()   # victims not yet seen running again
         self.lock = threading.Lock()
 
-    def setup(self, test: Mapping[str, Any]) -> PowerLossNemesis:
+    def setup(self, test: Run) -> PowerLossNemesis:
         self.rng = nemesis_rng(test, "power-loss")
         return self
 
-    def _tablet_replicas(self, test: Mapping[str, Any], subset: str) -> list[str]:
+    def _tablet_replicas(self, test: Run, subset: str) -> list[str]:
         ts = [t for t in tablets(test) if all(t.get("replica_nodes") or [None])]
         pool = of_this_run(test, ts)
         if not pool:
@@ -61,7 +60,7 @@ class PowerLossNemesis:
         nodes = sorted(t["replica_nodes"])
         return pick_subset(nodes, "all" if subset == "tablet-all" else "majority", self.rng)
 
-    def victims(self, test: Mapping[str, Any], targets: str, subset: str) -> list[str]:
+    def victims(self, test: Run, targets: str, subset: str) -> list[str]:
         if subset not in SUBSETS:
             raise NemesisError(f"unknown power-loss subset {subset!r}; valid: {', '.join(SUBSETS)}")
         if subset.startswith("tablet-"):
@@ -69,7 +68,7 @@ class PowerLossNemesis:
                                                                       self.rng)
         return pick_subset(role_nodes(test, targets), subset, self.rng)
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         if op["f"] == "stop-power-loss":
             return done(op, {"nodes": self._restart(test)})
         b = backend(test)
@@ -93,9 +92,9 @@ class PowerLossNemesis:
             log.warning("power-loss: %s (stop-power-loss and heal retry)", exc)
         return done(op, {"targets": targets, "subset": subset, "nodes": victims, "cut": cut})
 
-    def _restart(self, test: Mapping[str, Any]) -> list[str]:
+    def _restart(self, test: Run) -> list[str]:
         b = backend(test)
         return bring_back(self.pending, self.lock, b.start, "restart after power loss")
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         self._restart(test)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultline import gen
+from faultline.core import Run
 from faultline.nemesis import blip, elections, faults, learner, power, topology
 from faultline.nemesis.api import Nemesis, NemesisPackage
 from faultline.nemesis.base import ROLES, Op, choice_op
@@ -156,13 +157,13 @@ def get(name: str, interval_s: float = 10.0) -> NemesisPackage:
 class Noop:
     fs: frozenset[str] = frozenset()
 
-    def setup(self, test: Mapping[str, Any]) -> Noop:
+    def setup(self, test: Run) -> Noop:
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         return {**op, "type": "fail", "error": "no nemesis handles this op"}
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         pass
 
 
@@ -173,17 +174,17 @@ class Composite:
         self.nemeses = list(nemeses)
         self.fs = frozenset().union(*(n.fs for n in self.nemeses)) if self.nemeses else frozenset()
 
-    def setup(self, test: Mapping[str, Any]) -> Composite:
+    def setup(self, test: Run) -> Composite:
         self.nemeses = [n.setup(test) or n for n in self.nemeses]
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         for n in self.nemeses:
             if op["f"] in n.fs:
                 return n.invoke(test, op)
         return {**op, "type": "fail", "error": f"no nemesis handles {op['f']!r}"}
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         errors = []
         for n in self.nemeses:
             try:

@@ -9,9 +9,9 @@ healthy again before it returns, and says so in its completion when it is not.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
+from faultline.core import Run
 from faultline.dbs.store import MASTER, MASTER_PORT, master_dns
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
@@ -25,6 +25,7 @@ from faultline.nemesis.base import (
     log,
     master_leader,
     master_roles,
+    master_roles_seen_by,
     masters_arg,
     nemesis_rng,
     node_of_address,
@@ -40,17 +41,17 @@ from faultline.nemesis.base import (
 SYS_CATALOG_TABLET = "00000000000000000000000000000000"
 
 
-def _fs_dir(test: Mapping[str, Any], node: str) -> str:
+def _fs_dir(test: Run, node: str) -> str:
     b = backend(test)
-    return f"{b.node_dir(node)}/data" if hasattr(b, "node_dir") else "/var/lib/faultline/data"
+    return f"{b.node_dir(node)}/data"
 
 
-def _next_name(test: Mapping[str, Any], prefix: str) -> str:
+def _next_name(test: Run, prefix: str) -> str:
     """A node name never used in this run (a destroyed node's name is not reused: logs stay apart)."""
     b = backend(test)
-    used: set[str] = test["state"].setdefault("used_names", set()) if isinstance(test.get("state"), dict) else set()
-    used |= set(b.nodes()) | {f"m{i}" for i in range(1, int(test.get("masters", 3)) + 1)} \
-        | {f"t{i}" for i in range(1, int(test.get("tservers", 5)) + 1)}
+    used: set[str] = test.state.setdefault("used_names", set())
+    used |= set(b.nodes()) | {f"m{i}" for i in range(1, int(test.spec.masters) + 1)} \
+        | {f"t{i}" for i in range(1, int(test.spec.tservers) + 1)}
     i = 1
     while f"{prefix}{i}" in used:
         i += 1
@@ -58,7 +59,7 @@ def _next_name(test: Mapping[str, Any], prefix: str) -> str:
     return f"{prefix}{i}"
 
 
-def masters_healthy(test: Mapping[str, Any], n: int) -> bool:
+def masters_healthy(test: Run, n: int) -> bool:
     """`master list` shows n voters and exactly one leader."""
     roles = master_roles(test)
     return sum(r[2] == "LEADER" for r in roles) == 1 and sum(r[3] for r in roles) >= n
@@ -72,11 +73,11 @@ class MembershipNemesis:
     def __init__(self) -> None:
         self.rng = None
 
-    def setup(self, test: Mapping[str, Any]) -> MembershipNemesis:
+    def setup(self, test: Run) -> MembershipNemesis:
         self.rng = nemesis_rng(test, "membership")
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         action = (op.get("value") or {}).get("action", "leader-step-down")
         ts = tablets(test)
         if not ts:
@@ -108,25 +109,13 @@ class MembershipNemesis:
         return done(op, {"action": action, "tablet": t["tablet"], "argv": args[:3],
                          **({} if rc == 0 else {"error": (err or out).strip()[-300:]})}, kind=kind)
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         pass  # membership changes are not faults to undo; the cluster re-replicates on its own
 
 
-def _bug_args(test: Mapping[str, Any]) -> list[str]:
+def _bug_args(test: Run) -> list[str]:
     """The store's injected bugs, for the admin tool (part of the store under test, like the nodes)."""
-    return [a for bug in (test.get("bugs") or []) for a in ("--inject-bug", str(bug))]
-
-
-def _roles_seen_by(test: Mapping[str, Any], runner: str, addr: str) -> list[tuple[str, str, str, bool]]:
-    """`tool master list` run on `runner`, asked of one master only: (uuid, addr, role, voter) as that
-    master sees them."""
-    rc, out, _ = tool(test, runner, ["master", "list", addr], timeout=10, check=False)
-    rows = []
-    for line in out.splitlines() if rc == 0 else []:
-        parts = line.split()
-        if len(parts) >= 3 and ":" in parts[1]:
-            rows.append((parts[0], parts[1], parts[2].upper(), "non-voter" not in line))
-    return rows
+    return [a for bug in (test.spec.bugs or []) for a in ("--inject-bug", str(bug))]
 
 
 def _uuids_by_name(roles: list[tuple[str, str, str, bool]]) -> dict[str, str]:
@@ -134,7 +123,7 @@ def _uuids_by_name(roles: list[tuple[str, str, str, bool]]) -> dict[str, str]:
     return {addr.rsplit(":", 1)[0]: u for u, addr, _, _ in roles}
 
 
-def _uuid(test: Mapping[str, Any], node: str) -> str:
+def _uuid(test: Run, node: str) -> str:
     _, out, _ = tool(test, node, ["fs", "dump", "uuid", "--fs-dir", _fs_dir(test, node)], timeout=20)
     return out.strip().splitlines()[-1].strip()
 
@@ -164,16 +153,16 @@ class MasterReplaceNemesis:
         # a replacement made but not started yet: {"node", "name", "uuid", "copied"}
         self.pending: dict[str, Any] | None = None
 
-    def setup(self, test: Mapping[str, Any]) -> MasterReplaceNemesis:
+    def setup(self, test: Run) -> MasterReplaceNemesis:
         self.rng = nemesis_rng(test, "master-replace")
         return self
 
     @staticmethod
-    def _names(test: Mapping[str, Any]) -> list[str]:
-        n_masters = int(test.get("masters", len(role_nodes(test, "masters"))))
+    def _names(test: Run) -> list[str]:
+        n_masters = backend(test).spec.role(MASTER).count  # the cluster's, which master-migrate grows
         return [master_dns(i) for i in range(1, n_masters + 1)]
 
-    def _destroy_and_rename(self, test: Mapping[str, Any], name: str, victim: str, uuid: str,
+    def _destroy_and_rename(self, test: Run, name: str, victim: str, uuid: str,
                             steps: list[str]) -> str:
         """Stops and destroys `victim` (master `uuid`), makes a fresh node and moves the DNS name `name`
         to it."""
@@ -188,11 +177,9 @@ class MasterReplaceNemesis:
         steps.append(f"add node {replacement}")
         b.set_dns(name, replacement)
         steps.append(f"dns {name} -> {replacement}")
-        if isinstance(test.get("dns"), dict):
-            test["dns"][name] = replacement  # type: ignore[index]
         return replacement
 
-    def _copy_state(self, test: Mapping[str, Any], replacement: str, uuid: str, source: str,
+    def _copy_state(self, test: Run, replacement: str, uuid: str, source: str,
                     steps: list[str], wait_s: float | None = None) -> None:
         """Formats the replacement with the dead master's uuid (the masters' Raft config names it by uuid)
         and copies the catalog to it with the remote bootstrap tool, which picks among `source`."""
@@ -216,12 +203,12 @@ class MasterReplaceNemesis:
             self.pending["copied"] = True
         steps.append(f"copy_from_remote {source}: {last[0] if last else ''}")
 
-    def _start(self, test: Mapping[str, Any], replacement: str, steps: list[str]) -> None:
+    def _start(self, test: Run, replacement: str, steps: list[str]) -> None:
         backend(test).start(replacement)
         self.pending = None
         steps.append(f"start master on {replacement}")
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         steps: list[str] = []
         try:
             return self._replace(test, op, steps)
@@ -232,7 +219,7 @@ class MasterReplaceNemesis:
             log.warning("%s: %s", op.get("f"), exc)
             return done(op, {"steps": steps, "error": str(exc)}, kind="info")
 
-    def _hand_leadership(self, test: Mapping[str, Any], name: str, uuid: str, steps: list[str]) -> bool:
+    def _hand_leadership(self, test: Run, name: str, uuid: str, steps: list[str]) -> bool:
         """Asks the leader master to transfer leadership to `uuid`; True once the masters say the master
         under `name` leads."""
         def leads() -> bool:
@@ -248,7 +235,7 @@ class MasterReplaceNemesis:
         steps.append(f"{name} leads" if ok else f"{name} does not lead")
         return ok
 
-    def _replace(self, test: Mapping[str, Any], op: Op, steps: list[str]) -> Op:
+    def _replace(self, test: Run, op: Op, steps: list[str]) -> Op:
         names = self._names(test)
         holders = {name: dns_holder(test, name) for name in names}
         roles = master_roles(test)
@@ -267,7 +254,7 @@ class MasterReplaceNemesis:
             # the masters' view, then each survivor's own, asked from the replacement machine (where the
             # operator works): a survivor that says it leads is what the operator sees (it may be an old
             # leader cut off from the others: the copy tool must tell)
-            views = [master_roles(test)] + [_roles_seen_by(test, replacement, f"{n}:{MASTER_PORT}")
+            views = [master_roles(test)] + [master_roles_seen_by(test, replacement, f"{n}:{MASTER_PORT}")
                                             for n in names if n != name]
             for roles in views:
                 for _, addr, role, _ in roles:
@@ -294,7 +281,7 @@ class MasterReplaceNemesis:
                  "steps": steps, "healthy": healthy, "replacement_leads": leads}
         return done(op, value, kind="ok" if healthy else "info")
 
-    def _catalog_laggards(self, test: Mapping[str, Any], client: Any) -> tuple[str | None, list[str]]:
+    def _catalog_laggards(self, test: Run, client: Any) -> tuple[str | None, list[str]]:
         """(leader's DNS name, names of the masters that lack what it committed), each master asked
         directly through the host's node client; (None, []) when there is no single leader to judge by."""
         from faultline.node.client import catalog_lags
@@ -311,12 +298,12 @@ class MasterReplaceNemesis:
         lead = views[leaders[0]]
         return leaders[0], [n for n, st in views.items() if n != leaders[0] and catalog_lags(lead, st)]
 
-    def _rebuild_stuck_masters(self, test: Mapping[str, Any], steps: list[str], settle_s: float = 20.0) -> list[str]:
+    def _rebuild_stuck_masters(self, test: Run, steps: list[str], settle_s: float = 20.0) -> list[str]:
         """A master still behind the leader after `settle_s` may need entries the leader never had (a
         leader made by copy holds its log only from the copy's snapshot) and cannot catch up by itself;
         as master-permanent-failure.txt tells the operator, it is rebuilt: destroyed, and a fresh node
         under its name copies the catalog from the leader. Returns the names rebuilt."""
-        connect = test.get("connect")
+        connect = test.connect
         if connect is None:   # no node client to ask the masters with
             return []
         found: dict[str, Any] = {"leader": None, "late": []}
@@ -328,8 +315,7 @@ class MasterReplaceNemesis:
 
             caught_up = wait_until(settled, settle_s, 1.0, "masters caught up")
         finally:
-            if hasattr(client, "close"):
-                client.close()
+            client.close()
         if caught_up or found["leader"] is None:
             return []
         uuids = _uuids_by_name(master_roles(test))
@@ -348,7 +334,7 @@ class MasterReplaceNemesis:
             wait_until(lambda: masters_healthy(test, len(self._names(test))), self.wait_s, 1.0, "masters healthy")
         return rebuilt
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         """Starts a replacement that was made but not started, once it holds a copy of the catalog (copied
         now from the surviving masters if it was not yet). An empty one is left stopped: a master that
         starts with no catalog would found a new one under the dead master's identity. Then rebuilds any
@@ -358,7 +344,7 @@ class MasterReplaceNemesis:
             self._finish(test, pending)
         self._settle(test)
 
-    def _finish(self, test: Mapping[str, Any], pending: dict[str, Any]) -> None:
+    def _finish(self, test: Run, pending: dict[str, Any]) -> None:
         """Copies the catalog to a replacement left without one (from the surviving masters), then starts it."""
         if not pending["copied"]:
             source = ",".join(f"{n}:{MASTER_PORT}" for n in self._names(test) if n != pending["name"])
@@ -370,7 +356,7 @@ class MasterReplaceNemesis:
                 return
         backend(test).start(pending["node"])
 
-    def _settle(self, test: Mapping[str, Any]) -> None:
+    def _settle(self, test: Run) -> None:
         """After every fault stopped: a master left behind the leader for good (a partition made it lag
         while a replacement came to lead from its copy) is rebuilt, as the operator would."""
         try:
@@ -403,19 +389,19 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
         super().__init__(wait_s=wait_s, lead_after=False)
         self.lag_s, self.hold_s = lag_s, hold_s
 
-    def setup(self, test: Mapping[str, Any]) -> MasterReplaceLaggingNemesis:
+    def setup(self, test: Run) -> MasterReplaceLaggingNemesis:
         self.rng = nemesis_rng(test, "master-replace-lagging")
         return self
 
-    def _leader_among(self, test: Mapping[str, Any], runner: str, names: list[str]) -> str | None:
+    def _leader_among(self, test: Run, runner: str, names: list[str]) -> str | None:
         """The DNS name among `names` whose master says it leads, asking each one itself from `runner`."""
         for n in names:
-            for _, addr, role, _ in _roles_seen_by(test, runner, f"{n}:{MASTER_PORT}"):
+            for _, addr, role, _ in master_roles_seen_by(test, runner, f"{n}:{MASTER_PORT}"):
                 if role == "LEADER" and addr.rsplit(":", 1)[0] == n:
                     return n
         return None
 
-    def _replace(self, test: Mapping[str, Any], op: Op, steps: list[str]) -> Op:
+    def _replace(self, test: Run, op: Op, steps: list[str]) -> Op:
         b = backend(test)
         names = self._names(test)
         if len(names) < 3:
@@ -479,10 +465,10 @@ class MasterMigrateNemesis:
         self.wait_s = wait_s
         self.done_once = False
 
-    def setup(self, test: Mapping[str, Any]) -> MasterMigrateNemesis:
+    def setup(self, test: Run) -> MasterMigrateNemesis:
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         if self.done_once:
             return done(op, {"skipped": "already migrated"}, kind="fail")
         b = backend(test)
@@ -507,8 +493,6 @@ class MasterMigrateNemesis:
                        "--fs-dir", _fs_dir(test, a)], timeout=60)
         steps.append("rewrite_raft_config on " + a)
         b.spec.role(MASTER).count = 3  # from now on every node process starts with the three master addresses
-        if isinstance(test, dict):
-            test["masters"] = 3
         b.start(a)
         for node, _ in new_nodes:
             tool(test, node, ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, f"{master_dns(1)}:{MASTER_PORT}",
@@ -524,7 +508,7 @@ class MasterMigrateNemesis:
         healthy = wait_until(lambda: masters_healthy(test, 3), self.wait_s, 1.0, "three masters")
         return done(op, {"steps": steps, "healthy": healthy}, kind="ok" if healthy else "info")
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         pass
 
 
@@ -538,11 +522,11 @@ class TserverReplaceNemesis:
         self.wait_s = wait_s
         self.rng = None
 
-    def setup(self, test: Mapping[str, Any]) -> TserverReplaceNemesis:
+    def setup(self, test: Run) -> TserverReplaceNemesis:
         self.rng = nemesis_rng(test, "tserver-replace")
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         b = backend(test)
         servers = role_nodes(test, "tservers")
         if len(servers) <= 3:
@@ -556,7 +540,7 @@ class TserverReplaceNemesis:
         return done(op, {"destroyed": victim, "added": fresh, "healthy": healthy},
                     kind="ok" if healthy else "info")
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         pass
 
 
@@ -575,11 +559,11 @@ class MajorityLossNemesis:
         self.lag_s = lag_s
         self.rng = None
 
-    def setup(self, test: Mapping[str, Any]) -> MajorityLossNemesis:
+    def setup(self, test: Run) -> MajorityLossNemesis:
         self.rng = nemesis_rng(test, "majority-loss")
         return self
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         b = backend(test)
         full: list[dict[str, Any]] = []
         for _ in range(3):   # the listing can time out while the masters are busy (catalog workload)
@@ -631,7 +615,7 @@ class MajorityLossNemesis:
         return done(op, {"tablet": t["tablet"], "lost": lost, "survivor": survivor, "forced": forced,
                          "not_forced": not_forced, "added": added, "healthy": healthy}, kind="ok" if healthy else "info")
 
-    def _force_orphans(self, test: Mapping[str, Any], listed: list[dict[str, Any]], lost: list[str],
+    def _force_orphans(self, test: Run, listed: list[dict[str, Any]], lost: list[str],
                        tries: dict[str, int], max_tries: int = 3) -> list[str]:
         """`unsafe_change_config` onto its live replicas for each leaderless tablet of `listed` whose live
         replicas are no majority; a tablet is tried at most `max_tries` times (one still being created on a
@@ -656,6 +640,6 @@ class MajorityLossNemesis:
                 log.warning("majority-loss: could not force tablet %s: %s", tab["tablet"], exc)
         return forced
 
-    def heal(self, test: Mapping[str, Any]) -> None:
+    def heal(self, test: Run) -> None:
         pass
 

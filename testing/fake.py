@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec
+from faultline.core import Run, TestSpec
 from faultline.dbs.store import MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, StoreDB, master_dns
 from faultline.node.client import (
     AlreadyExistsError,
@@ -84,6 +85,17 @@ class FakeRemote:
 
     def get(self, node: str, path: str) -> bytes:
         return self.backend.files.get((node, path), b"")
+
+
+def fake_run(backend: FakeBackend | None = None, **spec: Any) -> Run:
+    """A run of the store on a fake cluster (brought up with the spec's sizes when `backend` is None),
+    for tests of nemeses and workloads: `spec` sets TestSpec fields (seed, masters, bugs, ...)."""
+    fields = {"name": "fake", "workload": "register", "cluster": "fake", **spec}
+    test = TestSpec(**fields)
+    if backend is None:
+        backend = FakeBackend(seed=test.seed)
+        backend.up(store_spec(test.masters, test.tservers, list(test.bugs)))
+    return Run(test, StoreDB(), backend, connect=backend.client)
 
 
 def store_spec(masters: int = 3, tservers: int = 5, bugs: list[str] | None = None) -> ClusterSpec:
@@ -219,6 +231,25 @@ class FakeBackend:
 
     def dns_holder(self, name: str) -> str | None:
         return self.dns.get(name)
+
+    def node_dir(self, node: str) -> str:
+        return "/var/lib/faultline"
+
+    def source_dir(self, node: str) -> str:
+        return "/opt/faultline"
+
+    def python(self, node: str) -> str:
+        return "python3"
+
+    def expand(self, node: str, template: Sequence[str]) -> list[str]:
+        """A role template filled in as the real backends do (the fake runs no processes)."""
+        values = {"{python}": self.python(node), "{dir}": self.node_dir(node), "{name}": node}
+        out = []
+        for part in template:
+            for k, v in values.items():
+                part = part.replace(k, v)
+            out.append(part)
+        return out
 
     def addresses(self, role: str) -> list[str]:
         return [f"{name}:{MASTER_PORT}" for name in sorted(self.dns)] if role == MASTER else \

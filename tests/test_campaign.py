@@ -16,6 +16,7 @@ import pytest
 from faultline.controller import campaign as cp
 from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_once
+from faultline.core import TestSpec
 
 FAKE_CAMPAIGN = """
 [campaign]
@@ -90,8 +91,8 @@ def test_campaign_meets_expectations_and_resumes_without_repeating(tmp_path: Pat
     assert len(camp.runs) == 4
     calls: list[str] = []
 
-    def flaky(test: dict, store: Path) -> object:
-        calls.append(test["name"])
+    def flaky(test: TestSpec, store: Path) -> object:
+        calls.append(test.name)
         if len(calls) == 3:
             raise KeyboardInterrupt  # the user pressed Ctrl-C during the third run
         return run_once(test, store, quiet=True, install_signals=False)
@@ -103,8 +104,8 @@ def test_campaign_meets_expectations_and_resumes_without_repeating(tmp_path: Pat
 
     resumed: list[str] = []
 
-    def counting(test: dict, store: Path) -> object:
-        resumed.append(f"{test['name']}|{test['seed']}")
+    def counting(test: TestSpec, store: Path) -> object:
+        resumed.append(f"{test.name}|{test.seed}")
         return run_once(test, store, quiet=True, install_signals=False)
 
     records = cp.execute(camp, counting)
@@ -174,8 +175,8 @@ def test_a_run_cut_short_never_meets_a_valid_expectation(tmp_path: Path) -> None
 
     camp = cp.load(write(tmp_path, FAKE_CAMPAIGN), store_override=tmp_path / "store")
 
-    def crashed(test: dict, store: Path) -> object:
-        valid = "good" in test["name"]   # the good cell's partial history is valid, the buggy one's not
+    def crashed(test: TestSpec, store: Path) -> object:
+        valid = "good" in test.name   # the good cell's partial history is valid, the buggy one's not
         return Outcome(valid, {"valid": valid}, None, "nemesis crashed on replace-master: NemesisError", 10)
 
     records = cp.execute(camp, crashed)

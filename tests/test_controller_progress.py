@@ -33,7 +33,7 @@ def test_progress_line_shows_counts_rate_and_faults() -> None:
     buf = io.StringIO()
     with redirect_stderr(buf):
         p.phase("main")
-        p.attach(rec, faults, {})
+        p.attach(rec, faults)
         line = p.line()
         p.stop()
     assert "ok 3" in line and "info 1" in line and "fail 0" in line

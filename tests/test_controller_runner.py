@@ -20,7 +20,7 @@ from faultline.controller import testspec
 from faultline.controller.analysis import reanalyze
 from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_once, run_test
-from faultline.dbs import get_db
+from faultline.core import TestSpec
 from faultline.nemesis.api import NemesisPackage
 from faultline.nemesis.registry import compose
 from faultline.results.store import Store
@@ -31,20 +31,19 @@ from faultline.workloads.registry import get as get_workload
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def make_test(**kw: Any) -> dict[str, Any]:
+def make_test(**kw: Any) -> TestSpec:
     opts = {"cluster": "fake", "workload": "register", "nemesis": "partition,kill", "time_limit": 1.5,
             "nemesis_interval": 0.2, "concurrency": 6, "seed": 7, **kw}
     return testspec.stamp(testspec.build_test(opts))
 
 
-def run_fake(tmp_path: Path, test: dict[str, Any], workload: Workload | None = None,
+def run_fake(tmp_path: Path, test: TestSpec, workload: Workload | None = None,
              nemesis_pkg: NemesisPackage | None = None) -> tuple[Any, FakeBackend]:
-    backend = FakeBackend(seed=test["seed"])
-    test["connect"] = backend.client
-    wl = workload or get_workload(test["workload"], test["workload_opts"])
-    pkg = nemesis_pkg or compose(test["nemesis"], test["nemesis_interval"])
-    run_dir = Store(tmp_path / "store").create_run(test["name"], {k: v for k, v in test.items() if k != "connect"})
-    out = run_test(test, backend, wl, pkg, run_dir, install_signals=False)
+    backend = FakeBackend(seed=test.seed)
+    wl = workload or get_workload(test.workload, test.workload_opts)
+    pkg = nemesis_pkg or compose(list(test.nemesis), test.nemesis_interval)
+    run_dir = Store(tmp_path / "store").create_run(test.name, test.to_json())
+    out = run_test(testspec.start_run(test, backend), wl, pkg, run_dir, install_signals=False)
     return out, backend
 
 
@@ -95,9 +94,8 @@ def test_a_process_never_has_two_outstanding_ops_and_info_retires_it(tmp_path: P
 def test_buggy_fake_is_flagged_invalid(tmp_path: Path) -> None:
     test = make_test(inject_bug=["stale-leader-reads"], nemesis="partition", seed=2, time_limit=2)
     backend = FakeBackend(seed=2)
-    test["connect"] = backend.client
     run_dir = Store(tmp_path / "s").create_run("bug", {})
-    out = run_test(test, backend, get_workload("register", test["workload_opts"]),
+    out = run_test(testspec.start_run(test, backend), get_workload("register", test.workload_opts),
                    compose(["partition"], 0.2), run_dir, install_signals=False)
     assert out.valid is False
     failure = out.results["workload"]["failure"]
@@ -108,6 +106,9 @@ class CrashingClient:
     def __init__(self, after: int = 20) -> None:
         self.after = after
         self.n = 0
+
+    def setup(self, test: Any) -> None:
+        pass
 
     def open(self, test: Any, node: str) -> CrashingClient:
         return self
@@ -124,7 +125,7 @@ class CrashingClient:
 
 def test_crashed_client_cuts_short_but_heals_and_checks(tmp_path: Path) -> None:
     test = make_test(time_limit=5)
-    wl = get_workload("register", test["workload_opts"])
+    wl = get_workload("register", test.workload_opts)
     wl = dataclasses.replace(wl, client=CrashingClient())
     t0 = time.monotonic()
     out, backend = run_fake(tmp_path, test, workload=wl)
@@ -146,12 +147,12 @@ class CrashingNemesis:
         return self
 
     def invoke(self, test: Any, op: dict) -> dict:
-        test["backend"].partition({"t1": {"t2"}})
+        test.backend.partition({"t1": {"t2"}})
         raise OSError("nemesis exploded")
 
     def heal(self, test: Any) -> None:
         self.healed += 1
-        test["backend"].heal_network()
+        test.backend.heal_network()
 
 
 def test_crashed_nemesis_cuts_short_and_still_heals(tmp_path: Path) -> None:
@@ -187,15 +188,14 @@ def test_op_timeout_reaches_the_client() -> None:
     """--op-timeout (campaign key op_timeout) sets the real client's default timeout; 5 s by default."""
     from faultline.node.client import KuduClient
 
-    assert testspec.build_test({})["op_timeout_s"] == 5.0
+    assert testspec.build_test({}).op_timeout_s == 5.0
     test = testspec.build_test({"op_timeout": "30"})
 
     class Backend:
         def addresses(self, role: str) -> list[str]:
             return ["master-1:7051"]
 
-    test.update(database=get_db(test["db"]), backend=Backend())
-    client = testspec.connector(test)()
+    client = testspec.start_run(test, Backend()).connect()
     try:
         assert isinstance(client, KuduClient) and client.default_timeout_s == 30.0
     finally:

@@ -36,7 +36,7 @@ class _ClientsOnMasters(StoreDB):
     name = "masters-clients"
 
     def client_nodes(self, test: Any) -> list[str]:
-        return test["backend"].nodes(MASTER)
+        return test.backend.nodes(MASTER)
 
 
 class _Recording:
@@ -57,20 +57,20 @@ class _Recording:
 def test_the_runner_spreads_workers_over_the_nodes_the_db_names(tmp_path: Path, db: Any, role: str) -> None:
     test = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": "register", "time_limit": 0.5,
                                                "concurrency": 4, "seed": 3, "quiet_period": 0}))
-    backend = FakeBackend(seed=3)
-    test.update(connect=backend.client, database=db)
+    run = testspec.start_run(test, FakeBackend(seed=3))
+    run.db = db
     seen: list[str] = []
-    wl = get_workload("register", test["workload_opts"])
+    wl = get_workload("register", test.workload_opts)
     wl = dataclasses.replace(wl, client=_Recording(wl.client, seen))
-    out = run_test(test, backend, wl, compose(["none"], 1), None, install_signals=False)
+    out = run_test(run, wl, compose(["none"], 1), None, install_signals=False)
     assert out.valid is True, out.results
-    assert seen and set(seen) <= set(backend.nodes(role)), seen
+    assert seen and set(seen) <= set(run.backend.nodes(role)), seen
 
 
 def test_build_test_asks_the_db() -> None:
     test = testspec.build_test({"cluster": "fake", "masters": 1, "tservers": 3, "inject_bug": "no-fsync"})
-    assert test["db"] == "store"
-    spec = test["cluster_spec"]
+    assert test.db == "store"
+    spec = test.cluster_spec
     assert [(r["role"], r["count"]) for r in spec["roles"]] == [(MASTER, 1), (TSERVER, 3)]
     assert spec["db_opts"] == {"bugs": ["no-fsync"]} and spec["python_packages"] == ["grpcio", "protobuf"]
     with pytest.raises(UsageError, match="unknown DB 'etcd-9'"):
@@ -87,7 +87,7 @@ def test_build_test_asks_the_db() -> None:
             testspec.build_test({"db": path, "workload": "register"})
         with pytest.raises(UsageError, match="does not support nemesis partition"):
             testspec.build_test({"db": path, "workload": "set", "nemesis": "kill,partition"})
-        assert testspec.build_test({"db": path, "workload": "set", "nemesis": "kill"})["db"] == path
+        assert testspec.build_test({"db": path, "workload": "set", "nemesis": "kill"}).db == path
     finally:
         del sys.modules[__name__].Narrow
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from faultline import gen
+from faultline.core import Run
 from faultline.nemesis import registry
 from faultline.nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
 from faultline.nemesis.topology import (
@@ -18,15 +19,15 @@ from faultline.nemesis.topology import (
     MembershipNemesis,
     TserverReplaceNemesis,
 )
-from faultline.testing.fake import FakeBackend, store_spec
+from faultline.testing.fake import FakeBackend, fake_run, store_spec
 
 
 @pytest.fixture()
-def test() -> dict[str, Any]:
+def test() -> Run:
     b = FakeBackend(seed=1)
     b.up(store_spec(3, 5))
     b.tables["register"] = {"rows": {}, "schema_version": 0, "columns": []}
-    return {"seed": 1, "backend": b, "masters": 3, "tservers": 5, "dns": dict(b.dns), "state": {}}
+    return fake_run(b, seed=1, masters=3, tservers=5)
 
 
 def test_partition_leader_isolates_the_master_leader(test: dict) -> None:
@@ -34,18 +35,18 @@ def test_partition_leader_isolates_the_master_leader(test: dict) -> None:
     done = n.invoke(test, {"f": "start-partition", "value": {"shape": "leader", "targets": "masters"}})
     assert done["type"] == "ok" and done["value"]["leader"] == "m1"  # the fake's leader is the first running
     assert done["value"]["groups"] == [["m1"], ["m2", "m3"]]
-    assert test["backend"].grudge == {"m1": {"m2", "m3"}, "m2": {"m1"}, "m3": {"m1"}}
+    assert test.backend.grudge == {"m1": {"m2", "m3"}, "m2": {"m1"}, "m3": {"m1"}}
     n.invoke(test, {"f": "stop-partition"})
-    assert test["backend"].grudge == {}
+    assert test.backend.grudge == {}
 
 
 @pytest.mark.parametrize("shape", ["one", "halves", "majority", "ring", "bridge"])
 def test_every_partition_shape_applies_and_heals(test: dict, shape: str) -> None:
     n = PartitionNemesis().setup(test)
     done = n.invoke(test, {"f": "start-partition", "value": {"shape": shape, "targets": "all"}})
-    assert done["type"] == "ok" and test["backend"].grudge
+    assert done["type"] == "ok" and test.backend.grudge
     n.heal(test)
-    assert test["backend"].residue() == []
+    assert test.backend.residue() == []
 
 
 @pytest.mark.parametrize("mode", ["kill", "pause"])
@@ -55,12 +56,12 @@ def test_kill_and_pause_then_revive(test: dict, mode: str) -> None:
     victims = done["value"]["nodes"]
     assert len(victims) == 3 and all(v.startswith("t") for v in victims)
     state = "killed" if mode == "kill" else "paused"
-    assert all(test["backend"].state[v] == state for v in victims)
+    assert all(test.backend.state[v] == state for v in victims)
     leaders = n.invoke(test, {"f": f"start-{mode}", "value": {"targets": "masters", "subset": "leaders"}})
     assert leaders["value"]["nodes"] == ["m1"]
     stop = n.invoke(test, {"f": f"stop-{mode}"})
     assert sorted(stop["value"]["nodes"]) == sorted([*victims, "m1"])
-    assert test["backend"].residue() == []
+    assert test.backend.residue() == []
 
 
 def test_clock_bump_and_strobe_are_reset(test: dict) -> None:
@@ -68,15 +69,15 @@ def test_clock_bump_and_strobe_are_reset(test: dict) -> None:
     for kind in ("bump", "strobe"):
         done = n.invoke(test, {"f": "start-clock", "value": {"kind": kind, "targets": "all", "subset": "minority"}})
         assert done["value"]["offsets"] and all(abs(o) <= 5 for o in done["value"]["offsets"].values())
-    assert any(test["backend"].clock.values())
+    assert any(test.backend.clock.values())
     n.invoke(test, {"f": "stop-clock"})
-    assert test["backend"].residue() == []
+    assert test.backend.residue() == []
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
-    test["seed"] = seed  # different victims, the leader among them
-    b = test["backend"]
+    test.spec = test.spec.replace(seed=seed)  # different victims, the leader among them
+    b = test.backend
     n = MasterReplaceNemesis(wait_s=5).setup(test)
     done = n.invoke(test, {"f": "replace-master"})
     v = done["value"]
@@ -102,8 +103,8 @@ def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
 
 
 def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_moves_the_cut(test: dict) -> None:
-    test["bugs"] = ["copy-from-lagging-master"]
-    b = test["backend"]
+    test.spec = test.spec.replace(bugs=["copy-from-lagging-master"])
+    b = test.backend
     cuts: list[tuple[dict, str]] = []   # each grudge, and the replacement's state when it was applied
     partition = b.partition
     b.partition = lambda g: (cuts.append(({k: set(v) for k, v in g.items()}, b.state.get("m4", "-"))),
@@ -133,8 +134,8 @@ def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_move
 def test_a_master_that_stays_behind_is_rebuilt_from_the_leader(test: dict) -> None:
     """After the faults, a master still behind the leader (it needs entries the leader never had) is
     destroyed and a fresh node under its name copies the catalog from the leader."""
-    b = test["backend"]
-    test["connect"] = b.client
+    b = test.backend
+    test.connect = b.client
     real = type(b.client()).catalog_replica
 
     def behind_while_original(self: Any, addr: str, timeout: float = 2.0) -> Any:
@@ -159,7 +160,7 @@ def test_master_replace_that_finds_no_leader_completes_as_info_and_heal_copies_b
     """The survivors never elect a leader (a finding about the store): the op completes as info, the run
     goes on; heal copies the catalog to the replacement before starting it (an empty master would found a
     new catalog under the dead master's identity)."""
-    b = test["backend"]
+    b = test.backend
     n = MasterReplaceNemesis(wait_s=1).setup(test)
     real_stop = b.stop
 
@@ -183,15 +184,15 @@ def test_master_replace_that_finds_no_leader_completes_as_info_and_heal_copies_b
 
 def test_master_replace_runs_the_tool_with_the_stores_bugs(test: dict) -> None:
     """The copy tool is part of the store under test: it carries the injected bugs, as the nodes do."""
-    test["bugs"] = ["copy-from-lagging-master"]
-    b = test["backend"]
+    test.spec = test.spec.replace(bugs=["copy-from-lagging-master"])
+    b = test.backend
     assert MasterReplaceNemesis(wait_s=5).setup(test).invoke(test, {"f": "replace-master"})["type"] == "ok"
     copy = next(argv for _, argv in b.remote.calls if "copy_from_remote" in argv)
     assert copy[copy.index("--inject-bug") + 1] == "copy-from-lagging-master"
 
 
 def test_tserver_replace_and_membership(test: dict) -> None:
-    b = test["backend"]
+    b = test.backend
     done = TserverReplaceNemesis(wait_s=5).setup(test).invoke(test, {"f": "replace-tserver"})
     assert done["type"] == "ok" and done["value"]["added"] == "t6"
     assert b.state[done["value"]["destroyed"]] == "destroyed"
@@ -208,9 +209,9 @@ def test_composite_routes_ops_and_heals_everything(test: dict) -> None:
     nem.invoke(test, {"f": "start-partition", "value": {"shape": "halves", "targets": "all"}})
     nem.invoke(test, {"f": "start-kill", "value": {"targets": "tservers", "subset": "one"}})
     nem.invoke(test, {"f": "start-clock", "value": {"kind": "bump", "targets": "all", "subset": "one"}})
-    assert len(test["backend"].residue()) == 3
+    assert len(test.backend.residue()) == 3
     nem.heal(test)
-    assert test["backend"].residue() == []
+    assert test.backend.residue() == []
     assert nem.invoke(test, {"f": "no-such"})["type"] == "fail"
 
 
@@ -253,7 +254,7 @@ def test_master_migrate_one_to_three_on_the_fake() -> None:
 
     b = FakeBackend(seed=2)
     b.up(store_spec(1, 3))
-    test = {"seed": 2, "backend": b, "masters": 1, "tservers": 3, "state": {}}
+    test = fake_run(b, seed=2, masters=1, tservers=3)
     done = MasterMigrateNemesis(wait_s=5).setup(test).invoke(test, {"f": "migrate-masters"})
     assert done["type"] == "ok" and done["value"]["healthy"] is True
     assert sorted(b.dns) == ["master-1", "master-2", "master-3"]
@@ -266,9 +267,9 @@ def test_master_migrate_one_to_three_on_the_fake() -> None:
 
 
 def test_partition_leader_on_tservers_isolates_a_leader_of_this_runs_table(test: dict) -> None:
-    b = test["backend"]
+    b = test.backend
     b.tables = {"aaa-other": {"rows": {}, "schema_version": 0}, "register-r1": {"rows": {}, "schema_version": 0}}
-    test["run_tag"] = "r1"
+    test.spec = test.spec.replace(run_tag="r1")
     placement = {table: reps for table, _, reps in b._placement()}
     n = PartitionNemesis().setup(test)
     done = n.invoke(test, {"f": "start-partition", "value": {"shape": "leader", "targets": "tservers"}})
@@ -279,7 +280,7 @@ def test_partition_leader_on_tservers_isolates_a_leader_of_this_runs_table(test:
 def test_learner_partition_adds_a_nonvoter_then_isolates_it_with_the_leader(test: dict) -> None:
     from faultline.nemesis.learner import LearnerPartitionNemesis
 
-    b = test["backend"]
+    b = test.backend
     n = LearnerPartitionNemesis().setup(test)
     done = n.invoke(test, {"f": "start-learner-partition", "value": {}})
     v = done["value"]
@@ -306,9 +307,9 @@ def test_learner_partition_is_in_the_registry_and_heals(test: dict) -> None:
     nem = pkg.nemesis.setup(test)
     assert {"start-learner-partition", "stop-learner-partition"} <= nem.fs
     nem.invoke(test, {"f": "start-learner-partition", "value": {}})
-    assert test["backend"].residue()
+    assert test.backend.residue()
     nem.heal(test)
-    assert test["backend"].residue() == []
+    assert test.backend.residue() == []
 
 
 class _BlipClient:
@@ -349,12 +350,12 @@ class _BlipClient:
 def test_leader_blip_heals_once_a_new_leader_is_elected(test: dict, elect_after: int | None) -> None:
     from faultline.nemesis.blip import LeaderBlipNemesis
 
-    b = test["backend"]
+    b = test.backend
     client = _BlipClient(b, elect_after)
     grudges: list[dict] = []
     partition = b.partition
     b.partition = lambda g: (grudges.append({k: set(v) for k, v in g.items()}), partition(g))[1]
-    test.update(connect=lambda: client, state={"tables": ["set-x"]})
+    test.connect, test.state = lambda: client, {"tables": ["set-x"]}
     n = LeaderBlipNemesis(max_s=0.5, poll_s=0.01).setup(test)
     out = n.invoke(test, {"f": "leader-blip", "value": None})
     v = out["value"]
@@ -411,8 +412,8 @@ class _StageClient:
 def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(test: dict, name: str) -> None:
     from faultline.node.server.flags import RuntimeFlags
 
-    client = _StageClient(test["backend"])
-    test.update(connect=lambda: client, state={"tables": ["set-x"]})
+    client = _StageClient(test.backend)
+    test.connect, test.state = lambda: client, {"tables": ["set-x"]}
     pkg = registry.compose([name], interval_s=1)
     nem = pkg.nemesis.setup(test)
     assert name in nem.fs
@@ -423,7 +424,7 @@ def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(t
     defaults = {k: str(x).lower() if isinstance(x, bool) else str(x) for k, x in vars(RuntimeFlags()).items()}
     assert set(client.flags) == {"t1:7050", "t2:7050", "t3:7050"}
     assert all(flags == defaults for flags in client.flags.values())   # the last value set is the default
-    assert test["backend"].residue() == [] and client.closed
+    assert test.backend.residue() == [] and client.closed
 
 
 def test_staged_election_roles_follow_where_the_logs_end(test: dict) -> None:
@@ -453,7 +454,7 @@ def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(te
     bounded number of times."""
     from faultline.nemesis.topology import MajorityLossNemesis
 
-    b = test["backend"]
+    b = test.backend
 
     def tab(tid: str, nodes: list[str], leader: str | None) -> dict:
         return {"tablet": tid, "replicas": [f"u-{n}" for n in nodes], "replica_nodes": nodes,
@@ -479,7 +480,7 @@ def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(te
 
 def test_heal_copies_again_into_a_replacement_an_earlier_attempt_formatted(test: dict) -> None:
     """The copy failed after `fs format` ran (no leader then): heal formats nothing twice, copies, starts."""
-    b = test["backend"]
+    b = test.backend
     n = MasterReplaceNemesis(wait_s=1).setup(test)
     n._destroy_and_rename(test, "master-2", "m2", "uuid-2", [])
     n.pending["copied"] = False
@@ -498,8 +499,8 @@ def test_heal_copies_again_into_a_replacement_an_earlier_attempt_formatted(test:
 
 def test_laggards_are_judged_only_once_a_leader_is_back(test: dict) -> None:
     """Right after a heal the masters may have no leader: wait for one rather than judge nobody behind."""
-    b = test["backend"]
-    test["connect"] = b.client
+    b = test.backend
+    test.connect = b.client
     real = type(b.client()).catalog_replica
     polls = {"n": 0}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from faultline.core import Run, TestSpec
+from faultline.dbs.store import StoreDB
 from faultline.nemesis import faults
 from faultline.nemesis.base import workload_tablets
 
@@ -20,6 +22,15 @@ class Backend:
 
     def resolve(self, name: str) -> str:
         return {"m1": "10.0.0.1", "t1": "10.0.0.11", "t2": "10.0.0.12", "t3": "10.0.0.13"}.get(name, name)
+
+    def address(self, node: str) -> str:
+        return self.resolve(node)
+
+    def dns_holder(self, name: str) -> str | None:
+        return None
+
+    def addresses(self, role: str) -> list[str]:
+        return ["m1:7051"]
 
     def partition(self, grudge: Any) -> None:
         self.grudges.append(grudge)
@@ -48,17 +59,19 @@ class Client:
 
 def test_workload_tablets_maps_leader_to_node() -> None:
     Client.asked = []
-    test = {"backend": Backend(), "connect": Client, "state": {"tables": ["register-x"]}}
+    test = Run(TestSpec(name="t", workload="register"), StoreDB(), Backend(), connect=Client,
+               state={"tables": ["register-x"]})
     ts = workload_tablets(test)
     assert Client.asked == ["register-x"]
     assert ts[0]["leader_node"] == "t2" and ts[0]["replica_nodes"] == ["t1", "t2", "t3"]
-    assert workload_tablets({**test, "state": {}}) == []   # no recorded table: nothing to ask
+    test.state = {}
+    assert workload_tablets(test) == []   # no recorded table: nothing to ask
 
 
 def test_partition_leader_isolates_the_workload_tablet_leader() -> None:
     b = Backend()
-    test = {"backend": b, "connect": Client, "state": {"tables": ["register-x"]}, "seed": 1,
-            "masters": 1, "tservers": 3}
+    test = Run(TestSpec(name="t", workload="register", seed=1, masters=1, tservers=3), StoreDB(), b,
+               connect=Client, state={"tables": ["register-x"]})
     nem = faults.PartitionNemesis().setup(test)
     done = nem.invoke(test, {"type": "invoke", "f": "start-partition", "process": "nemesis",
                              "value": {"shape": "leader", "targets": "tservers"}})

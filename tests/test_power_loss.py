@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
+from faultline.core import Run, TestSpec
+from faultline.dbs.store import StoreDB
 from faultline.nemesis import registry
 from faultline.nemesis.power import PowerLossNemesis
 from faultline.node.server.fs import format_fs, lock_dir
-from faultline.testing.fake import FakeBackend, store_spec
+from faultline.testing.fake import FakeBackend, fake_run, store_spec
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess:
@@ -87,11 +89,11 @@ def fake_test() -> dict[str, Any]:
     b = FakeBackend(seed=3)
     b.up(store_spec(3, 5))
     b.tables["set"] = {"rows": {}, "schema_version": 0, "columns": []}
-    return {"seed": 3, "backend": b, "masters": 3, "tservers": 5, "dns": dict(b.dns), "state": {}}
+    return fake_run(b, seed=3, masters=3, tservers=5)
 
 
 def test_power_loss_nemesis_cuts_and_restarts(fake_test: dict) -> None:
-    b: FakeBackend = fake_test["backend"]
+    b: FakeBackend = fake_test.backend
     n = PowerLossNemesis().setup(fake_test)
     done = n.invoke(fake_test, {"f": "start-power-loss", "value": {"targets": "tservers", "subset": "majority"}})
     assert done["type"] == "ok"
@@ -109,7 +111,7 @@ def test_power_loss_nemesis_cuts_and_restarts(fake_test: dict) -> None:
 
 
 def test_power_loss_tablet_subsets_hit_one_tablets_replicas(fake_test: dict) -> None:
-    b: FakeBackend = fake_test["backend"]
+    b: FakeBackend = fake_test.backend
     n = PowerLossNemesis().setup(fake_test)
     (_, _, reps), = b._placement()
     done = n.invoke(fake_test, {"f": "start-power-loss", "value": {"targets": "tservers",
@@ -120,7 +122,7 @@ def test_power_loss_tablet_subsets_hit_one_tablets_replicas(fake_test: dict) -> 
 
 
 def test_power_loss_is_healed_when_a_restart_failed(fake_test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    b: FakeBackend = fake_test["backend"]
+    b: FakeBackend = fake_test.backend
     n = PowerLossNemesis().setup(fake_test)
     real_start = b.start
     monkeypatch.setattr(b, "start", lambda node: (_ for _ in ()).throw(RuntimeError("engine busy")))
@@ -137,7 +139,7 @@ def test_power_loss_is_a_registered_package() -> None:
     pkg = registry.compose(["power-loss", "kill"], interval_s=1.0)
     assert {"start-power-loss", "stop-power-loss", "start-kill"} <= pkg.nemesis.fs
     with pytest.raises(Exception, match="valid"):
-        PowerLossNemesis().setup({"seed": 0}).victims({"backend": FakeBackend()}, "tservers", "half")
+        PowerLossNemesis().setup(fake_run(seed=0)).victims(fake_run(FakeBackend()), "tservers", "half")
 
 
 # ---------------------------------------------------------------------- a real Docker cluster
@@ -147,7 +149,6 @@ def test_power_loss_on_docker(bugs: list[str]) -> None:
     """1 master + 3 tablet servers; 30 acknowledged rows in a three-replica tablet; the nemesis cuts
     power to all three replicas' servers at once: with `no-fsync` rows are lost, with fsync none."""
     from faultline.cluster.docker_backend import DockerBackend
-    from faultline.dbs.store import StoreDB
     from faultline.node.client.client import KuduClient
 
     t0 = time.monotonic()
@@ -155,7 +156,7 @@ def test_power_loss_on_docker(bugs: list[str]) -> None:
                                                                              "bugs": bugs}))
     try:
         b.up()
-        test = {"seed": 1, "backend": b}
+        test = Run(TestSpec(name="power-loss", workload="set", seed=1), StoreDB(), b)
         with KuduClient(b.addresses("master"), resolve=b.resolve) as c:
             deadline = time.monotonic() + 60
             while True:   # the tablet servers register with the master after start

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from faultline.checkers._html import STYLESHEET
 from faultline.checkers.linearizability import check
 from faultline.controller.analysis import write_outputs
+from faultline.core import TestSpec
 from faultline.results import publish as publish_module
 from faultline.results.publish import publish
 from faultline.results.report import write_report
@@ -62,7 +63,7 @@ def test_finishing_and_publishing_makes_each_artifact_once(tmp_path: Path, monke
 
     monkeypatch.setattr(Figure, "savefig", counting_savefig)
     monkeypatch.setattr(Path, "write_text", counting_write_text)
-    write_outputs(run, TEST, history, results)
+    write_outputs(run, TestSpec.from_json(TEST), history, results)
     assert dict(writes) == {**dict.fromkeys(PLOTS, 1), "timeline.html": 1, "counterexample.html": 1,
                             "report.html": 1}
     assert sorted(p.name for p in run.plots_dir.iterdir()) == PLOTS

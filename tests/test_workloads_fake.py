@@ -12,7 +12,7 @@ from faultline import gen
 from faultline.controller import testspec
 from faultline.controller.runner import run_test
 from faultline.nemesis.registry import compose
-from faultline.testing.fake import FakeBackend, FakeIndeterminate, FakeUnavailable, store_spec
+from faultline.testing.fake import FakeBackend, FakeIndeterminate, FakeUnavailable, fake_run, store_spec
 from faultline.workloads import common
 from faultline.workloads.registry import WORKLOADS
 from faultline.workloads.registry import get as get_workload
@@ -22,7 +22,7 @@ from faultline.workloads.registry import get as get_workload
 def test() -> dict[str, Any]:
     b = FakeBackend(seed=1, latency_s=0)
     b.up(store_spec(3, 5))
-    return {"seed": 1, "backend": b, "connect": b.client}
+    return fake_run(b, seed=1)
 
 
 def test_register_client(test: dict) -> None:
@@ -140,13 +140,13 @@ def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str)
                                             "time_limit": 1, "nemesis_interval": 0.2, "concurrency": 4,
                                             "seed": 9, "quiet_period": 0}))
     b = FakeBackend(seed=9)
-    t["connect"] = b.client
-    out = run_test(t, b, get_workload(name, t["workload_opts"]), compose(["partition"], 0.2), None,
+    run = testspec.start_run(t, b)
+    out = run_test(run, get_workload(name, t.workload_opts), compose(["partition"], 0.2), None,
                    install_signals=False)
     assert out.cut_short is None, out.cut_short
     assert out.valid is True, out.results["workload"]
     assert b.residue() == []
-    ops = t["recorder"].ops
+    ops = run.recorder.ops
     if name != "register":  # a final read after healing, and it succeeded
         final_f = {"set": "read", "bank": "read", "catalog": "master-replicas"}[name]
         assert ops[-1]["f"] == final_f and ops[-1]["type"] == "ok"
@@ -162,8 +162,8 @@ def test_lossy_fake_is_caught_by_each_workloads_checker(name: str, evidence: str
                                             "time_limit": 1, "concurrency": 4, "seed": 5, "quiet_period": 0,
                                             "rate": 400}))
     b = FakeBackend(seed=5)
-    t["connect"] = b.client
-    t["cluster_spec"]["db_opts"]["bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)
-    out = run_test(t, b, get_workload(name, t["workload_opts"]), compose(["none"], 1), None, install_signals=False)
+    t.cluster_spec["db_opts"]["bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)
+    out = run_test(testspec.start_run(t, b), get_workload(name, t.workload_opts), compose(["none"], 1), None,
+                   install_signals=False)
     assert out.valid is False, out.results["workload"]
     assert out.results["workload"].get(evidence), out.results["workload"]

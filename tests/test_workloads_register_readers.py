@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 
 from faultline import gen
+from faultline.core import Run, TestSpec
+from faultline.dbs.store import StoreDB
 from faultline.workloads.common import KVClient
 from faultline.workloads.register import workload
 
@@ -44,7 +46,10 @@ def test_ensure_table_records_the_table_for_the_nemeses() -> None:
         def create_table(self, name: str) -> None:
             self.name = name
 
-    test = {"run_tag": "abc", "state": {}, "connect": Conn}
+        def close(self) -> None:
+            pass
+
+    test = Run(TestSpec(name="t", workload="register", run_tag="abc"), StoreDB(), None, connect=Conn)
     KVClient().ensure_table(test)
     KVClient().ensure_table(test)
-    assert test["state"]["tables"] == ["faultline-abc"]
+    assert test.state["tables"] == ["faultline-abc"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from faultline.core import Run
 
 if TYPE_CHECKING:
     from faultline.checkers.api import Checker
@@ -19,9 +20,13 @@ class Client(Protocol):
     A timeout or lost connection on a write is `info` (indeterminate), never `fail`.
     """
 
-    def open(self, test: Mapping[str, Any], node: str) -> Client: ...
+    def setup(self, test: Run) -> None:
+        """Once per run, before any worker opens its client (e.g. create the workload's table)."""
+        ...
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op: ...
+    def open(self, test: Run, node: str) -> Client: ...
+
+    def invoke(self, test: Run, op: Op) -> Op: ...
 
     def close(self) -> None: ...
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultline import gen
+from faultline.core import Run
 from faultline.workloads.api import Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op, connect
 
@@ -22,10 +23,10 @@ class BankClient(KVClient):
         super().__init__(conn)
         self.accounts, self.total = accounts, total
 
-    def open(self, test: Mapping[str, Any], node: str) -> BankClient:
+    def open(self, test: Run, node: str) -> BankClient:
         return BankClient(connect(test), self.accounts, self.total)
 
-    def setup(self, test: Mapping[str, Any]) -> None:
+    def setup(self, test: Run) -> None:
         import time
 
         self.ensure_table(test, num_tablets=1)
@@ -34,7 +35,7 @@ class BankClient(KVClient):
         balances = [per] * self.accounts
         balances[0] += self.total - per * self.accounts
         rows = [("put", f"a{i}", b) for i, b in enumerate(balances)]
-        deadline = time.monotonic() + float(test.get("setup_timeout_s", 60))
+        deadline = time.monotonic() + float(test.spec.setup_timeout_s)
         try:
             while True:  # an indeterminate batch is harmless here: it is idempotent and nothing else runs
                 try:
@@ -45,15 +46,14 @@ class BankClient(KVClient):
                         raise
                     time.sleep(0.5)
         finally:
-            if hasattr(conn, "close"):
-                conn.close()
+            conn.close()
 
-    def _balances(self, test: Mapping[str, Any]) -> dict[int, int]:
+    def _balances(self, test: Run) -> dict[int, int]:
         rows = self.conn.scan(self.tbl(test))
         items = rows.items() if isinstance(rows, Mapping) else rows
         return {int(str(k)[1:]): int(v) for k, v in items if str(k).startswith("a")}
 
-    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+    def apply(self, test: Run, op: Op) -> Op:
         if op["f"] == "read":
             return {**op, "type": "ok", "value": self._balances(test)}
         if op["f"] == "transfer":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from faultline import gen
+from faultline.core import Run
 from faultline.workloads.api import Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op, run_name
 
@@ -19,7 +20,7 @@ from faultline.workloads.common import KVClient, LazyChecker, Op, run_name
 class CatalogClient(KVClient):
     read_fs = frozenset({"list-tables", "describe-table", "locate-tables", "master-replicas"})
 
-    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+    def apply(self, test: Run, op: Op) -> Op:
         f, v = op["f"], op.get("value")
         if f == "create-table":
             # one tablet and no wait for its leader: this workload is about the catalog, not the tablets
@@ -95,7 +96,7 @@ class CatalogClient(KVClient):
                                     f"{lead.commit_index}")
         return {"masters": {a: view(*ans) for a, ans in answers.items()}, "problems": problems}
 
-    def _names(self, test: Mapping[str, Any]) -> list[str]:
+    def _names(self, test: Run) -> list[str]:
         """Only this run's tables (a reused cluster holds others), under the names the generator gave."""
         suffix = run_name(test, "")
         return [n[: len(n) - len(suffix)] if suffix and n.endswith(suffix) else n

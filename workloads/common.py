@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from faultline.core import Run
+
 Op = dict[str, Any]
 
 
@@ -50,15 +52,15 @@ def completion(op: Op, exc: BaseException, *, read_only: bool) -> Op:
     return {**op, "type": kind, "error": error_text(exc)}
 
 
-def run_name(test: Mapping[str, Any], name: str) -> str:
+def run_name(test: Run, name: str) -> str:
     """`name` qualified by the run's tag (set by controller.testspec.stamp), if any."""
-    tag = test.get("run_tag")
+    tag = test.spec.run_tag
     return f"{name}-{tag}" if tag else name
 
 
-def connect(test: Mapping[str, Any]) -> Any:
+def connect(test: Run) -> Any:
     """A node client for this test: the runner puts a `connect` callable in the test."""
-    factory: Callable[[], Any] | None = test.get("connect")
+    factory: Callable[[], Any] | None = test.connect
     if factory is None:
         raise RuntimeError("the test has no `connect` (the runner sets it from the cluster backend)")
     return factory()
@@ -76,7 +78,7 @@ class LazyChecker:
 
         return registry.get(self.name, **self.kwargs)
 
-    def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
+    def check(self, test: Run, history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
         return self.build().check(test, history, opts)
 
     def __repr__(self) -> str:
@@ -92,38 +94,41 @@ class KVClient:
     def __init__(self, conn: Any = None) -> None:
         self.conn = conn
 
-    def open(self, test: Mapping[str, Any], node: str) -> KVClient:
+    def setup(self, test: Run) -> None:
+        """Nothing to prepare by default; workloads that need a table make it here."""
+
+    def open(self, test: Run, node: str) -> KVClient:
         return type(self)(connect(test))
 
     def close(self) -> None:
-        if self.conn is not None and hasattr(self.conn, "close"):
+        if self.conn is not None:
             self.conn.close()
 
-    def invoke(self, test: Mapping[str, Any], op: Op) -> Op:
+    def invoke(self, test: Run, op: Op) -> Op:
         try:
             return self.apply(test, op)
         except Exception as exc:
             return completion(op, exc, read_only=op["f"] in self.read_fs)
 
-    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+    def apply(self, test: Run, op: Op) -> Op:
         raise NotImplementedError
 
-    def tbl(self, test: Mapping[str, Any]) -> str:
+    def tbl(self, test: Run) -> str:
         """This run's table: the run tag keeps runs on a reused cluster from seeing each other's rows."""
         return run_name(test, self.table)
 
-    def ensure_table(self, test: Mapping[str, Any], **kwargs: Any) -> None:
+    def ensure_table(self, test: Run, **kwargs: Any) -> None:
         """Creates the workload's table once, retrying through transient errors (bounded)."""
         import time
 
-        state = test.get("state")
+        state = test.state
         if isinstance(state, dict):
             # the nemeses aim leader-isolating faults at the tablets the workload uses
             tables = state.setdefault("tables", [])
             if self.tbl(test) not in tables:
                 tables.append(self.tbl(test))
         conn = connect(test)
-        deadline = time.monotonic() + float(test.get("setup_timeout_s", 60))
+        deadline = time.monotonic() + float(test.spec.setup_timeout_s)
         last: BaseException | None = None
         try:
             while time.monotonic() < deadline:
@@ -136,6 +141,5 @@ class KVClient:
                     last = exc
                     time.sleep(0.5)
         finally:
-            if hasattr(conn, "close"):
-                conn.close()
+            conn.close()
         raise RuntimeError(f"could not create table {self.tbl(test)}: {last}")

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultline import gen
+from faultline.core import Run
 from faultline.workloads.api import Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op
 
@@ -23,10 +24,10 @@ from faultline.workloads.common import KVClient, LazyChecker, Op
 class RegisterClient(KVClient):
     table = "register"
 
-    def setup(self, test: Mapping[str, Any]) -> None:
+    def setup(self, test: Run) -> None:
         self.ensure_table(test)
 
-    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+    def apply(self, test: Run, op: Op) -> Op:
         key, f = op["key"], op["f"]
         if f == "read":
             return {**op, "type": "ok", "value": self.conn.get(self.tbl(test), key)}

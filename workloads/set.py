@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from faultline import gen
+from faultline.core import Run
 from faultline.workloads.api import Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op
 
@@ -18,10 +19,10 @@ from faultline.workloads.common import KVClient, LazyChecker, Op
 class SetClient(KVClient):
     table = "set"
 
-    def setup(self, test: Mapping[str, Any]) -> None:
+    def setup(self, test: Run) -> None:
         self.ensure_table(test)
 
-    def apply(self, test: Mapping[str, Any], op: Op) -> Op:
+    def apply(self, test: Run, op: Op) -> Op:
         if op["f"] == "add":
             v = op["value"]
             self.conn.put(self.tbl(test), f"e{v:09d}", v)

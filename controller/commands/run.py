@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from faultline.core import TestSpec
+
 HELP = "run a workload under faults against a cluster, record the history and check it"
 DESCRIPTION = (
     "Brings up a cluster (or reuses one), drives concurrent clients with the chosen workload while the "
@@ -76,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot use store {args.store!r}: {exc}") from None
     verdicts = []
     cut = False
-    for i in range(int(test["test_count"])):
-        one = {**test, "seed": int(test["seed"]) + i}
+    for i in range(test.test_count):
+        one = test.replace(seed=test.seed + i)
         out = run_once(one, args.store, quiet=args.quiet)
         verdicts.append(out.valid)
         cut = cut or bool(out.cut_short)
@@ -91,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
     return 2 if code == 0 and cut else code
 
 
-def summary(out: Any, test: dict[str, Any]) -> str:
+def summary(out: Any, test: TestSpec) -> str:
     verdict = {True: "valid", False: "INVALID"}.get(out.valid, "unknown")
-    lines = [f"{test['name']} seed {test['seed']}: {verdict} ({out.ops} history entries)"]
+    lines = [f"{test.name} seed {test.seed}: {verdict} ({out.ops} history entries)"]
     if out.cut_short:
         lines.append(f"  cut short: {out.cut_short}")
     wl = out.results.get("workload") if isinstance(out.results.get("workload"), dict) else {}
@@ -110,8 +112,8 @@ def summary(out: Any, test: dict[str, Any]) -> str:
                 lines.append(f"  {k}: {str(wl[k])[:300]}")
     if out.run_dir is not None:
         lines.append(f"  run: {out.run_dir}")
-    if test.get("leave_cluster_running") and not test.get("reuse_cluster"):
-        name = test["cluster_name"]
+    if test.leave_cluster_running and not test.reuse_cluster:
+        name = test.cluster_name
         lines.append(f"  cluster left running: {name} (reuse: --reuse-cluster --cluster-name {name}; "
                      f"remove: faultline cluster down --name {name})")
     return "\n".join(lines)
