@@ -1,8 +1,9 @@
 """The protocols every cluster backend implements (docker, local netns, ssh).
 
-Node names are short and stable within a cluster (`m1`..`m3` for masters, `t1`..`t5` for tablet servers);
-master DNS names (`master-1`..) are separate from node names so a name can be moved to another node
-(`set_dns`), which is the cname swap of the permanent-master-failure procedure.
+Node names are short and stable within a cluster: a role's prefix and a number (the store's `m1`..`m3` for
+masters, `t1`..`t5` for tablet servers). A role may give its nodes DNS names (the store's `master-1`..),
+separate from node names so a name can be moved to another node (`set_dns`), which is the cname swap of
+the permanent-master-failure procedure. What a role runs is a DB's ClusterSpec (cluster/base.py).
 """
 
 from __future__ import annotations

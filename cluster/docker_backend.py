@@ -1,10 +1,11 @@
 """The Docker backend (the default): one labelled user-defined network and one container per node.
 
 Containers get NET_ADMIN only (iptables and tc inside their own network namespace), an init process that
-reaps daemons, and the checkout bind-mounted read-only at /opt/faultline, so code changes reach the
-nodes without an image rebuild. Master DNS names (`master-1`...) are network aliases, separate from the
-container hostnames, so `set_dns` can move a name to another container; Docker's embedded DNS serves them
-inside the network, and `resolve` answers for the host (which cannot query that DNS).
+reaps daemons, and the `faultline` package (the checkout, in an editable install) bind-mounted read-only
+at /opt/faultline/faultline, so code changes reach the nodes without an image rebuild. A role's DNS names
+(the store's `master-1`...) are network aliases, separate from the container hostnames, so `set_dns` can
+move a name to another container; Docker's embedded DNS serves them inside the network, and `resolve`
+answers for the host (which cannot query that DNS).
 """
 
 from __future__ import annotations
@@ -248,7 +249,8 @@ class DockerBackend(NodeBackend):
         self.sync_hosts_file()
 
     def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
-        """A fresh node (new container, empty data). A new master carries no DNS name until `set_dns`."""
+        """A fresh node (new container, empty data), of the role its name's prefix says unless `role` is
+        given. It carries no DNS name until `set_dns`."""
         if name in self.info:
             raise ClusterError(f"node {name!r} already exists")
         role = role or self.spec.role_of(name)
@@ -317,7 +319,8 @@ class DockerBackend(NodeBackend):
             node = c.labels.get(f"{LABEL}.node", c.name)
             ns = c.attrs.get("NetworkSettings", {}).get("Networks", {}).get(b.network, {})
             aliases = ns.get("Aliases") or []
-            b.info[node] = NodeInfo(node, c.labels.get(f"{LABEL}.role", "tserver"), ns.get("IPAddress", ""), c.id,
+            b.info[node] = NodeInfo(node, c.labels.get(f"{LABEL}.role", "") or spec.role_of(node),
+                                    ns.get("IPAddress", ""), c.id,
                                     sorted(a for a in aliases if a in dns_names))
         with contextlib.suppress(Exception):
             cfg = client.networks.get(b.network).attrs["IPAM"]["Config"][0]

@@ -233,3 +233,28 @@ def test_local_backend_without_root_says_so(monkeypatch: pytest.MonkeyPatch,
     assert cli_main(["cluster", "up", "--cluster", "local", "--daemon", "none"]) == 254
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs root" in err[0] and "--cluster docker" in err[0]
+
+
+def test_nodes_import_the_package_from_a_folder_holding_faultline(tmp_path: Path) -> None:
+    """What a node's PYTHONPATH gets: here a folder with a `faultline` link (the local backend), over SSH a
+    tarball of the parts nodes run. Both import without this venv's site-packages (python -S)."""
+    import io
+    import tarfile
+
+    from faultline.cluster.source import PACKAGE_DIR, host_pythonpath, node_tarball
+
+    folder = Path(host_pythonpath())
+    assert (folder / "faultline").resolve() == PACKAGE_DIR
+    code = "import faultline.cluster.daemon, faultline.testing.placeholder as p; print(p.__file__)"
+    out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(folder)},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith(str(folder)), out.stderr
+    (tmp_path / "src").mkdir()
+    with tarfile.open(fileobj=io.BytesIO(node_tarball()), mode="r:gz") as tar:
+        names = tar.getnames()
+        tar.extractall(tmp_path / "src", filter="data")
+    assert "faultline/__init__.py" in names and "faultline/node/__main__.py" in names
+    assert not [n for n in names if n.startswith(("faultline/controller", "faultline/results", "faultline/checkers"))]
+    out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(tmp_path / "src")},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith(str(tmp_path / "src")), out.stderr
