@@ -7,10 +7,12 @@ repository root itself, so the host side gets a folder holding one link, `faultl
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
 import tarfile
+import uuid
 from pathlib import Path
 
 import faultline
@@ -29,8 +31,11 @@ def _skip_bytecode(ti: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return None if "__pycache__" in ti.name or ti.name.endswith(".pyc") else ti
 
 
+@functools.cache
 def host_pythonpath() -> str:
-    """A folder to put on PYTHONPATH on this host so that `import faultline` finds this package."""
+    """A folder to put on PYTHONPATH on this host so that `import faultline` finds this package. Made
+    once per process (backends ask from many threads at once); the link is swapped in atomically, so
+    processes that share the folder never see it missing."""
     if PACKAGE_DIR.name == PACKAGE:
         return str(PACKAGE_DIR.parent)
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "faultline" / "src"
@@ -38,8 +43,7 @@ def host_pythonpath() -> str:
     link = folder / PACKAGE
     if not (link.is_symlink() and link.resolve() == PACKAGE_DIR):
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{PACKAGE}.{os.getpid()}"
-        tmp.unlink(missing_ok=True)
+        tmp = folder / f".{PACKAGE}.{uuid.uuid4().hex}"
         tmp.symlink_to(PACKAGE_DIR, target_is_directory=True)
         tmp.replace(link)
     return str(folder)

@@ -258,3 +258,19 @@ def test_nodes_import_the_package_from_a_folder_holding_faultline(tmp_path: Path
     out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(tmp_path / "src")},
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith(str(tmp_path / "src")), out.stderr
+
+
+def test_host_pythonpath_is_safe_from_many_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local backend asks for every node at once; no caller may see the link missing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from faultline.cluster import source
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    source.host_pythonpath.cache_clear()
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            got = set(pool.map(lambda _: source.host_pythonpath(), range(64)))
+        assert len(got) == 1 and (Path(got.pop()) / "faultline").resolve() == source.PACKAGE_DIR
+    finally:
+        source.host_pythonpath.cache_clear()

@@ -22,6 +22,8 @@ import pytest
 from faultline.checkers.history import read_jsonl
 from faultline.controller import testspec
 from faultline.controller.runner import run_once
+from faultline.core import Run, TestSpec
+from faultline.dbs.store import StoreDB
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -45,7 +47,7 @@ def verify_healthy(name: str) -> list[str]:
     b = DockerBackend.attach(name)
     problems = _residue(b)
     problems = list(problems) if isinstance(problems, list) else [problems]
-    test = {"backend": b, "seed": 0, "state": {}}
+    test = Run(TestSpec(name="t", workload="register"), StoreDB(), b)
     if not wait_until(lambda: ksck(test)[0], 120, 3.0, "ksck"):
         problems.append(f"ksck unhealthy: {ksck(test)[1].get('problems')}")
     return problems
@@ -176,7 +178,7 @@ def test_master_replace_during_catalog(tmp_path: Path) -> None:
         assert v["healthy"] is True and v["replacement"] not in ("m1", "m2", "m3")
         assert v["replacement_leads"] is True, v["steps"]   # handed the leadership, it took it
         b = DockerBackend.attach(name)
-        test = {"backend": b, "seed": 0, "state": {}}
+        test = Run(TestSpec(name="t", workload="register"), StoreDB(), b)
         assert b.dns_holder(v["name"]) == v["replacement"]
         roles = master_roles(test)
         assert any(addr.startswith(v["name"] + ":") and voter for _, addr, _, voter in roles), roles

@@ -204,7 +204,9 @@ def _leader(backend) -> str | None:
         db = get_db(backend.spec.db)
     except UnknownDB:  # nothing, a stand-in, or a DB this installation cannot import
         return None
-    primaries = db.primaries({"backend": backend})
+    from faultline.core import Run, TestSpec
+
+    primaries = db.primaries(Run(TestSpec(name=backend.spec.name, workload="", db=backend.spec.db), db, backend))
     return primaries[0] if primaries else None
 
 
