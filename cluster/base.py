@@ -12,7 +12,7 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +31,21 @@ LABEL = "org.faultline"
 CLOCK_ENV = "FAULTLINE_CLOCK_OFFSET_FILE"
 # `{word}` or `{word:ROLE}` in a role's argv templates (see RoleSpec.expand)
 _TEMPLATE_RE = re.compile(r"\{(\w+)(?::([\w-]+))?\}")
+
+
+def fill_template(template: Sequence[str], values: Mapping[str, str],
+                  addresses: Callable[[str], list[str]]) -> list[str]:
+    """A role template (RoleSpec) filled in: `{word}` from `values`, `{addresses:ROLE}` from `addresses`;
+    any other placeholder is an error, never passed through."""
+    def fill(m: re.Match[str]) -> str:
+        word, arg = m.group(1), m.group(2)
+        if word == "addresses" and arg:
+            return ",".join(addresses(arg))
+        if word in values and not arg:
+            return values[word]
+        raise ClusterError(f"unknown placeholder {m.group(0)!r} in a role's command")
+
+    return [_TEMPLATE_RE.sub(fill, part) for part in template]
 
 
 class ClusterError(RuntimeError):
@@ -250,10 +265,6 @@ class NodeBackend:
         """The role's `name:port` addresses inside the cluster (DNS names when the role has them)."""
         return self.spec.role(role).addresses()
 
-    def resolved_addresses(self, role: str) -> list[str]:
-        """`addresses(role)` with the names resolved for the host (the host has no cluster DNS)."""
-        return [f"{self.resolve(a.rsplit(':', 1)[0])}:{a.rsplit(':', 1)[1]}" for a in self.addresses(role)]
-
     def hosts_file(self) -> Path:
         """A hosts file on the controller's machine ("IP NAME..." lines) kept in step with the cluster:
         host-side clients set FAULTLINE_HOSTS_FILE to it and follow a moved master name."""
@@ -324,9 +335,13 @@ class NodeBackend:
             raise ClusterError(f"{node}: {what} failed (exit {rc}): {(err or out).strip()[-500:]}")
         return rc, out, err
 
+    def env_argv(self, node: str) -> list[str]:
+        """The `env ...` prefix under which a command on `node` imports this package."""
+        return ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1"]
+
     def _daemon_argv(self, node: str, action: str, extra: Sequence[str] = ()) -> list[str]:
-        return ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1", self.python(node),
-                "-m", "faultline.cluster.daemon", action, "--dir", self.node_dir(node), *extra]
+        return [*self.env_argv(node), self.python(node), "-m", "faultline.cluster.daemon", action,
+                "--dir", self.node_dir(node), *extra]
 
     def _daemon(self, node: str, action: str, extra: Sequence[str] = (), timeout: float = 30) -> str:
         return self.run(node, self._daemon_argv(node, action, extra), timeout, step=f"daemon {action}")[1]
@@ -342,16 +357,7 @@ class NodeBackend:
         port = role.port if role else 0
         values = {"python": self.python(node), "dir": self.node_dir(node), "name": node, "address": info.address,
                   "port": str(port), "advertise": f"{info.dns[0] if info.dns else info.address}:{port}"}
-
-        def fill(m: re.Match[str]) -> str:
-            word, arg = m.group(1), m.group(2)
-            if word == "addresses" and arg:
-                return ",".join(self.addresses(arg))
-            if word in values and not arg:
-                return values[word]
-            raise ClusterError(f"unknown placeholder {m.group(0)!r} in the {info.role} command")
-
-        return [_TEMPLATE_RE.sub(fill, part) for part in template]
+        return fill_template(template, values, self.addresses)
 
     def process_argv(self, node: str) -> list[str] | None:
         """The process `node` runs (its role's argv, filled in), or None when its role runs nothing."""
@@ -391,8 +397,7 @@ class NodeBackend:
         role = self._role(node)
         report: dict[str, Any] = {}
         if role and role.power_cut:
-            argv = ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1",
-                    *self.expand(node, role.power_cut)]
+            argv = [*self.env_argv(node), *self.expand(node, role.power_cut)]
             deadline = time.monotonic() + 10
             while True:   # the killed process's lock can outlive it for a moment
                 rc, out, err = self.run(node, argv, 60, check=False)

@@ -279,12 +279,6 @@ def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (
     return BuildReport(tag, True, time.monotonic() - t0, steps)
 
 
-def ensure_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (),
-                 log: Callable[[str], None] = lambda s: None) -> str:
-    """The tag of the node image for a DB's packages, building it first if needed."""
-    return build_image(packages, python_packages, False, log).tag
-
-
 def ensure_image_for(spec: ClusterSpec, log: Callable[[str], None] = lambda s: None) -> str:
     """The tag of the node image a cluster spec needs (its DB's packages), building it first if needed."""
-    return ensure_image(spec.packages, spec.python_packages, log)
+    return build_image(spec.packages, spec.python_packages, False, log).tag

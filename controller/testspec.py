@@ -14,8 +14,8 @@ from typing import Any
 
 from faultline.controller.errors import UsageError
 from faultline.core import Run, TestSpec
+from faultline.dbs import DB, UnknownDB, get_db
 from faultline.dbs import DEFAULT as DEFAULT_DB
-from faultline.dbs import UnknownDB, get_db
 
 CLUSTERS: tuple[str, ...] = ("docker", "local", "ssh")
 TEST_ONLY_CLUSTERS: tuple[str, ...] = ("fake",)  # in-memory, for testing the harness itself
@@ -29,6 +29,14 @@ def split_list(value: str | Sequence[str] | None) -> list[str]:
         return []
     items = value.split(",") if isinstance(value, str) else [x for v in value for x in str(v).split(",")]
     return [i.strip() for i in items if i.strip()]
+
+
+def chosen_db(name: str | None) -> DB:
+    """The DB a user named (--db, the campaign key `db`), or a one-line UsageError."""
+    try:
+        return get_db(name)
+    except UnknownDB as exc:
+        raise UsageError(str(exc)) from None
 
 
 def build_test(opts: Mapping[str, Any]) -> TestSpec:
@@ -51,10 +59,7 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         if b not in BUGS:
             raise _choices("bug", b, sorted(BUGS))
     db_name = str(opts.get("db") or DEFAULT_DB)
-    try:
-        db = get_db(db_name)
-    except UnknownDB as exc:
-        raise UsageError(str(exc)) from None
+    db = chosen_db(db_name)
     if workload not in db.workloads:
         raise UsageError(f"the {db.name} DB has no client for workload {workload!r}; it supports "
                          f"{', '.join(sorted(db.workloads))}")

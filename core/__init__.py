@@ -78,7 +78,3 @@ class Run:
     connect: Callable[[], Any] | None = None   # a new client library object, connected to the cluster
     recorder: Any = None         # faultline.controller.recorder.Recorder, while the run records
     state: dict[str, Any] = field(default_factory=dict)
-
-    def plain(self) -> dict[str, Any]:
-        """What checkers see: the spec as test.json holds it."""
-        return self.spec.to_json()

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
+from faultline.core import Run
 from faultline.node.tool.output import parse_master_list
 
 MASTER = "master"
@@ -83,39 +84,39 @@ class StoreDB:
             "faketime": bool(opts.get("faketime", False))})
 
     # ------------------------------------------------------------------ the Jepsen db protocol
-    def setup(self, test: Any, node: str) -> None:
+    def setup(self, test: Run, node: str) -> None:
         """Nothing beyond the role's process, which the cluster starts (formatting its data first)."""
 
-    def teardown(self, test: Any, node: str) -> None:
+    def teardown(self, test: Run, node: str) -> None:
         test.backend.stop(node)
 
-    def start(self, test: Any, node: str) -> None:
+    def start(self, test: Run, node: str) -> None:
         test.backend.start(node)
 
-    def kill(self, test: Any, node: str) -> None:
+    def kill(self, test: Run, node: str) -> None:
         test.backend.kill(node)
 
-    def pause(self, test: Any, node: str) -> None:
+    def pause(self, test: Run, node: str) -> None:
         test.backend.pause(node)
 
-    def resume(self, test: Any, node: str) -> None:
+    def resume(self, test: Run, node: str) -> None:
         test.backend.resume(node)
 
-    def primaries(self, test: Any) -> list[str]:
+    def primaries(self, test: Run) -> list[str]:
         """The node whose master leads the catalog, as the masters report it."""
         leader = leader_master(test.backend)
         return [leader] if leader else []
 
-    def log_files(self, test: Any, node: str) -> list[str]:
+    def log_files(self, test: Run, node: str) -> list[str]:
         b = test.backend
         return [f"{b.node_dir(node)}/logs/{b.info[node].role}.log"]
 
-    def client_nodes(self, test: Any) -> list[str]:
+    def client_nodes(self, test: Run) -> list[str]:
         """Clients are spread over the tablet servers (all nodes when there are none)."""
         b = test.backend
         return b.nodes(TSERVER) or b.nodes()
 
-    def connector(self, test: Any) -> Callable[[], Any]:
+    def connector(self, test: Run) -> Callable[[], Any]:
         """A KuduClient on the master DNS names, resolved through the backend so that the client follows a
         name moved by master-replace."""
         backend = test.backend
@@ -132,7 +133,7 @@ class StoreDB:
 
 def run_tool(backend: Any, node: str, args: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
     """`python -m faultline.node tool ARGS` on `node`, through the backend's Remote."""
-    argv = ["env", f"PYTHONPATH={backend.source_dir(node)}", *backend.expand(node, tool_argv(args))]
+    argv = [*backend.env_argv(node), *backend.expand(node, tool_argv(args))]
     return backend.remote.exec(node, argv, timeout)
 
 
@@ -150,18 +151,25 @@ def leader_master(backend: Any, timeout: float = 10) -> str | None:
             continue
         for row in rows:
             if row["role"] == "LEADER":
-                return _node_of_host(backend, row["addr"].rsplit(":", 1)[0])
+                return node_of_host(backend, row["addr"].rsplit(":", 1)[0])
     return None
 
 
-def _node_of_host(backend: Any, host: str) -> str | None:
-    """The node behind a node name, a (movable) DNS name or an address."""
-    if host in backend.info:
+def node_of_host(backend: Any, host: str) -> str | None:
+    """The node behind a node name, a (movable) DNS name or an address; None when none is."""
+    nodes = backend.nodes()
+    if host in nodes:
         return host
     holder = backend.dns_holder(host)
     if holder:
         return holder
-    return next((n for n, i in backend.info.items() if i.address == host), None)
+    for n in nodes:
+        try:
+            if backend.resolve(n) == host or backend.address(n) == host:
+                return n
+        except Exception:
+            continue
+    return None
 
 
 def host_resolver(backend: Any) -> Callable[[str], str]:

@@ -299,50 +299,43 @@ class TimeLimit(Gen):
 
 
 @dataclass(frozen=True)
-class Stagger(Gen):
+class _Spaced(Gen):
+    """Operations no closer together than a gap `_gap_ns` chooses after each one (Stagger, Delay)."""
+
+    dt: float
+    gen: Gen
+    next_time: int | None = None
+
+    def _gap_ns(self, ctx: Context) -> int:
+        raise NotImplementedError
+
+    def op(self, ctx: Context) -> Answer:
+        ans = self.gen.op(ctx)
+        if ans is None:
+            return None
+        o, g = ans
+        if isinstance(o, Pending):
+            return o, type(self)(self.dt, g, self.next_time)
+        nt = self.next_time if self.next_time is not None else ctx.time
+        o = {**o, "time": max(o["time"], nt)}
+        return o, type(self)(self.dt, g, o["time"] + self._gap_ns(ctx))
+
+    def update(self, ctx: Context, event: Op) -> Gen:
+        return type(self)(self.dt, self.gen.update(ctx, event), self.next_time)
+
+
+class Stagger(_Spaced):
     """Spaces operations by a uniformly random gap in [0, 2*dt): on average one every `dt` seconds."""
 
-    dt: float
-    gen: Gen
-    next_time: int | None = None
-
-    def op(self, ctx: Context) -> Answer:
-        ans = self.gen.op(ctx)
-        if ans is None:
-            return None
-        o, g = ans
-        nt = self.next_time if self.next_time is not None else ctx.time
-        if isinstance(o, Pending):
-            return o, Stagger(self.dt, g, self.next_time)
-        o = {**o, "time": max(o["time"], nt)}
-        gap = int(ctx.rng.uniform(0, 2 * self.dt) * NS)
-        return o, Stagger(self.dt, g, o["time"] + gap)
-
-    def update(self, ctx: Context, event: Op) -> Gen:
-        return Stagger(self.dt, self.gen.update(ctx, event), self.next_time)
+    def _gap_ns(self, ctx: Context) -> int:
+        return int(ctx.rng.uniform(0, 2 * self.dt) * NS)
 
 
-@dataclass(frozen=True)
-class Delay(Gen):
+class Delay(_Spaced):
     """Exactly `dt` seconds between operations (a fixed rate, unlike `Stagger`)."""
 
-    dt: float
-    gen: Gen
-    next_time: int | None = None
-
-    def op(self, ctx: Context) -> Answer:
-        ans = self.gen.op(ctx)
-        if ans is None:
-            return None
-        o, g = ans
-        if isinstance(o, Pending):
-            return o, Delay(self.dt, g, self.next_time)
-        nt = self.next_time if self.next_time is not None else ctx.time
-        o = {**o, "time": max(o["time"], nt)}
-        return o, Delay(self.dt, g, o["time"] + int(self.dt * NS))
-
-    def update(self, ctx: Context, event: Op) -> Gen:
-        return Delay(self.dt, self.gen.update(ctx, event), self.next_time)
+    def _gap_ns(self, ctx: Context) -> int:
+        return int(self.dt * NS)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from faultline.core import Run
-from faultline.dbs.store import run_tool
+from faultline.dbs.store import node_of_host, run_tool
 from faultline.gen import Context
 from faultline.node.tool.output import parse_master_list, parse_table_list
 
@@ -91,20 +91,7 @@ def dns_holder(test: Run, name: str) -> str | None:
 
 def node_of_address(test: Run, addr: str) -> str | None:
     """The node behind HOST:PORT, where HOST is a node name, a master DNS name or an address."""
-    host = addr.rsplit(":", 1)[0]
-    b = backend(test)
-    if host in b.nodes():
-        return host
-    holder = dns_holder(test, host)
-    if holder:
-        return holder
-    for n in b.nodes():
-        try:
-            if b.resolve(n) == host or b.address(n) == host:
-                return n
-        except Exception:
-            continue
-    return None
+    return node_of_host(backend(test), addr.rsplit(":", 1)[0])
 
 
 def first_up(test: Run, nodes: Sequence[str]) -> str:

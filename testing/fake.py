@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from faultline.cluster.base import ClusterSpec
+from faultline.cluster.base import ClusterSpec, fill_template
 from faultline.core import Run, TestSpec
 from faultline.dbs.store import MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, StoreDB, master_dns
 from faultline.node.client import (
@@ -235,21 +235,17 @@ class FakeBackend:
     def node_dir(self, node: str) -> str:
         return "/var/lib/faultline"
 
-    def source_dir(self, node: str) -> str:
-        return "/opt/faultline"
+    def env_argv(self, node: str) -> list[str]:
+        return ["env", "PYTHONPATH=/opt/faultline"]
 
     def python(self, node: str) -> str:
         return "python3"
 
     def expand(self, node: str, template: Sequence[str]) -> list[str]:
         """A role template filled in as the real backends do (the fake runs no processes)."""
-        values = {"{python}": self.python(node), "{dir}": self.node_dir(node), "{name}": node}
-        out = []
-        for part in template:
-            for k, v in values.items():
-                part = part.replace(k, v)
-            out.append(part)
-        return out
+        values = {"python": self.python(node), "dir": self.node_dir(node), "name": node,
+                  "address": self.address(node)}
+        return fill_template(template, values, self.addresses)
 
     def addresses(self, role: str) -> list[str]:
         return [f"{name}:{MASTER_PORT}" for name in sorted(self.dns)] if role == MASTER else \

@@ -187,13 +187,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _db(args: argparse.Namespace):
-    from faultline.controller.errors import UsageError
-    from faultline.dbs import UnknownDB, get_db
+    from faultline.controller.testspec import chosen_db
 
-    try:
-        return get_db(args.db)
-    except UnknownDB as exc:
-        raise UsageError(str(exc)) from None
+    return chosen_db(args.db)
 
 
 def _leader(backend) -> str | None:

@@ -99,10 +99,14 @@ def format_master_list(rows: Iterable[MasterRow], as_json: bool = False) -> str:
     return "".join(f"{m['uuid']} {m['addr']} {m['role']}{'' if m['voter'] else ' (non-voter)'}\n" for m in rows)
 
 
+def _member(m: Any) -> MasterRow:
+    """One Raft member as both listings print it (a master, or a tablet's replica)."""
+    return MasterRow(uuid=str(m["uuid"]), addr=str(m["addr"]), role=str(m["role"]).upper(), voter=bool(m["voter"]))
+
+
 def parse_master_list(out: str) -> list[MasterRow]:
     """The masters from `master list --json`."""
-    return [MasterRow(uuid=str(m["uuid"]), addr=str(m["addr"]), role=str(m["role"]).upper(),
-                      voter=bool(m["voter"])) for m in parse(out, "masters")]
+    return [_member(m) for m in parse(out, "masters")]
 
 
 # ---------------------------------------------------------------------- table list
@@ -128,8 +132,7 @@ def parse_table_list(out: str) -> list[TableRow]:
         if "tablets" in t:
             row["tablets"] = [
                 TabletRow(tablet_id=str(tab["tablet_id"]), partition=int(tab["partition"]), state=str(tab["state"]),
-                          replicas=[ReplicaRow(uuid=str(r["uuid"]), addr=str(r["addr"]), role=str(r["role"]).upper(),
-                                               voter=bool(r["voter"])) for r in tab["replicas"]])
+                          replicas=[ReplicaRow(**_member(r)) for r in tab["replicas"]])
                 for tab in t["tablets"]]
         tables.append(row)
     return tables
