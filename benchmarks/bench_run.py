@@ -1,8 +1,9 @@
-"""Runner benchmark: ok ops/s of the register workload (3 masters + 5 tablet servers, 10 workers), and the
-time to full availability after each nemesis heals. Real `faultline run`s on Docker.
+"""Runner benchmark: ok ops/s of a workload (default: register on the store, 3 masters + 5 tablet servers;
+10 workers), and the time to full availability after each nemesis heals. Real `faultline run`s on Docker.
 
     .venv/bin/python benchmarks/bench_run.py [--time-limit 30] [--nemeses none,partition,kill,pause]
                                              [--concurrency 10] [--cluster docker] [--fake]
+                                             [--db store|etcd|redis-sentinel|postgres] [--workload register]
 
 One cluster is brought up and reused by every run, then removed (put topology-changing nemeses such as
 tserver-replace last). Recovery is measured from each heal (the completion of a `stop-*` op, or of a
@@ -83,7 +84,7 @@ def recoveries(history: list[dict[str, Any]], baseline: float,
 
 
 def run(args: argparse.Namespace, nemesis: str, store: Path, name: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "faultline", "run", "--workload", "register", "--nemesis", nemesis,
+    cmd = [sys.executable, "-m", "faultline", "run", "--db", args.db, "--workload", args.workload, "--nemesis", nemesis,
            "--time-limit", str(args.time_limit), "--concurrency", str(args.concurrency), "--seed", "1",
            "--nemesis-interval", str(args.interval), "--store", str(store), "--quiet",
            "--cluster", "fake" if args.fake else args.cluster]
@@ -107,6 +108,8 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=10)
     ap.add_argument("--nemeses", default="none,partition,kill,pause")
     ap.add_argument("--cluster", default="docker")
+    ap.add_argument("--db", default="store", help="the DB under test (docs/your-own-db.md)")
+    ap.add_argument("--workload", default="register")
     ap.add_argument("--fake", action="store_true", help="the in-memory fake cluster (the harness alone)")
     args = ap.parse_args()
     name = f"flbench-{uuid.uuid4().hex[:6]}"   # never collides with a concurrent run
@@ -116,7 +119,7 @@ def main() -> int:
         try:
             if not args.fake:
                 subprocess.run([sys.executable, "-m", "faultline", "cluster", "up", "--cluster", args.cluster,
-                                "--name", name], check=True, timeout=600, capture_output=True)
+                                "--db", args.db, "--name", name], check=True, timeout=600, capture_output=True)
             for nemesis in args.nemeses.split(","):
                 rows.append(run(args, nemesis, store, name))
         finally:
@@ -143,7 +146,8 @@ def main() -> int:
               f"{med_max([a for _, a, _ in rec])} | {med_max([b for _, _, b in rec])} |")
         r["recoveries"] = rec
         summary.append(r)
-    print(json.dumps({"bench": "run", "concurrency": args.concurrency, "time_limit": args.time_limit,
+    print(json.dumps({"bench": "run", "db": args.db, "workload": args.workload, "concurrency": args.concurrency,
+                      "time_limit": args.time_limit,
                       "fake": args.fake, "runs": summary}))
     return 0
 

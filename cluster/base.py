@@ -24,6 +24,9 @@ HOSTS_ENV = "FAULTLINE_HOSTS_FILE"
 
 CHAIN = "FL-PART"
 LOSS_CHAIN = "FL-LOSS"
+DUP_CHAIN = "FL-DUP"   # in the mangle table: packets cloned to their own destination (duplication)
+# What `packet` can do to a node's traffic, and which kernel feature each needs (see `packet_kinds`).
+PACKET_KINDS = ("delay", "reorder", "loss", "duplicate", "rate")
 # `ip route ... proto 188` marks the fallback routes as ours, so heal removes exactly those.
 ROUTE_PROTO = "188"
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
@@ -91,6 +94,7 @@ class RoleSpec:
     prepare: list[str] = field(default_factory=list)        # once before the first start ...
     prepare_unless: str = ""                                 # ... unless this path exists on the node
     power_cut: list[str] = field(default_factory=list)     # after SIGKILL: drop what never reached fsync
+    user: str = ""   # run the process as this user (the daemon manager drops root just before exec)
 
     def node_names(self) -> list[str]:
         return [f"{self.prefix}{i}" for i in range(1, self.count + 1)]
@@ -194,7 +198,33 @@ _HEAL_SH = (
     f'ip route flush proto {ROUTE_PROTO} 2>/dev/null; '
     f'if [ -n "$(ip route show proto {ROUTE_PROTO} 2>/dev/null)" ]; then echo "routes left"; exit 7; fi; '
     'tc qdisc del dev "$dev" root 2>/dev/null; '
-    'if tc qdisc show dev "$dev" 2>/dev/null | grep -q netem; then echo "netem left"; exit 8; fi; exit 0'
+    'if tc qdisc show dev "$dev" 2>/dev/null | grep -q -e netem -e tbf; then echo "netem or tbf left"; exit 8; fi; '
+    'if [ "$ipt" != route ]; then '
+    '  n=0; while "$ipt" -w -t mangle -D OUTPUT -j FL-DUP 2>/dev/null && [ $n -lt 50 ]; do n=$((n+1)); done; '
+    '  "$ipt" -w -t mangle -F FL-DUP 2>/dev/null; "$ipt" -w -t mangle -X FL-DUP 2>/dev/null; '
+    '  if "$ipt" -w -t mangle -S 2>/dev/null | grep -q FL-DUP; then echo "duplication rules left"; exit 9; fi; '
+    'fi; exit 0'
+)
+# Duplication without netem: clone a random share of outbound packets to each peer, sent to the peer
+# itself (iptables' TEE target), so the peer receives them twice.
+_DUP_SH = (
+    'ipt="$1"; p="$2"; shift 2; '
+    f'"$ipt" -w -t mangle -N {DUP_CHAIN} 2>/dev/null || "$ipt" -w -t mangle -F {DUP_CHAIN} || exit 3; '
+    f'"$ipt" -w -t mangle -C OUTPUT -j {DUP_CHAIN} 2>/dev/null || "$ipt" -w -t mangle -I OUTPUT 1 -j {DUP_CHAIN} || exit 4; '
+    f'for ip in "$@"; do "$ipt" -w -t mangle -A {DUP_CHAIN} -d "$ip" -m statistic --mode random --probability "$p" '
+    '-j TEE --gateway "$ip" || exit 5; done'
+)
+# Packet faults off, partitions left alone (packet faults and partitions come and go independently).
+_CLEAR_PACKET_SH = (
+    'ipt="$1"; dev="$2"; tc qdisc del dev "$dev" root 2>/dev/null; '
+    'if [ "$ipt" != route ]; then '
+    f'  "$ipt" -w -F {LOSS_CHAIN} 2>/dev/null; "$ipt" -w -t mangle -F {DUP_CHAIN} 2>/dev/null; '
+    'fi; exit 0'
+)
+# Does this node's kernel have tc netem? (Replaced at once by nothing: a probe, not a fault.)
+_NETEM_PROBE_SH = (
+    'dev="$1"; if tc qdisc add dev "$dev" root netem delay 0ms 2>/dev/null; then tc qdisc del dev "$dev" root; '
+    'echo netem; else echo none; fi'
 )
 # Loss without netem: drop a random share of inbound packets on the interface (xt_statistic).
 _LOSS_SH = (
@@ -224,6 +254,7 @@ class NodeBackend:
         self._ipt: dict[str, str] = {}
         self._partitioned: set[str] = set()
         self._netem: set[str] = set()
+        self._kinds: dict[str, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ hooks
     def node_dir(self, node: str) -> str:
@@ -381,7 +412,9 @@ class NodeBackend:
             prep = ["--prepare", json.dumps(self.expand(node, role.prepare))]
             if role.prepare_unless:
                 prep += ["--prepare-unless", self.expand(node, [role.prepare_unless])[0]]
-        self._daemon(node, "start", ["--name", role.role, *env, *ft, *prep, "--cwd", d, "--", *argv], timeout=90)
+        user = ["--user", role.user] if role.user else []
+        self._daemon(node, "start", ["--name", role.role, *env, *ft, *prep, *user, "--cwd", d, "--", *argv],
+                     timeout=90)
 
     def stop(self, node: str) -> None:
         self._daemon(node, "stop", ["--name", self._node(node).role], timeout=40)
@@ -482,9 +515,13 @@ class NodeBackend:
                 rc, rules, _ = self.run(n, [ipt, "-w", "-S", LOSS_CHAIN], 20, check=False)
                 if rc == 0 and any(ln.startswith("-A") for ln in rules.splitlines()):
                     out.append(f"{n}: packet-loss rules")
+                rc, rules, _ = self.run(n, [ipt, "-w", "-t", "mangle", "-S", DUP_CHAIN], 20, check=False)
+                if rc == 0 and any(ln.startswith("-A") for ln in rules.splitlines()):
+                    out.append(f"{n}: packet-duplication rules")
             rc, qd, _ = self.run(n, ["tc", "qdisc", "show", "dev", self.iface(n)], 20, check=False)
-            if rc == 0 and "netem" in qd:
-                out.append(f"{n}: netem qdisc")
+            for kind in ("netem", "tbf"):
+                if rc == 0 and kind in qd:
+                    out.append(f"{n}: {kind} qdisc")
             if self.process_argv(n) is not None:
                 status = self.daemon_status(n)
                 if status != "running":
@@ -559,6 +596,53 @@ class NodeBackend:
         self.run(node, ["sh", "-c", _LOSS_SH, "sh", ipt, dev, f"{min(float(loss_pct), 100) / 100:.4f}"], 20,
                  step="iptables statistic loss")
         self._netem.add(node)
+
+    def packet_kinds(self, node: str) -> tuple[str, ...]:
+        """The packet faults this node's kernel can do (PACKET_KINDS): delay and reorder need tc netem;
+        loss and duplication fall back to iptables (statistic, TEE), a rate limit to tc tbf."""
+        if node not in self._kinds:
+            netem = self.run(node, ["sh", "-c", _NETEM_PROBE_SH, "sh", self.iface(node)], 20)[1].strip() == "netem"
+            ipt = self.iptables(node) != "route"
+            self._kinds[node] = tuple(k for k in PACKET_KINDS if netem or (k in ("loss", "duplicate") and ipt)
+                                      or k == "rate")
+        return self._kinds[node]
+
+    def packet(self, node: str, *, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0,
+               duplicate_pct: float = 0, reorder_pct: float = 0, rate_kbit: float = 0) -> None:
+        """Delays, reorders, drops, duplicates or rate-limits the node's outbound packets (inbound, for
+        loss without netem); all zeros restores the link. A kind the kernel cannot do (packet_kinds)
+        raises a ClusterError before anything changes."""
+        wanted = {"delay": delay_ms or jitter_ms, "reorder": reorder_pct, "loss": loss_pct,
+                  "duplicate": duplicate_pct, "rate": rate_kbit}
+        missing = [k for k, v in wanted.items() if v and k not in self.packet_kinds(node)]
+        if missing:
+            raise ClusterError(f"{node}: {', '.join(missing)} needs tc netem, which this kernel lacks "
+                               "(CONFIG_NET_SCH_NETEM); it can do " + ", ".join(self.packet_kinds(node)))
+        ipt, dev = self.iptables(node), self.iface(node)
+        self.run(node, ["sh", "-c", _CLEAR_PACKET_SH, "sh", ipt, dev], 30, step="clear packet faults")
+        if not any(wanted.values()):
+            self._netem.discard(node)
+            return
+        self._netem.add(node)
+        if "delay" in self.packet_kinds(node):  # the kernel has netem: one qdisc does it all
+            argv = ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", f"{float(delay_ms):.3f}ms"]
+            argv += [f"{float(jitter_ms):.3f}ms"] if jitter_ms else []
+            argv += ["loss", f"{float(loss_pct):.3f}%"] if loss_pct else []
+            argv += ["duplicate", f"{float(duplicate_pct):.3f}%"] if duplicate_pct else []
+            argv += ["reorder", f"{float(reorder_pct):.3f}%", "50%"] if reorder_pct else []
+            argv += ["rate", f"{int(rate_kbit)}kbit"] if rate_kbit else []
+            self.run(node, argv, 20, step="tc netem")
+            return
+        if loss_pct:
+            self.run(node, ["sh", "-c", _LOSS_SH, "sh", ipt, dev, f"{min(float(loss_pct), 100) / 100:.4f}"], 20,
+                     step="iptables statistic loss")
+        if duplicate_pct:
+            peers = sorted(check_ip(i.address) for n, i in self.info.items() if n != node and i.address)
+            self.run(node, ["sh", "-c", _DUP_SH, "sh", ipt, f"{min(float(duplicate_pct), 100) / 100:.4f}", *peers],
+                     20, step="iptables TEE duplication")
+        if rate_kbit:
+            self.run(node, ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{int(rate_kbit)}kbit",
+                            "burst", "32kbit", "latency", "400ms"], 20, step="tc tbf rate limit")
 
     # ------------------------------------------------------------------ helpers
     def _parallel(self, fn, items: list, workers: int = 8) -> list:

@@ -74,7 +74,18 @@ def faketime_lib() -> str | None:
     return None
 
 
-def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: str | None, cwd: str | None) -> int:
+def _as_user(user: str | None) -> dict[str, object]:
+    """Popen arguments that drop to `user` (its uid, primary gid and groups) just before exec."""
+    if not user:
+        return {}
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": os.getgrouplist(user, entry.pw_gid)}
+
+
+def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: str | None, cwd: str | None,
+          user: str | None = None) -> int:
     if read_pid(d, name) is not None:
         print(f"{name}: already running")
         return 0
@@ -98,8 +109,8 @@ def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: st
     log.flush()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=full_env,
-                                cwd=cwd, start_new_session=True, close_fds=True)
-    except OSError as exc:
+                                cwd=cwd, start_new_session=True, close_fds=True, **_as_user(user))  # type: ignore[arg-type]
+    except (OSError, KeyError) as exc:
         print(f"{name}: cannot start {argv[0]}: {exc}", file=sys.stderr)
         return 4
     finally:
@@ -110,12 +121,23 @@ def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: st
     deadline = time.monotonic() + 0.4
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = (d / "logs" / f"{name}.log").read_text(errors="replace").splitlines()[-10:]
-            print(f"{name}: exited at once with {proc.returncode}:\n" + "\n".join(tail), file=sys.stderr)
+            print(f"{name}: exited at once with {proc.returncode}:\n" + "\n".join(_this_start(d, name)),
+                  file=sys.stderr)
             return 5
         time.sleep(0.05)
     print(f"{name}: started pid {proc.pid}")
     return 0
+
+
+def _this_start(d: Path, name: str, head: int = 5, tail: int = 10) -> list[str]:
+    """What the process wrote since its last start: the first lines (where a bad flag or a missing file is
+    usually named, before any usage text) and the last ones."""
+    lines = (d / "logs" / f"{name}.log").read_text(errors="replace").splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("--- ") and " start " in ln]
+    lines = lines[starts[-1] + 1:] if starts else lines
+    if len(lines) <= head + tail:
+        return lines
+    return [*lines[:head], f"... ({len(lines) - head - tail} lines)", *lines[-tail:]]
 
 
 def _signal(d: Path, name: str, sig: int) -> int | None:
@@ -165,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prepare", metavar="JSON_ARGV", help="start: run this command first (JSON list), once")
     p.add_argument("--prepare-unless", metavar="PATH", help="start: skip --prepare when PATH exists")
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop")
+    p.add_argument("--user", help="start: run the command as this user")
     p.epilog = "start: the command to run follows `--`"
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd: list[str] = []
@@ -194,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: prepare step failed ({prep.returncode}): {(prep.stderr or prep.stdout).strip()}",
                       file=sys.stderr)
                 return 9
-        return start(a.dir, name, a.argv, env, a.faketime, a.cwd)
+        return start(a.dir, name, a.argv, env, a.faketime, a.cwd, a.user)
     if a.action == "stop":
         return stop(a.dir, name, a.grace)
     if a.action == "kill":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -29,18 +30,29 @@ class CutShort(Exception):
     """Raised inside the interpreter when the run must stop early; the message says why."""
 
 
+# Every signal that asks a run to stop: Ctrl-C, `kill`/`timeout`/`docker stop`/systemd/CI cancellation, a
+# closed terminal. All three lead to the same orderly stop.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @dataclass
 class Interrupts:
-    """Counts Ctrl-C: the first asks for a clean stop, the second for an immediate one."""
+    """Counts stop signals (SIGINT, SIGTERM, SIGHUP alike): the first asks for a clean stop, the second for
+    an immediate one that still heals and tears down, the third gives up healing. Only inside a region
+    marked `interruptible` (a checker's search) does the third raise KeyboardInterrupt; elsewhere the
+    runner reads the count between steps, so no step is cut in the middle."""
 
     count: int = 0
     event: threading.Event = field(default_factory=threading.Event)
+    last: str = ""
+    interruptible: bool = False
 
     def handler(self, signum: int, frame: Any) -> None:
         self.count += 1
+        self.last = signal.Signals(signum).name
         self.event.set()
-        if self.count >= 3:
-            raise KeyboardInterrupt  # a third Ctrl-C while healing: the user insists
+        if self.count >= 3 and self.interruptible:
+            raise KeyboardInterrupt
 
     @property
     def stop(self) -> bool:
@@ -49,6 +61,13 @@ class Interrupts:
     @property
     def abort(self) -> bool:
         return self.count >= 2
+
+    @property
+    def give_up(self) -> bool:
+        return self.count >= 3
+
+    def why(self) -> str:
+        return f"interrupted ({self.last or 'SIGINT'}{f' x{self.count}' if self.count > 1 else ''})"
 
 
 class Worker(threading.Thread):
@@ -138,7 +157,7 @@ class Interpreter:
         deadline = time.monotonic() + hard_limit_s
         while True:
             if self.interrupts.stop:
-                raise CutShort("interrupted (Ctrl-C)")
+                raise CutShort(self.interrupts.why())
             if self.crash:
                 raise CutShort(self.crash)
             if time.monotonic() > deadline:

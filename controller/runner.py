@@ -6,10 +6,11 @@ Lifecycle: cluster up (or reuse) -> nemesis and client setup -> workers open cli
 period -> the workload's final phase (e.g. final reads) -> clients closed -> node logs collected ->
 checkers -> results, plots and report in the store.
 
-Whatever happens after the cluster is up (Ctrl-C, a crashed client, a crashed nemesis, a bug in a
-generator), the `finally` path heals the cluster, keeps the history written so far, checks what it has
-and marks the run as cut short. A second Ctrl-C abandons outstanding operations and the final phase and
-skips the checkers, but still heals.
+Whatever happens after the cluster is up (a stop signal, a crashed client, a crashed nemesis, a bug in a
+generator), the `finally` path lets the fault in flight finish, heals the cluster, keeps the history
+written so far, checks what it has and marks the run as cut short. SIGINT, SIGTERM and SIGHUP count
+alike: a second one abandons outstanding operations and the final phase and skips the checkers, but still
+heals and tears down; a third gives up healing, and results.json names what was not healed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from faultline import gen
 from faultline.controller.analysis import check, write_outputs
-from faultline.controller.interpreter import CutShort, Interpreter, Interrupts, Worker
+from faultline.controller.interpreter import STOP_SIGNALS, CutShort, Interpreter, Interrupts, Worker
 from faultline.controller.recorder import Recorder
 from faultline.core import Run, TestSpec
 from faultline.gen import NEMESIS, Context
@@ -108,9 +109,9 @@ def run_test(
     `run_dir` a results.store.RunDir (or None for a dry in-memory run)."""
     spec, backend = test.spec, test.backend
     interrupts = Interrupts()
-    old_handler = None
+    old_handlers: dict[int, Any] = {}
     if install_signals and threading.current_thread() is threading.main_thread():
-        old_handler = signal.signal(signal.SIGINT, interrupts.handler)
+        old_handlers = {sig: signal.signal(sig, interrupts.handler) for sig in STOP_SIGNALS}
     history_path = run_dir.history_path if run_dir is not None else None
     recorder = Recorder(history_path)
     test.recorder = recorder
@@ -133,9 +134,10 @@ def run_test(
             backend.up(spec.cluster_spec)
         cluster_up = True
         _phase(progress, "setup")
+        setup_db(test)
         nemesis = nemesis.setup(test) or nemesis
         nemesis_ready = True
-        client_proto = workload.client
+        client_proto = client_for(test, workload)
         client_proto.setup(test)
         nodes = test.db.client_nodes(test)
 
@@ -187,16 +189,11 @@ def run_test(
         log.error("run failed: %s", traceback.format_exc())
         if isinstance(exc, KeyboardInterrupt):
             interrupts.count = max(interrupts.count, 2)
+            cut_short = interrupts.why()
     finally:
         _phase(progress, "healing")
-        if interp is not None and not interrupts.abort:
-            interp.drain(spec.op_timeout_s + 5)
-        if nemesis_ready:
-            _guard("nemesis heal", lambda: nemesis.heal(test))
-        if cluster_up:
-            _guard("network heal", backend.heal_network)
-        for w in workers.values():
-            w.inbox.put(None)
+        not_healed = _stop_and_heal(test, nemesis if nemesis_ready else None, interp, workers, interrupts,
+                                    cluster_up)
         if not interrupts.abort:
             for c in clients.values():
                 _guard("client close", c.close)
@@ -209,10 +206,11 @@ def run_test(
             cut_short = interp.crash
         if cluster_up and run_dir is not None and not interrupts.abort:
             _collect_logs(backend, run_dir)
-        if interrupts.abort:
-            results = {"valid": "unknown", "skipped": "aborted with a second Ctrl-C; run `faultline analyze`"}
-        else:
-            results = check(spec, workload, recorder.ops)
+        results = _check_unless_aborted(spec, workload, recorder.ops, interrupts)
+        if interrupts.stop and (cut_short is None or cut_short.startswith("interrupted")):
+            cut_short = interrupts.why()  # with the count of signals, not only the first
+        if not_healed:
+            results["not_healed"] = not_healed
         if cut_short:
             # The verdict stands for the history that was recorded; `cut_short` says it is partial.
             results["cut_short"] = cut_short
@@ -225,11 +223,115 @@ def run_test(
         if cluster_up and not spec.leave_cluster_running and not spec.reuse_cluster:
             _guard("cluster down", backend.down)
     finally:
-        if old_handler is not None:
-            signal.signal(signal.SIGINT, old_handler)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
         _detach_log(log_handler)
     return Outcome(results.get("valid", "unknown"), results, getattr(run_dir, "path", None), cut_short,
                    len(recorder.ops))
+
+
+def _stop_and_heal(test: Run, nemesis: Any, interp: Interpreter | None, workers: dict[Any, Worker],
+                   interrupts: Interrupts, cluster_up: bool) -> list[str]:
+    """Stops the workers, lets the fault in flight finish, then heals; returns the heal steps skipped.
+
+    The heal must come after the last fault: a pause or a strobe still being applied when the heal runs
+    would land after it. So the nemesis worker is told to stop and joined first (bounded; not at all once
+    the user gives up); if it is still busy, the heal runs anyway and runs again when the fault
+    completes. Every heal is idempotent. After a third stop signal the remaining steps are skipped and
+    named, so the run says what was not healed."""
+    spec = test.spec
+    if interp is not None and not interrupts.abort:
+        interp.drain(spec.op_timeout_s + 5)
+    for w in workers.values():
+        w.inbox.put(None)
+    fault_worker = workers.get(NEMESIS)
+    _join(fault_worker, 10.0 if interrupts.abort else spec.op_timeout_s + 60, interrupts)
+    skipped: list[str] = []
+
+    def heal_all() -> None:
+        if nemesis is not None:
+            _step("nemesis heal", lambda: nemesis.heal(test), interrupts, skipped)
+        if cluster_up:
+            _step("network heal", test.backend.heal_network, interrupts, skipped)
+
+    heal_all()
+    if fault_worker is not None and fault_worker.is_alive():
+        log.warning("a fault was still being applied at the heal; healing again once it completes")
+        _join(fault_worker, 120.0, interrupts)
+        if not fault_worker.is_alive():
+            skipped.clear()
+            heal_all()
+        else:
+            skipped.append("a fault still being applied after the heal")
+    return skipped
+
+
+def _join(worker: Worker | None, timeout_s: float, interrupts: Interrupts) -> None:
+    """Waits for a worker thread to finish, bounded, and not once the user gives up."""
+    if worker is None or not worker.is_alive():
+        return
+    deadline = time.monotonic() + timeout_s
+    while worker.is_alive() and time.monotonic() < deadline and not interrupts.give_up:
+        worker.join(0.1)
+
+
+def _step(what: str, fn: Callable[[], Any], interrupts: Interrupts, skipped: list[str]) -> None:
+    """One heal step: skipped (and named) once the user gave up, never left half-raised."""
+    if interrupts.give_up:
+        skipped.append(what)
+        return
+    try:
+        fn()
+    except BaseException as exc:
+        log.error("%s failed: %s", what, traceback.format_exc())
+        print(f"faultline run: warning: {what} failed: {exc}", flush=True)
+        skipped.append(what)
+
+
+def _check_unless_aborted(spec: TestSpec, workload: Workload, ops: list[Op], interrupts: Interrupts) -> dict[str, Any]:
+    """The checkers' verdict; after a second stop signal none is computed (`faultline analyze` can), and a
+    third one during the check stops it."""
+    if interrupts.abort:
+        return {"valid": "unknown", "skipped": f"{interrupts.why()}: checking skipped; run `faultline analyze`"}
+    interrupts.interruptible = True
+    try:
+        return check(spec, workload, ops)
+    except KeyboardInterrupt:
+        return {"valid": "unknown", "skipped": f"{interrupts.why()}: checking stopped; run `faultline analyze`"}
+    finally:
+        interrupts.interruptible = False
+
+
+def setup_db(test: Run) -> None:
+    """The DB's setup on every node at once (each waits until its node serves); every failure is named."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    nodes = list(test.backend.nodes())
+    if not nodes:
+        return
+    errors: list[str] = []
+
+    def one(node: str) -> None:
+        try:
+            test.db.setup(test, node)
+        except Exception as exc:
+            errors.append(str(exc))
+
+    with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
+        list(pool.map(one, nodes))
+    if errors:
+        raise DBSetupFailed("\n".join(sorted(errors)))
+
+
+class DBSetupFailed(RuntimeError):
+    """The DB did not come up on some node; the message holds each node's error and log tail."""
+
+
+def client_for(test: Run, workload: Workload) -> Any:
+    """The DB's client for the workload, else the workload's bundled client (the store's client API)."""
+    own = getattr(test.db, "client", None)
+    client = own(test.spec.workload) if callable(own) else None
+    return client if client is not None else workload.client
 
 
 def _collect_logs(backend: Any, run_dir: Any) -> None:
@@ -260,7 +362,7 @@ def _sleep_interruptibly(seconds: float, interrupts: Interrupts) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if interrupts.stop:
-            raise CutShort("interrupted (Ctrl-C)")
+            raise CutShort(interrupts.why())
         interrupts.event.wait(min(0.1, max(0.0, deadline - time.monotonic())))
 
 

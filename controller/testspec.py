@@ -5,6 +5,7 @@ the cluster backend, the client factory). test.json holds exactly `TestSpec.to_j
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import secrets
@@ -29,6 +30,33 @@ def split_list(value: str | Sequence[str] | None) -> list[str]:
         return []
     items = value.split(",") if isinstance(value, str) else [x for v in value for x in str(v).split(",")]
     return [i.strip() for i in items if i.strip()]
+
+
+def parse_db_opts(raw: Any) -> dict[str, Any]:
+    """`--db-opt KEY=VALUE` (repeatable) or a campaign's `db_opts` table, as plain data: numbers become
+    numbers, everything else stays text."""
+    if raw is None:
+        return {}
+    if isinstance(raw, Mapping):
+        items = list(raw.items())
+    else:
+        items = []
+        for item in ([raw] if isinstance(raw, str) else raw):
+            key, sep, value = str(item).partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"--db-opt {item!r}: use KEY=VALUE")
+            items.append((key.strip(), value.strip()))
+    out: dict[str, Any] = {}
+    for key, value in items:
+        if not re.match(r"^[a-z][a-z0-9_]{0,40}$", str(key)):
+            raise UsageError(f"DB option {key!r}: use lowercase letters, digits and '_'")
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = int(value)
+        if not isinstance(value, (str, int, float, bool)):
+            raise UsageError(f"DB option {key}: a number or text, not {value!r}")
+        out[str(key)] = value
+    return out
 
 
 def chosen_db(name: str | None) -> DB:
@@ -65,7 +93,14 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
                          f"{', '.join(sorted(db.workloads))}")
     unsupported = [n for n in nemeses if db.nemeses is not None and n != "none" and n not in db.nemeses]
     if unsupported:
-        raise UsageError(f"the {db.name} DB does not support nemesis {', '.join(unsupported)}")
+        notes = getattr(db, "nemesis_notes", {}) or {}
+        why = notes.get(unsupported[0])
+        raise UsageError(f"the {db.name} DB does not support nemesis {', '.join(unsupported)}"
+                         + (f": {why}" if why else "")
+                         + f"; it supports {', '.join(sorted(db.nemeses))} (docs/your-own-db.md lists them per DB)")
+    if bugs and db_name != DEFAULT_DB:
+        raise UsageError(f"--inject-bug turns on bugs of the bundled store; the {db.name} DB has none")
+    db_opts = parse_db_opts(opts.get("db_opt"))
     cluster = str(opts.get("cluster") or "docker")
     if cluster not in CLUSTERS + TEST_ONLY_CLUSTERS:
         raise _choices("cluster", cluster, list(CLUSTERS))
@@ -89,10 +124,10 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
     test_count = positive("test_count", 1, integer=True)
     rate = positive("rate", 1.0) if opts.get("rate") is not None else None
     op_timeout = positive("op_timeout", 5.0)
+    if db_name == DEFAULT_DB and tservers < 3:
+        raise UsageError("--tservers must be at least 3 (tablets are replicated three ways)")
     if "master-migrate" in nemeses and masters != 1:
         raise UsageError("--nemesis master-migrate starts from one master: use --masters 1")
-    if tservers < 3:
-        raise UsageError("--tservers must be at least 3 (tablets are replicated three ways)")
     seed = opts.get("seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -110,7 +145,8 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
     if cluster == "ssh" and not opts.get("nodes"):
         raise UsageError("--cluster ssh needs --nodes HOSTS_FILE (see docs/cluster.md for its format)")
     try:
-        cluster_spec = db.cluster_spec(cluster_name, {"masters": masters, "tservers": tservers, "bugs": bugs})
+        cluster_spec = db.cluster_spec(cluster_name, {"masters": masters, "tservers": tservers, "bugs": bugs,
+                                                      "clock": "clock" in nemeses, **db_opts})
     except ValueError as exc:
         raise UsageError(f"{db.name} cluster: {exc}") from None
     quiet = opts.get("quiet_period")
@@ -134,6 +170,7 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         leave_cluster_running=bool(opts.get("leave_cluster_running")),
         reuse_cluster=bool(opts.get("reuse_cluster")),
         workload_opts={"concurrency": concurrency, **({"rate": rate} if rate else {})},
+        db_opts=db_opts,
         hosts_file=str(opts["nodes"]) if opts.get("nodes") else None,
         cluster_spec=cluster_spec.to_mapping(),
     )

@@ -42,6 +42,7 @@ class TestSpec:
     leave_cluster_running: bool = False
     reuse_cluster: bool = False
     workload_opts: Mapping[str, Any] = field(default_factory=dict)
+    db_opts: Mapping[str, Any] = field(default_factory=dict)   # the DB's own options (--db-opt K=V)
     hosts_file: str | None = None
     cluster_spec: Mapping[str, Any] = field(default_factory=dict)
     # set when a run starts (`stamped`): when, and the tag that names this run's tables

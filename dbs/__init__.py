@@ -12,6 +12,9 @@ DEFAULT = "store"
 # imported only when it is chosen.
 REGISTRY: dict[str, str] = {
     "store": "faultline.dbs.store:StoreDB",
+    "etcd": "faultline.dbs.etcd:EtcdDB",
+    "redis-sentinel": "faultline.dbs.redis:RedisSentinelDB",
+    "postgres": "faultline.dbs.postgres:PostgresDB",
 }
 
 
@@ -34,7 +37,9 @@ def get_db(spec: str | None = None) -> DB:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UnknownDB(f"DB {spec!r}: cannot import {module_name} ({exc})") from None
+        raise UnknownDB(f"DB {spec!r}: cannot import module {module_name} ({exc})") from None
+    except Exception as exc:  # the user's module raised while importing: name it, no traceback
+        raise UnknownDB(f"DB {spec!r}: importing module {module_name} failed: {type(exc).__name__}: {exc}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:

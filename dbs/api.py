@@ -4,6 +4,9 @@ After Jepsen's db protocol. The cluster layer brings hosts up and runs whatever 
 them (plain data: roles, their processes, the Debian and Python packages they need); everything else a
 run asks of the system goes through these methods. `test` is the run's test (its plain fields and its
 live handles: `test.backend` is the cluster backend); `node` is a node name of that cluster.
+
+dbs/base.py's ProcessDB implements everything but `cluster_spec`, `ready` and `client` for a DB whose
+nodes each run one process; docs/your-own-db.md walks through a DB written by a user.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ class DB(Protocol):
     # what the DB has a client for and which faults it can take (validated before anything starts)
     workloads: frozenset[str]
     nemeses: frozenset[str] | None  # None: every nemesis
+    # why a nemesis is not supported, for the error a user sees ("clock": "etcd is a Go program ...")
+    nemesis_notes: Mapping[str, str]
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         """The hosts by role, the process each runs and the packages they need, for the test options
@@ -33,7 +38,9 @@ class DB(Protocol):
         ...
 
     def setup(self, test: Run, node: str) -> None:
-        """Once the cluster is up: anything beyond starting the role's process."""
+        """Once the cluster is up, on every node at once: anything beyond starting the role's process, then
+        wait until the node serves. Raise dbs.base.DBStartError (with the tail of its log) when it never
+        does: the run stops there, and the cluster is torn down."""
         ...
 
     def teardown(self, test: Run, node: str) -> None: ...
@@ -60,4 +67,9 @@ class DB(Protocol):
 
     def connector(self, test: Run) -> Callable[[], Any]:
         """A zero-argument callable that returns a connected client library object."""
+        ...
+
+    def client(self, workload: str) -> Any:
+        """The client (workloads.api.Client) for `workload`, or None for the workload's bundled client,
+        which speaks the store's client API (get, put, cas, scan, create_table) through `connector`."""
         ...

@@ -9,6 +9,7 @@ from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
+from faultline.dbs.base import ProcessDB
 from faultline.node.tool.output import parse_master_list
 
 MASTER = "master"
@@ -38,12 +39,12 @@ def tool_argv(args: Sequence[str]) -> list[str]:
     return ["{python}", "-m", "faultline.node", "tool", *args]
 
 
-class StoreDB:
+class StoreDB(ProcessDB):
     """Faultline's own Kudu-like store (the default DB)."""
 
     name = "store"
     workloads = frozenset({"register", "set", "bank", "catalog"})
-    nemeses = None
+    nemeses = None   # every nemesis; the workloads' bundled clients (client() is None) are the store's own
     packages: tuple[str, ...] = ()
     # the node's gRPC runtime, pinned to the host's versions so the stubs generated here match
     python_packages = ("grpcio", "protobuf")
@@ -84,32 +85,15 @@ class StoreDB:
             "faketime": bool(opts.get("faketime", False))})
 
     # ------------------------------------------------------------------ the Jepsen db protocol
+    # (teardown, start, kill, pause, resume and log files are ProcessDB's: the cluster's process primitives)
     def setup(self, test: Run, node: str) -> None:
-        """Nothing beyond the role's process, which the cluster starts (formatting its data first)."""
-
-    def teardown(self, test: Run, node: str) -> None:
-        test.backend.stop(node)
-
-    def start(self, test: Run, node: str) -> None:
-        test.backend.start(node)
-
-    def kill(self, test: Run, node: str) -> None:
-        test.backend.kill(node)
-
-    def pause(self, test: Run, node: str) -> None:
-        test.backend.pause(node)
-
-    def resume(self, test: Run, node: str) -> None:
-        test.backend.resume(node)
+        """Nothing beyond the role's process, which the cluster starts (formatting its data first); the
+        workloads wait for the masters themselves."""
 
     def primaries(self, test: Run) -> list[str]:
         """The node whose master leads the catalog, as the masters report it."""
         leader = leader_master(test.backend)
         return [leader] if leader else []
-
-    def log_files(self, test: Run, node: str) -> list[str]:
-        b = test.backend
-        return [f"{b.node_dir(node)}/logs/{b.info[node].role}.log"]
 
     def client_nodes(self, test: Run) -> list[str]:
         """Clients are spread over the tablet servers (all nodes when there are none)."""

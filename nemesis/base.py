@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from faultline.core import Run
-from faultline.dbs.store import node_of_host, run_tool
+from faultline.dbs.store import StoreDB, node_of_host, run_tool
 from faultline.gen import Context
 from faultline.node.tool.output import parse_master_list, parse_table_list
 
@@ -23,6 +23,7 @@ log = logging.getLogger("faultline.nemesis")
 Op = dict[str, Any]
 
 ROLES = ("masters", "tservers", "all")
+PRIMARIES = "primaries"
 SUBSETS = ("one", "minority", "majority", "all", "leaders")
 
 
@@ -42,14 +43,40 @@ def nemesis_rng(test: Run, salt: str) -> random.Random:
     return random.Random(f"{test.spec.seed}:{salt}")
 
 
+def is_store(test: Run) -> bool:
+    """Whether the DB is the bundled store, whose masters, tablets and admin tools some nemeses drive."""
+    return isinstance(test.db, StoreDB) or test.db is None
+
+
 def role_nodes(test: Run, role: str) -> list[str]:
-    """The live (not destroyed) nodes of a role: masters, tservers or all."""
+    """The live (not destroyed) nodes of a target: the store's masters or tservers, the DB's primaries
+    (as it reports them), or all. Another DB has no masters or tablet servers: those mean all its nodes."""
     nodes = list(backend(test).nodes())
+    if role == "primaries":
+        return sorted(set(primaries(test)) & set(nodes))
+    if not is_store(test):
+        return sorted(nodes)
     if role == "masters":
         return sorted(n for n in nodes if re.match(r"^m\d+$", n))
     if role == "tservers":
         return sorted(n for n in nodes if re.match(r"^t\d+$", n))
     return sorted(nodes)
+
+
+def targets_of(test: Run, value: Mapping[str, Any]) -> str:
+    """The op's `targets`, as the history should name them: a DB without the store's roles has only
+    `all` (and `primaries`)."""
+    targets = str(value.get("targets", "all"))
+    return "all" if targets in ("masters", "tservers") and not is_store(test) else targets
+
+
+def primaries(test: Run) -> list[str]:
+    """The nodes the DB says lead now (the store: the leader master); [] when it cannot say."""
+    try:
+        return list(test.db.primaries(test))
+    except Exception as exc:
+        log.warning("cannot ask the DB for its primaries: %s", exc)
+        return []
 
 
 def pick_subset(nodes: Sequence[str], subset: str, rng: random.Random, leaders: Sequence[str] = ()) -> list[str]:

@@ -12,17 +12,21 @@ import time
 from faultline.core import Run
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
+    PRIMARIES,
     Op,
     backend,
     bring_back,
     done,
+    is_store,
     log,
     master_leader,
     nemesis_rng,
     pick_subset,
+    primaries,
     role_nodes,
     run_tablets,
     tablet_leaders,
+    targets_of,
 )
 
 
@@ -45,21 +49,27 @@ class PartitionNemesis:
             self.active = False
             return done(op)
         v = op.get("value") or {}
-        shape, targets = v.get("shape", "one"), v.get("targets", "all")
-        nodes = role_nodes(test, targets)
+        shape, targets = v.get("shape", "one"), targets_of(test, v)
+        nodes = role_nodes(test, "all" if targets == PRIMARIES else targets)
         leader = None
         if shape == "leader":
-            # the masters' leader, or (tservers / all) the leader of a random tablet: isolating a tablet
-            # leader is what exposes stale reads from a deposed leader
-            if targets == "masters":
-                leader = master_leader(test)
-            else:
-                leader = self._tablet_leader(test) or master_leader(test)
+            leader = self._leader(test, targets)
         grudge = gr.shape(shape, nodes, self.rng, leader=leader)
         backend(test).partition(grudge)
         self.active = True
         return done(op, {"shape": shape, "targets": targets, "groups": gr.describe(grudge),
                          "grudge": gr.to_json(grudge), **({"leader": leader} if leader else {})})
+
+    def _leader(self, test: Run, targets: str) -> str | None:
+        """Whom the leader shape cuts off: a primary of the DB; in the store, the masters' leader, or
+        (tservers / all) the leader of a random tablet, since isolating a tablet leader is what exposes
+        stale reads from a deposed leader."""
+        if targets == PRIMARIES or not is_store(test):
+            found = primaries(test)
+            return self.rng.choice(sorted(found)) if found else None
+        if targets == "masters":
+            return master_leader(test)
+        return self._tablet_leader(test) or master_leader(test)
 
     def _tablet_leader(self, test: Run) -> str | None:
         """The leader of a random tablet of the workload's tables, asked of the masters directly; else,
@@ -92,6 +102,8 @@ class ProcessNemesis:
         return self
 
     def _leaders(self, test: Run, role: str) -> list[str]:
+        if not is_store(test):
+            return primaries(test)
         out = []
         if role in ("masters", "all"):
             m = master_leader(test)
@@ -107,20 +119,39 @@ class ProcessNemesis:
             revived = self._revive(test)
             return done(op, {"nodes": revived})
         v = op.get("value") or {}
-        role, subset = v.get("targets", "all"), v.get("subset", "one")
+        role, subset = targets_of(test, v), v.get("subset", "one")
         leaders = self._leaders(test, role) if subset == "leaders" else []
         victims = pick_subset(role_nodes(test, role), subset, self.rng, leaders)
-        hit = []
+        hit, skipped = [], []
         for n in victims:
             with self.lock:
                 self.affected.add(n)  # before the act: a crash in between still gets healed
-            (b.kill if self.mode == "kill" else b.pause)(n)
+            try:
+                (b.kill if self.mode == "kill" else b.pause)(n)
+            except Exception:
+                # a process another fault killed cannot be paused: leave it to that fault's restart
+                if self.mode != "pause" or b.daemon_status(n) != "stopped":
+                    raise
+                with self.lock:
+                    self.affected.discard(n)
+                skipped.append(n)
+                continue
             hit.append(n)
-        return done(op, {"targets": role, "subset": subset, "nodes": hit})
+        return done(op, {"targets": role, "subset": subset, "nodes": hit,
+                         **({"skipped_not_running": skipped} if skipped else {})})
 
     def _revive(self, test: Run) -> list[str]:
         b = backend(test)
-        return bring_back(self.affected, self.lock, b.start if self.mode == "kill" else b.resume,
+
+        def resume(n: str) -> None:
+            try:
+                b.resume(n)
+            except Exception:
+                # killed meanwhile by another fault: not paused any more, and that fault restarts it
+                if b.daemon_status(n) != "stopped":
+                    raise
+
+        return bring_back(self.affected, self.lock, b.start if self.mode == "kill" else resume,
                           "restart" if self.mode == "kill" else "resume")
 
     def heal(self, test: Run) -> None:
@@ -183,3 +214,51 @@ class ClockNemesis:
 
     def heal(self, test: Run) -> None:
         self._reset(test)
+
+
+class PacketNemesis:
+    """start-packet {subset}: one packet fault (PACKET_KINDS: delay with jitter, reordering, loss,
+    duplication or a rate limit), drawn among those the nodes' kernel can do, on one node, a minority or
+    all; stop-packet restores every link it touched. The completion names the kind and its parameters."""
+
+    fs = frozenset({"start-packet", "stop-packet"})
+    PARAMS = {
+        "delay": {"delay_ms": 50, "jitter_ms": 25},
+        "reorder": {"delay_ms": 20, "reorder_pct": 25},
+        "loss": {"loss_pct": 20},
+        "duplicate": {"duplicate_pct": 20},
+        "rate": {"rate_kbit": 512},
+    }
+
+    def __init__(self) -> None:
+        self.touched: set[str] = set()
+        self.rng = None
+        self.lock = threading.Lock()
+
+    def setup(self, test: Run) -> PacketNemesis:
+        self.rng = nemesis_rng(test, "packet")
+        return self
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        b = backend(test)
+        if op["f"] == "stop-packet":
+            return done(op, {"nodes": self._restore(test)})
+        v = op.get("value") or {}
+        victims = pick_subset(role_nodes(test, "all"), v.get("subset", "one"), self.rng)
+        if not victims:
+            return done(op, {"nodes": []})
+        kinds = [k for k in self.PARAMS if k in b.packet_kinds(victims[0])]
+        kind = self.rng.choice(kinds)
+        params = self.PARAMS[kind]
+        for n in victims:
+            with self.lock:
+                self.touched.add(n)  # before the act: a crash in between still gets restored
+            b.packet(n, **params)
+        return done(op, {"kind": kind, "params": params, "nodes": victims})
+
+    def _restore(self, test: Run) -> list[str]:
+        b = backend(test)
+        return bring_back(self.touched, self.lock, lambda n: b.packet(n), "restore the links of")
+
+    def heal(self, test: Run) -> None:
+        self._restore(test)

@@ -18,7 +18,7 @@ from faultline import gen
 from faultline.core import Run
 from faultline.nemesis import blip, elections, faults, learner, power, topology
 from faultline.nemesis.api import Nemesis, NemesisPackage
-from faultline.nemesis.base import ROLES, Op, choice_op
+from faultline.nemesis.base import PRIMARIES, ROLES, Op, choice_op
 from faultline.nemesis.grudge import SHAPES
 
 ALL_SUBSETS = ("one", "minority", "majority", "leaders")
@@ -47,9 +47,17 @@ def partition_package(shapes: Sequence[str], interval_s: float,
     return NemesisPackage(nemesis=faults.PartitionNemesis(), generator=sched, final_generator=final)
 
 
-def process_package(mode: str, interval_s: float) -> NemesisPackage:
-    sched, final = _start_stop(mode, {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS}, interval_s)
+def process_package(mode: str, interval_s: float, primaries_only: bool = False) -> NemesisPackage:
+    """Kills or pauses on a random subset of a random role, or (`primaries_only`) on the DB's primaries."""
+    choices = ({"targets": (PRIMARIES,), "subset": ("all",)} if primaries_only
+               else {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS})
+    sched, final = _start_stop(mode, choices, interval_s)
     return NemesisPackage(nemesis=faults.ProcessNemesis(mode), generator=sched, final_generator=final)
+
+
+def packet_package(interval_s: float) -> NemesisPackage:
+    sched, final = _start_stop("packet", {"subset": ("one", "minority", "all")}, interval_s)
+    return NemesisPackage(nemesis=faults.PacketNemesis(), generator=sched, final_generator=final)
 
 
 def power_loss_package(subsets: Sequence[str], interval_s: float) -> NemesisPackage:
@@ -105,8 +113,16 @@ def _entries() -> list[Entry]:
               lambda i: partition_package(["leader"], i, targets=("tservers",))),
         Entry("partition-master-leader", "the leader master cut off",
               lambda i: partition_package(["leader"], i, targets=("masters",))),
+        Entry("partition-primary", "the DB's primary cut off from every other node",
+              lambda i: partition_package(["leader"], i, targets=(PRIMARIES,))),
         Entry("kill", "SIGKILL, then restart", lambda i: process_package("kill", i)),
         Entry("pause", "SIGSTOP, then SIGCONT", lambda i: process_package("pause", i)),
+        Entry("kill-primary", "the DB's primary SIGKILLed, then restarted",
+              lambda i: process_package("kill", i, primaries_only=True)),
+        Entry("pause-primary", "the DB's primary SIGSTOPped, then SIGCONTed",
+              lambda i: process_package("pause", i, primaries_only=True)),
+        Entry("packet", "delay, reordering, loss, duplication or a rate limit on some nodes' links",
+              packet_package),
         Entry("clock", "clock bumps and strobes", clock_package),
         Entry("membership", "replica adds, removals, moves and leader step-downs",
               lambda i: one_shot_package(topology.MembershipNemesis(), "membership", i / 2, _membership_value)),

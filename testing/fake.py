@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from faultline.cluster.base import ClusterSpec, fill_template
+from faultline.cluster.base import PACKET_KINDS, ClusterSpec, fill_template
 from faultline.core import Run, TestSpec
 from faultline.dbs.store import MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, StoreDB, master_dns
 from faultline.node.client import (
@@ -124,12 +124,15 @@ class FakeBackend:
         self.grudge: dict[str, set[str]] = {}
         self.clock: dict[str, float] = {}
         self.netems: dict[str, tuple[float, float, float]] = {}
+        self.packets: dict[str, dict[str, float]] = {}
         self.files: dict[tuple[str, str], bytes] = {}
         self.events: list[tuple[str, str]] = []
         self.tables: dict[str, dict[str, Any]] = {}
         self.history_of: dict[tuple[str, Any], list[Any]] = {}
         self.is_up = False
         self.heal_delay_s = float(os.environ.get("FAULTLINE_FAKE_HEAL_DELAY", "0") or 0)
+        # a pause that takes this long to land (as `docker exec` can): lets tests race the heal against it
+        self.pause_delay_s = float(os.environ.get("FAULTLINE_FAKE_PAUSE_DELAY", "0") or 0)
 
     # ------------------------------------------------------------ lifecycle
     def up(self, spec: ClusterSpec | Mapping[str, Any]) -> None:
@@ -183,6 +186,8 @@ class FakeBackend:
         return {"truncated": {}, "deleted": [], "restored": []}
 
     def pause(self, node: str) -> None:
+        if self.pause_delay_s:
+            time.sleep(self.pause_delay_s)
         self._set(node, "paused")
 
     def resume(self, node: str) -> None:
@@ -263,11 +268,24 @@ class FakeBackend:
         with self.lock:
             self.grudge = {}
             self.netems = {}
+            self.packets = {}
             self.events.append(("heal", ""))
 
     def netem(self, node: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None:
         with self.lock:
             self.netems[node] = (delay_ms, jitter_ms, loss_pct)
+
+    def packet_kinds(self, node: str) -> tuple[str, ...]:
+        return PACKET_KINDS
+
+    def packet(self, node: str, **params: float) -> None:
+        """Recorded only: the fake's links do not slow down."""
+        with self.lock:
+            if any(params.values()):
+                self.packets[node] = dict(params)
+            else:
+                self.packets.pop(node, None)
+            self.events.append(("packet", f"{node} {sorted(params.items())}"))
 
     def set_clock_offset(self, node: str, offset_s: float) -> None:
         with self.lock:
@@ -284,6 +302,7 @@ class FakeBackend:
             out = [f"grudge {sorted(self.grudge)}"] if self.grudge else []
             out += [f"{n} {s}" for n, s in self.state.items() if s not in ("running", "destroyed")]
             out += [f"clock {n} {o}" for n, o in self.clock.items() if o]
+            out += [f"packet faults on {n}" for n in self.packets]
             return out
 
     # ------------------------------------------------------------ tool output, printed by the real tools' formatters

@@ -130,6 +130,29 @@ def test_lossy_link_and_heal(cluster) -> None:
     assert reach(cluster, "t4", "t5")
 
 
+def test_packet_faults_apply_show_as_residue_and_clear_without_touching_partitions(cluster) -> None:
+    kinds = cluster.packet_kinds("t5")
+    assert {"loss", "duplicate", "rate"} <= set(kinds)
+    try:
+        cluster.partition({"t1": {"t2"}})
+        cluster.packet("t5", loss_pct=100)
+        assert not reach(cluster, "t4", "t5")
+        cluster.packet("t5", duplicate_pct=50, rate_kbit=256)  # replaces the loss
+        assert reach(cluster, "t4", "t5")
+        left = " ".join(cluster.residue())
+        assert "packet-duplication rules" in left and "tbf qdisc" in left and "packet-loss" not in left
+        cluster.packet("t5")
+        left = " ".join(cluster.residue())
+        assert "t5" not in left and "t1: partition rules" in left  # a packet fault leaves partitions alone
+        if "delay" not in kinds:
+            with pytest.raises(ClusterError, match="needs tc netem"):
+                cluster.packet("t5", delay_ms=10)
+        cluster.packet("t5", duplicate_pct=50, rate_kbit=256)
+    finally:
+        cluster.heal_network()
+    assert cluster.residue() == []
+
+
 def test_lifecycle_pause_kill_start_stop(cluster) -> None:
     n = "t4"
     cluster.pause(n)

@@ -254,7 +254,7 @@ def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: i
     lines = (run_dir / "history.jsonl").read_text().splitlines()
     assert len(lines) >= 500
     if presses == 2:
-        assert results["valid"] == "unknown" and "aborted" in results["skipped"]
+        assert results["valid"] == "unknown" and "checking skipped" in results["skipped"]
     ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(run_dir)], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert ana.returncode == 0, ana.stderr

@@ -97,3 +97,134 @@ def test_cli_refuses_an_unknown_db_in_one_line() -> None:
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 254
     assert p.stderr.strip().count("\n") == 0 and "nope.mod" in p.stderr, p.stderr
+
+
+# ---------------------------------------------------------------- the real databases' declarations
+
+REAL = ("etcd", "redis-sentinel", "postgres")
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_dbs_declare_packages_processes_and_templates_that_fill(name: str) -> None:
+    """Each real DB names its Debian packages (they go into the image tag) and a command per role whose
+    placeholders the cluster can fill for every node."""
+    from faultline.cluster.base import fill_template
+    from faultline.cluster.image import image_tag
+
+    db = get_db(name)
+    spec = db.cluster_spec("fl-x", {"clock": False})
+    assert spec.packages and spec.db == name and spec.roles
+    assert image_tag(spec.packages) != image_tag(())
+    for role in spec.roles:
+        for node in role.node_names():
+            values = {"python": "python3", "dir": f"/d/{node}", "name": node, "address": "10.0.0.2",
+                      "port": str(role.port), "advertise": f"10.0.0.2:{role.port}"}
+            for template in (role.argv, role.prepare):
+                filled = fill_template(template, values, lambda r: [f"{n}:1" for n in spec.role(r).node_names()])
+                assert not any("{" in part and "}" in part and "{dir}" in part for part in filled)
+
+
+def test_the_run_refuses_what_a_real_db_cannot_do_before_anything_starts() -> None:
+    with pytest.raises(UsageError, match="etcd is a Go program"):
+        testspec.build_test({"db": "etcd", "workload": "register", "nemesis": "clock"})
+    with pytest.raises(UsageError, match="only the store has one"):
+        testspec.build_test({"db": "redis-sentinel", "workload": "set", "nemesis": "power-loss"})
+    with pytest.raises(UsageError, match="no client for workload 'bank'"):
+        testspec.build_test({"db": "postgres", "workload": "bank"})
+    with pytest.raises(UsageError, match="no peers"):
+        testspec.build_test({"db": "postgres", "workload": "register", "nemesis": "partition"})
+    with pytest.raises(UsageError, match="bugs of the bundled store"):
+        testspec.build_test({"db": "etcd", "workload": "register", "inject_bug": "no-fsync"})
+    with pytest.raises(UsageError, match="members must be 1, 3, 5 or 7"):
+        testspec.build_test({"db": "etcd", "workload": "register", "db_opt": ["members=4"]})
+    five = testspec.build_test({"db": "etcd", "workload": "register", "db_opt": ["members=5"]})
+    assert five.db_opts == {"members": 5} and five.cluster_spec["roles"][0]["count"] == 5
+    with pytest.raises(UsageError, match=r"libfaketime 0\.9\.10 aborts redis-server"):
+        testspec.build_test({"db": "redis-sentinel", "workload": "set", "nemesis": "clock"})
+    # clock faults reach postgres through libfaketime: its node preloads it only then, as the postgres user
+    clocked = testspec.build_test({"db": "postgres", "workload": "register", "nemesis": "clock"}).cluster_spec
+    assert clocked["faketime"] and clocked["roles"][0]["user"] == "postgres"
+    assert not testspec.build_test({"db": "postgres", "workload": "set"}).cluster_spec["faketime"]
+
+
+@pytest.mark.parametrize("raw", [["nokey"], ["=1"], ["Bad-Key=1"]])
+def test_db_options_are_key_value(raw: list[str]) -> None:
+    with pytest.raises(UsageError):
+        testspec.parse_db_opts(raw)
+
+
+def test_a_user_db_module_that_fails_to_import_is_named(tmp_path: Path) -> None:
+    (tmp_path / "crashing_db.py").write_text("raise RuntimeError('boom at import')\n")
+    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "crashing_db:DB"],
+                       capture_output=True, text=True, timeout=120, env={**__import__("os").environ,
+                                                                         "PYTHONPATH": str(tmp_path)})
+    assert p.returncode == 254, p.stderr
+    assert "crashing_db" in p.stderr and "boom at import" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_unknown_db_lists_the_registered_ones() -> None:
+    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "mongo"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 254
+    assert all(n in p.stderr for n in ("store", *REAL)), p.stderr
+
+
+def test_a_db_setup_failure_stops_the_run_with_the_nodes_log(tmp_path: Path) -> None:
+    """A DB whose node never serves: the run is cut short at setup with the node's log tail, healed, checked
+    (nothing to check: unknown) and the cluster torn down."""
+    from faultline.dbs.base import DBStartError
+
+    class NeverReady(StoreDB):
+        def setup(self, test: Any, node: str) -> None:
+            raise DBStartError(f"store on {node} did not become ready: last lines of its log: kaboom")
+
+    test = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": "register", "time_limit": 0.5,
+                                               "seed": 3, "quiet_period": 0}))
+    backend = FakeBackend(seed=3)
+    run = testspec.start_run(test, backend)
+    run.db = NeverReady()
+    out = run_test(run, get_workload("register", test.workload_opts), compose(["none"], 1), None,
+                   install_signals=False)
+    assert out.valid == "unknown" and "DBSetupFailed" in str(out.cut_short) and "kaboom" in str(out.cut_short)
+    assert out.ops == 0 and backend.events[-1] == ("down", "") and not backend.is_up
+
+
+def test_primary_targeted_faults_ask_the_db() -> None:
+    """kill-primary and partition-primary hit exactly the nodes the DB names as its primaries."""
+    from faultline.nemesis.faults import PartitionNemesis, ProcessNemesis
+    from faultline.testing.fake import fake_run
+
+    run = fake_run()
+    run.backend.up(run.spec.cluster_spec or __import__("faultline.testing.fake", fromlist=["x"]).store_spec())
+
+    class Primaried(StoreDB):
+        def primaries(self, test: Any) -> list[str]:
+            return ["t2"]
+
+    run.db = Primaried()
+    kill = ProcessNemesis("kill").setup(run)
+    done = kill.invoke(run, {"f": "start-kill", "value": {"targets": "primaries", "subset": "all"}})
+    assert done["value"]["nodes"] == ["t2"] and run.backend.daemon_status("t2") == "stopped"
+    kill.heal(run)
+    assert run.backend.daemon_status("t2") == "running"
+    part = PartitionNemesis().setup(run)
+    done = part.invoke(run, {"f": "start-partition", "value": {"shape": "leader", "targets": "primaries"}})
+    assert done["value"]["leader"] == "t2" and ["t2"] in done["value"]["groups"]
+
+
+def test_packet_faults_draw_among_what_the_kernel_can_do_and_are_restored() -> None:
+    from faultline.nemesis.faults import PacketNemesis
+    from faultline.testing.fake import fake_run, store_spec
+
+    run = fake_run()
+    run.backend.up(store_spec())
+    run.backend.packet_kinds = lambda node: ("loss", "duplicate", "rate")  # a kernel without netem
+    nem = PacketNemesis().setup(run)
+    kinds = set()
+    for _ in range(12):
+        done = nem.invoke(run, {"f": "start-packet", "value": {"subset": "minority"}})
+        kinds.add(done["value"]["kind"])
+        assert done["value"]["nodes"] and set(run.backend.packets) == set(done["value"]["nodes"])
+        nem.invoke(run, {"f": "stop-packet", "value": None})
+        assert run.backend.packets == {} and run.backend.residue() == []
+    assert kinds <= {"loss", "duplicate", "rate"} and len(kinds) >= 2

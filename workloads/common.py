@@ -1,8 +1,5 @@
-"""What every workload client shares: connecting through the test, and turning errors into completions.
-
-The rule (Jepsen's): an error on an operation that cannot change state (a read) is a `fail`; an error on
-a write is `info` (indeterminate) unless the error proves the write did not happen. Only errors that
-say so explicitly (a `definite` attribute, or the node client's not-found / already-present errors) are
+"""What the workloads' bundled clients (the store's) share: connecting through the test, and turning errors
+into completions by faultline.core.ops's rule. Only errors that say so explicitly (a `definite` attribute, or the node client's not-found / already-present errors) are
 definite; anything unknown on a write is `info`, because calling a maybe-applied write `fail` makes the
 checkers report anomalies that did not happen.
 """
@@ -12,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from faultline.core import Run
+from faultline.core import Run, ops
 
 Op = dict[str, Any]
 
@@ -41,15 +38,10 @@ def is_definite(exc: BaseException) -> bool:
     return isinstance(exc, definite) or bool(getattr(exc, "definite", False))
 
 
-def error_text(exc: BaseException) -> str:
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {msg}"[:200] if msg else type(exc).__name__
-
-
 def completion(op: Op, exc: BaseException, *, read_only: bool) -> Op:
-    """The completion of `op` that failed with `exc`."""
-    kind = "fail" if read_only or is_definite(exc) else "info"
-    return {**op, "type": kind, "error": error_text(exc)}
+    """The completion of `op` that failed with `exc` (faultline.core.ops's rule, with the node client's
+    definite errors)."""
+    return ops.completion(op, exc, read_only=read_only, definite=is_definite(exc))
 
 
 def run_name(test: Run, name: str) -> str:

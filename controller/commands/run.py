@@ -12,8 +12,10 @@ DESCRIPTION = (
     "Brings up a cluster (or reuses one), drives concurrent clients with the chosen workload while the "
     "nemesis injects faults, heals everything, runs the final reads, then checks the history. The run is "
     "stored under STORE/<test-name>/<time>/ (test.json, history.jsonl, results.json, plots, report). "
-    "Ctrl-C stops cleanly (heals, keeps the history, checks what it has); a second Ctrl-C stops at once "
-    "but still heals. Exit codes: 0 valid, 1 invalid, 2 unknown or cut short, 254 bad options, 255 crash."
+    "Ctrl-C, SIGTERM or SIGHUP stops cleanly (lets the fault in flight land, heals, keeps the history, "
+    "checks what it has); a second one skips the checks but still heals and tears down; a third gives up "
+    "healing and results.json names what was not healed. "
+    "Exit codes: 0 valid, 1 invalid, 2 unknown or cut short, 254 bad options, 255 crash."
 )
 
 
@@ -33,8 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=str, default=None, metavar="S", help="length of the main phase (default 60)")
     p.add_argument("--concurrency", "-c", type=str, default=None, metavar="N", help="client workers (default 10)")
     p.add_argument("--db", default=None, metavar="NAME",
-                   help="the DB under test: a registered name (default store, the bundled Kudu-like store) "
-                        "or package.module:Attribute for your own (docs/architecture.md, the DB seam)")
+                   help="the DB under test: store (default, the bundled Kudu-like store), etcd, redis-sentinel, "
+                        "postgres, or package.module:Attribute for your own (docs/your-own-db.md)")
+    p.add_argument("--db-opt", action="append", default=None, metavar="KEY=VALUE",
+                   help="an option of the DB (repeatable), e.g. members=5 for etcd (docs/your-own-db.md)")
     p.add_argument("--cluster", default="docker", metavar="KIND",
                    help="where the nodes run: docker (default), local (network namespaces, root) or ssh")
     p.add_argument("--cluster-name", default=None, metavar="NAME", help="name of the cluster (default: a fresh fl-XXXXXX per run; faultline with --reuse-cluster)")

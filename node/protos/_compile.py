@@ -1,4 +1,5 @@
-"""Compile the .proto files beside this module into Python gRPC stubs.
+"""Compile the project's .proto files (the node's, and the gRPC APIs of DBs the harness talks to, in
+dbs/protos) into Python gRPC stubs.
 
 Used by the package build (setup.py) and, for source checkouts and editable
 installs, on import of `faultline.node.protos` when a stub is missing or older
@@ -18,12 +19,18 @@ from pathlib import Path
 PROTO_DIR = Path(__file__).resolve().parent
 ROOT = PROTO_DIR.parent.parent
 PACKAGE = "faultline"
+# folders (relative to the package root) whose *.proto files are compiled
+PROTO_DIRS = ("node/protos", "dbs/protos")
+
+
+def _protos(root: Path) -> list[Path]:
+    return [p for d in PROTO_DIRS for p in sorted((root / d).glob("*.proto"))]
 
 
 def stale_protos(root: Path = ROOT) -> list[Path]:
     """The .proto files whose generated stubs are missing or older than the source."""
     out = []
-    for proto in sorted((root / "node" / "protos").glob("*.proto")):
+    for proto in _protos(root):
         stem = proto.with_suffix("")
         stubs = [Path(f"{stem}_pb2.py"), Path(f"{stem}_pb2_grpc.py")]
         if any(not s.exists() or s.stat().st_mtime < proto.stat().st_mtime for s in stubs):
@@ -32,12 +39,12 @@ def stale_protos(root: Path = ROOT) -> list[Path]:
 
 
 def compile_protos(root: Path = ROOT, only_stale: bool = False) -> list[str]:
-    """Run grpc_tools.protoc over node/protos/*.proto; returns the files compiled."""
+    """Run grpc_tools.protoc over every PROTO_DIRS/*.proto; returns the files compiled."""
     import grpc_tools
     from grpc_tools import protoc
 
     root = Path(root).resolve()
-    protos = stale_protos(root) if only_stale else sorted((root / "node" / "protos").glob("*.proto"))
+    protos = stale_protos(root) if only_stale else _protos(root)
     rel = [f"{PACKAGE}/{p.relative_to(root)}" for p in protos]
     if not rel:
         return []

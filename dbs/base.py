@@ -1,0 +1,156 @@
+"""What DBs whose nodes each run one process share: the Jepsen db protocol through the cluster's process
+primitives, waiting until a node serves, and the errors their clients raise.
+
+A DB built on ProcessDB writes `cluster_spec` (its roles and their argv), `ready` (one probe of a node)
+and either a `connector` that speaks the store's client API or a `client` per workload.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from faultline.core import Run
+
+# Faults that need nothing of the DB beyond its processes and its network. Clock faults need libfaketime
+# to reach the process (a DB opts in with `clock_by_faketime`); losing unfsynced writes needs the DB's own
+# bookkeeping of what reached the disk (only the store has it).
+PROCESS_NEMESES = frozenset({
+    "none", "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
+    "partition-bridge", "partition-primary", "kill", "pause", "kill-primary", "pause-primary", "packet",
+})
+NO_POWER_LOSS = "losing unfsynced writes needs the DB's own record of what reached the disk; only the store has one"
+STORE_ONLY = "it drives the store's own admin tools (masters, tablets, Raft configurations)"
+
+
+class DBStartError(RuntimeError):
+    """A DB process that never came up or never served; the message names the node and ends with the tail
+    of its log."""
+
+
+class Definite(Exception):
+    """A client error that proves the operation did not take effect (a refused write): `fail`."""
+
+    definite = True
+
+
+class Indeterminate(Exception):
+    """A client error after which a write may or may not have taken effect: `info`."""
+
+    indeterminate = True
+
+
+def log_tail(test: Run, node: str, lines: int = 15) -> str:
+    """The last lines of the node's process log, indented, for an error message."""
+    try:
+        text = test.backend.logs(node)
+    except Exception as exc:
+        return f"    (its log could not be read: {exc})"
+    tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+    return "\n".join(f"    {ln[:300]}" for ln in tail) or "    (its log is empty)"
+
+
+def wait_ready(test: Run, node: str, probe: Callable[[], Any], what: str, timeout_s: float | None = None,
+               interval_s: float = 0.5) -> None:
+    """Polls `probe` (true when `node` serves) until the setup timeout; a process that died meanwhile
+    fails at once. Raises DBStartError with the last probe error and the tail of the node's log."""
+    timeout = float(test.spec.setup_timeout_s if timeout_s is None else timeout_s)
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while True:
+        try:
+            if probe():
+                return
+            last = "not ready yet"
+        except Exception as exc:
+            last = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        status = _status(test, node)
+        if status not in ("running", "unknown"):
+            raise DBStartError(f"{what} on {node} is {status} (it exited): {last}; the end of its log:\n"
+                               f"{log_tail(test, node)}")
+        if time.monotonic() >= deadline:
+            raise DBStartError(f"{what} on {node} did not become ready within {timeout:.0f} s: {last}; the end of "
+                               f"its log:\n{log_tail(test, node)}")
+        time.sleep(interval_s)
+
+
+def _status(test: Run, node: str) -> str:
+    try:
+        return str(test.backend.daemon_status(node))
+    except Exception:
+        return "unknown"
+
+
+class ProcessDB:
+    """The Jepsen db protocol for a DB whose nodes each run their role's process (see dbs/api.py)."""
+
+    name = ""
+    workloads: frozenset[str] = frozenset()
+    nemeses: frozenset[str] | None = PROCESS_NEMESES
+    nemesis_notes: Mapping[str, str] = {}
+    packages: tuple[str, ...] = ()
+    python_packages: tuple[str, ...] = ()
+    # redis-server and postgres read the wall clock through libc, so libfaketime moves it (dbs/*.py say
+    # which DBs set this); a Go program such as etcd reads it through the vDSO, out of libfaketime's reach
+    clock_by_faketime = False
+
+    def validate(self, opts: Mapping[str, Any]) -> None:
+        """Refuses options this DB cannot run (ValueError, one line)."""
+
+    def ready(self, test: Run, node: str) -> bool:
+        """One probe: does `node` serve? (Errors count as not yet.)"""
+        return True
+
+    def setup(self, test: Run, node: str) -> None:
+        wait_ready(test, node, lambda: self.ready(test, node), self.name)
+
+    def teardown(self, test: Run, node: str) -> None:
+        test.backend.stop(node)
+
+    def start(self, test: Run, node: str) -> None:
+        test.backend.start(node)
+
+    def kill(self, test: Run, node: str) -> None:
+        test.backend.kill(node)
+
+    def pause(self, test: Run, node: str) -> None:
+        test.backend.pause(node)
+
+    def resume(self, test: Run, node: str) -> None:
+        test.backend.resume(node)
+
+    def primaries(self, test: Run) -> list[str]:
+        return []
+
+    def log_files(self, test: Run, node: str) -> list[str]:
+        b = test.backend
+        return [f"{b.node_dir(node)}/logs/{b.info[node].role}.log"]
+
+    def client_nodes(self, test: Run) -> list[str]:
+        return test.backend.nodes()
+
+    def connector(self, test: Run) -> Callable[[], Any]:
+        def no_connector() -> Any:
+            raise RuntimeError(f"the {self.name} DB has no store-API connector; its clients connect themselves")
+        return no_connector
+
+    def client(self, workload: str) -> Any:
+        return None
+
+
+def supported_nemeses(clock: bool) -> frozenset[str]:
+    """The process-level faults, plus clock faults where libfaketime reaches the DB's processes."""
+    return PROCESS_NEMESES | {"clock"} if clock else PROCESS_NEMESES
+
+
+def common_notes(clock_reason: str | None) -> dict[str, str]:
+    """Why the store-only nemeses (and, with a reason, clock faults) are refused for a DB."""
+    from_store = ("membership", "master-replace", "master-replace-lagging", "master-migrate", "tserver-replace",
+                  "majority-loss", "learner-partition", "leader-blip", "vote-crash", "figure-8",
+                  "partition-tablet-leader", "partition-master-leader", "partition-leader")
+    notes = {n: STORE_ONLY for n in from_store}
+    notes.update({"power-loss": NO_POWER_LOSS, "power-loss-tablet": NO_POWER_LOSS})
+    if clock_reason:
+        notes["clock"] = clock_reason
+    return notes

@@ -1,0 +1,188 @@
+"""etcd 3.4 (Debian's etcd-server) as a DB: 3 or 5 members `e1..`, spoken to over etcd's own gRPC API.
+
+The client (EtcdConnection) speaks the store's client API (get, put, cas, scan), so the bundled register
+and set workloads run unchanged: a register is a key, cas is a Txn comparing the key's value, a set is
+the keys under one prefix. Reads are linearizable (etcd's default: the leader's read index), so every
+run must come out valid; an invalid verdict on etcd is a harness bug.
+
+Clock faults are refused: etcd is a Go program, which reads the clock through the vDSO, where
+libfaketime (an LD_PRELOAD library) cannot reach it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from faultline.cluster.base import ClusterSpec, RoleSpec
+from faultline.core import Run
+from faultline.dbs.base import Indeterminate, ProcessDB, common_notes, supported_nemeses
+
+ROLE = "etcd"
+CLIENT_PORT = 2379
+PEER_PORT = 2380
+BINARY = "/usr/bin/etcd"
+CLOCK_REASON = ("etcd is a Go program: it reads the clock through the vDSO, which libfaketime cannot reach, "
+                "and it reads no offset file of ours")
+
+
+class EtcdConnection:
+    """One gRPC channel to one member, with the store's client API over etcd keys `/TABLE/KEY`."""
+
+    def __init__(self, address: str, timeout_s: float = 5.0) -> None:
+        import grpc
+
+        from faultline.dbs.protos import etcd_kv_pb2_grpc
+
+        self.address, self.timeout = address, timeout_s
+        self.channel = grpc.insecure_channel(address)
+        self.kv = etcd_kv_pb2_grpc.KVStub(self.channel)
+        self.maintenance = etcd_kv_pb2_grpc.MaintenanceStub(self.channel)
+
+    # ------------------------------------------------------------------ the store's client API
+    def create_table(self, name: str, **_: Any) -> None:
+        """Nothing to create: a table is a key prefix."""
+
+    def get(self, table: str, key: Any, timeout: float | None = None) -> Any:
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        resp = self._call(self.kv.Range, pb.RangeRequest(key=_key(table, key)), timeout)
+        return _decode(resp.kvs[0].value) if resp.kvs else None
+
+    def put(self, table: str, key: Any, value: Any, timeout: float | None = None) -> None:
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        self._call(self.kv.Put, pb.PutRequest(key=_key(table, key), value=_encode(value)), timeout)
+
+    def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
+        """Sets `new` if the key holds `expected`, in one Txn; False when it does not (nothing written)."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        k = _key(table, key)
+        txn = pb.TxnRequest(
+            compare=[pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=k, value=_encode(expected))],
+            success=[pb.RequestOp(request_put=pb.PutRequest(key=k, value=_encode(new)))])
+        return bool(self._call(self.kv.Txn, txn, timeout).succeeded)
+
+    def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        prefix = _key(table, "")
+        resp = self._call(self.kv.Range, pb.RangeRequest(key=prefix, range_end=_prefix_end(prefix)), timeout)
+        return [(kv.key.decode()[len(prefix):], _decode(kv.value)) for kv in resp.kvs]
+
+    def close(self) -> None:
+        self.channel.close()
+
+    # ------------------------------------------------------------------ etcd's own
+    def status(self, timeout: float = 2.0) -> tuple[int, int]:
+        """(this member's id, the leader's id as this member sees it; 0 when it knows none)."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        resp = self._call(self.maintenance.Status, pb.StatusRequest(), timeout)
+        return int(resp.header.member_id), int(resp.leader)
+
+    def _call(self, method: Callable[..., Any], request: Any, timeout: float | None) -> Any:
+        import grpc
+
+        try:
+            return method(request, timeout=self.timeout if timeout is None else timeout)
+        except grpc.RpcError as exc:
+            # any gRPC error may come after the member applied the request: indeterminate (reads that
+            # fail are `fail` anyway)
+            raise Indeterminate(f"etcd {self.address}: {exc.code().name}: {exc.details()}") from None
+
+
+def _key(table: str, key: Any) -> bytes:
+    return f"/{table}/{key}".encode()
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with `prefix` (etcd's range_end for a prefix)."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def _encode(value: Any) -> bytes:
+    return str(value).encode()
+
+
+def _decode(raw: bytes) -> Any:
+    text = raw.decode()
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+class EtcdDB(ProcessDB):
+    """etcd 3.4 from Debian, `members` (db option, default 3) members named e1.., one per container."""
+
+    name = "etcd"
+    workloads = frozenset({"register", "set"})
+    nemeses = supported_nemeses(clock=False)
+    nemesis_notes = common_notes(CLOCK_REASON)
+    packages = ("etcd-server",)
+
+    def validate(self, opts: Mapping[str, Any]) -> None:
+        members = _members(opts)
+        if members < 1 or members % 2 == 0 or members > 7:
+            raise ValueError(f"members must be 1, 3, 5 or 7, not {members}")
+
+    def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
+        self.validate(opts)
+        members = _members(opts)
+        peers = ",".join(f"e{i}=http://e{i}:{PEER_PORT}" for i in range(1, members + 1))
+        role = RoleSpec(ROLE, members, "e", CLIENT_PORT, argv=[
+            BINARY, "--name", "{name}", "--data-dir", "{dir}/data",
+            "--listen-client-urls", f"http://0.0.0.0:{CLIENT_PORT}",
+            "--advertise-client-urls", f"http://{{address}}:{CLIENT_PORT}",
+            "--listen-peer-urls", f"http://0.0.0.0:{PEER_PORT}",
+            "--initial-advertise-peer-urls", f"http://{{name}}:{PEER_PORT}",
+            "--initial-cluster", peers, "--initial-cluster-state", "new", "--initial-cluster-token", name])
+        return ClusterSpec.from_mapping({"name": name, "roles": [role], "packages": list(self.packages),
+                                         "db": self.name, "db_opts": {"members": members}})
+
+    def ready(self, test: Run, node: str) -> bool:
+        """A linearizable read through this member answers (so the cluster has a leader and a quorum)."""
+        conn = self._connect(test, node, 2.0)
+        try:
+            conn.get("faultline", "ready")
+            return True
+        finally:
+            conn.close()
+
+    def primaries(self, test: Run) -> list[str]:
+        """The member that leads, as the members themselves report it."""
+        for node in test.backend.nodes():
+            conn = self._connect(test, node, 2.0)
+            try:
+                member, leader = conn.status()
+            except Exception:
+                continue
+            finally:
+                conn.close()
+            if leader and leader == member:
+                return [node]
+        return []
+
+    def connector(self, test: Run) -> Callable[[], Any]:
+        """Each new client talks to the next member in turn, so the workers spread over every member."""
+        turn = itertools.count()
+        timeout = float(test.spec.op_timeout_s)
+
+        def connect() -> EtcdConnection:
+            nodes = self.client_nodes(test)  # asked each time: the cluster comes up after the connector is made
+            return self._connect(test, nodes[next(turn) % len(nodes)], timeout)
+
+        return connect
+
+    def _connect(self, test: Run, node: str, timeout: float) -> EtcdConnection:
+        return EtcdConnection(f"{test.backend.address(node)}:{CLIENT_PORT}", timeout)
+
+
+def _members(opts: Mapping[str, Any]) -> int:
+    try:
+        return int(opts.get("members", 3))
+    except (TypeError, ValueError):
+        raise ValueError(f"members must be a whole number, not {opts.get('members')!r}") from None

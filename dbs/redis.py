@@ -1,0 +1,225 @@
+"""Redis 7 with Sentinel (Debian's redis-server and redis-sentinel) as a DB: one primary and two replicas
+`r1..r3`, and three sentinels `s1..s3` that watch them and promote a replica when the primary is lost.
+
+Replication is asynchronous. When a partition cuts the primary off, the sentinels promote a replica while
+the old primary goes on acknowledging writes from the clients still connected to it; when it rejoins, it
+becomes a replica of the new primary and those writes are gone. This is Redis's documented behaviour
+(its replication and Sentinel pages), so the `set` workload under `partition-primary` must come out
+invalid, with the lost acknowledged adds listed.
+
+Clients find the primary through the sentinels (redis-py's Sentinel), keep talking to it while it
+answers, and ask again after an error. Clock faults are refused: libfaketime 0.9.10 (Debian bookworm's)
+aborts redis-server at start ("unexpected recursive calls to clock_gettime()", measured with every
+variant of its library and monotonic setting), and redis reads no offset file of ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from faultline.cluster.base import ClusterSpec, RoleSpec
+from faultline.core import Run, ops
+from faultline.dbs.base import ProcessDB, common_notes, supported_nemeses
+
+REDIS, SENTINEL = "redis", "sentinel"
+REDIS_PORT, SENTINEL_PORT = 6379, 26379
+MASTER_NAME = "faultline"
+DOWN_AFTER_MS = 2000
+FAILOVER_TIMEOUT_MS = 10000
+CLOCK_REASON = ("libfaketime 0.9.10 aborts redis-server at start (a recursive clock_gettime during its start-up), "
+                "and redis reads no offset file of ours")
+
+# The config files are written once (prepare) and kept: redis-server and redis-sentinel rewrite them as
+# the primary moves (CONFIG REWRITE), and a restarted process must come back with what it learnt.
+_REDIS_CONF = """\
+port {port}
+bind 0.0.0.0
+protected-mode no
+dir {dir}/data
+appendonly yes
+replica-announce-ip {address}
+"""
+_SENTINEL_CONF = """\
+port {port}
+bind 0.0.0.0
+protected-mode no
+dir {dir}
+sentinel resolve-hostnames yes
+sentinel announce-ip {address}
+sentinel monitor {name} r1 {redis_port} 2
+sentinel down-after-milliseconds {name} {down}
+sentinel failover-timeout {name} {failover}
+sentinel parallel-syncs {name} 1
+"""
+
+
+def _write_conf(text: str, conf: str) -> list[str]:
+    """A prepare step that writes `text` (a role template: {dir}, {address} ... filled per node) to `conf`;
+    every redis node but r1 starts as a replica of r1."""
+    script = ('mkdir -p "$1/data" && printf "%s" "$2" > "$3" && '
+              f'if [ "$4" = redis ] && [ "$5" != r1 ]; then echo "replicaof r1 {REDIS_PORT}" >> "$3"; fi')
+    role = REDIS if conf.endswith("redis.conf") else SENTINEL
+    return ["sh", "-c", script, "sh", "{dir}", text, conf, role, "{name}"]
+
+
+class RedisSentinelDB(ProcessDB):
+    """One primary, two replicas and three sentinels, each in a container of its own."""
+
+    name = "redis-sentinel"
+    workloads = frozenset({"set", "register"})
+    nemeses = supported_nemeses(clock=False)
+    nemesis_notes = common_notes(CLOCK_REASON)
+    packages = ("redis-server", "redis-sentinel")
+
+    def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
+        self.validate(opts)
+        redis_conf = _REDIS_CONF.replace("{port}", str(REDIS_PORT))
+        sentinel_conf = _SENTINEL_CONF.format(port=SENTINEL_PORT, dir="{dir}", address="{address}", name=MASTER_NAME,
+                                              redis_port=REDIS_PORT, down=DOWN_AFTER_MS, failover=FAILOVER_TIMEOUT_MS)
+        redis = RoleSpec(REDIS, 3, "r", REDIS_PORT, argv=["/usr/bin/redis-server", "{dir}/redis.conf"],
+                         prepare=_write_conf(redis_conf, "{dir}/redis.conf"), prepare_unless="{dir}/redis.conf")
+        sentinel = RoleSpec(SENTINEL, 3, "s", SENTINEL_PORT, argv=["/usr/bin/redis-sentinel", "{dir}/sentinel.conf"],
+                            prepare=_write_conf(sentinel_conf, "{dir}/sentinel.conf"),
+                            prepare_unless="{dir}/sentinel.conf")
+        return ClusterSpec.from_mapping({"name": name, "roles": [redis, sentinel], "packages": list(self.packages),
+                                         "db": self.name})
+
+    def ready(self, test: Run, node: str) -> bool:
+        """A redis node is a primary or a replica in sync; a sentinel knows both replicas and both other
+        sentinels (a failover needs them)."""
+        conn = self._redis(test, node)
+        try:
+            if test.backend.info[node].role == SENTINEL:
+                state = conn.sentinel_master(MASTER_NAME)
+                return int(state.get("num-slaves", 0)) >= 2 and int(state.get("num-other-sentinels", 0)) >= 2
+            info = conn.info("replication")
+            return info.get("role") == "master" or info.get("master_link_status") == "up"
+        finally:
+            conn.close()
+
+    def primaries(self, test: Run) -> list[str]:
+        """The node the sentinels name as the primary now."""
+        from faultline.dbs.store import node_of_host
+
+        host, _ = self.sentinel(test, 2.0).discover_master(MASTER_NAME)
+        node = node_of_host(test.backend, host)
+        return [node] if node else []
+
+    def client_nodes(self, test: Run) -> list[str]:
+        return test.backend.nodes(REDIS)
+
+    def sentinel(self, test: Run, timeout: float) -> Any:
+        from redis.sentinel import Sentinel
+
+        b = test.backend
+        limits = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "retry": _no_retry()}
+        return Sentinel([(b.address(s), SENTINEL_PORT) for s in b.nodes(SENTINEL)], sentinel_kwargs=limits, **limits)
+
+    def _redis(self, test: Run, node: str, timeout: float = 2.0) -> Any:
+        import redis
+
+        return redis.Redis(host=test.backend.address(node), port=_port(test, node), socket_timeout=timeout,
+                           socket_connect_timeout=timeout, decode_responses=True,
+                           retry=_no_retry())
+
+    def client(self, workload: str) -> Any:
+        return {"set": RedisSetClient, "register": RedisRegisterClient}[workload]()
+
+
+def _no_retry() -> Any:
+    """No retries inside redis-py (its default retries a timed-out command 3 times with backoff): one
+    attempt per operation, so an operation never outlasts the op timeout and the history says what the
+    client saw."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return Retry(NoBackoff(), 0)
+
+
+def _port(test: Run, node: str) -> int:
+    return SENTINEL_PORT if test.backend.info[node].role == SENTINEL else REDIS_PORT
+
+
+class RedisClient:
+    """One connection to the primary the sentinels name, kept while it answers and looked up again after
+    an error (as an application using Sentinel does)."""
+
+    read_fs: frozenset[str] = frozenset({"read"})
+
+    def __init__(self, db: RedisSentinelDB | None = None, test: Run | None = None) -> None:
+        self.db, self.test, self.conn = db, test, None
+
+    def setup(self, test: Run) -> None:
+        """Keys are named by the run's tag, so nothing to create."""
+
+    def open(self, test: Run, node: str) -> RedisClient:
+        return type(self)(test.db, test)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def invoke(self, test: Run, op: ops.Op) -> ops.Op:
+        import redis
+
+        try:
+            if self.conn is None:
+                self.conn = self._connect(test)
+            return self.apply(test, op)
+        except redis.exceptions.ReadOnlyError as exc:  # a replica refused it: nothing was written
+            self.close()
+            return ops.completion(op, exc, read_only=True)
+        except (redis.exceptions.RedisError, OSError) as exc:
+            self.close()
+            return ops.completion(op, exc, read_only=op["f"] in self.read_fs)
+
+    def _connect(self, test: Run) -> Any:
+        import redis
+
+        timeout = float(test.spec.op_timeout_s)
+        host, port = test.db.sentinel(test, timeout).discover_master(MASTER_NAME)
+        return redis.Redis(host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout,
+                           retry=_no_retry())
+
+    def key(self, test: Run, name: Any) -> str:
+        return f"{name}-{test.spec.run_tag}" if test.spec.run_tag else str(name)
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        raise NotImplementedError
+
+
+class RedisSetClient(RedisClient):
+    """add: SADD of a unique element to one set; read: SMEMBERS of it."""
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        if op["f"] == "add":
+            self.conn.sadd(self.key(test, "set"), op["value"])
+            return {**op, "type": "ok"}
+        if op["f"] == "read":
+            return {**op, "type": "ok", "value": sorted(int(v) for v in self.conn.smembers(self.key(test, "set")))}
+        raise ValueError(f"set: unknown op {op['f']!r}")
+
+
+# compare-and-set in one step on the server: set ARGV[2] if the key holds ARGV[1]
+_CAS = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]); return 1 end; return 0"
+
+
+class RedisRegisterClient(RedisClient):
+    """read: GET; write: SET; cas: a Lua script that compares and sets atomically."""
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        key = self.key(test, f"register-{op['key']}")
+        if op["f"] == "read":
+            raw = self.conn.get(key)
+            return {**op, "type": "ok", "value": None if raw is None else int(raw)}
+        if op["f"] == "write":
+            self.conn.set(key, op["value"])
+            return {**op, "type": "ok"}
+        if op["f"] == "cas":
+            old, new = op["value"]
+            return {**op, "type": "ok" if self.conn.eval(_CAS, 1, key, old, new) == 1 else "fail"}
+        raise ValueError(f"register: unknown op {op['f']!r}")

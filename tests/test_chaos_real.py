@@ -1,0 +1,34 @@
+"""Real databases in the chaos suite: every cell of campaigns/real.toml, shortened to 30 s (needs --chaos).
+
+Beyond each cell's expectation: every run heals without residue, and the Redis cell's lost acknowledged
+adds are counted in results.json and shown in the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from faultline.controller.campaign import load
+
+CAMPAIGN = Path(__file__).resolve().parent.parent / "campaigns" / "real.toml"
+SHORT_S = 30
+RUNS = [r for r in load(CAMPAIGN).runs if r.opts.get("seed", 1) == 1]
+
+
+@pytest.mark.chaos
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("planned", RUNS, ids=[r.key.split("|")[0] for r in RUNS])
+def test_real_campaign_cell(planned, faultline_run) -> None:  # type: ignore[no-untyped-def]
+    opts = {k: v for k, v in planned.opts.items() if k not in ("workload", "nemesis", "inject_bug", "cluster")}
+    opts["time_limit"] = min(float(opts.get("time_limit") or SHORT_S), SHORT_S)
+    run = faultline_run(workload=planned.opts["workload"], nemesis=planned.opts["nemesis"].split(","),
+                        expect=planned.expect, **opts)
+    assert run.cut_short is None, run.describe()
+    assert run.results["residue"] == [], run.results["residue"]
+    if planned.opts.get("db") == "redis-sentinel":
+        lost = run.results["workload"]["lost_count"]
+        assert lost > 0
+        assert run.run_dir is not None and str(lost) in (run.run_dir / "report.html").read_text()

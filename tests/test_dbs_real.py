@@ -1,0 +1,71 @@
+"""DBs through the seam, on Docker, as a user runs them: the example user DB (docs/examples/single_redis.py)
+and a DB whose process cannot start. The real databases' verdicts (etcd, Redis with Sentinel, PostgreSQL)
+are checked by the chaos suite's cells of campaigns/real.toml (tests/test_chaos_real.py).
+
+Each test is one `faultline run`, with the exit code and results.json a user would see; every run tears
+its cluster down, even on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+
+
+def faultline_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+                  name: str | None = None, cleanup: bool = True) -> tuple[int, str, dict[str, Any]]:
+    """`faultline run ARGS` as a user runs it: (exit code, output, results.json of the run). The cluster
+    is removed afterwards unless `cleanup` is False (the caller then removes it)."""
+    name = name or f"fltest-{uuid.uuid4().hex[:6]}"
+    store = tmp_path / "store"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster-name", name, "--store", str(store),
+                               "--quiet", *args], cwd=ROOT, capture_output=True, text=True, timeout=800,
+                              env={**os.environ, **(env or {})})
+    finally:
+        if cleanup:
+            remove_cluster(name)
+    out = proc.stdout + proc.stderr
+    runs = sorted(store.glob("*/2*/results.json"))
+    results = json.loads(runs[-1].read_text()) if runs else {}
+    return proc.returncode, out, results
+
+
+def remove_cluster(name: str) -> None:
+    subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name], cwd=ROOT,
+                   capture_output=True, timeout=300)
+
+
+def test_the_example_user_db_runs(tmp_path: Path) -> None:
+    code, out, results = faultline_run(tmp_path, "--db", "single_redis:SingleRedis", "--workload", "register",
+                                       "--nemesis", "pause", "--time-limit", "20", "--seed", "5",
+                                       env={"PYTHONPATH": str(ROOT / "docs" / "examples")})
+    assert code == 0, out
+    assert results["valid"] is True and results["workload"], results
+
+
+def test_a_db_process_that_cannot_start_fails_with_its_log_and_leaves_nothing(tmp_path: Path) -> None:
+    import docker
+
+    name = f"fltest-{uuid.uuid4().hex[:6]}"
+    try:
+        code, out, _ = faultline_run(tmp_path, "--db", "broken_db:BrokenEtcd", "--workload", "register",
+                                           "--time-limit", "10", name=name, cleanup=False,
+                                           env={"PYTHONPATH": str(Path(__file__).parent / "dbs")})
+        left = docker.from_env().containers.list(all=True, filters={"label": f"org.faultline.cluster={name}"})
+    finally:
+        remove_cluster(name)
+    assert code == 2, out
+    assert "no-such-flag-for-this-test" in out, out  # the tail of etcd's own log names the bad flag
+    assert "Traceback" not in out
+    assert left == []
