@@ -29,8 +29,9 @@ class Progress:
         self._phase = name
         if name == "main":
             self._main_t0 = time.monotonic()
-        if not self.live and self._recorder is None:
-            print(f"faultline run: {name}", file=sys.stderr, flush=True)
+        if not self.live:  # every phase named as it starts, between the periodic lines
+            print(f"faultline run: {name}" if self._recorder is None else f"faultline run: {self.line()}",
+                  file=sys.stderr, flush=True)
 
     def attach(self, recorder: Any, faults: Any) -> None:
         self._recorder = recorder

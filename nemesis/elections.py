@@ -47,6 +47,7 @@ C (the newer-term leader) and B (the voter both need):
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -76,6 +77,10 @@ class _StagedElection:
     def __init__(self, hold_s: float = 5.0, wait_s: float = 15.0) -> None:
         self.hold_s, self.wait_s = hold_s, wait_s
         self.rng = None
+        # (tablet, replica addresses) of a stage begun and not yet restored: the heal restores it too, so a
+        # run stopped mid-stage never leaves failure detection off or a crash point armed
+        self.unrestored: dict[str, list[str]] = {}
+        self.lock = threading.Lock()
 
     @property
     def fs(self) -> frozenset[str]:
@@ -96,6 +101,8 @@ class _StagedElection:
         value: dict[str, Any] = {"tablet": t["tablet"], "steps": steps}
         client = test.connect()
         stage = None
+        with self.lock:
+            self.unrestored[t["tablet"]] = list(addrs)  # before the first move
         try:
             stage = _Stage(test, client, t["tablet"], addrs, steps, self.wait_s)
             self._stage(stage, stage.quiesce(self._roles), value)
@@ -107,6 +114,8 @@ class _StagedElection:
         finally:
             if stage is not None:
                 stage.restore()
+            with self.lock:
+                self.unrestored.pop(t["tablet"], None)
             client.close()
 
     def _roles(self, ends: dict[str, tuple[int, int]]) -> tuple[str, ...] | None:
@@ -131,7 +140,21 @@ class _StagedElection:
         return pair[0], pair[1], third
 
     def heal(self, test: Run) -> None:
+        """The network, and any stage not restored yet (its worker cut off): servers started, flags back,
+        crash points disarmed. Restoring twice is harmless."""
         backend(test).heal_network()
+        with self.lock:
+            pending = dict(self.unrestored)
+        for tablet, addrs in pending.items():
+            client = test.connect() if test.connect is not None else None
+            if client is None:
+                continue
+            try:
+                _Stage(test, client, tablet, addrs, [], self.wait_s).restore()
+                with self.lock:
+                    self.unrestored.pop(tablet, None)
+            finally:
+                client.close()
 
 
 class VoteCrashNemesis(_StagedElection):
