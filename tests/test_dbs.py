@@ -228,3 +228,15 @@ def test_packet_faults_draw_among_what_the_kernel_can_do_and_are_restored() -> N
         nem.invoke(run, {"f": "stop-packet", "value": None})
         assert run.backend.packets == {} and run.backend.residue() == []
     assert kinds <= {"loss", "duplicate", "rate"} and len(kinds) >= 2
+
+
+def test_campaigns_take_db_options(tmp_path: Path) -> None:
+    from faultline.controller.campaign import load
+
+    path = tmp_path / "c.toml"
+    cell = '[campaign]\nname = "x"\n[[cell]]\nname = "e"\ndb = "etcd"\nworkload = "register"\nexpect = "valid"\n'
+    path.write_text(cell + "db_opt = {members = 5}\n")
+    assert load(path).runs[0].opts["db_opt"] == {"members": 5}
+    path.write_text(cell + "db_opt = {members = 4}\n")
+    with pytest.raises(UsageError, match="members must be 1, 3, 5 or 7"):
+        load(path)
