@@ -68,6 +68,18 @@ def _availability(**kw: Any) -> Checker:
     return Availability(**kw)
 
 
+def _elle_append(**kw: Any) -> Checker:
+    from faultline.checkers.elle.checker import ElleListAppend
+
+    return ElleListAppend(**kw)
+
+
+def _elle_register(**kw: Any) -> Checker:
+    from faultline.checkers.elle.checker import ElleRwRegister
+
+    return ElleRwRegister(**kw)
+
+
 CHECKERS: dict[str, Entry] = {e.name: e for e in (
     Entry("linearizable", "linearizability against a sequential model", _lin),
     Entry("set", "acknowledged adds in the final read, nothing unexpected or duplicated", _set),
@@ -79,6 +91,10 @@ CHECKERS: dict[str, Entry] = {e.name: e for e in (
     Entry("stats", "completions by operation and type, invalid when nothing succeeded", _stats),
     Entry("availability", "service during the run and recovery after each heal",
           _availability),
+    Entry("elle-list-append", "transactional anomalies (G0..G2, realtime) of list-append transactions, Elle-style",
+          _elle_append),
+    Entry("elle-rw-register", "transactional anomalies of read-write register transactions, Elle-style",
+          _elle_register),
 )}
 
 

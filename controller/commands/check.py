@@ -42,14 +42,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write a counterexample page DIR/<file>.html for each invalid history")
     p.add_argument("--engine", choices=["auto", "c", "python"], default="auto",
                    help="linearizability search: the C core if built (auto), or force one")
+    p.add_argument("--consistency-models", default=None, metavar="M[,M...]",
+                   help="transactional histories (elle-*): the models the system claims (default "
+                        "strict-serializable, or a Jepsen store's test.edn)")
+    p.add_argument("--cycle-search-timeout", type=float, default=1.0, metavar="S",
+                   help="transactional histories: seconds to search each strongly connected component "
+                        "for cycles of each kind (default 1); past it that search is 'unknown'")
 
 
 def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
+    import os
     import time
 
     from faultline.checkers import history as hist
+    from faultline.checkers.elle import files as elle
 
+    # Transactional (Elle-style) histories: chosen with --checker elle-*, a Jepsen store directory, or
+    # detected when no --model asks for linearizability.
+    models = args.consistency_models.split(",") if args.consistency_models else None
+    if args.checker.startswith("elle-") or os.path.isdir(path):
+        return elle.check_source(path, elle.load(path, args.format), args.checker, models,
+                                 args.cycle_search_timeout, args.html)
     loaded = hist.load(path, args.format)
+    if args.checker == "linearizable" and args.model is None and elle.detect_kind(loaded.ops):
+        return elle.check_source(path, elle.from_loaded(loaded), None, models, args.cycle_search_timeout, args.html)
     if args.checker == "linearizable":
         from faultline.checkers import linearizability
 
@@ -102,6 +118,15 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--init {args.init!r} is not valid JSON") from None
     if args.time_limit is not None and args.time_limit <= 0:
         raise UsageError("--time-limit must be positive")
+    if args.cycle_search_timeout <= 0:
+        raise UsageError("--cycle-search-timeout must be positive")
+    if args.consistency_models:
+        from faultline.checkers.elle.consistency import canonical
+
+        try:
+            canonical(args.consistency_models.split(","))
+        except ValueError as exc:
+            raise UsageError(f"--consistency-models: {exc}") from None
     if args.engine == "c":
         from faultline.checkers import linearizability
 
