@@ -101,6 +101,13 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
     if bugs and db_name != DEFAULT_DB:
         raise UsageError(f"--inject-bug turns on bugs of the bundled store; the {db.name} DB has none")
     db_opts = parse_db_opts(opts.get("db_opt"))
+    if opts.get("isolation"):
+        db_opts["isolation"] = str(opts["isolation"])
+    accepted = getattr(db, "options", None)
+    unknown = sorted(set(db_opts) - set(accepted or {})) if accepted is not None else []
+    if unknown:
+        takes = "; ".join(f"{k}: {v}" for k, v in (accepted or {}).items()) or "none"
+        raise UsageError(f"the {db.name} DB takes no option {unknown[0]!r} (--db-opt, --isolation); it takes: {takes}")
     cluster = str(opts.get("cluster") or "docker")
     if cluster not in CLUSTERS + TEST_ONLY_CLUSTERS:
         raise _choices("cluster", cluster, list(CLUSTERS))

@@ -91,6 +91,8 @@ class ProcessDB:
     nemesis_notes: Mapping[str, str] = {}
     packages: tuple[str, ...] = ()
     python_packages: tuple[str, ...] = ()
+    # the DB's own options (--db-opt KEY=VALUE, a campaign's db_opt): name -> what it means
+    options: Mapping[str, str] = {}
     # redis-server and postgres read the wall clock through libc, so libfaketime moves it (dbs/*.py say
     # which DBs set this); a Go program such as etcd reads it through the vDSO, out of libfaketime's reach
     clock_by_faketime = False

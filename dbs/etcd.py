@@ -123,6 +123,7 @@ class EtcdDB(ProcessDB):
     nemeses = supported_nemeses(clock=False)
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("etcd-server",)
+    options = {"members": "how many members: 1, 3, 5 or 7 (default 3)"}
 
     def validate(self, opts: Mapping[str, Any]) -> None:
         members = _members(opts)

@@ -89,11 +89,100 @@ def _ident(name: str) -> str:
     return name
 
 
+ISOLATION = ("read-committed", "repeatable-read", "serializable")
+
+
+class PostgresTxnClient:
+    """Transactions of micro-ops at the run's isolation level (`--isolation`, default serializable), as
+    Jepsen's PostgreSQL tests run them: a key is a row; list-append appends with `UPDATE ... SET v = v ||`
+    and inserts the row when it is missing; rw-register writes by upsert; reads select the row.
+
+    A transaction PostgreSQL aborted (a serialization failure, a deadlock, a duplicate insert, a statement
+    timeout, a connection lost before COMMIT) is `fail`: nothing of it happened. Only a COMMIT whose answer
+    never came is `info`."""
+
+    def __init__(self, kind: str, conn: Any = None, table: str = "") -> None:
+        self.kind, self.conn, self.table = kind, conn, table
+
+    def setup(self, test: Run) -> None:
+        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.setup_timeout_s))
+        column = "bigint[]" if self.kind == "list-append" else "bigint"
+        try:
+            conn._exec(f'CREATE TABLE IF NOT EXISTS "{_ident(self._table(test))}" (k bigint PRIMARY KEY, v {column})')
+        except Definite:
+            pass  # made by a concurrent setup
+        finally:
+            conn.close()
+
+    def _table(self, test: Run) -> str:
+        tag = test.spec.run_tag
+        return f"txn_{self.kind.replace('-', '_')}{'_' + tag if tag else ''}"
+
+    def open(self, test: Run, node: str) -> PostgresTxnClient:
+        return PostgresTxnClient(self.kind, None, self._table(test))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            finally:
+                self.conn = None
+
+    def _connect(self, test: Run) -> Any:
+        import psycopg
+
+        timeout = float(test.spec.op_timeout_s)
+        conn = psycopg.connect(host=test.backend.address(test.backend.nodes()[0]), port=PORT, user=USER,
+                               dbname="postgres", autocommit=False, connect_timeout=max(1, int(timeout)),
+                               options=f"-c statement_timeout={int(timeout * 1000)}")
+        level = str(test.spec.db_opts.get("isolation", "serializable")).replace("-", "_").upper()
+        conn.isolation_level = psycopg.IsolationLevel[level]
+        return conn
+
+    def invoke(self, test: Run, op: dict[str, Any]) -> dict[str, Any]:
+        import psycopg
+
+        from faultline.core import ops
+
+        committing = False
+        try:
+            if self.conn is None:
+                self.conn = self._connect(test)
+            done = [self._mop(m) for m in op["value"]]
+            committing = True
+            self.conn.commit()
+            return {**op, "type": "ok", "value": done}
+        except psycopg.Error as exc:
+            aborted = isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
+                                 | psycopg.errors.UniqueViolation | psycopg.errors.QueryCanceled)
+            self.close()
+            return ops.completion(op, exc, read_only=False, definite=aborted or not committing)
+
+    def _mop(self, mop: list[Any]) -> list[Any]:
+        f, k, v = mop
+        t = _ident(self.table)
+        if f == "r":
+            row = self.conn.execute(f'SELECT v FROM "{t}" WHERE k = %s', (k,)).fetchone()
+            if self.kind == "list-append":
+                return [f, k, list(row[0]) if row and row[0] is not None else []]
+            return [f, k, row[0] if row else None]
+        if f == "append":
+            if self.conn.execute(f'UPDATE "{t}" SET v = v || %s::bigint WHERE k = %s', (v, k)).rowcount == 0:
+                self.conn.execute(f'INSERT INTO "{t}" (k, v) VALUES (%s, ARRAY[%s::bigint])', (k, v))
+            return mop
+        if f == "w":
+            self.conn.execute(f'INSERT INTO "{t}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+                              (k, v))
+            return mop
+        raise ValueError(f"{self.kind}: unknown micro-op {f!r}")
+
+
 class PostgresDB(ProcessDB):
     """One PostgreSQL 15 server, p1."""
 
     name = "postgres"
-    workloads = frozenset({"register", "set"})
+    workloads = frozenset({"register", "set", "list-append", "rw-register"})
+    options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
     nemeses = supported_nemeses(clock=True) - {"partition", "partition-one", "partition-halves",
                                                "partition-majority", "partition-ring", "partition-bridge",
                                                "partition-primary"}
@@ -102,6 +191,15 @@ class PostgresDB(ProcessDB):
         "partition-bridge", "partition-primary")}}
     packages = ("postgresql-15",)
     clock_by_faketime = True
+
+    def validate(self, opts: Mapping[str, Any]) -> None:
+        level = opts.get("isolation", "serializable")
+        if level not in ISOLATION:
+            raise ValueError(f"isolation must be one of {', '.join(ISOLATION)}, not {level!r}")
+
+    def client(self, workload: str) -> Any:
+        """Transactions need their own client; register and set use the bundled ones over `connector`."""
+        return PostgresTxnClient(workload) if workload in ("list-append", "rw-register") else None
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)

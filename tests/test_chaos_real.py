@@ -1,7 +1,8 @@
 """Real databases in the chaos suite: every cell of campaigns/real.toml, shortened to 30 s (needs --chaos).
 
-Beyond each cell's expectation: every run heals without residue, and the Redis cell's lost acknowledged
-adds are counted in results.json and shown in the report.
+Beyond each cell's expectation: every run heals without residue; the Redis cell's lost acknowledged adds
+are counted in results.json and shown in the report; PostgreSQL's repeatable read shows G2-item and
+violates serializability but not snapshot isolation, and its read committed violates snapshot isolation.
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ def test_real_campaign_cell(planned, faultline_run) -> None:  # type: ignore[no-
                         expect=planned.expect, **opts)
     assert run.cut_short is None, run.describe()
     assert run.results["residue"] == [], run.results["residue"]
+    isolation = (planned.opts.get("db_opt") or {}).get("isolation")
+    if isolation:  # what PostgreSQL documents of its levels, in Elle's terms
+        wl = run.results["workload"]
+        violated = set(wl.get("not", [])) | set(wl.get("also_not", []))
+        if isolation == "repeatable-read":
+            assert "G2-item" in wl["anomaly_types"] and "serializable" in violated, wl
+            assert "snapshot-isolation" not in violated, wl
+        if isolation == "read-committed":
+            assert "snapshot-isolation" in violated, wl
     if planned.opts.get("db") == "redis-sentinel":
         lost = run.results["workload"]["lost_count"]
         assert lost > 0

@@ -39,7 +39,17 @@ WORKLOADS: dict[str, Entry] = {e.name: e for e in (
           _module("faultline.workloads.bank")),
     Entry("catalog", "create, delete, alter and list tables while the masters fail over",
           _module("faultline.workloads.catalog")),
+    Entry("list-append", "transactions appending to and reading lists, checked for isolation anomalies (Elle)",
+          lambda opts: _txn("list-append", opts)),
+    Entry("rw-register", "transactions writing and reading registers, checked for isolation anomalies (Elle)",
+          lambda opts: _txn("rw-register", opts)),
 )}
+
+
+def _txn(kind: str, opts: Mapping[str, Any]) -> Workload:
+    from faultline.workloads.txn import workload_for
+
+    return workload_for(kind, opts)
 
 
 def get(name: str, opts: Mapping[str, Any] | None = None) -> Workload:

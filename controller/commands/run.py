@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "postgres, or package.module:Attribute for your own (docs/your-own-db.md)")
     p.add_argument("--db-opt", action="append", default=None, metavar="KEY=VALUE",
                    help="an option of the DB (repeatable), e.g. members=5 for etcd (docs/your-own-db.md)")
+    p.add_argument("--isolation", default=None, metavar="LEVEL",
+                   help="transactional workloads: the isolation level the DB runs them at "
+                        "(postgres: read-committed, repeatable-read, serializable; default serializable)")
     p.add_argument("--cluster", default="docker", metavar="KIND",
                    help="where the nodes run: docker (default), local (network namespaces, root) or ssh")
     p.add_argument("--cluster-name", default=None, metavar="NAME", help="name of the cluster (default: a fresh fl-XXXXXX per run; faultline with --reuse-cluster)")
