@@ -451,9 +451,15 @@ class NodeBackend:
         self._daemon(node, "resume", ["--name", self._node(node).role])
 
     def daemon_status(self, node: str) -> str:
-        """running | paused | stopped, as the node's pid file and /proc say."""
-        out = self._daemon(node, "status", ["--name", self._node(node).role])
-        return json.loads(out.strip().splitlines()[-1])[self._node(node).role]
+        """running | paused | stopped, as the node's pid file and /proc say. An answer that comes back
+        empty (seen once under load from `docker exec`) is asked again, twice at most."""
+        role = self._node(node).role
+        for _ in range(3):
+            lines = self._daemon(node, "status", ["--name", role]).strip().splitlines()
+            if lines:
+                return json.loads(lines[-1])[role]
+            time.sleep(0.2)
+        raise ClusterError(f"{node}: daemon status printed nothing, three times")
 
     def logs(self, node: str) -> str:
         path = f"{self.node_dir(node)}/logs/{self._node(node).role}.log"
