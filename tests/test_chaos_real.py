@@ -1,4 +1,6 @@
-"""Real databases in the chaos suite: every cell of campaigns/real.toml, shortened to 30 s (needs --chaos).
+"""Real databases in the chaos suite: every cell of campaigns/real.toml, the cells expected valid shortened to
+30 s (needs --chaos). A cell that must find an anomaly keeps its whole fault schedule: Redis's 30-s form
+missed the loss once on a loaded CI machine (one cut-off window, and the failover came late).
 
 Beyond each cell's expectation: every run heals without residue; the Redis cell's lost acknowledged adds
 are counted in results.json and shown in the report; PostgreSQL's repeatable read shows G2-item and
@@ -24,7 +26,8 @@ RUNS = [r for r in load(CAMPAIGN).runs if r.opts.get("seed", 1) == 1]
 @pytest.mark.parametrize("planned", RUNS, ids=[r.key.split("|")[0] for r in RUNS])
 def test_real_campaign_cell(planned, faultline_run) -> None:  # type: ignore[no-untyped-def]
     opts = {k: v for k, v in planned.opts.items() if k not in ("workload", "nemesis", "inject_bug", "cluster")}
-    opts["time_limit"] = min(float(opts.get("time_limit") or SHORT_S), SHORT_S)
+    if planned.expect == "valid":  # a cell that must find a bug keeps its whole fault schedule
+        opts["time_limit"] = min(float(opts.get("time_limit") or SHORT_S), SHORT_S)
     run = faultline_run(workload=planned.opts["workload"], nemesis=planned.opts["nemesis"].split(","),
                         expect=planned.expect, **opts)
     assert run.cut_short is None, run.describe()
