@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# V=1 shows what pip, apt/debconf and the JVM say; by default only their errors reach the terminal
+V ?=
+PIP_QUIET := $(if $(V),,-qq)
+QUIET_ENV := $(if $(V),,PYTHONWARNINGS=ignore PIP_DISABLE_PIP_VERSION_CHECK=1)
 
 .PHONY: help install system-deps stubs image test lint demo bench clean
 
@@ -12,14 +16,15 @@ help:
 	@echo "make lint     ruff over the tree, then the layer contract (import-linter)"
 	@echo "make image    build (or reuse) the node image"
 	@echo "make bench    run the benchmarks (results go to docs/benchmarks.md by hand)"
+	@echo "V=1           (with any target) show pip's, apt's and the JVM's own output"
 
 system-deps:
-	@bash scripts/system-deps.sh
+	@VERBOSE=$(V) bash scripts/system-deps.sh
 
 $(VENV)/.installed: pyproject.toml setup.py checkers/_wgl.c
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[dev]'
+	$(QUIET_ENV) $(PY) -m pip install $(PIP_QUIET) --upgrade pip setuptools wheel
+	$(QUIET_ENV) $(PY) -m pip install $(PIP_QUIET) -e '.[dev]'
 	touch $@
 
 install: system-deps $(VENV)/.installed stubs
@@ -38,7 +43,9 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/lint-imports
 
 demo: install image
-	$(VENV)/bin/faultline campaign campaigns/demo.toml
+	@$(VENV)/bin/faultline campaign campaigns/demo.toml $(if $(V),--verbose); status=$$?; \
+	echo "faultline is installed in $(VENV)/bin; to run it by name: export PATH=\"$$PWD/$(VENV)/bin:\$$PATH\""; \
+	exit $$status
 
 bench: install
 	$(PY) -m benchmarks

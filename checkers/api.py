@@ -39,3 +39,34 @@ class Compose:
     def check(self, test: Mapping[str, Any], history: History, opts: Mapping[str, Any]) -> dict[str, Any]:
         results = {name: c.check(test, history, opts) for name, c in self.checkers.items()}
         return {"valid": merge_valid(r.get("valid", "unknown") for r in results.values()), **results}
+
+
+class PerKey:
+    """Runs a checker on each key's ops alone (Jepsen's independent checker): ops carrying `key` (Jepsen's
+    `[k v]` values split by `history.load`) belong to that key; nemesis ops go to every key. `valid` is
+    the merge; `keys` holds each key's result (at most `limit`, failures first)."""
+
+    def __init__(self, checker: Checker, limit: int = 100) -> None:
+        self.checker, self.limit = checker, limit
+
+    def check(self, test: Mapping[str, Any], history: History, opts: Mapping[str, Any]) -> dict[str, Any]:
+        from faultline.checkers.models import freeze, thaw
+
+        groups: dict[Any, list[Op]] = {}
+        nemesis: list[Op] = []
+        for op in history:
+            if op.get("process") == "nemesis":
+                nemesis.append(op)
+                for ops in groups.values():
+                    ops.append(op)
+                continue
+            k = freeze(op.get("key"))
+            if k not in groups:
+                groups[k] = list(nemesis)
+            groups[k].append(op)
+        results = {k: self.checker.check(test, ops, opts) for k, ops in groups.items()}
+        order = sorted(results, key=lambda k: (results[k].get("valid") is not False, repr(k)))
+        return {"valid": merge_valid(r.get("valid", "unknown") for r in results.values()),
+                "key_count": len(results),
+                "failed_keys": [thaw(k) for k in order if results[k].get("valid") is False][: self.limit],
+                "keys": [{"key": thaw(k), **results[k]} for k in order[: self.limit]]}

@@ -14,7 +14,8 @@ it began. Rules:
   began after the delete completed (unless it was created again afterwards);
 - a table's schema version never goes back: an observation (ok alter or
   describe) that began after another completed may not report a lower version;
-- listings never show a table nobody tried to create;
+- listings never show a table nobody tried to create, nor one table twice (every listing, not only the
+  last);
 - after healing, the leader master locates a leader for every tablet of every table it lists
   (`locate-tables`, retried for a while): a master that keeps answering that a tablet has no leader in a
   healed cluster has lost track of it (KUDU-1374's class). When no locate attempt got an answer at all,
@@ -22,6 +23,13 @@ it began. Rules:
 - after healing, every master holds what the leader committed (`master-replicas`, each master asked
   directly under the address clients use, retried for a while): a master left behind for good keeps the
   catalog on fewer copies than it claims (KUDU-1620's class: a replaced master nobody reaches by name).
+- a master that never caught up on its own is an anomaly even when an operator's repair rebuilt it
+  afterwards: the nemesis's `rebuild-lagging-masters` completion names it in `never_caught_up` (judged
+  after every fault stopped, before the rebuild), and the masters catch up by snapshot (docs/node.md).
+
+`locate-tables` and `master-replicas` also run while the faults do (workloads/catalog.py): only those
+invoked after the last nemesis operation that client operations follow count as "after healing" for the two rules above (during a fault
+a tablet may rightly have no leader and a master may lag); the others are counted (`live_checks`).
 
 Each violation names the operation that showed it (`first_anomaly`, by history index: detection time).
 """
@@ -44,6 +52,11 @@ class CatalogChecker:
     def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
         pos = {id(op): i for i, op in enumerate(history)}
         ps = pairs(history)
+        # the checks after healing: invoked after the last nemesis op (the heal) that some client op follows
+        last_client = max((i for i, op in enumerate(history) if op.get("process") != "nemesis"), default=-1)
+        healed_from = max((i for i, op in enumerate(history[:last_client]) if op.get("process") == "nemesis"),
+                          default=-1)
+        live_checks = 0
         attempted: set[Any] = set()
         acked_create: dict[Any, int] = {}  # table -> completion position of an ok create
         create_invokes: dict[Any, list[int]] = defaultdict(list)
@@ -74,12 +87,15 @@ class CatalogChecker:
                     versions[v.get("table")].append((pos[id(p.invoke)], comp_pos, int(v["version"])))
             elif f == "list-tables" and p.type == "ok" and p.completion is not None:
                 listings.append((pos[id(p.invoke)], comp_pos, list(p.completion.get("value") or [])))
+            elif f in ("locate-tables", "master-replicas") and pos[id(p.invoke)] < healed_from:
+                live_checks += 1
             elif f == "locate-tables" and p.completion is not None:
                 locates.append(p.completion)
             elif f == "master-replicas" and p.completion is not None:
                 replicas.append(p.completion)
         errors: dict[str, list[Any]] = {"lost": [], "duplicated": [], "resurrected": [], "version_regressed": [],
-                                        "unexpected": [], "leaderless": [], "masters_diverged": []}
+                                        "unexpected": [], "leaderless": [], "masters_diverged": [],
+                                        "never_caught_up": []}
         evidence: list[int] = []   # history positions of the ops that showed a violation
 
         def note(position: int) -> int:
@@ -102,10 +118,12 @@ class CatalogChecker:
                 lost_seen.add(t)
                 errors["lost"].append({"table": t, "listing_index": note(comp)})
         final = listings[-1] if listings else None
-        if final is not None:
-            counts = Counter(final[2])
-            errors["duplicated"] = [{"table": t, "count": n, "listing_index": note(final[1])}
-                                    for t, n in counts.items() if n > 1]
+        doubled: set[Any] = set()   # each table once, at the first listing that shows it twice
+        for _, comp, names in listings:
+            for t, n in Counter(names).items():
+                if n > 1 and t not in doubled:
+                    doubled.add(t)
+                    errors["duplicated"].append({"table": t, "count": n, "listing_index": note(comp)})
         located = any(c.get("type") == "ok" for c in locates)
         answered = [c for c in locates if c.get("type") != "ok" and isinstance(c.get("value"), Mapping)
                     and c["value"].get("leaderless")]
@@ -124,6 +142,13 @@ class CatalogChecker:
             errors["masters_diverged"].append({"problems": list(last["value"]["problems"]),
                                                "masters": last["value"].get("masters"),
                                                "index": note(pos[id(last)]), "attempts": len(replicas)})
+        for p in pairs(history, nemesis=True):
+            c = p.completion
+            v = c.get("value") if c is not None else None
+            if isinstance(v, Mapping) and v.get("never_caught_up"):
+                errors["never_caught_up"].append({"masters": list(v["never_caught_up"]), "leader": v.get("leader"),
+                                                  "waited_s": v.get("waited_s"), "reason": v.get("reason"),
+                                                  "rebuilt": v.get("rebuilt"), "index": note(pos[id(c)])})
         for t, obs in versions.items():
             obs.sort(key=lambda o: o[1])
             completes = [o[1] for o in obs]
@@ -145,6 +170,7 @@ class CatalogChecker:
             "acknowledged_deletes": len(deleted_at),
             "listings": len(listings),
             "final_table_count": len(final[2]) if final else None,
+            "live_checks": live_checks,
         }
         for k, v in errors.items():
             out[f"{k}_count"] = len(v)

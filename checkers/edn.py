@@ -10,8 +10,9 @@ commas are whitespace. Errors carry the line number so a user can find the typo.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 _TOKEN = re.compile(
@@ -28,6 +29,9 @@ _TOKEN = re.compile(
 )
 _INT = re.compile(r"[+-]?\d+N?$")
 _FLOAT = re.compile(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?M?$")
+_SYMBOLIC = {"##NaN": float("nan"), "##Inf": float("inf"), "##-Inf": float("-inf")}
+# What the writer escapes: a raw carriage return would come back as a newline from a text-mode reader.
+_STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f"}
 
 
@@ -52,6 +56,8 @@ def _atom(text: str, line: int) -> Any:
         return False
     if text.startswith(":"):
         return text[1:]
+    if text in _SYMBOLIC:
+        return _SYMBOLIC[text]
     if _INT.match(text):
         return int(text.rstrip("N"))
     if _FLOAT.match(text):
@@ -91,60 +97,86 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-def iter_values(text: str) -> Iterator[tuple[int, Any]]:
-    """Yields (line, value) for each top-level value in `text`."""
-    pos = 0
+MAX_DEPTH = 100  # nesting deeper than this is not data we read (and would exhaust recursion elsewhere)
+
+
+def iter_values(source: str | Iterable[str], spread: bool = False) -> Iterator[tuple[int, Any]]:
+    """Yields (line, value) for each top-level value in `source`, a string or an iterable of chunks
+    (lines of a file, so it streams). With `spread`, the items of a top-level vector or list are yielded
+    one by one as they complete, so a history that is one big vector never sits whole in memory."""
+    chunks = [source] if isinstance(source, str) else source
     line = 1
-    n = len(text)
     # Stack frames: [kind, items, start_line]; kind in "[", "(", "{", "#{".
     stack: list[list[Any]] = []
-    pending_tags = 0  # tags/discards apply to the next complete value
-    discard_stack: list[int] = []
+    discard_stack: list[int] = []  # depths at which the next complete value is discarded (#_)
+    spread_outer = False  # the outermost frame's items are yielded, not collected
     match = _TOKEN.match
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
-            raise EdnError(f"unexpected character {text[pos]!r}", line)
-        kind = m.lastgroup
-        tok = m.group()
-        tok_line = line
-        line += tok.count("\n")
-        pos = m.end()
-        if kind == "ws" or kind == "tag":
-            continue
-        if kind == "discard":
-            discard_stack.append(len(stack))
-            pending_tags += 1
-            continue
-        if kind == "open":
-            stack.append([tok, [], tok_line])
-            continue
-        if kind == "close":
-            if not stack:
-                raise EdnError(f"unbalanced {tok!r}", tok_line)
-            opener, items, start = stack.pop()
-            expected = {"[": "]", "(": ")", "{": "}", "#{": "}"}[opener]
-            if tok != expected:
-                raise EdnError(f"{tok!r} closes {opener!r} opened on line {start}", tok_line)
-            if opener == "{":
-                if len(items) % 2:
-                    raise EdnError(f"map opened on line {start} has an odd number of forms", tok_line)
-                value: Any = {_hashable(items[i]): items[i + 1] for i in range(0, len(items), 2)}
+    text = ""
+    for chunk in itertools.chain(chunks, [None]):
+        final = chunk is None
+        text += chunk or ""
+        pos, n = 0, len(text)
+        while pos < n:
+            m = match(text, pos)
+            if m is None:
+                if text[pos] == '"' and not final:
+                    break  # a string that goes on in the next chunk
+                raise EdnError("unterminated string" if text[pos] == '"' else f"unexpected character {text[pos]!r}",
+                               line)
+            kind = m.lastgroup
+            tok = m.group()
+            if kind == "atom" and m.end() == n and not final:
+                break  # an atom may go on in the next chunk
+            tok_line = line
+            line += tok.count("\n")
+            pos = m.end()
+            if kind == "ws" or kind == "tag":
+                continue
+            if kind == "discard":
+                discard_stack.append(len(stack))
+                continue
+            if kind == "open":
+                if len(stack) >= MAX_DEPTH:
+                    raise EdnError(f"nested deeper than {MAX_DEPTH} levels", tok_line)
+                if not stack:
+                    spread_outer = spread and tok in ("[", "(") and not discard_stack
+                stack.append([tok, [], tok_line])
+                continue
+            if kind == "close":
+                value = _close(stack, tok, tok_line)
+                if not stack and spread_outer:
+                    continue  # the spread vector's items were yielded already
+            elif kind == "str":
+                value = _string(tok)
             else:
-                value = items
-        elif kind == "str":
-            value = _string(tok)
-        else:
-            value = _atom(tok, tok_line)
-        if discard_stack and discard_stack[-1] == len(stack):
-            discard_stack.pop()
-            continue
-        if stack:
-            stack[-1][1].append(value)
-        else:
-            yield tok_line, value
+                value = _atom(tok, tok_line)
+            if discard_stack and discard_stack[-1] == len(stack):
+                discard_stack.pop()
+                continue
+            if len(stack) == 1 and spread_outer:
+                yield tok_line, value
+            elif stack:
+                stack[-1][1].append(value)
+            else:
+                yield tok_line, value
+        text = text[pos:]
     if stack:
         raise EdnError(f"{stack[-1][0]!r} opened on line {stack[-1][2]} is never closed", line)
+
+
+def _close(stack: list[list[Any]], tok: str, line: int) -> Any:
+    """The collection the closing `tok` ends."""
+    if not stack:
+        raise EdnError(f"unbalanced {tok!r}", line)
+    opener, items, start = stack.pop()
+    expected = {"[": "]", "(": ")", "{": "}", "#{": "}"}[opener]
+    if tok != expected:
+        raise EdnError(f"{tok!r} closes {opener!r} opened on line {start}", line)
+    if opener == "{":
+        if len(items) % 2:
+            raise EdnError(f"map opened on line {start} has an odd number of forms", line)
+        return {_hashable(items[i]): items[i + 1] for i in range(0, len(items), 2)}
+    return items
 
 
 def loads_all(text: str) -> list[Any]:
@@ -162,7 +194,9 @@ def _dump(v: Any, keyword_keys: bool, out: list[str]) -> None:
     elif isinstance(v, Keyword):
         out.append(":" + v)
     elif isinstance(v, str):
-        out.append('"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"')
+        out.append('"' + v.translate(_STRING_ESCAPES) + '"')
+    elif isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        out.append("##NaN" if v != v else ("##Inf" if v > 0 else "##-Inf"))
     elif isinstance(v, int | float):
         out.append(repr(v))
     elif isinstance(v, dict):

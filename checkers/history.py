@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -45,6 +47,8 @@ class LoadedHistory:
     init: Any = None  # the model's initial value the format implies
     path: str | None = None
     warnings: list[str] = field(default_factory=list)
+    lines: Sequence[int] = ()  # the line each op came from (for error messages)
+    independent: bool = False  # Jepsen `[k v]` values were split into key and value
 
 
 # ---------------------------------------------------------------- normalising
@@ -56,26 +60,19 @@ def _norm_process(p: Any) -> Any:
     return p
 
 
-def _norm_value(v: Any) -> Any:
-    """EDN maps come back with hashable keys; keep JSON-compatible shapes."""
-    if isinstance(v, dict):
-        return {k: _norm_value(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_norm_value(x) for x in v]
-    return v
-
-
 def _norm_op(raw: Any, path: str | os.PathLike[str], line: int, index: int) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise HistoryFormatError(path, line, f"expected an operation map, got {type(raw).__name__}")
-    op = {str(k): _norm_value(v) for k, v in raw.items()}
+    # Interned keys and names: a long history repeats them millions of times.
+    op = {sys.intern(k) if isinstance(k, str) else str(k): v for k, v in raw.items()}
     typ = op.get("type")
     if typ not in ("invoke", "ok", "fail", "info"):
         raise HistoryFormatError(path, line, f"operation has type {typ!r}; expected invoke, ok, fail or info")
-    if "process" not in op:
-        op["process"] = None
-    op["process"] = _norm_process(op["process"])
-    op.setdefault("f", None)
+    op["type"] = sys.intern(typ)
+    op["process"] = _norm_process(op.get("process"))
+    f = op.setdefault("f", None)
+    if isinstance(f, str):
+        op["f"] = sys.intern(f)
     op.setdefault("value", None)
     if not isinstance(op.get("index"), int):
         op["index"] = index  # formats without indexes get their position
@@ -109,6 +106,12 @@ class JsonlWriter:
             os.fsync(self._fh.fileno())
         self.count += 1
 
+    def sync(self) -> None:
+        """Flushes and fsyncs what was written so far, so a host crash cannot lose it."""
+        if self._fh is not None:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
@@ -137,48 +140,125 @@ def write_jsonl(ops: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> 
     return p
 
 
-def _parse_jsonl_text(
-    text: str, path: str | os.PathLike[str], tolerate_truncated_tail: bool, notes: list[str] | None = None
-) -> list[dict[str, Any]]:
-    lines = text.split("\n")
-    # A file that ends with a newline has an empty last element; a crashed writer leaves no newline.
-    last_complete = text.endswith("\n")
-    ops: list[dict[str, Any]] = []
-    n = len(lines)
-    for i, line in enumerate(lines, 1):
+def _parse_jsonl(lines: Iterable[tuple[int, str]], col: _Collector, tolerate_truncated_tail: bool = True) -> None:
+    """Our JSONL, one line at a time. Only a cut last line (no newline, the start of an object, after
+    valid lines) is dropped, with one warning: any other unreadable line is an error."""
+    for n, line in lines:
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            is_tail = i == n and not last_complete
-            if is_tail and tolerate_truncated_tail:
-                msg = f"{path}:{i}: ignoring a truncated last line (the run probably crashed while writing)"
-                warnings.warn(msg, stacklevel=3)
-                if notes is not None:
-                    notes.append(msg)
-                break
-            raise HistoryFormatError(path, i, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-        ops.append(_norm_op(raw, path, i, len(ops)))
-    return ops
+            cut = not line.endswith("\n") and col.ops and line.lstrip().startswith("{")
+            if cut and tolerate_truncated_tail:
+                col.warn(f"{col.path}:{n}: ignoring a truncated last line (the run probably crashed while writing)")
+                return
+            raise HistoryFormatError(col.path, n, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise HistoryFormatError(col.path, n, f"a value nested deeper than {MAX_DEPTH} levels") from None
+        col.add(raw, n, _may_nest(line))
 
 
 def read_jsonl(path: str | os.PathLike[str], tolerate_truncated_tail: bool = True) -> list[dict[str, Any]]:
-    """Reads our history.jsonl; a partial last line (crashed run) is dropped with a warning."""
-    text = _read_text(path)
-    return _parse_jsonl_text(text, path, tolerate_truncated_tail)
+    """Reads our history.jsonl as a stream; a partial last line (crashed run) is dropped with a warning."""
+    col = _Collector(path)
+    with _open(path) as fh:
+        _parse_jsonl(_lines(fh, path), col, tolerate_truncated_tail)
+    for msg in col.notes:
+        warnings.warn(msg, stacklevel=2)
+    return col.ops
 
 
-def _read_text(path: str | os.PathLike[str]) -> str:
+MAX_LINE = 16 * 2**20  # characters in one line (one op): longer is not a history
+MAX_DEPTH = 100  # nesting of one op: deeper is not a history (and would exhaust the recursion limit)
+_CHUNK = 1 << 20
+
+
+def _os_error(path: str | os.PathLike[str], exc: OSError) -> HistoryFormatError:
+    if isinstance(exc, FileNotFoundError):
+        return HistoryFormatError(path, None, "no such file")
+    if isinstance(exc, IsADirectoryError):
+        return HistoryFormatError(path, None, "is a directory, not a history file")
+    return HistoryFormatError(path, None, f"cannot read: {exc.strerror or exc}")
+
+
+def _open(path: str | os.PathLike[str]) -> IO[str]:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise HistoryFormatError(path, None, "no such file") from None
-    except IsADirectoryError:
-        raise HistoryFormatError(path, None, "is a directory, not a history file") from None
+        return open(path, encoding="utf-8")  # the caller closes it
+    except OSError as exc:
+        raise _os_error(path, exc) from None
+
+
+def _read(fh: IO[str], path: str | os.PathLike[str], n: int, line: int | None, limit: int = -1) -> str:
+    """`fh.read(n)` or `fh.readline(limit)` (n < 0), with decoding, OS errors and NUL bytes as format errors."""
+    try:
+        text = fh.readline(limit) if n < 0 else fh.read(n)
     except UnicodeDecodeError as exc:
-        raise HistoryFormatError(path, None, f"not UTF-8 text ({exc.reason})") from None
+        raise HistoryFormatError(path, line, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise _os_error(path, exc) from None
+    if "\x00" in text:
+        raise HistoryFormatError(path, line, "binary data (NUL bytes), not a history")
+    return text
+
+
+def _lines(fh: IO[str], path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+    """(line number, line) one at a time; a line longer than MAX_LINE is an error, not a read."""
+    n = 0
+    while True:
+        line = _read(fh, path, -1, n + 1, MAX_LINE)
+        if not line:
+            return
+        n += 1
+        if len(line) >= MAX_LINE and not line.endswith("\n"):
+            raise HistoryFormatError(path, n, f"a line longer than {MAX_LINE // 2**20} Mi characters; not a history")
+        yield n, line
+
+
+def _head(path: str | os.PathLike[str]) -> str:
+    """The first characters of the file, enough to tell its format."""
+    with _open(path) as fh:
+        return _read(fh, path, 4096, 1)
+
+
+def _may_nest(text: str) -> bool:
+    """Whether JSON `text` has brackets enough to nest deeper than MAX_DEPTH (a cheap test before the walk)."""
+    return text.count("[") + text.count("{") > MAX_DEPTH
+
+
+def _too_deep(v: Any) -> bool:
+    """True if `v` nests lists or maps deeper than MAX_DEPTH (iterative: no recursion limit)."""
+    stack = [(v, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, dict):
+            x = list(x.values())
+        if isinstance(x, list | tuple):
+            if d > MAX_DEPTH:
+                return True
+            stack.extend((y, d + 1) for y in x if isinstance(y, list | tuple | dict))
+    return False
+
+
+class _Collector:
+    """Normalised ops and the line each came from, filled while the file streams by."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = path
+        self.ops: list[dict[str, Any]] = []
+        self.lines = array("l")
+        self.notes: list[str] = []
+
+    def add(self, raw: Any, line: int, may_nest: bool = False) -> None:
+        """`may_nest`: the op's parser does not bound nesting itself (EDN's does) and its text has more
+        brackets than MAX_DEPTH (`_may_nest`), so it is walked."""
+        if may_nest and _too_deep(raw):
+            raise HistoryFormatError(self.path, line, f"a value nested deeper than {MAX_DEPTH} levels")
+        self.ops.append(_norm_op(raw, self.path, line, len(self.ops)))
+        self.lines.append(line)
+
+    def warn(self, msg: str) -> None:
+        self.notes.append(msg)
 
 
 # ---------------------------------------------------------------- EDN (Jepsen)
@@ -201,16 +281,14 @@ def to_edn(ops: Iterable[dict[str, Any]]) -> str:
     return "[" + "\n ".join(lines) + "]\n"
 
 
-def _parse_edn_ops(text: str, path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    ops: list[dict[str, Any]] = []
+def _parse_edn(lines: Iterable[tuple[int, str]], col: _Collector) -> None:
+    """Jepsen EDN: a vector or list of op maps, or one map per line, read as a stream."""
     try:
-        for line, value in edn.iter_values(text):
-            items = value if isinstance(value, list) else [value]
-            for item in items:
-                ops.append(_norm_op(item, path, line, len(ops)))
+        for line, value in edn.iter_values((text for _, text in lines), spread=True):
+            for item in value if isinstance(value, list) else [value]:
+                col.add(item, line)
     except edn.EdnError as exc:
-        raise HistoryFormatError(path, exc.line, f"malformed EDN: {str(exc).split(': ', 1)[1]}") from None
-    return ops
+        raise HistoryFormatError(col.path, exc.line, f"malformed EDN: {str(exc).split(': ', 1)[1]}") from None
 
 
 # ---------------------------------------------------------------- Porcupine etcd logs
@@ -218,9 +296,9 @@ def _parse_edn_ops(text: str, path: str | os.PathLike[str]) -> list[dict[str, An
 _ETCD_LINE = re.compile(r"^INFO\s+jepsen\.util\s+-\s+(\S+)\s+:(\w+)\s+:(\w+)\s+(.*?)\s*$")
 
 
-def _parse_etcd(text: str, path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    ops: list[dict[str, Any]] = []
-    for i, line in enumerate(text.split("\n"), 1):
+def _parse_etcd(lines: Iterable[tuple[int, str]], col: _Collector) -> None:
+    path = col.path
+    for i, line in lines:
         if not line.strip():
             continue
         m = _ETCD_LINE.match(line)
@@ -231,7 +309,7 @@ def _parse_etcd(text: str, path: str | os.PathLike[str]) -> list[dict[str, Any]]
         proc, typ, f, raw = m.groups()
         if typ not in ("invoke", "ok", "fail", "info"):
             raise HistoryFormatError(path, i, f"unknown operation type :{typ}")
-        op: dict[str, Any] = {"index": len(ops), "type": typ, "process": _norm_process(proc), "f": f}
+        op: dict[str, Any] = {"index": len(col.ops), "type": typ, "process": _norm_process(proc), "f": f}
         if raw == ":timed-out":
             op["value"] = None
             op["error"] = "timed-out"
@@ -243,27 +321,95 @@ def _parse_etcd(text: str, path: str | os.PathLike[str]) -> list[dict[str, Any]]
             if len(vals) != 1:
                 raise HistoryFormatError(path, i, f"bad value {raw!r}")
             op["value"] = vals[0]
-        ops.append(op)
-    return ops
+        col.add(op, i)
 
 
 # ---------------------------------------------------------------- elle-cli JSON
 
 
-def _parse_json_array(text: str, path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise HistoryFormatError(path, exc.lineno, f"not valid JSON ({exc.msg})") from None
-    if isinstance(data, dict) and "history" in data:
-        data = data["history"]
-    if not isinstance(data, list):
-        raise HistoryFormatError(path, 1, "expected a JSON array of operations")
-    # Line numbers: elle-cli writes one op per line, so report the op's line when we can.
-    ops = []
-    for i, raw in enumerate(data):
-        ops.append(_norm_op(raw, path, i + 1, i))
-    return ops
+class _Stream:
+    """A window on a text file for incremental JSON decoding, counting lines as it moves on."""
+
+    def __init__(self, fh: IO[str], path: str | os.PathLike[str]) -> None:
+        self.fh, self.path = fh, path
+        self.text, self.pos, self.line, self.eof = "", 0, 1, False
+
+    def fill(self) -> bool:
+        """Reads the next chunk; False at the end of the file or when one op would outgrow MAX_LINE."""
+        if self.eof or len(self.text) - self.pos > MAX_LINE:
+            return False
+        chunk = _read(self.fh, self.path, _CHUNK, self.line)
+        self.text = self.text[self.pos:] + chunk
+        self.pos = 0
+        self.eof = not chunk
+        return bool(chunk)
+
+    def advance(self, to: int) -> None:
+        self.line += self.text.count("\n", self.pos, to)
+        self.pos = to
+
+    def peek(self) -> str | None:
+        """The next non-blank character (not consumed), or None at the end."""
+        while True:
+            m = _BLANK.match(self.text, self.pos)
+            self.advance(m.end())
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if not self.fill():
+                return None
+
+    def decode(self) -> tuple[Any, int, str]:
+        """The JSON value at the current position, its line and its text, reading on while it is incomplete."""
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.fill():
+                    continue
+                line = self.line + self.text.count("\n", self.pos, exc.pos)
+                raise HistoryFormatError(self.path, line, f"not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise HistoryFormatError(self.path, self.line, f"a value nested deeper than {MAX_DEPTH} levels") from None
+            line, start = self.line, self.pos
+            self.advance(end)
+            return value, line, self.text[start:end]
+
+
+_BLANK = re.compile(r"\s*")
+_DECODER = json.JSONDecoder()
+
+
+def _parse_json_array(fh: IO[str], col: _Collector) -> None:
+    """elle-cli JSON: an array of op objects (or `{"history": [...]}`), decoded one op at a time."""
+    s = _Stream(fh, col.path)
+    if s.peek() == "{":
+        doc, line, _ = s.decode()
+        if not isinstance(doc, dict) or not isinstance(doc.get("history"), list):
+            raise HistoryFormatError(col.path, line, "expected a JSON array of operations")
+        for raw in doc["history"]:
+            col.add(raw, line, True)
+        return
+    if s.peek() != "[":
+        raise HistoryFormatError(col.path, s.line, "expected a JSON array of operations")
+    s.advance(s.pos + 1)
+    first = True
+    while True:
+        c = s.peek()
+        if c is None:
+            raise HistoryFormatError(col.path, s.line, "the JSON array is never closed")
+        if c == "]":
+            s.advance(s.pos + 1)
+            break
+        if not first:
+            if c != ",":
+                raise HistoryFormatError(col.path, s.line, "expected ',' or ']' between operations")
+            s.advance(s.pos + 1)
+            s.peek()
+        raw, line, text = s.decode()
+        col.add(raw, line, _may_nest(text))
+        first = False
+    if s.peek() is not None:
+        raise HistoryFormatError(col.path, s.line, "text after the end of the JSON array")
 
 
 # ---------------------------------------------------------------- detection and load
@@ -306,28 +452,95 @@ _FORMAT_DEFAULTS: dict[str, tuple[str, str | None, Any]] = {
 }
 
 
-def load(path: str | os.PathLike[str], fmt: str = "auto") -> LoadedHistory:
-    """Reads a history file in any supported format (`fmt="auto"` guesses by content)."""
+def load(path: str | os.PathLike[str], fmt: str = "auto", strict: bool = True) -> LoadedHistory:
+    """Reads a history file in any supported format (`fmt="auto"` guesses by content), as a stream.
+
+    Jepsen's independent `[k v]` values are split into `key` and `value`. With `strict`, a completion
+    without an invocation, a second invocation of a busy process, or a completion whose f or key is not
+    its invocation's is a HistoryFormatError naming the line (`check_pairs`)."""
     if fmt != "auto" and fmt not in FORMATS:
         raise ValueError(f"unknown history format {fmt!r}; choose one of auto, {', '.join(FORMATS)}")
-    text = _read_text(path)
+    head = _head(path)
     if fmt == "auto":
-        fmt = detect_format(text, path)
-    notes: list[str] = []
-    if fmt == "jsonl":
-        ops = _parse_jsonl_text(text, path, True, notes)
-    elif fmt in ("jepsen-edn", "porcupine-kv"):
-        ops = _parse_edn_ops(text, path)
-    elif fmt == "porcupine-etcd":
-        ops = _parse_etcd(text, path)
-    else:
-        ops = _parse_json_array(text, path)
+        fmt = detect_format(head, path)
+    col = _Collector(path)
+    with _open(path) as fh:
+        if fmt == "jsonl":
+            _parse_jsonl(_lines(fh, path), col)
+        elif fmt in ("jepsen-edn", "porcupine-kv"):
+            _parse_edn(_lines(fh, path), col)
+        elif fmt == "porcupine-etcd":
+            _parse_etcd(_lines(fh, path), col)
+        else:
+            _parse_json_array(fh, col)
+    for msg in col.notes:
+        warnings.warn(msg, stacklevel=2)
+    independent = split_independent(col.ops)
+    if strict:
+        check_pairs(col.ops, col.lines, path)
     semantics, model, init = _FORMAT_DEFAULTS[fmt]
-    if fmt in ("jepsen-edn", "elle-json") and any(op.get("f") == "txn" for op in ops):
+    if fmt in ("jepsen-edn", "elle-json") and any(op.get("f") == "txn" for op in col.ops):
         model, init = "multi-register", 0
-    return LoadedHistory(
-        ops=ops, format=fmt, semantics=semantics, model=model, init=init, path=str(path), warnings=notes
-    )
+    return LoadedHistory(ops=col.ops, format=fmt, semantics=semantics, model=model, init=init, path=str(path),
+                         warnings=col.notes, lines=col.lines, independent=independent)
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+def check_pairs(ops: list[dict[str, Any]], lines: Sequence[int], path: str | os.PathLike[str]) -> None:
+    """Every client completion follows an invocation of its process with the same f and key, and a process
+    invokes only when idle: anything else is a history no checker can judge (HistoryFormatError)."""
+    busy: dict[Any, int] = {}  # process -> position of its open invocation
+    for i, op in enumerate(ops):
+        proc = op.get("process")
+        if proc == "nemesis":
+            continue
+        if not _hashable(proc):
+            raise HistoryFormatError(path, lines[i], f"process {proc!r} is neither a number nor a name")
+        if op["type"] == "invoke":
+            j = busy.get(proc)
+            if j is not None:
+                raise HistoryFormatError(path, lines[i], f"process {proc!r} invokes {op.get('f')!r} while its "
+                                         f"{ops[j].get('f')!r} invoked on line {lines[j]} has not completed")
+            busy[proc] = i
+            continue
+        j = busy.pop(proc, None)
+        if j is None:
+            raise HistoryFormatError(path, lines[i], f"a completion (type {op['type']}) of process {proc!r} "
+                                     "without an invocation")
+        inv = ops[j]
+        for k in ("f", "key"):
+            a, b = inv.get(k), op.get(k)
+            if a is not None and b is not None and a != b:
+                raise HistoryFormatError(path, lines[i], f"a completion with {k} {b!r} for an invocation with "
+                                         f"{k} {a!r} on line {lines[j]}")
+
+
+def _key_like(v: Any) -> bool:
+    return isinstance(v, int | str) and not isinstance(v, bool)
+
+
+def split_independent(ops: list[dict[str, Any]]) -> bool:
+    """Jepsen's independent histories carry `[k v]` as every client op's value (a cas's `v` is `[old new]`);
+    splits them into `key` and `value` so that each key is checked alone. Returns whether it did."""
+    client = [op for op in ops if op.get("process") != "nemesis"]
+    if not client:
+        return False
+    for op in client:
+        v = op.get("value")
+        if "key" in op or not (isinstance(v, list) and len(v) == 2 and _key_like(v[0])):
+            return False
+        if op.get("f") == "cas" and not (isinstance(v[1], list) and len(v[1]) == 2):
+            return False
+    for op in client:
+        op["key"], op["value"] = op["value"]
+    return True
 
 
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

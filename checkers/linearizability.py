@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultline.checkers.api import History
-from faultline.checkers.models import ANY, ILLEGAL, KV, CasRegister, Model, Register, freeze, get_model
+from faultline.checkers.models import ANY, ILLEGAL, KV, CasRegister, Model, Register, freeze, get_model, thaw
+from faultline.checkers.ops import BadOp
 
 SEMANTICS = ("jepsen", "porcupine", "knossos")
 
@@ -86,14 +87,16 @@ def prepare(
             continue
         typ = op.get("type")
         if typ == "invoke":
-            # A second invoke without completion leaves the first open (it stays an info op).
+            if proc in pending:
+                raise BadOp(pos, f"process {proc!r} invokes again before its previous operation completed")
             pending[proc] = len(pairs)
             pairs.append([pos, op, None, None])
         elif typ in ("ok", "fail", "info"):
             i = pending.pop(proc, None)
-            if i is not None:
-                pairs[i][2] = pos
-                pairs[i][3] = op
+            if i is None:
+                raise BadOp(pos, f"a completion of process {proc!r} without an invocation")
+            pairs[i][2] = pos
+            pairs[i][3] = op
     stats = {"ops": 0, "dropped_fail": 0, "dropped_noop": 0, "open": 0}
     parts: dict[Any, list[Call]] = {}
     for inv_pos, inv, comp_pos, comp in pairs:
@@ -106,6 +109,9 @@ def prepare(
         else:
             value = inv.get("value")
             outcome = "info" if ctype == "info" else "fail"
+        problem = model.problem(f, value, outcome == "ok")
+        if problem is not None:
+            raise BadOp(comp_pos if outcome == "ok" else inv_pos, problem)
         if outcome == "fail" and (semantics != "porcupine" or _is_readish(model, f)):
             stats["dropped_fail"] += 1
             continue
@@ -119,7 +125,7 @@ def prepare(
         required = outcome != "info"
         if not required:
             stats["open"] += 1
-        key = inv.get("key")
+        key = freeze(inv.get("key"))
         calls = parts.setdefault(key, [])
         calls.append(
             Call(
@@ -504,7 +510,7 @@ def _call_json(c: Call) -> dict[str, Any]:
     out = {
         "process": c.process,
         "f": c.f,
-        "value": None if c.value is ANY else c.value,
+        "value": None if c.value is ANY else thaw(c.value),
         "outcome": c.outcome,
         "invoke_index": c.invoke.get("index", c.invoke_index),
     }
@@ -566,7 +572,7 @@ class _Runner:
         part = self.part
         out: dict[str, Any] = {
             "valid": res.valid,
-            "key": part.key,
+            "key": thaw(part.key),
             "ops": len(part.calls),
             "steps": res.steps,
             "configs": res.memo,
@@ -577,7 +583,7 @@ class _Runner:
             lin = [calls[i] for i in res.best]
             out["op"] = _call_json(calls[res.best_block]) if res.best_block >= 0 else None
             out["linearized"] = [_call_json(c) for c in lin]
-            out["final_states"] = sorted((self.decode(s) for s in res.best_states), key=repr)
+            out["final_states"] = sorted((thaw(self.decode(s)) for s in res.best_states), key=repr)
             out["previous_ok"] = _call_json(lin[-1]) if lin else None
         return out
 
@@ -715,6 +721,35 @@ def check(
     return out
 
 
+def prefix_states(result: Mapping[str, Any], init: Any = None) -> list[Any] | None:
+    """The model state after each op of the longest linearized prefix a failing `check` found.
+
+    The result keeps only the prefix (`failure.linearized`); replaying it through the model gives the
+    states a reader steps through on the counterexample page. None when the result has no prefix, or
+    a step is illegal (the prefix was checked against another `init`), or the model is unknown.
+    """
+    failure = result.get("failure")
+    if not isinstance(failure, Mapping) or not isinstance(failure.get("linearized"), list):
+        return None
+    try:
+        model = get_model(str(result.get("model", "cas-register")))
+    except ValueError:  # a model this version does not know
+        return None
+    state = model.init(init)
+    out: list[Any] = []
+    for c in failure["linearized"]:
+        f, outcome = c.get("f"), c.get("outcome", "ok")
+        value = freeze(c.get("value"))
+        nxt = model.step(state, f, value, outcome)
+        if nxt is ILLEGAL and c.get("value") is None and f in model.read_only:
+            nxt = model.step(state, f, ANY, outcome)  # a read recorded as unknown (knossos semantics)
+        if nxt is ILLEGAL:
+            return None
+        state = nxt
+        out.append(model.describe_state(state))
+    return out
+
+
 class Linearizable:
     """Checker-protocol wrapper: `Linearizable(model="cas-register").check(test, history, opts)`.
 
@@ -732,10 +767,13 @@ class Linearizable:
 
     def check(self, test: Mapping[str, Any], history: History, opts: Mapping[str, Any]) -> dict[str, Any]:
         o = {**(opts or {})}
-        return check(
-            history,
-            model=o.get("model", self.model),
-            time_limit=o.get("time_limit", self.time_limit),
-            semantics=o.get("semantics", self.semantics),
-            init=o.get("init", self.init),
-        )
+        try:
+            return check(
+                history,
+                model=o.get("model", self.model),
+                time_limit=o.get("time_limit", self.time_limit),
+                semantics=o.get("semantics", self.semantics),
+                init=o.get("init", self.init),
+            )
+        except BadOp as exc:  # a history the model cannot judge: no verdict either way
+            return {"valid": "unknown", "error": f"op {exc.position}: {exc}"}

@@ -35,8 +35,35 @@ ILLEGAL: Any = _Illegal()
 ANY: Any = _Any()
 
 
+class Typed:
+    """A boolean or a float that equals only its own type: JSON `true` is not `1` and `1.0` is not `1`
+    (Python's `==` says they are; Clojure's `=` and Jepsen say they are not). NaN equals NaN, so a NaN
+    written can be read back, and 0.0 equals -0.0."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: bool | float) -> None:
+        self.v = v
+
+    def _key(self) -> tuple[str, Any]:
+        v = self.v
+        return (type(v).__name__, "nan" if v != v else v)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Typed) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return repr(self.v)
+
+
 def freeze(v: Any) -> Any:
-    """A hashable twin of a JSON-ish value (lists -> tuples, dicts -> sorted item tuples)."""
+    """A hashable twin of a JSON-ish value (lists -> tuples, dicts -> sorted item tuples, booleans and floats
+    -> Typed) that compares by type and value."""
+    if isinstance(v, bool | float):
+        return Typed(v)
     if isinstance(v, list | tuple):
         return tuple(freeze(x) for x in v)
     if isinstance(v, dict):
@@ -44,6 +71,23 @@ def freeze(v: Any) -> Any:
     if isinstance(v, set | frozenset):
         return frozenset(freeze(x) for x in v)
     return v
+
+
+def thaw(v: Any) -> Any:
+    """The JSON-ish value `freeze` came from (tuples -> lists; sets -> sorted lists), for reports."""
+    if isinstance(v, Typed):
+        return v.v
+    if isinstance(v, tuple):
+        return [thaw(x) for x in v]
+    if isinstance(v, frozenset):
+        return sorted((thaw(x) for x in v), key=repr)
+    if isinstance(v, dict):
+        return {str(thaw(k)): thaw(x) for k, x in v.items()}
+    return v
+
+
+def _pair(v: Any) -> bool:
+    return isinstance(v, list | tuple) and len(v) == 2
 
 
 class Model:
@@ -58,8 +102,23 @@ class Model:
     def init(self, init_value: Any = None) -> Any:
         return freeze(self.default_init if init_value is None else init_value)
 
+    # The fs the model knows; an op with another f is bad input, not a violation.
+    fs: ClassVar[frozenset[str]] = frozenset()
+
     def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
         raise NotImplementedError
+
+    def problem(self, f: Any, value: Any, completed: bool) -> str | None:
+        """Why an op (its f, and its value: the completion's when `completed`) does not fit the model,
+        or None. The search would call such an op illegal; it is bad input instead."""
+        if f not in self.fs:
+            known = ", ".join(sorted(self.fs))
+            return f"{self.name} has no operation {f!r} (it knows {known})" if f is not None else (
+                f"an operation without f (the {self.name} model knows {known})")
+        return self.value_problem(f, value, completed)
+
+    def value_problem(self, f: str, value: Any, completed: bool) -> str | None:
+        return None
 
     def is_noop(self, f: str, value: Any, outcome: str) -> bool:
         """True if the op can neither change the state nor be refuted (so the search skips it)."""
@@ -85,6 +144,7 @@ class Register(Model):
     name: ClassVar[str] = "register"
     description: ClassVar[str] = "read/write register: read returns the last written value"
     read_only: ClassVar[frozenset[str]] = frozenset({"read"})
+    fs: ClassVar[frozenset[str]] = frozenset({"read", "write"})
 
     def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
         if f == "read":
@@ -105,6 +165,12 @@ class CasRegister(Model):
     name: ClassVar[str] = "cas-register"
     description: ClassVar[str] = "register with read, write and cas [old new]; a failed cas saw another value"
     read_only: ClassVar[frozenset[str]] = frozenset({"read"})
+    fs: ClassVar[frozenset[str]] = frozenset({"read", "write", "cas"})
+
+    def value_problem(self, f: str, value: Any, completed: bool) -> str | None:
+        if f == "cas" and not _pair(value):
+            return f"a cas value must be [old new], got {value!r}"
+        return None
 
     def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
         if f == "read":
@@ -133,6 +199,13 @@ class KV(Model):
     description: ClassVar[str] = 'string value per key: get, put, append (initial ""); checked per key'
     default_init: ClassVar[Any] = ""
     read_only: ClassVar[frozenset[str]] = frozenset({"get", "read"})
+    fs: ClassVar[frozenset[str]] = frozenset({"get", "read", "put", "write", "append"})
+
+    def value_problem(self, f: str, value: Any, completed: bool) -> str | None:
+        reading = f in self.read_only
+        if (value is None and (reading or not completed)) or isinstance(value, str):
+            return None
+        return f"a kv {f} value must be a string, got {value!r}"
 
     def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
         if f in ("get", "read"):
@@ -155,6 +228,12 @@ class SetModel(Model):
     name: ClassVar[str] = "set"
     description: ClassVar[str] = "grow-only set: add v; read returns all elements"
     read_only: ClassVar[frozenset[str]] = frozenset({"read"})
+    fs: ClassVar[frozenset[str]] = frozenset({"add", "read"})
+
+    def value_problem(self, f: str, value: Any, completed: bool) -> str | None:
+        if f == "read" and completed and value is not None and not isinstance(value, list | tuple):
+            return f"a set read returns a list of elements, got {value!r}"
+        return None
 
     def init(self, init_value: Any = None) -> Any:
         return frozenset(freeze(x) for x in (init_value or ()))
@@ -183,12 +262,22 @@ class MultiRegister(Model):
         "named registers; txn value [[read|write, key, value], ...]; missing keys read init"
     )
     read_only: ClassVar[frozenset[str]] = frozenset()
+    fs: ClassVar[frozenset[str]] = frozenset({"txn"})
     default_value: Any = None
+
+    def problem(self, f: Any, value: Any, completed: bool) -> str | None:
+        if f not in (None, "txn"):
+            return f"multi-register has no operation {f!r} (it knows txn)"
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(m, list | tuple) and len(m) == 3 and m[0] in ("read", "r", "write", "w") for m in value
+        ):
+            return f"a multi-register txn is a list of [read|write key value], got {value!r}"
+        return None
 
     def init(self, init_value: Any = None) -> Any:
         if isinstance(init_value, dict):
             return freeze(init_value)
-        self.default_value = init_value
+        self.default_value = freeze(init_value)
         return ()
 
     def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
@@ -220,7 +309,27 @@ class MultiRegister(Model):
         return {str(k): v for k, v in state}
 
 
-MODELS: dict[str, type[Model]] = {m.name: m for m in (Register, CasRegister, KV, SetModel, MultiRegister)}
+@dataclass
+class Mutex(Model):
+    """A lock (Knossos's mutex): acquire succeeds when it is free, release when it is held."""
+
+    name: ClassVar[str] = "mutex"
+    description: ClassVar[str] = "lock: acquire when free, release when held (initially free)"
+    default_init: ClassVar[Any] = False
+    fs: ClassVar[frozenset[str]] = frozenset({"acquire", "release"})
+
+    def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
+        held = state == Typed(True)
+        if outcome == "fail":
+            return state
+        if f == "acquire":
+            return ILLEGAL if held else Typed(True)
+        if f == "release":
+            return Typed(False) if held else ILLEGAL
+        return ILLEGAL
+
+
+MODELS: dict[str, type[Model]] = {m.name: m for m in (Register, CasRegister, KV, SetModel, MultiRegister, Mutex)}
 
 
 def get_model(name: str | Model) -> Model:

@@ -18,6 +18,15 @@ Op = dict[str, Any]
 HEAL_PREFIXES = ("stop", "heal", "resume", "recover", "restore", "end")
 
 
+class BadOp(ValueError):
+    """An op a checker cannot judge (an f its model does not know, a value of the wrong shape): bad input,
+    never a verdict. `position` is the op's place in the history, so a reader can name its line."""
+
+    def __init__(self, position: int, message: str) -> None:
+        super().__init__(message)
+        self.position = position
+
+
 def is_nemesis(op: Op) -> bool:
     return op.get("process") == "nemesis"
 

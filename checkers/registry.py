@@ -68,6 +68,12 @@ def _availability(**kw: Any) -> Checker:
     return Availability(**kw)
 
 
+def _long_fork(**kw: Any) -> Checker:
+    from faultline.checkers.long_fork import LongForkChecker
+
+    return LongForkChecker(**kw)
+
+
 def _elle_append(**kw: Any) -> Checker:
     from faultline.checkers.elle.checker import ElleListAppend
 
@@ -82,7 +88,7 @@ def _elle_register(**kw: Any) -> Checker:
 
 CHECKERS: dict[str, Entry] = {e.name: e for e in (
     Entry("linearizable", "linearizability against a sequential model", _lin),
-    Entry("set", "acknowledged adds in the final read, nothing unexpected or duplicated", _set),
+    Entry("set", "set-full: acknowledged adds never lost from later reads, none unexpected or doubled", _set),
     Entry("bank", "every read sees the same total and no negative balance", _bank),
     Entry("counter", "each read between the adds that must and may have happened", _counter),
     Entry("unique-ids", "every acknowledged generate returned a distinct id", _unique),
@@ -91,6 +97,7 @@ CHECKERS: dict[str, Entry] = {e.name: e for e in (
     Entry("stats", "completions by operation and type, invalid when nothing succeeded", _stats),
     Entry("availability", "service during the run and recovery after each heal",
           _availability),
+    Entry("long-fork", "reads of write-once keys see the writes in one order (no long fork)", _long_fork),
     Entry("elle-list-append", "transactional anomalies (G0..G2, realtime) of list-append transactions, Elle-style",
           _elle_append),
     Entry("elle-rw-register", "transactional anomalies of read-write register transactions, Elle-style",

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.models import freeze
+from faultline.checkers.models import freeze, thaw
 from faultline.checkers.ops import Op, pairs
 
 
@@ -19,12 +19,12 @@ class UniqueIds:
                if p.f == self.f and p.type == "ok" and p.completion is not None]
         counts = Counter(ids)
         dups = {k: n for k, n in counts.items() if n > 1}
-        ranged = [i for i in ids if isinstance(i, int | float)]
+        ranged = [thaw(i) for i in ids if isinstance(thaw(i), int | float) and not isinstance(thaw(i), bool)]
         return {
             "valid": not dups,
             "attempted_count": sum(1 for p in pairs(history) if p.f == self.f),
             "acknowledged_count": len(ids),
             "duplicated_count": len(dups),
-            "duplicated": [[k, n] for k, n in sorted(dups.items(), key=lambda kv: -kv[1])[:50]],
+            "duplicated": [[thaw(k), n] for k, n in sorted(dups.items(), key=lambda kv: -kv[1])[:50]],
             "range": [min(ranged), max(ranged)] if ranged else None,
         }

@@ -53,8 +53,9 @@ def attach(kind: str, name: str) -> NodeBackend:
     raise ClusterError(f"unknown cluster backend {kind!r}")
 
 
-def list_clusters(kinds: tuple[str, ...] = KINDS) -> list[tuple[str, str]]:
-    """(kind, name) of every cluster this machine knows of; unreachable backends are skipped."""
+def list_clusters(kinds: tuple[str, ...] = KINDS, unreachable: list[str] | None = None) -> list[tuple[str, str]]:
+    """(kind, name) of every cluster this machine knows of; an unreachable backend is skipped, and why
+    is appended to `unreachable` (so "no cluster is up" is never said when Docker could not be asked)."""
     from faultline.cluster import state
 
     out: list[tuple[str, str]] = []
@@ -63,8 +64,9 @@ def list_clusters(kinds: tuple[str, ...] = KINDS) -> list[tuple[str, str]]:
             from faultline.cluster.docker_backend import list_clusters as docker_list
 
             out += [("docker", n) for n in docker_list()]
-        except ClusterError:
-            pass
+        except ClusterError as exc:
+            if unreachable is not None:
+                unreachable.append(str(exc))
     for kind in ("local", "ssh"):
         if kind in kinds:
             out += [(kind, n) for n in state.names(kind)]

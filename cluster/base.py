@@ -252,8 +252,6 @@ class NodeBackend:
         self.spec = spec
         self.info: dict[str, NodeInfo] = {}
         self._ipt: dict[str, str] = {}
-        self._partitioned: set[str] = set()
-        self._netem: set[str] = set()
         self._kinds: dict[str, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ hooks
@@ -496,7 +494,6 @@ class NodeBackend:
                 self.run(a, ["sh", "-c", _ROUTE_SH, "sh", *plan[a]], 30, step="ip route prohibit")
             else:
                 self.run(a, ["sh", "-c", _PARTITION_SH, "sh", ipt, *plan[a]], 30, step=f"{ipt} partition")
-            self._partitioned.add(a)
 
         self._parallel(apply, list(plan))
 
@@ -562,46 +559,15 @@ class NodeBackend:
                                     check=False)
             if rc != 0:
                 errors.append(f"{n}: {(out + err).strip()}")
-            self._partitioned.discard(n)
-            self._netem.discard(n)
 
         self._parallel(heal, targets)
         if errors:
             raise ClusterError("heal left residue: " + "; ".join(errors))
 
     def netem(self, node: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None:
-        """Slow or lossy links on the node's interface (tc netem on egress); all zeros removes it.
-
-        Where the kernel has no netem (CONFIG_NET_SCH_NETEM off), loss falls back to dropping a random
-        share of inbound packets with iptables' statistic match; delay then raises a ClusterError."""
-        dev = self.iface(node)
-        if not (delay_ms or jitter_ms or loss_pct):
-            self.run(node, ["sh", "-c", 'tc qdisc del dev "$1" root 2>/dev/null; exit 0', "sh", dev], 20)
-            ipt = self.iptables(node)
-            if ipt != "route":
-                self.run(node, ["sh", "-c", f'"$1" -w -F {LOSS_CHAIN} 2>/dev/null; exit 0', "sh", ipt], 20)
-            self._netem.discard(node)
-            return
-        argv = ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", f"{float(delay_ms):.3f}ms"]
-        if jitter_ms:
-            argv.append(f"{float(jitter_ms):.3f}ms")
-        if loss_pct:
-            argv += ["loss", f"{float(loss_pct):.3f}%"]
-        rc, out, err = self.run(node, argv, 20, check=False)
-        if rc == 0:
-            self._netem.add(node)
-            return
-        if "unknown" not in (out + err).lower():
-            raise ClusterError(f"{node}: tc netem failed (exit {rc}): {(err or out).strip()}")
-        if delay_ms or jitter_ms:
-            raise ClusterError(f"{node}: this kernel has no tc netem (CONFIG_NET_SCH_NETEM), so links cannot be "
-                               "delayed; packet loss still works")
-        ipt = self.iptables(node)
-        if ipt == "route":
-            raise ClusterError(f"{node}: neither tc netem nor iptables is usable for packet loss")
-        self.run(node, ["sh", "-c", _LOSS_SH, "sh", ipt, dev, f"{min(float(loss_pct), 100) / 100:.4f}"], 20,
-                 step="iptables statistic loss")
-        self._netem.add(node)
+        """Slow or lossy links on the node's interface; all zeros removes them. `packet` with only these
+        three: where the kernel has no netem, loss falls back to iptables and delay raises a ClusterError."""
+        self.packet(node, delay_ms=delay_ms, jitter_ms=jitter_ms, loss_pct=loss_pct)
 
     def packet_kinds(self, node: str) -> tuple[str, ...]:
         """The packet faults this node's kernel can do (PACKET_KINDS): delay and reorder need tc netem;
@@ -627,9 +593,7 @@ class NodeBackend:
         ipt, dev = self.iptables(node), self.iface(node)
         self.run(node, ["sh", "-c", _CLEAR_PACKET_SH, "sh", ipt, dev], 30, step="clear packet faults")
         if not any(wanted.values()):
-            self._netem.discard(node)
             return
-        self._netem.add(node)
         if "delay" in self.packet_kinds(node):  # the kernel has netem: one qdisc does it all
             argv = ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", f"{float(delay_ms):.3f}ms"]
             argv += [f"{float(jitter_ms):.3f}ms"] if jitter_ms else []

@@ -1,4 +1,4 @@
-"""Generic daemon management that runs *on a node*: `python3 -m cluster.daemon start|stop|kill|pause|...`.
+"""Generic daemon management that runs *on a node*: `python3 -m faultline.cluster.daemon start|stop|kill|pause|...`.
 
 Every backend (docker exec, `ip netns exec`, SSH) manages processes the same way by running this module
 on the node, so there is one implementation of "argv + env + log file + pid file" instead of three shell

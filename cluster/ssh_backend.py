@@ -20,6 +20,11 @@ Hosts file (TOML):
     [[node]]
     name = "m1"                # its role by the name's prefix (m: master, t: tablet server), or role = "..."
     address = "192.0.2.10"
+
+Each value is checked against SSHHost's field types (HOST_RULES) before anything connects. `workdir` and
+`source_dir` get a marker file (MARKER) when Faultline creates them (or takes over an empty one); `down`
+and `destroy` delete only a directory holding it, and a directory with contents but no marker is never
+used, so no hosts file can make Faultline delete /usr/bin or a home directory.
 """
 
 from __future__ import annotations
@@ -33,8 +38,7 @@ import socket
 import tarfile
 import threading
 import time
-import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +52,30 @@ from faultline.cluster.base import (
     RemoteTimeout,
 )
 from faultline.cluster.source import node_tarball
+from faultline.core import inputs
 
+# Written into workdir and source_dir when Faultline creates them; only a directory holding it is deleted.
+MARKER = ".faultline-created"
+# $1 the source tarball, $2 source_dir, $3 workdir. A directory that exists without the marker is not
+# Faultline's: refuse it, unless it is empty (an image's mount point), which is taken over and marked.
+# The old source is replaced; the workdir (node data) is kept.
+_CLAIM_SH = (
+    'm=' + MARKER + '; tgz=$1; shift\n'
+    'for d in "$@"; do\n'
+    '  if [ -e "$d" ] && [ ! -f "$d/$m" ] && ! { [ -d "$d" ] && [ -z "$(ls -A -- "$d")" ]; }; then\n'
+    '    echo "$d exists and Faultline did not create it (no $m in it): give a dedicated directory" >&2; exit 3\n'
+    '  fi\n'
+    'done\n'
+    'rm -rf -- "$1" && mkdir -p "$1" "$2" && touch "$1/$m" "$2/$m" && tar -xzf "$tgz" -C "$1" && rm -f "$tgz"\n'
+)
+# Deletes each directory that holds the marker; one without it is left alone and named on stderr.
+_REMOVE_SH = (
+    'm=' + MARKER + '\n'
+    'for d in "$@"; do\n'
+    '  if [ -f "$d/$m" ] && [ ! -L "$d" ]; then rm -rf -- "$d"\n'
+    '  elif [ -e "$d" ]; then echo "kept $d: Faultline did not create it (no $m in it)" >&2; fi\n'
+    'done\n'
+)
 HOSTS_BEGIN = "# faultline begin"
 HOSTS_END = "# faultline end"
 # Rewrites the marked block of /etc/hosts in place (Docker bind-mounts /etc/hosts; a rename would fail).
@@ -85,28 +112,64 @@ class SSHHost:
     dns: list[str] = field(default_factory=list)
 
 
+def _is_text(v: object) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+def _is_abs_dir(v: object) -> bool:
+    return _is_text(v) and str(v).startswith("/") and os.path.normpath(str(v)) != "/"
+
+
+# The hosts file's schema: what each SSHHost field must be.
+HOST_RULES: dict[str, tuple[Callable[[object], bool], str]] = {
+    "name": (inputs.is_safe_name, "a node name: letters, digits, '.', '_', '+', '-'"),
+    "address": (_is_text, "a host name or IP address"),
+    "role": (lambda v: isinstance(v, str), "a role name (master, tserver, ...)"),
+    "user": (_is_text, "a user name"),
+    "port": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536, "a port number (1-65535)"),
+    "key": (_is_text, "the path of a private key"),
+    "known_hosts": (_is_text, "the path of a known_hosts file"),
+    "accept_new_host_keys": (lambda v: isinstance(v, bool), "true or false"),
+    "python": (_is_text, "the python to run on the host"),
+    "workdir": (_is_abs_dir, "an absolute path of a directory for Faultline alone"),
+    "source_dir": (_is_abs_dir, "an absolute path of a directory for Faultline alone"),
+    "iface": (_is_text, "a network interface name"),
+    "connect_timeout": (inputs.is_positive_number, "a finite number of seconds > 0"),
+    "dns": (lambda v: isinstance(v, list) and all(_is_text(x) for x in v), "a list of DNS names"),
+}
+
+
 def load_hosts(path: str | Path) -> list[SSHHost]:
-    """Parses a hosts file; a mistake in it is a ValueError with one clear line."""
+    """Parses and validates a hosts file; a mistake in it is a ValueError with one clear line."""
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise ValueError(f"cannot read hosts file {p}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"hosts file {p}: {exc}") from exc
+    data = inputs.read_toml(p, "hosts file")
+    bad_tables = set(data) - {"ssh", "node"}
+    if bad_tables:
+        raise ValueError(f"hosts file {p}: unknown key {sorted(bad_tables)[0]!r}; valid: [ssh], [[node]]")
     defaults = data.get("ssh", {})
-    known = set(SSHHost.__dataclass_fields__)
+    if not isinstance(defaults, dict):
+        raise ValueError(f"hosts file {p}: ssh must be a table ([ssh] with the defaults), not {defaults!r}")
+    nodes = data.get("node", [])
+    if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
+        raise ValueError(f"hosts file {p}: node must be [[node]] tables, not {nodes!r}")
     hosts = []
-    for i, entry in enumerate(data.get("node", [])):
+    for i, entry in enumerate(nodes):
         merged = {**defaults, **entry}
-        bad = set(merged) - known
+        bad = set(merged) - set(HOST_RULES)
         if bad:
             raise ValueError(f"hosts file {p}: unknown keys {', '.join(sorted(bad))}")
         if "name" not in merged or "address" not in merged:
             raise ValueError(f"hosts file {p}: node #{i + 1} needs name and address")
+        for key, value in merged.items():
+            check, must = HOST_RULES[key]
+            if not check(value):
+                raise ValueError(f"hosts file {p}: node #{i + 1}: {key} must be {must}, not {value!r}")
         hosts.append(SSHHost(**merged))
     if not hosts:
         raise ValueError(f"hosts file {p}: no [[node]] entries")
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise ValueError(f"hosts file {p}: node names must be unique: {', '.join(names)}")
     return hosts
 
 
@@ -339,8 +402,14 @@ class SSHBackend(NodeBackend):
         self.remote.put(node, tmp, node_tarball())
         src = self.source_dir(node)
         _check_removable(src)
-        self.run(node, ["sh", "-c", 'rm -rf "$1" && mkdir -p "$1" "$3" && tar -xzf "$2" -C "$1" && rm -f "$2"', "sh",
-                        src, tmp, self.node_dir(node)], 120, step="unpack source")
+        _check_removable(self.node_dir(node))
+        self.run(node, ["sh", "-c", _CLAIM_SH, "sh", tmp, src, self.node_dir(node)], 120, step="unpack source")
+
+    def remove_dirs(self, node: str, dirs: Sequence[str]) -> None:
+        """Deletes those of `dirs` that Faultline created (they hold MARKER); never any other."""
+        for d in dirs:
+            _check_removable(d)
+        self.run(node, ["sh", "-c", _REMOVE_SH, "sh", *dirs], 60, step="remove directories")
 
     def _write_hosts(self, remove: bool = False) -> None:
         block = "" if remove else "\n".join(f"{i.address}\t{n} {' '.join(i.dns)}".rstrip()
@@ -375,9 +444,7 @@ class SSHBackend(NodeBackend):
             with contextlib.suppress(Exception):
                 self.run(n, [self.python(n), "-c", _HOSTS_PY, HOSTS_BEGIN, HOSTS_END, ""], 30)
             with contextlib.suppress(Exception):
-                _check_removable(self.node_dir(n))
-                _check_removable(self.source_dir(n))
-                self.run(n, ["rm", "-rf", self.node_dir(n), self.source_dir(n)], 60)
+                self.remove_dirs(n, [self.node_dir(n), self.source_dir(n)])
 
         self._parallel(clean, list(self.info))
         self.remote.close()
@@ -387,8 +454,7 @@ class SSHBackend(NodeBackend):
 
     def destroy(self, node: str) -> None:
         self.kill(node)
-        _check_removable(self.node_dir(node))
-        self.run(node, ["rm", "-rf", self.node_dir(node)], 60)
+        self.remove_dirs(node, [self.node_dir(node)])
         del self.info[node]
         self._write_hosts()
         self._save()
@@ -425,8 +491,15 @@ def _resolve_addr(address: str) -> str:
         return address
 
 
+SYSTEM_TOPS = ("bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "proc", "sbin", "sys", "usr")
+
+
 def _check_removable(path: str) -> None:
-    """workdir and source_dir are deleted on down/destroy: refuse anything that looks like a system path."""
+    """A first guard before the marker check on the host: no relative path, no top-level or system
+    directory, no home directory."""
     p = os.path.normpath(path)
-    if not p.startswith("/") or p.count("/") < 2 or p in ("/usr/lib", "/var/lib", "/opt/local", "/home/root"):
+    parts = p.strip("/").split("/")
+    system = parts[0] in SYSTEM_TOPS and len(parts) <= 2
+    home = parts[0] == "home" and len(parts) <= 2
+    if not p.startswith("/") or len(parts) < 2 or system or home or p in ("/var/lib", "/opt/local"):
         raise ClusterError(f"refusing to delete {path!r}: workdir and source_dir must be dedicated directories")

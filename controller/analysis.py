@@ -16,6 +16,7 @@ from typing import Any
 
 from faultline.checkers.api import Compose
 from faultline.checkers.availability import Availability
+from faultline.checkers.detection import first_anomaly, history_index_times
 from faultline.checkers.stats import Stats
 from faultline.core import TestSpec
 from faultline.results.publish import publish
@@ -30,7 +31,8 @@ def check(spec: TestSpec, workload: Workload, history: list[Op]) -> dict[str, An
     """The workload's checker decides the verdict; the generic ones (stats, availability) are evidence.
 
     Availability and op counts describe a run; they do not say whether the system was correct, so they
-    never turn a verdict invalid. A run in which no client op succeeded proves nothing: "unknown".
+    never turn a verdict invalid. A run in which no client op succeeded proves nothing: "unknown". An
+    invalid run records its time to detection (checkers.detection).
     """
     opts = {"time_limit": spec.check_time_limit}
     plain = spec.to_json()
@@ -41,6 +43,11 @@ def check(spec: TestSpec, workload: Workload, history: list[Op]) -> dict[str, An
                                                 for o in history):
         results["valid"] = "unknown"
         results["note"] = "no client operation succeeded"
+    if results.get("valid") is False:
+        # the completion of the first op that proved an anomaly, in seconds since the run began
+        t, what = first_anomaly(results, history_index_times(history))
+        results["time_to_detection_s"] = None if t is None else round(t, 3)
+        results["first_anomaly"] = what
     return results
 
 
@@ -73,25 +80,90 @@ def write_outputs(run_dir: RunDir, spec: TestSpec, history: list[Op], results: d
         log.warning("%s", w.message)
 
 
+# keys of results.json that a new check replaces; every other key (the run's `faults`, `residue`,
+# `not_healed`, `cut_short`, `_run`, ...) is the run's own record and survives a re-analysis
+REPLACED_BY_CHECK = frozenset({"valid", "skipped", "note", "reanalyzed"})
+
+
 def reanalyze(run_path: str | Path) -> dict[str, Any]:
     """Re-runs the workload's checkers on a stored run (also one that was cut short) and rewrites its
-    results, plots and report. Returns the new results."""
+    results, plots and report, keeping what the run itself recorded. Returns the new results."""
     from faultline.checkers.history import read_jsonl
     from faultline.workloads.registry import get as get_workload
 
     run = open_run(run_path)
     stored = run.load_test()
-    if not stored.get("workload") or not stored.get("name"):
+    if not isinstance(stored, dict):
+        raise ValueError(f"{run.path}/test.json is not a JSON object")
+    if not isinstance(stored.get("workload"), str) or not stored.get("name"):
         raise ValueError(f"{run.path}/test.json names no test (it needs at least name and workload)")
-    spec = TestSpec.from_json(stored)
+    try:
+        spec = TestSpec.from_json(stored)
+    except (TypeError, KeyError) as exc:
+        raise ValueError(f"{run.path}/test.json does not describe a test: {exc}") from None
     history = read_jsonl(run.history_path) if Path(run.history_path).exists() else []
     workload = get_workload(spec.workload, spec.workload_opts)
     results = check(spec, workload, history)
-    old = run.load_results() or {}
-    if old.get("cut_short"):
-        results["cut_short"] = old["cut_short"]
-    elif not old:
+    try:
+        old = run.load_results() or {}
+    except (OSError, ValueError):
+        old = {}
+    old = old if isinstance(old, dict) else {}
+    results = {**{k: v for k, v in old.items() if k not in REPLACED_BY_CHECK and k not in results}, **results}
+    if not old:
         results["cut_short"] = "the run did not finish (it had no results before this analysis)"
     results["reanalyzed"] = True
     write_outputs(run, spec, history, results)
     return results
+
+
+def verdict_word(valid: Any) -> str:
+    """A verdict as a reader says it (never a Python repr)."""
+    return {True: "valid", False: "invalid"}.get(valid, "unknown") if isinstance(valid, bool | str) else "unknown"
+
+
+def failure_lines(results: Mapping[str, Any]) -> list[str]:
+    """What the workload's checker found wrong, in a few indented lines (empty when nothing was)."""
+    wl = results.get("workload") if isinstance(results.get("workload"), dict) else {}
+    if not wl or wl.get("valid") is not False:
+        return []
+    lines = []
+    failure = wl.get("failure") if isinstance(wl.get("failure"), dict) else None
+    if failure and isinstance(failure.get("op"), dict):
+        op = failure["op"]
+        lines.append(f"  first non-linearizable op: key {failure.get('key')} {op.get('f')} "
+                     f"{op.get('value')!r} by process {op.get('process')} "
+                     f"(history entries {op.get('invoke_index')}..{op.get('complete_index')})")
+    for k in ("error", "lost", "unexpected", "duplicated", "first_wrong_total", "first_negative",
+              "resurrected", "version_regressed"):
+        if wl.get(k):
+            lines.append(f"  {k.replace('_', ' ')}: {str(wl[k])[:300]}")
+    return lines
+
+
+def describe(results: Mapping[str, Any], run_dir: Path | str | None = None) -> list[str]:
+    """A short human summary of a run's results: the verdict, what was wrong, how available the store
+    was, whether the run was complete and healed, and where the report is."""
+    head = f"{run_dir}: " if run_dir is not None else ""
+    lines = [f"{head}{verdict_word(results.get('valid'))}"]
+    wl = results.get("workload") if isinstance(results.get("workload"), dict) else {}
+    if wl:
+        lines.append(f"  workload checker: {verdict_word(wl.get('valid'))}")
+    lines += failure_lines(results)
+    av = results.get("availability") if isinstance(results.get("availability"), dict) else {}
+    if isinstance(av.get("ok_fraction"), int | float):
+        rec = av.get("max_recovery_s")
+        lines.append(f"  availability: {100 * av['ok_fraction']:.1f}% of ops ok, longest outage "
+                     f"{av.get('longest_outage_s')} s" + ("" if rec is None else f", slowest recovery {rec} s"))
+    for key, label in (("cut_short", "cut short"), ("skipped", "checking"), ("note", "note")):
+        if results.get(key):
+            lines.append(f"  {label}: {results[key]}")
+    if "faults" in results:
+        residue = results.get("residue")
+        left = "none" if residue == [] else (", ".join(map(str, residue)) if isinstance(residue, list) else residue)
+        lines.append(f"  faults injected: {results['faults']}; left after healing: {left}")
+    if results.get("not_healed"):
+        lines.append(f"  NOT healed: {', '.join(map(str, results['not_healed']))}")
+    if run_dir is not None:
+        lines.append(f"  report: {Path(run_dir) / 'report.html'}")
+    return lines

@@ -16,8 +16,10 @@ in which case the cell expands to their product. Every cell runs once per seed a
     nemesis = ["partition", "kill"]
     expect = "valid"
 
-The whole file is validated before anything starts: an unknown key, workload, nemesis or bug, or a
-value of the wrong type, is one error naming the key and the valid choices. Progress is kept in
+The whole file is validated before anything starts, against one schema (the key tables and VALUE_RULES
+below): an unknown key, workload, nemesis or bug, a value of the wrong type, an empty list of
+alternatives, a number that is not finite and positive, or a name that would lead out of the store, is
+one error naming the key and what it must be. Progress is kept in
 `campaign.json` in the campaign's store after every run, so an interrupted campaign resumes where it
 stopped and never repeats a finished run.
 """
@@ -28,13 +30,14 @@ import itertools
 import json
 import os
 import statistics
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from faultline.checkers.detection import first_anomaly, history_index_times
 from faultline.controller.errors import UsageError
+from faultline.core import inputs
 
 EXPECTATIONS = ("valid", "invalid")
 
@@ -53,7 +56,7 @@ RUN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "quiet_period": ((int, float), "seconds of quiet before the final reads"),
     "rate": ((int, float), "ops/s per worker"),
     "op_timeout": ((int, float), "client operation timeout in seconds (default 5)"),
-    "nodes": ((list,), "hosts for the ssh backend"),
+    "nodes": ((str,), "the ssh backend's hosts file (docs/cluster.md)"),
 }
 CAMPAIGN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "name": ((str,), "campaign name"),
@@ -71,6 +74,35 @@ CELL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "bug_sets": ((list,), "alternatives: one cell per bug list"),
     "expect": ((str,), "valid | invalid"),
     **RUN_KEYS,
+}
+
+
+def _is_list_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, list) and bool(v) and all(check(x) for x in v)
+
+
+def _is_string_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+# What a value must be beyond its type, for the keys above that have a rule: (check, description).
+VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "name": (inputs.is_safe_name, "letters, digits, '.', '_', '+' or '-' (it names a directory of the store)"),
+    "masters": (inputs.is_positive_int, "a whole number > 0"),
+    "tservers": (inputs.is_positive_int, "a whole number > 0"),
+    "concurrency": (inputs.is_positive_int, "a whole number > 0"),
+    "time_limit": (inputs.is_positive_number, "a finite number > 0"),
+    "time_limits": (_is_list_of(inputs.is_positive_number), "a non-empty list of finite numbers > 0"),
+    "seeds": (_is_list_of(lambda x: isinstance(x, int) and not isinstance(x, bool)),
+              "a non-empty list of integers"),
+    "nemesis_interval": (inputs.is_positive_number, "a finite number > 0"),
+    "quiet_period": (inputs.is_non_negative_number, "a finite number >= 0"),
+    "rate": (inputs.is_positive_number, "a finite number > 0"),
+    "op_timeout": (inputs.is_positive_number, "a finite number > 0"),
+    "nodes": (lambda v: bool(v.strip()), "the path of a hosts file"),
+    "workloads": (_is_list_of(lambda x: isinstance(x, str)), "a non-empty list of workload names"),
+    "nemeses": (_is_list_of(_is_string_list), "a non-empty list of nemesis lists, e.g. [[\"kill\"], [\"pause\"]]"),
+    "bug_sets": (_is_list_of(_is_string_list), "a non-empty list of bug lists, e.g. [[], [\"no-fsync\"]]"),
 }
 
 
@@ -111,6 +143,43 @@ class Campaign:
     store: Path
     runs: list[PlannedRun]
     source: Path
+    drawn_seeds: list[int] | None = None  # seeds drawn at random for this invocation (--seeds random:N)
+
+
+MAX_DRAWN_SEEDS = 1000
+
+
+def draw_seeds(n: int) -> list[int]:
+    """`n` distinct fresh seeds from the OS's randomness: seeds nobody tuned a cell on."""
+    import secrets
+
+    if not 1 <= n <= MAX_DRAWN_SEEDS:
+        raise UsageError(f"--seeds random:N wants N from 1 to {MAX_DRAWN_SEEDS}, not {n}")
+    seeds: list[int] = []
+    while len(seeds) < n:
+        s = 1 + secrets.randbelow(2**31 - 1)
+        if s not in seeds:
+            seeds.append(s)
+    return seeds
+
+
+def parse_seeds(text: str) -> tuple[list[int], bool]:
+    """`--seeds`: `1,2,3` (those seeds) or `random:N` (N drawn now); (seeds, drawn)."""
+    text = text.strip()
+    if text.startswith("random:"):
+        count = text[len("random:"):].strip()
+        if not count.isdigit():
+            raise UsageError(f"--seeds random:N wants a whole number N, got {text!r}")
+        return draw_seeds(int(count)), True
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--seeds wants integers separated by commas or random:N, got {text!r}") from None
+    if not seeds:
+        raise UsageError("--seeds is empty")
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds lists a seed twice: {text!r}")
+    return seeds, False
 
 
 def select(campaign: Campaign, cells: Sequence[str] = (), seeds: Sequence[int] | None = None) -> Campaign:
@@ -140,6 +209,10 @@ def _check_type(where: str, key: str, value: Any, spec: Mapping[str, tuple[tuple
     if isinstance(value, bool) or not isinstance(value, types):
         names = " or ".join("array" if t is list else t.__name__ for t in types)
         raise UsageError(f"{where}: {key} must be {names} ({desc}), not {value!r}")
+    if key in VALUE_RULES:
+        check, must = VALUE_RULES[key]
+        if not check(value):
+            raise UsageError(f"{where}: {key} must be {must}, not {value!r}")
 
 
 def _string_list(where: str, key: str, value: Any) -> list[str]:
@@ -163,12 +236,12 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
     from faultline.workloads.registry import WORKLOADS
 
     source = Path(path)
-    if not source.is_file():
+    if not source.exists():
         raise UsageError(f"campaign file {str(source)!r} does not exist")
     try:
-        doc = tomllib.loads(source.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{source}: not valid TOML: {exc}") from None
+        doc = inputs.read_toml(source, "campaign file")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     for key in doc:
         if key not in ("campaign", "cell"):
             raise UsageError(f"{source}: unknown table {key!r}; valid: [campaign], [[cell]]")
@@ -180,7 +253,13 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
     cells = doc.get("cell", [])
     if not isinstance(cells, list) or not cells:
         raise UsageError(f"{source}: no [[cell]] tables: a campaign needs at least one cell")
+    for i, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict):
+            raise UsageError(f"{source}: cell #{i} must be a [[cell]] table, not {cell!r}")
     name = head.get("name", source.stem)
+    if not inputs.is_safe_name(name):
+        raise UsageError(f"{source}: the campaign's name {name!r} (the file's name) cannot name a store "
+                         "directory; set name = \"...\" in [campaign] (letters, digits, '.', '_', '+', '-')")
     defaults = {k: v for k, v in head.items() if k in RUN_KEYS}
     workloads, nemeses, bugs = list(WORKLOADS), list(NEMESES), sorted(BUGS)
 
@@ -262,8 +341,12 @@ def save_state(campaign: Campaign, records: Mapping[str, RunRecord]) -> None:
     path = state_path(campaign)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    body = {"campaign": campaign.name, "source": str(campaign.source),
-            "runs": [asdict(r) for r in records.values()]}
+    body: dict[str, Any] = {"campaign": campaign.name, "source": str(campaign.source),
+                            "runs": [asdict(r) for r in records.values()]}
+    before = _drawn_before(path)
+    drawn = before + [s for s in campaign.drawn_seeds or [] if s not in before]
+    if drawn:
+        body["drawn_seeds"] = drawn  # every seed ever drawn at random for this store, in order
     with open(tmp, "w") as f:
         json.dump(body, f, indent=1, default=str)
         f.flush()
@@ -271,48 +354,15 @@ def save_state(campaign: Campaign, records: Mapping[str, RunRecord]) -> None:
     os.replace(tmp, path)
 
 
+def _drawn_before(path: Path) -> list[int]:
+    try:
+        drawn = json.loads(path.read_text()).get("drawn_seeds") if path.exists() else None
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [s for s in drawn if isinstance(s, int)] if isinstance(drawn, list) else []
+
+
 # ---- running -------------------------------------------------------------------------------------
-
-def first_anomaly(results: Mapping[str, Any], times: Mapping[int, int]) -> tuple[float | None, str | None]:
-    """(seconds since the run began, description) of the earliest anomaly any checker reported.
-
-    A checker's evidence names the offending operation (`op`, `first_anomaly` or `bad_op`) either with
-    its own `time` or by history indexes (`complete_index`, `invoke_index`, `index`); the anomaly
-    counts from when it became observable: the op's completion. `times` maps history index -> time (ns).
-    """
-    best: tuple[float | None, str | None] = (None, None)
-
-    def op_time(op: Mapping[str, Any]) -> float | None:
-        for k in ("complete_index", "index", "invoke_index"):
-            if isinstance(op.get(k), int) and op[k] in times:
-                return times[op[k]] / 1e9
-        return op["time"] / 1e9 if isinstance(op.get("time"), int | float) else None
-
-    def visit(node: Any, path: str) -> None:
-        nonlocal best
-        if isinstance(node, Mapping):
-            if node.get("valid") is False:
-                for candidate in (node.get("failure"), node):
-                    op = candidate.get("op") or candidate.get("first_anomaly") or candidate.get("bad_op") \
-                        if isinstance(candidate, Mapping) else None
-                    if isinstance(op, Mapping) and (t := op_time(op)) is not None:
-                        if best[0] is None or t < best[0]:
-                            desc = {k: op[k] for k in ("process", "f", "key", "value") if k in op}
-                            best = (t, f"{path or 'checker'}: {json.dumps(desc, default=str)}")
-                        break
-                else:
-                    if best[1] is None:
-                        best = (best[0], path or "checker")
-            for k, v in node.items():
-                if isinstance(v, Mapping | list):
-                    visit(v, f"{path}.{k}" if path else str(k))
-        elif isinstance(node, list):
-            for v in node[:50]:
-                visit(v, path)
-
-    visit(results, "")
-    return best
-
 
 def history_times(run_dir: str | Path | None) -> dict[int, int]:
     """index -> time (ns) of a stored run's history; empty if there is none."""
@@ -321,7 +371,7 @@ def history_times(run_dir: str | Path | None) -> dict[int, int]:
     path = Path(run_dir or "") / "history.jsonl"
     if not run_dir or not path.exists():
         return {}
-    return {op["index"]: op["time"] for op in read_jsonl(path) if "index" in op and "time" in op}
+    return history_index_times(read_jsonl(path))
 
 
 RunFn = Callable[[dict[str, Any], Path], Any]

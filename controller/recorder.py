@@ -1,5 +1,9 @@
 """The history recorder: one writer, in order, streamed to history.jsonl and flushed per line.
 
+Flushed is not durable: the file is also fsynced every SYNC_EVERY_S while ops are recorded, at the end
+of each phase (the runner calls `sync`) and on close, so a crash of the host loses at most the last
+few seconds of history.
+
 Every op passes through `record`, which stamps `index` and `time` (nanoseconds since the run began, from
 the monotonic clock). Invocations are recorded before they are handed to a worker and completions after
 the worker hands them back, so each recorded interval contains the real one: the checkers can only see
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 Op = dict[str, Any]
+SYNC_EVERY_S = 2.0
 
 
 class Recorder:
@@ -33,6 +38,8 @@ class Recorder:
         self.ops: list[Op] = []
         self.counts: Counter[str] = Counter()  # completions of client ops by type
         self.last_time = 0
+        self._synced_at = self._t0
+        self._synced_count = 0
 
     def restart_clock(self) -> None:
         """Time 0 is when the first op can happen (not when the cluster started coming up)."""
@@ -51,6 +58,8 @@ class Recorder:
             out = {"index": len(self.ops), "time": t, **{k: v for k, v in op.items() if k not in ("index", "time")}}
             if self._writer is not None:
                 self._writer.write(out)
+                if self._clock() - self._synced_at >= SYNC_EVERY_S * 1e9:
+                    self._sync_locked()
             self.ops.append(out)
             if out["type"] != "invoke" and out.get("process") != "nemesis":
                 self.counts[out["type"]] += 1
@@ -66,8 +75,20 @@ class Recorder:
                 n += 1
         return n
 
+    def sync(self) -> None:
+        """fsyncs the history written so far (end of a phase)."""
+        with self._lock:
+            self._sync_locked()
+
+    def _sync_locked(self) -> None:
+        self._synced_at = self._clock()
+        if self._writer is not None and self._writer.count != self._synced_count:
+            self._writer.sync()
+            self._synced_count = self._writer.count
+
     def close(self) -> None:
         with self._lock:
             if self._writer is not None:
+                self._sync_locked()
                 self._writer.close()
                 self._writer = None

@@ -2,8 +2,9 @@
 controller/interpreter.py; checking and publishing the history is controller/analysis.py.
 
 Lifecycle: cluster up (or reuse) -> nemesis and client setup -> workers open clients -> the main phase
-(client and nemesis generators for the time limit) -> the nemesis final generator and `heal` -> a quiet
-period -> the workload's final phase (e.g. final reads) -> clients closed -> node logs collected ->
+(client and nemesis generators for the time limit) -> the nemesis final generator and `heal` (network,
+processes, clocks, flags, crash points; never data) -> the nemesis repair generator (an operator's repairs,
+each an op recorded with its reason) -> a quiet period -> the workload's final phase (e.g. final reads) -> clients closed -> node logs collected ->
 checkers -> results, plots and report in the store.
 
 Whatever happens after the cluster is up (a stop signal, a crashed client, a crashed nemesis, a bug in a
@@ -129,11 +130,11 @@ def run_test(
     interp: Interpreter | None = None
     log_handler = _attach_log(run_dir)
     try:
-        _phase(progress, "cluster")
+        _phase(progress, "cluster", recorder)
         if not spec.reuse_cluster:
             backend.up(spec.cluster_spec)
         cluster_up = True
-        _phase(progress, "setup")
+        _phase(progress, "setup", recorder)
         setup_db(test)
         nemesis = nemesis.setup(test) or nemesis
         nemesis_ready = True
@@ -170,17 +171,20 @@ def run_test(
             gen.clients(gen.time_limit(limit, workload.generator)),
             gen.nemesis(gen.time_limit(limit, nemesis_pkg.generator)),
         )
-        _phase(progress, "main")
+        _phase(progress, "main", recorder)
         # a safety net only: a nemesis op in flight at the limit (a master replacement) may take minutes
         interp.run(main, "main", hard_limit_s=limit + spec.op_timeout_s + 600)
-        _phase(progress, "heal")
+        _phase(progress, "heal", recorder)
         interp.run(gen.nemesis(nemesis_pkg.final_generator), "heal", hard_limit_s=600)
         nemesis.heal(test)
-        _phase(progress, "quiet")
+        if nemesis_pkg.repair_generator is not None:
+            _phase(progress, "repair", recorder)
+            interp.run(gen.nemesis(nemesis_pkg.repair_generator), "repair", hard_limit_s=900)
+        _phase(progress, "quiet", recorder)
         _sleep_interruptibly(spec.quiet_period, interrupts)
         final = workload.final_generator
         if final is not None:
-            _phase(progress, "final")
+            _phase(progress, "final", recorder)
             interp.run(gen.clients(final), "final", hard_limit_s=spec.final_time_limit)
     except CutShort as exc:
         cut_short = str(exc)
@@ -191,14 +195,12 @@ def run_test(
             interrupts.count = max(interrupts.count, 2)
             cut_short = interrupts.why()
     finally:
-        _phase(progress, "healing")
+        _phase(progress, "healing", recorder)
         not_healed = _stop_and_heal(test, nemesis if nemesis_ready else None, interp, workers, interrupts,
                                     cluster_up)
         if not interrupts.abort:
             for c in clients.values():
                 _guard("client close", c.close)
-        if progress is not None:
-            progress.stop()
         recorder.close()
     # Everything below works on what was recorded; it runs whether or not the run was cut short.
     try:
@@ -206,6 +208,7 @@ def run_test(
             cut_short = interp.crash
         if cluster_up and run_dir is not None and not interrupts.abort:
             _collect_logs(backend, run_dir)
+        _phase(progress, "checking")
         results = _check_unless_aborted(spec, workload, recorder.ops, interrupts)
         if interrupts.stop and (cut_short is None or cut_short.startswith("interrupted")):
             cut_short = interrupts.why()  # with the count of signals, not only the first
@@ -219,10 +222,14 @@ def run_test(
             # what the faults left behind after healing (rules, paused nodes, clock offsets): must be empty
             results["residue"] = _residue(backend)
         if run_dir is not None:
+            _phase(progress, "writing")
             write_outputs(run_dir, spec, recorder.ops, results)
         if cluster_up and not spec.leave_cluster_running and not spec.reuse_cluster:
+            _phase(progress, "teardown")
             _guard("cluster down", backend.down)
     finally:
+        if progress is not None:
+            progress.stop()
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
         _detach_log(log_handler)
@@ -276,15 +283,8 @@ def _join(worker: Worker | None, timeout_s: float, interrupts: Interrupts) -> No
 
 
 def _step(what: str, fn: Callable[[], Any], interrupts: Interrupts, skipped: list[str]) -> None:
-    """One heal step: skipped (and named) once the user gave up, never left half-raised."""
-    if interrupts.give_up:
-        skipped.append(what)
-        return
-    try:
-        fn()
-    except BaseException as exc:
-        log.error("%s failed: %s", what, traceback.format_exc())
-        print(f"faultline run: warning: {what} failed: {exc}", flush=True)
+    """One heal step: skipped (and named) once the user gave up, or when it failed."""
+    if interrupts.give_up or not _guard(what, fn):
         skipped.append(what)
 
 
@@ -350,12 +350,16 @@ def _residue(backend: Any) -> list[str] | str:
         return f"could not verify: {type(exc).__name__}: {exc}"
 
 
-def _guard(what: str, fn: Callable[[], Any]) -> None:
+def _guard(what: str, fn: Callable[[], Any]) -> bool:
+    """Runs one step of the stop path; a failure, even an interrupt, is reported and the path goes on
+    (it must reach teardown). True when the step succeeded."""
     try:
         fn()
-    except Exception as exc:
+        return True
+    except BaseException as exc:
         log.error("%s failed: %s", what, traceback.format_exc())
         print(f"faultline run: warning: {what} failed: {exc}", flush=True)
+        return False
 
 
 def _sleep_interruptibly(seconds: float, interrupts: Interrupts) -> None:
@@ -366,7 +370,10 @@ def _sleep_interruptibly(seconds: float, interrupts: Interrupts) -> None:
         interrupts.event.wait(min(0.1, max(0.0, deadline - time.monotonic())))
 
 
-def _phase(progress: Any, name: str) -> None:
+def _phase(progress: Any, name: str, recorder: Recorder | None = None) -> None:
+    """A new phase begins: the history of the one before is fsynced (it survives a host crash)."""
+    if recorder is not None:
+        recorder.sync()
     log.info("phase: %s", name)
     if progress is not None:
         progress.phase(name)

@@ -6,6 +6,7 @@ the cluster backend, the client factory). test.json holds exactly `TestSpec.to_j
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import re
 import secrets
@@ -119,8 +120,8 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
             value = int(default if raw is None else raw) if integer else float(default if raw is None else raw)
         except (TypeError, ValueError):
             raise UsageError(f"{flag} must be a {'whole ' if integer else ''}number, not {raw!r}") from None
-        if value <= 0:
-            raise UsageError(f"{flag} must be positive, not {raw!r}")
+        if not math.isfinite(value) or value <= 0:
+            raise UsageError(f"{flag} must be positive and finite, not {raw!r}")
         return value
 
     time_limit = positive("time_limit", 60.0)
@@ -151,12 +152,25 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
     name = str(opts.get("name") or "-".join([workload, *nemeses] + [f"bug-{b}" for b in bugs]))[:128]
     if cluster == "ssh" and not opts.get("nodes"):
         raise UsageError("--cluster ssh needs --nodes HOSTS_FILE (see docs/cluster.md for its format)")
+    if cluster == "ssh":
+        from faultline.cluster.ssh_backend import load_hosts
+
+        try:
+            load_hosts(str(opts["nodes"]))  # checked now, before a campaign or a run starts
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     try:
         cluster_spec = db.cluster_spec(cluster_name, {"masters": masters, "tservers": tservers, "bugs": bugs,
                                                       "clock": "clock" in nemeses, **db_opts})
     except ValueError as exc:
         raise UsageError(f"{db.name} cluster: {exc}") from None
     quiet = opts.get("quiet_period")
+    try:
+        quiet = None if quiet is None else float(quiet)
+    except (TypeError, ValueError):
+        raise UsageError(f"--quiet-period must be a number, not {quiet!r}") from None
+    if quiet is not None and not (math.isfinite(quiet) and quiet >= 0):
+        raise UsageError(f"--quiet-period must be a finite number >= 0, not {quiet!r}")
     return TestSpec(
         name=re.sub(r"[^A-Za-z0-9._+-]", "_", name),
         db=db_name,

@@ -14,8 +14,8 @@ from typing import Any
 from faultline.core import Run
 
 # Faults that need nothing of the DB beyond its processes and its network. Clock faults need libfaketime
-# to reach the process (a DB opts in with `clock_by_faketime`); losing unfsynced writes needs the DB's own
-# bookkeeping of what reached the disk (only the store has it).
+# to reach the process (a DB that allows them sets its cluster spec's `faketime` for a clock test); losing
+# unfsynced writes needs the DB's own bookkeeping of what reached the disk (only the store has it).
 PROCESS_NEMESES = frozenset({
     "none", "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
     "partition-bridge", "partition-primary", "kill", "pause", "kill-primary", "pause-primary", "packet",
@@ -93,9 +93,6 @@ class ProcessDB:
     python_packages: tuple[str, ...] = ()
     # the DB's own options (--db-opt KEY=VALUE, a campaign's db_opt): name -> what it means
     options: Mapping[str, str] = {}
-    # redis-server and postgres read the wall clock through libc, so libfaketime moves it (dbs/*.py say
-    # which DBs set this); a Go program such as etcd reads it through the vDSO, out of libfaketime's reach
-    clock_by_faketime = False
 
     def validate(self, opts: Mapping[str, Any]) -> None:
         """Refuses options this DB cannot run (ValueError, one line)."""

@@ -30,6 +30,14 @@ _INITDB = (
 )
 
 
+def connect(host: str, timeout_s: float, autocommit: bool) -> Any:
+    """A psycopg connection to the server on `host`, its statements bounded by the op timeout."""
+    import psycopg
+
+    return psycopg.connect(host=host, port=PORT, user=USER, dbname="postgres", autocommit=autocommit,
+                           connect_timeout=max(1, int(timeout_s)), options=f"-c statement_timeout={int(timeout_s * 1000)}")
+
+
 class PostgresConnection:
     """One psycopg connection (autocommit), reconnected after an error, with the store's client API over
     tables of (k text primary key, v bigint)."""
@@ -38,14 +46,13 @@ class PostgresConnection:
         self.host, self.timeout = host, timeout_s
         self.conn: Any = None
 
-    def _exec(self, sql: str, args: tuple = (), fetch: bool = False) -> Any:
+    def execute(self, sql: str, args: tuple = (), fetch: bool = False) -> Any:
+        """One statement (its own transaction): the rows with `fetch`, else the row count."""
         import psycopg
 
         try:
             if self.conn is None:
-                self.conn = psycopg.connect(host=self.host, port=PORT, user=USER, dbname="postgres", autocommit=True,
-                                            connect_timeout=max(1, int(self.timeout)),
-                                            options=f"-c statement_timeout={int(self.timeout * 1000)}")
+                self.conn = connect(self.host, self.timeout, autocommit=True)
             cur = self.conn.execute(sql, args)
             return cur.fetchall() if fetch else cur.rowcount
         except psycopg.errors.SerializationFailure as exc:
@@ -57,22 +64,22 @@ class PostgresConnection:
             raise Indeterminate(f"postgres: {type(exc).__name__}: {exc}") from None
 
     def create_table(self, name: str, **_: Any) -> None:
-        self._exec(f'CREATE TABLE IF NOT EXISTS "{_ident(name)}" (k text PRIMARY KEY, v bigint)')
+        self.execute(f'CREATE TABLE IF NOT EXISTS "{_ident(name)}" (k text PRIMARY KEY, v bigint)')
 
     def get(self, table: str, key: Any, timeout: float | None = None) -> Any:
-        rows = self._exec(f'SELECT v FROM "{_ident(table)}" WHERE k = %s', (str(key),), fetch=True)
+        rows = self.execute(f'SELECT v FROM "{_ident(table)}" WHERE k = %s', (str(key),), fetch=True)
         return rows[0][0] if rows else None
 
     def put(self, table: str, key: Any, value: Any, timeout: float | None = None) -> None:
-        self._exec(f'INSERT INTO "{_ident(table)}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+        self.execute(f'INSERT INTO "{_ident(table)}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
                    (str(key), int(value)))
 
     def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
-        n = self._exec(f'UPDATE "{_ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
+        n = self.execute(f'UPDATE "{_ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
         return n == 1
 
     def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
-        return [(k, v) for k, v in self._exec(f'SELECT k, v FROM "{_ident(table)}"', fetch=True)]
+        return [(k, v) for k, v in self.execute(f'SELECT k, v FROM "{_ident(table)}"', fetch=True)]
 
     def close(self) -> None:
         if self.conn is not None:
@@ -108,7 +115,7 @@ class PostgresTxnClient:
         conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.setup_timeout_s))
         column = "bigint[]" if self.kind == "list-append" else "bigint"
         try:
-            conn._exec(f'CREATE TABLE IF NOT EXISTS "{_ident(self._table(test))}" (k bigint PRIMARY KEY, v {column})')
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{_ident(self._table(test))}" (k bigint PRIMARY KEY, v {column})')
         except Definite:
             pass  # made by a concurrent setup
         finally:
@@ -131,10 +138,7 @@ class PostgresTxnClient:
     def _connect(self, test: Run) -> Any:
         import psycopg
 
-        timeout = float(test.spec.op_timeout_s)
-        conn = psycopg.connect(host=test.backend.address(test.backend.nodes()[0]), port=PORT, user=USER,
-                               dbname="postgres", autocommit=False, connect_timeout=max(1, int(timeout)),
-                               options=f"-c statement_timeout={int(timeout * 1000)}")
+        conn = connect(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s), autocommit=False)
         level = str(test.spec.db_opts.get("isolation", "serializable")).replace("-", "_").upper()
         conn.isolation_level = psycopg.IsolationLevel[level]
         return conn
@@ -190,7 +194,6 @@ class PostgresDB(ProcessDB):
         "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
         "partition-bridge", "partition-primary")}}
     packages = ("postgresql-15",)
-    clock_by_faketime = True
 
     def validate(self, opts: Mapping[str, Any]) -> None:
         level = opts.get("isolation", "serializable")
@@ -214,7 +217,7 @@ class PostgresDB(ProcessDB):
     def ready(self, test: Run, node: str) -> bool:
         conn = PostgresConnection(test.backend.address(node), 2.0)
         try:
-            return conn._exec("SELECT 1", fetch=True) == [(1,)]
+            return conn.execute("SELECT 1", fetch=True) == [(1,)]
         finally:
             conn.close()
 

@@ -27,9 +27,13 @@ class Nemesis(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class NemesisPackage:
-    """A nemesis with the schedule that drives it during the main phase (None: it never acts) and the
-    ops that stop its fault before healing (None: nothing to stop)."""
+    """A nemesis with the schedule that drives it during the main phase (None: it never acts), the ops
+    that stop its fault before healing (None: nothing to stop), and the repairs an operator would make
+    once every fault is stopped and healed (None: none). `heal` restores the network, processes, clocks,
+    flags and crash points only; a repair of data is an op of its own, recorded with its reason, so the
+    checkers see what needed repairing."""
 
     nemesis: Nemesis
     generator: Gen | None = None
     final_generator: Gen | None = None
+    repair_generator: Gen | None = None

@@ -5,7 +5,7 @@
 validates all three alike. `compose(names, interval_s)` merges several: one composite nemesis that routes
 each op to the package that handles its `f`; their schedules run side by side (each package cycles wait,
 start, wait, stop, offset from the others so faults overlap and interleave); the final generator stops
-every package's fault, and `heal` heals them all.
+every package's fault, `heal` heals them all, and the repair generator runs every package's repairs.
 """
 
 from __future__ import annotations
@@ -83,10 +83,14 @@ def learner_partition_package(interval_s: float) -> NemesisPackage:
 
 
 def one_shot_package(nemesis: Nemesis, f: str, interval_s: float,
-                     value: Callable[[gen.Context], Any] | None = None, times: int | None = None) -> NemesisPackage:
+                     value: Callable[[gen.Context], Any] | None = None, times: int | None = None,
+                     then: Sequence[Op] = (), repairs: Sequence[Op] = ()) -> NemesisPackage:
+    """`f` every interval (`times` at most), each followed by the ops `then` (an operator's repair that
+    belongs to the fault); `repairs` run once every fault is stopped and healed."""
     op = gen.limit(1, gen.repeat(lambda ctx: {"f": f, "value": value(ctx) if value else None}))
-    sched = gen.cycle(gen.seq(gen.sleep(interval_s), op), times=times)
-    return NemesisPackage(nemesis=nemesis, generator=sched)
+    sched = gen.cycle(gen.seq(gen.sleep(interval_s), op, *(gen.once(o) for o in then)), times=times)
+    return NemesisPackage(nemesis=nemesis, generator=sched,
+                          repair_generator=gen.seq(*(gen.once(o) for o in repairs)) if repairs else None)
 
 
 def _membership_value(ctx: gen.Context) -> dict[str, str]:
@@ -127,16 +131,20 @@ def _entries() -> list[Entry]:
         Entry("membership", "replica adds, removals, moves and leader step-downs",
               lambda i: one_shot_package(topology.MembershipNemesis(), "membership", i / 2, _membership_value)),
         Entry("master-replace", "a master replaced for good",
-              lambda i: one_shot_package(topology.MasterReplaceNemesis(), "replace-master", i)),
+              lambda i: one_shot_package(topology.MasterReplaceNemesis(), "replace-master", i,
+                                         repairs=topology.master_repairs("replace-master"))),
         # a master replaced while the old leader is cut off, then the cut moves (KUDU-1556's case, staged)
         Entry("master-replace-lagging", "a master replaced while the old leader lags, cut off",
-              lambda i: one_shot_package(topology.MasterReplaceLaggingNemesis(), "replace-master-lagging", i)),
+              lambda i: one_shot_package(topology.MasterReplaceLaggingNemesis(), "replace-master-lagging", i,
+                                         repairs=topology.master_repairs("replace-master-lagging"))),
         Entry("master-migrate", "one master to three, needs --masters 1",
               lambda i: one_shot_package(topology.MasterMigrateNemesis(), "migrate-masters", i, times=1)),
         Entry("tserver-replace", "a tablet server replaced for good",
               lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i)),
         Entry("majority-loss", "a tablet majority lost, recovered by unsafe_change_config",
-              lambda i: one_shot_package(topology.MajorityLossNemesis(), "majority-loss", i, times=1)),
+              lambda i: one_shot_package(topology.MajorityLossNemesis(), "majority-loss", i, times=1,
+                                         then=[topology.UNSAFE_CHANGE_CONFIG],
+                                         repairs=[topology.UNSAFE_CHANGE_CONFIG])),
         Entry("power-loss", "power cuts on tablet servers", lambda i: power_loss_package(power.PACKAGE_SUBSETS, i)),
         Entry("power-loss-tablet", "power cuts on every replica of one tablet",
               lambda i: power_loss_package(("tablet-all",), i)),
@@ -184,7 +192,9 @@ class Noop:
 
 
 class Composite:
-    """Routes each op to the nemesis whose `fs` has its `f`; heals every one, even if some fail."""
+    """Routes each op to the nemesis whose `fs` has its `f` (and, for an op whose value names the fault it
+    is `for`, that fault's `f` too: a repair shared by two nemeses goes to its own); heals every one, even
+    if some fail."""
 
     def __init__(self, nemeses: Sequence[Any]) -> None:
         self.nemeses = list(nemeses)
@@ -195,8 +205,10 @@ class Composite:
         return self
 
     def invoke(self, test: Run, op: Op) -> Op:
+        value = op.get("value")
+        owner = value.get("for") if isinstance(value, dict) else None
         for n in self.nemeses:
-            if op["f"] in n.fs:
+            if op["f"] in n.fs and (owner is None or owner in n.fs):
                 return n.invoke(test, op)
         return {**op, "type": "fail", "error": f"no nemesis handles {op['f']!r}"}
 
@@ -222,8 +234,10 @@ def compose(names: Sequence[str], interval_s: float = 10.0) -> NemesisPackage:
         offset = interval_s * i / max(1, len(pkgs))
         gens.append(gen.seq(gen.sleep(offset), p.generator) if offset else p.generator)
     finals = [p.final_generator for p in pkgs if p.final_generator is not None]
+    repairs = [p.repair_generator for p in pkgs if p.repair_generator is not None]
     return NemesisPackage(
         nemesis=Composite([p.nemesis for p in pkgs]),
         generator=gen.any_of(*gens) if gens else None,
         final_generator=gen.seq(*finals) if finals else None,
+        repair_generator=gen.seq(*repairs) if repairs else None,
     )

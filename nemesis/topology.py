@@ -4,6 +4,13 @@ tablet server for good, and the loss of a tablet's majority recovered with unsaf
 
 Each is one op whose completion lists the steps it took; each waits (bounded) for the cluster to be
 healthy again before it returns, and says so in its completion when it is not.
+
+A repair an operator makes is an op of its own, with its reason in the completion, never part of a heal:
+`unsafe-change-config` after a majority loss, `recopy-master` (a replacement's failed copy run again) and
+`rebuild-lagging-masters` (a master still behind the leader after a while, rebuilt from it). The last
+two run in the repair phase, once every fault is stopped and healed; a master that never caught up on
+its own is then named in `never_caught_up`, which the catalog checker reports whether or not the
+rebuild succeeded (docs/controller.md).
 """
 
 from __future__ import annotations
@@ -128,6 +135,17 @@ def _uuid(test: Run, node: str) -> str:
     return out.strip().splitlines()[-1].strip()
 
 
+# the operator's repairs, each an op of its own: the masters' run once every fault is stopped and healed
+# (NemesisPackage.repair_generator); unsafe_change_config right after the majority loss it recovers from
+UNSAFE_CHANGE_CONFIG = {"f": "unsafe-change-config", "value": None}
+
+
+def master_repairs(fault: str) -> tuple[Op, ...]:
+    """`recopy-master` then `rebuild-lagging-masters`, addressed to the nemesis of `fault` (value `for`:
+    with both master-replace nemeses composed, each repairs its own replacement)."""
+    return tuple({"f": f, "value": {"for": fault}} for f in ("recopy-master", "rebuild-lagging-masters"))
+
+
 class MasterReplaceNemesis:
     """master-permanent-failure.txt, step by step, on a random master C:
     stop C and destroy its data; make a fresh node D; move C's DNS name to D; wait for a leader among the
@@ -140,15 +158,20 @@ class MasterReplaceNemesis:
     choice of source to the tool, which must pick the current leader: the master seen leading may be an
     old leader cut off from the others (it still says it leads), and a copy of a lagging catalog under C's
     identity lets that old leader commit again, apart from the rest (KUDU-1556).
-    The tool runs with the store's injected bugs, as the node processes do."""
+    The tool runs with the store's injected bugs, as the node processes do.
 
-    fs = frozenset({"replace-master"})
+    Repairs (`master_repairs`, each its own op): `recopy-master` runs a failed copy again and starts the
+    replacement; `rebuild-lagging-masters` waits `settle_s` for every master to hold what the leader
+    committed and rebuilds the ones that never caught up, naming them in `never_caught_up`."""
+
+    fs = frozenset({"replace-master", "recopy-master", "rebuild-lagging-masters"})
 
     # bounded well below a run: faults run one at a time, so a wait on a partition (that only the next op
     # heals) cannot end, and a long one would hold every other fault back
-    def __init__(self, wait_s: float = 40, lead_after: bool = True) -> None:
+    def __init__(self, wait_s: float = 40, lead_after: bool = True, settle_s: float = 20.0) -> None:
         self.wait_s = wait_s
         self.lead_after = lead_after
+        self.settle_s = settle_s
         self.rng = None
         # a replacement made but not started yet: {"node", "name", "uuid", "copied"}
         self.pending: dict[str, Any] | None = None
@@ -209,6 +232,10 @@ class MasterReplaceNemesis:
         steps.append(f"start master on {replacement}")
 
     def invoke(self, test: Run, op: Op) -> Op:
+        if op["f"] == "recopy-master":
+            return self._recopy(test, op)
+        if op["f"] == "rebuild-lagging-masters":
+            return self._rebuild_lagging(test, op)
         steps: list[str] = []
         try:
             return self._replace(test, op, steps)
@@ -217,6 +244,8 @@ class MasterReplaceNemesis:
             # copy from): a finding about the store, not a harness failure, so the run goes on and its
             # final checks judge the cluster
             log.warning("%s: %s", op.get("f"), exc)
+            if self.pending is not None:
+                self.pending["error"] = str(exc)
             return done(op, {"steps": steps, "error": str(exc)}, kind="info")
 
     def _hand_leadership(self, test: Run, name: str, uuid: str, steps: list[str]) -> bool:
@@ -298,73 +327,100 @@ class MasterReplaceNemesis:
         lead = views[leaders[0]]
         return leaders[0], [n for n, st in views.items() if n != leaders[0] and catalog_lags(lead, st)]
 
-    def _rebuild_stuck_masters(self, test: Run, steps: list[str], settle_s: float = 20.0) -> list[str]:
-        """A master still behind the leader after `settle_s` may need entries the leader never had (a
-        leader made by copy holds its log only from the copy's snapshot) and cannot catch up by itself;
-        as master-permanent-failure.txt tells the operator, it is rebuilt: destroyed, and a fresh node
-        under its name copies the catalog from the leader. Returns the names rebuilt."""
+    def _laggards(self, test: Run, settle_s: float) -> tuple[str | None, list[str]]:
+        """(leader, masters still behind it) after waiting up to `settle_s` for every master to hold what
+        the leader committed; judged against a single leader only (right after a heal there may be none
+        yet): (None, []) when none showed up."""
         connect = test.connect
         if connect is None:   # no node client to ask the masters with
-            return []
+            return None, []
         found: dict[str, Any] = {"leader": None, "late": []}
         client = connect()
         try:
-            def settled() -> bool:   # judged against a leader only: right after a heal there may be none yet
+            def settled() -> bool:
                 found["leader"], found["late"] = self._catalog_laggards(test, client)
                 return found["leader"] is not None and not found["late"]
 
-            caught_up = wait_until(settled, settle_s, 1.0, "masters caught up")
+            wait_until(settled, settle_s, 1.0, "masters caught up")
         finally:
             client.close()
-        if caught_up or found["leader"] is None:
-            return []
+        return found["leader"], list(found["late"])
+
+    def _rebuild(self, test: Run, leader: str, late: list[str], steps: list[str]) -> list[str]:
+        """As master-permanent-failure.txt tells the operator: each master of `late` is destroyed, and a
+        fresh node under its name copies the catalog from `leader`. Returns the names rebuilt."""
         uuids = _uuids_by_name(master_roles(test))
         rebuilt = []
-        for name in found["late"]:
+        for name in late:
             holder = dns_holder(test, name)
             uuid = uuids.get(name)
             if holder is None or uuid is None:
                 continue
-            steps.append(f"{name} stays behind the leader {found['leader']}: rebuild it")
             replacement = self._destroy_and_rename(test, name, holder, uuid, steps)
-            self._copy_state(test, replacement, uuid, f"{found['leader']}:{MASTER_PORT}", steps)
+            self._copy_state(test, replacement, uuid, f"{leader}:{MASTER_PORT}", steps)
             self._start(test, replacement, steps)
             rebuilt.append(name)
-        if rebuilt:
-            wait_until(lambda: masters_healthy(test, len(self._names(test))), self.wait_s, 1.0, "masters healthy")
         return rebuilt
 
-    def heal(self, test: Run) -> None:
-        """Starts a replacement that was made but not started, once it holds a copy of the catalog (copied
-        now from the surviving masters if it was not yet). An empty one is left stopped: a master that
-        starts with no catalog would found a new one under the dead master's identity. Then rebuilds any
-        master left behind for good (`_settle`)."""
-        pending, self.pending = self.pending, None
-        if pending is not None:
-            self._finish(test, pending)
-        self._settle(test)
-
-    def _finish(self, test: Run, pending: dict[str, Any]) -> None:
-        """Copies the catalog to a replacement left without one (from the surviving masters), then starts it."""
-        if not pending["copied"]:
-            source = ",".join(f"{n}:{MASTER_PORT}" for n in self._names(test) if n != pending["name"])
-            try:
-                self._copy_state(test, pending["node"], pending["uuid"], source, [], wait_s=20.0)
-                pending["copied"] = True
-            except NemesisError as exc:
-                log.warning("heal: %s holds no copy of the catalog; left stopped: %s", pending["node"], exc)
-                return
-        backend(test).start(pending["node"])
-
-    def _settle(self, test: Run) -> None:
-        """After every fault stopped: a master left behind the leader for good (a partition made it lag
-        while a replacement came to lead from its copy) is rebuilt, as the operator would."""
+    def _rebuild_lagging(self, test: Run, op: Op) -> Op:
+        """The repair `rebuild-lagging-masters`: a master still behind the leader `settle_s` after every
+        fault stopped never caught up on its own (the store's masters catch up by snapshot, docs/node.md):
+        it is named in `never_caught_up`, the evidence, then rebuilt from the leader."""
+        if test.connect is None:
+            return done(op, {"skipped": "no node client to ask the masters with"}, kind="fail")
+        leader, late = self._laggards(test, self.settle_s)
+        if leader is None:
+            return done(op, {"skipped": f"no single leader master within {self.settle_s:g} s"}, kind="fail")
+        # a replacement the harness never got a copy into was never started: not the store's finding
+        unstarted = [self.pending["name"]] if self.pending is not None and not self.pending["copied"] else []
+        never = [n for n in late if n not in unstarted]
+        if not late:
+            return done(op, {"leader": leader, "never_caught_up": [], "rebuilt": []})
+        reason = (f"{', '.join(late)} still behind the leader {leader} {self.settle_s:g} s after every fault "
+                  "stopped" + (f" ({', '.join(unstarted)} never started: its copy failed)" if unstarted else "")
+                  + ": rebuilt from the leader")
+        steps: list[str] = []
+        value: dict[str, Any] = {"reason": reason, "leader": leader, "never_caught_up": never,
+                                 "never_started": unstarted, "waited_s": self.settle_s, "steps": steps}
         try:
-            rebuilt = self._rebuild_stuck_masters(test, [])
-            if rebuilt:
-                log.warning("heal: rebuilt masters that stayed behind the leader: %s", ", ".join(rebuilt))
-        except Exception as exc:
-            log.warning("heal: could not rebuild a master left behind: %s", exc)
+            value["rebuilt"] = self._rebuild(test, leader, late, steps)
+        except NemesisError as exc:
+            return done(op, {**value, "rebuilt": [], "error": str(exc)}, kind="info")
+        value["healthy"] = wait_until(lambda: masters_healthy(test, len(self._names(test))), self.wait_s, 1.0,
+                                      "masters healthy")
+        return done(op, value, kind="ok" if value["healthy"] else "info")
+
+    def _recopy(self, test: Run, op: Op) -> Op:
+        """The repair `recopy-master`: a replacement whose copy failed (no leader to copy from then) gets
+        the catalog from the surviving masters now, and starts."""
+        pending = self.pending
+        if pending is None or pending["copied"]:
+            return done(op, {"skipped": "no replacement waits for its copy"}, kind="fail")
+        reason = (f"the copy of the catalog to {pending['node']}, the replacement under {pending['name']}, "
+                  f"failed: {pending.get('error', 'interrupted')}")
+        steps: list[str] = []
+        source = ",".join(f"{n}:{MASTER_PORT}" for n in self._names(test) if n != pending["name"])
+        try:
+            self._copy_state(test, pending["node"], pending["uuid"], source, steps, wait_s=20.0)
+        except NemesisError as exc:
+            return done(op, {"reason": reason, "steps": steps, "error": str(exc)}, kind="info")
+        self._start(test, pending["node"], steps)
+        return done(op, {"reason": reason, "name": pending["name"], "replacement": pending["node"], "steps": steps})
+
+    def heal(self, test: Run) -> None:
+        """Starts a replacement that was made and holds its copy but was not started yet (a process to
+        bring back). Nothing else: one whose copy failed stays stopped (a master that starts with no
+        catalog would found a new one under the dead master's identity) until the repair `recopy-master`,
+        and a master left behind stays behind for the checkers to see."""
+        pending = self.pending
+        if pending is None:
+            return
+        if not pending["copied"]:
+            log.warning("heal: %s holds no copy of the catalog; left stopped for the repair recopy-master",
+                        pending["node"])
+            return
+        self.pending = None
+        backend(test).start(pending["node"])
 
 
 class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
@@ -379,11 +435,11 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
     3. the cut moves in one step (a heal in between would let X catch L up at once): X is cut off and L
        rejoins before D starts, so L and D must elect a leader between them. D copied from X leads with
        everything; D copied from L shares L's log, and the changes only X and the dead C held are lost;
-    4. after `hold_s`, every cut heals and the masters must be three healthy voters again. A master that
-       stays behind (D, leading from a copy, holds its log only from the copy's snapshot and cannot send
-       L what it lacks) is rebuilt from the leader, as the operator would (`_rebuild_stuck_masters`)."""
+    4. after `hold_s`, every cut heals and the masters must be three healthy voters again. D, leading from
+       a copy, holds its log only from the copy's snapshot: it catches L up by sending that snapshot. A
+       master that stays behind is a finding, for the repair `rebuild-lagging-masters` to name."""
 
-    fs = frozenset({"replace-master-lagging"})
+    fs = frozenset({"replace-master-lagging", "recopy-master", "rebuild-lagging-masters"})
 
     def __init__(self, wait_s: float = 40, lag_s: float = 10.0, hold_s: float = 5.0) -> None:
         super().__init__(wait_s=wait_s, lead_after=False)
@@ -448,9 +504,8 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
             b.heal_network()
         steps.append("healed")
         healthy = wait_until(lambda: masters_healthy(test, len(names)), self.wait_s, 1.0, "masters healthy")
-        rebuilt = self._rebuild_stuck_masters(test, steps)
         value = {"old_leader": old, "new_leader": x, "replaced": c, "replacement": replacement, "steps": steps,
-                 "healthy": healthy, "rebuilt": rebuilt}
+                 "healthy": healthy}
         return done(op, value, kind="ok" if healthy else "info")
 
 
@@ -545,25 +600,30 @@ class TserverReplaceNemesis:
 
 
 class MajorityLossNemesis:
-    """Destroys a majority of one tablet's replicas (the servers holding them, for good), then forces each
-    tablet left without a majority onto its survivors with `remote_replica unsafe_change_config`.
+    """Destroys a majority of one tablet's replicas (the servers holding them, for good); then, as its own
+    op, the operator's repair `unsafe-change-config`: each tablet left without a majority is forced onto
+    its survivors with `remote_replica unsafe_change_config`, fresh tablet servers are added, and the op
+    waits for ksck to be clean. The repair's reason names the loss.
 
     The survivor is first cut off from the other tablet servers for `lag_s`, so it is the lagging replica
     when the others die (the case that loses data: the majority kept acknowledging writes it never saw).
     Those writes are gone; the checkers must report the loss, not hide it."""
 
-    fs = frozenset({"majority-loss"})
+    fs = frozenset({"majority-loss", "unsafe-change-config"})
 
     def __init__(self, wait_s: float = 180, lag_s: float = 4.0) -> None:
         self.wait_s = wait_s
         self.lag_s = lag_s
         self.rng = None
+        self.lost: dict[str, Any] | None = None   # the loss the repair has yet to recover from
 
     def setup(self, test: Run) -> MajorityLossNemesis:
         self.rng = nemesis_rng(test, "majority-loss")
         return self
 
     def invoke(self, test: Run, op: Op) -> Op:
+        if op["f"] == "unsafe-change-config":
+            return self._repair(test, op)
         b = backend(test)
         full: list[dict[str, Any]] = []
         for _ in range(3):   # the listing can time out while the masters are busy (catalog workload)
@@ -592,12 +652,22 @@ class MajorityLossNemesis:
         finally:
             if self.lag_s > 0:
                 b.heal_network()
-        # The lost servers held replicas of other tablets too: as an operator would after ksck, force every
-        # tablet left without a majority onto its survivors (the chosen tablet is one of them), and keep
-        # checking until ksck is clean: a table created while this ran (after `every` was listed) may have
-        # lost its majority as well.
+        self.lost = {"tablet": t["tablet"], "lost": lost, "survivor": survivor, "listed": every}
+        return done(op, {"tablet": t["tablet"], "lost": lost, "survivor": survivor})
+
+    def _repair(self, test: Run, op: Op) -> Op:
+        """`unsafe-change-config`, after ksck as an operator would: force every tablet left without a
+        majority onto its survivors (the chosen tablet is one of them), add fresh tablet servers, and keep
+        checking until ksck is clean: a table created meanwhile may have lost its majority as well."""
+        loss, self.lost = self.lost, None
+        if loss is None:
+            return done(op, {"skipped": "no majority lost"}, kind="fail")
+        b = backend(test)
+        lost = loss["lost"]
+        reason = (f"tablet {loss['tablet']} lost its majority ({', '.join(lost)} destroyed, {loss['survivor']} "
+                  "left): tablets without a majority forced onto their survivors")
         tries: dict[str, int] = {}
-        forced = self._force_orphans(test, every, lost, tries)
+        forced = self._force_orphans(test, loss["listed"], lost, tries)
         added = []
         for _ in lost:
             fresh = _next_name(test, "t")
@@ -612,8 +682,9 @@ class MajorityLossNemesis:
 
         healthy = wait_until(clean, self.wait_s, 2.0, "re-replication")
         not_forced = sorted(tab for tab in tries if tab not in forced)
-        return done(op, {"tablet": t["tablet"], "lost": lost, "survivor": survivor, "forced": forced,
-                         "not_forced": not_forced, "added": added, "healthy": healthy}, kind="ok" if healthy else "info")
+        return done(op, {"reason": reason, "tablet": loss["tablet"], "lost": lost, "survivor": loss["survivor"],
+                         "forced": forced, "not_forced": not_forced, "added": added, "healthy": healthy},
+                    kind="ok" if healthy else "info")
 
     def _force_orphans(self, test: Run, listed: list[dict[str, Any]], lost: list[str],
                        tries: dict[str, int], max_tries: int = 3) -> list[str]:

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from faultline.node import bugs
+from faultline.node.args import NodeParser, positive_float, positive_int
 
 SERVER_HELP = {
     "master": "run a master: catalog in a Raft-replicated system tablet, heartbeats, placement",
@@ -23,16 +24,16 @@ def _server_args(p: argparse.ArgumentParser, default_port: int) -> None:
                         "hostname with the bound port when binding 0.0.0.0)")
     p.add_argument("--master-addresses", required=True,
                    help="comma-separated HOST:PORT of every master (DNS names are re-resolved on failure)")
-    p.add_argument("--heartbeat-interval-ms", type=int, default=500,
+    p.add_argument("--heartbeat-interval-ms", type=positive_int, default=500,
                    help="Raft heartbeat and tserver->master heartbeat period (default 500)")
-    p.add_argument("--election-timeout-ms", type=int, default=1500,
+    p.add_argument("--election-timeout-ms", type=positive_int, default=1500,
                    help="Raft election timeout; a leader is presumed dead after it (default 1500)")
     p.add_argument("--fsync", choices=["always", "never"], default="always",
                    help="fsync the WAL and consensus metadata before acknowledging (default always)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
                    help=f"turn on an injected bug (repeatable): {', '.join(sorted(bugs.BUGS))}")
-    p.add_argument("--follower-unavailable-s", type=float, default=10.0,
+    p.add_argument("--follower-unavailable-s", type=positive_float, default=10.0,
                    help="seconds a replica's server must be silent before the master re-replicates it")
 
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         from faultline.node.tool.cli import main as tool_main
 
         return tool_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m faultline.node", description="Faultline's Kudu-like store.")
+    parser = NodeParser(prog="python -m faultline.node", description="Faultline's Kudu-like store.")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="{master,tserver,tool}")
     _server_args(sub.add_parser("master", help=SERVER_HELP["master"], description=SERVER_HELP["master"]), 7051)
     _server_args(sub.add_parser("tserver", help=SERVER_HELP["tserver"], description=SERVER_HELP["tserver"]),

@@ -29,14 +29,17 @@ def score_store(
     gap_s: float = metrics.OUTAGE_GAP_S,
     app_name: str = "faultline-score",
     progress: Progress | None = None,
+    verbose: bool = False,
 ) -> ScoreResult:
-    """Scores every run of `store` with `engine`; `master` and `plan` apply to Spark only."""
+    """Scores every run of `store` with `engine`; `master` and `plan` apply to Spark only. Unless
+    `verbose`, the JVM's own output goes to spark.log in the output directory, not the terminal."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     if engine == "pandas":
         return score_pandas(store, out_dir, time_limit=time_limit, gap_s=gap_s, progress=progress)
-    say(progress, f"starting Spark ({master})")
-    spark = get_session(master, app_name=app_name)
+    log_file = None if verbose else Path(out_dir if out_dir is not None else Path(store) / "_score") / "spark.log"
+    say(progress, f"starting Spark ({master})" + ("" if log_file is None else f"; its own log: {log_file}"))
+    spark = get_session(master, app_name=app_name, log_file=log_file)
     try:
         return score(spark, store, out_dir, time_limit=time_limit, gap_s=gap_s, plan=plan, progress=progress)
     finally:

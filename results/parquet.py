@@ -183,7 +183,30 @@ def read_problems(parquet_path: Path | str) -> list[str]:
 
 def read_history_frame(parquet_path: Path | str, columns: list[str] | None = None) -> Any:
     """The Parquet history as a pandas DataFrame (typed columns and JSON columns)."""
-    return pq.read_table(parquet_path, columns=columns).to_pandas()
+    return table_to_frame(pq.read_table(parquet_path, columns=columns))
+
+
+def table_to_frame(table: pa.Table) -> Any:
+    """A pandas frame whose integers stay exact: int64 columns become pandas' nullable Int64, because
+    plain pandas turns an integer column holding a null into float64, which rounds above 2**53."""
+    import pandas as pd
+
+    return table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+
+
+EXACT_FLOAT_LIMIT = 2**53  # every integer below it survives a trip through float64; none above is sure to
+
+
+def _exact_columns(df: Any) -> Any:
+    """The frame with nulls as None; refuses a float column that may already have rounded an integer
+    (one read with plain `to_pandas()`), rather than hand back a silently different history."""
+    for col in ("index", "time"):
+        if col in df.columns and df[col].dtype.kind == "f":
+            big = df[col].abs() >= EXACT_FLOAT_LIMIT
+            if bool(big.any()):
+                raise ValueError(f"history column {col!r} went through float64 and may have lost precision "
+                                 "above 2**53; read it with parquet.table_to_frame (nullable Int64)")
+    return df.astype(object).where(df.notna(), None)
 
 
 def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[dict[str, Any]]:
@@ -195,7 +218,7 @@ def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[dict
     for r in rows:
         op: dict[str, Any] = {"index": int(r[i_index])}
         t = r[i_time]
-        if t is not None and t == t:
+        if t is not None:
             op["time"] = int(t)
         if r[i_type] is not None:
             op["type"] = r[i_type]
@@ -217,7 +240,7 @@ def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[dict
 def frame_to_ops(df: Any) -> list[dict[str, Any]]:
     """Rebuilds the original op dicts from a DataFrame in SCHEMA (e.g. one Spark group)."""
     names = list(df.columns)
-    return _rows_to_ops(df.itertuples(index=False, name=None), names)
+    return _rows_to_ops(_exact_columns(df).itertuples(index=False, name=None), names)
 
 
 def table_to_ops(table: pa.Table) -> list[dict[str, Any]]:

@@ -12,9 +12,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from faultline.checkers.counterexample import evidence, render_html
 from faultline.checkers.perf import write_plots
 from faultline.checkers.timeline import write_timeline
+from faultline.results.metrics import fault_windows
 from faultline.results.report import failing, write_report
 from faultline.results.store import RunDir
 
@@ -28,6 +31,16 @@ def _guarded(run: RunDir, what: str, make: Callable[[], Any]) -> bool:
     except Exception as exc:  # an artifact is a convenience; never lose the others (or the run) over it
         warnings.warn(f"{run.run_id}: {what} not written: {type(exc).__name__}: {exc}", stacklevel=3)
         return False
+
+
+def _faults(history: list[Op]) -> list[dict[str, Any]] | None:
+    """The run's fault windows as the report's metrics find them, so every page draws the same ones."""
+    times = [op["time"] for op in history if isinstance(op.get("time"), int | float)]
+    if not times:
+        return None
+    nem = pd.DataFrame([{"f": op.get("f"), "type": op.get("type"), "time": op.get("time")}
+                        for op in history if op.get("process") == "nemesis"], columns=["f", "type", "time"])
+    return fault_windows(nem, int(max(times))) if len(nem) else []
 
 
 def _counterexample_source(results: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -65,14 +78,17 @@ def publish(
         except (OSError, ValueError):
             results = None
     written: dict[str, Path] = {}
+    faults = _faults(history) if history else None
+    workers = (test or {}).get("concurrency")
     if history:
         if _guarded(run, "plots", lambda: write_plots(history, run.plots_dir, test=test)):
             written["plots"] = run.plots_dir
-        if _guarded(run, "timeline", lambda: write_timeline(history, run.timeline_path, test=test)):
+        if _guarded(run, "timeline", lambda: write_timeline(history, run.timeline_path, test=test, faults=faults)):
             written["timeline"] = run.timeline_path
     source = _counterexample_source(results)
     if source is not None:
-        if _guarded(run, "counterexample", lambda: render_html(source, history, run.counterexample_path)):
+        if _guarded(run, "counterexample", lambda: render_html(source, history, run.counterexample_path,
+                                                                       faults, workers)):
             written["counterexample"] = run.counterexample_path
     else:
         run.counterexample_path.unlink(missing_ok=True)

@@ -15,19 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from faultline.checkers._html import head
+from faultline.checkers.story import find_part, story, story_html
 from faultline.results import metrics, parquet
 from faultline.results.store import RunDir
 
-MAX_EVIDENCE = 20_000
+MAX_ROWS = 20  # rows of a list of records shown in the evidence
 
 
 def verdict_label(valid: Any) -> str:
     return "valid" if valid is True else ("invalid" if valid is False else "unknown")
 
 
-def _history_frame(run: RunDir) -> Any:
-    ops = run.history() if (run.history_path.exists() or run.parquet_path.exists()) else []
-    return parquet.ops_to_table(ops).to_pandas().sort_values("index", kind="stable")
+def _history(run: RunDir) -> list[dict[str, Any]]:
+    return run.history() if (run.history_path.exists() or run.parquet_path.exists()) else []
+
+
+def _frame(ops: list[dict[str, Any]]) -> Any:
+    return parquet.table_to_frame(parquet.ops_to_table(ops)).sort_values("index", kind="stable")
 
 
 def failing(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
@@ -35,6 +39,26 @@ def failing(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
     if not results:
         return []
     return [(k, v) for k, v in results.items() if isinstance(v, dict) and v.get("valid") is False]
+
+
+def _what_was_wrong(run: RunDir, results: dict[str, Any], ops: list[dict[str, Any]]) -> str:
+    """The first screen of an invalid (or unknown) run: each failing checker's story, in words."""
+    bad = failing(results)
+    unsure = [(k, v) for k, v in results.items() if isinstance(v, dict) and v.get("valid") == "unknown"]
+    if not bad and not unsure:
+        return ""
+    out = ["<h2 id='wrong'>What was wrong</h2>" if bad else "<h2 id='wrong'>What is unknown</h2>"]
+    if run.counterexample_path.exists() and bad:
+        if any(find_part(res, "failure") is not None for _name, res in bad):
+            what = "the operations of the failing key, the longest linearizable prefix and the model's state, step by step"
+        else:
+            what = "the story beside every operation of the run"
+        out.append(f"<p><a href='counterexample.html' id='counterexample-link'>Interactive counterexample</a>: {what}.</p>")
+    for name, res in bad:
+        out.append(story_html(story(name, res, ops)))
+    for name, res in unsure:
+        out.append(story_html(story(name, res, ops), "story unknown"))
+    return "".join(out)
 
 
 def _timeline_svg(faults: list[dict[str, Any]], outages: list[list[float]], duration: float) -> str:
@@ -69,6 +93,39 @@ def _timeline_svg(faults: list[dict[str, Any]], outages: list[list[float]], dura
     return "".join(parts) + (f"<p class='legend'>{legend}</p>" if legend else "")
 
 
+def evidence_html(v: Any, depth: int = 0) -> str:
+    """A checker result as nested tables: keys as headers, lists of records as rows (the first
+    MAX_ROWS), long scalars cut; the whole JSON stays in results.json."""
+    e = html.escape
+    if isinstance(v, dict):
+        if not v:
+            return "–"
+        if depth >= 3:
+            return e(_short(json.dumps(v, default=str)))
+        return ("<table class='ev'>" + "".join(f"<tr><th>{e(str(k))}</th><td>{evidence_html(x, depth + 1)}</td></tr>"
+                                              for k, x in v.items() if k != "svg") + "</table>")
+    if isinstance(v, list):
+        if not v:
+            return "–"
+        if all(isinstance(x, dict) for x in v) and depth < 3:
+            cols = list(dict.fromkeys(k for x in v[:MAX_ROWS] for k in x if k != "svg"))
+            rows = "".join("<tr>" + "".join(f"<td>{e(_short(_cell(x[c]))) if c in x else ''}</td>" for c in cols)
+                           + "</tr>" for x in v[:MAX_ROWS])
+            more = f"<p>… and {len(v) - MAX_ROWS} more (results.json)</p>" if len(v) > MAX_ROWS else ""
+            return (f"<table class='mono'><tr>{''.join(f'<th>{e(c)}</th>' for c in cols)}</tr>{rows}</table>{more}")
+        items = ", ".join(_short(json.dumps(x, default=str), 80) for x in v[:50])
+        return e(items + (f" … ({len(v)} in all)" if len(v) > 50 else ""))
+    return e(_short(v if isinstance(v, str) else json.dumps(v, default=str)))
+
+
+def _cell(x: Any) -> str:
+    return x if isinstance(x, str) else json.dumps(x, default=str)
+
+
+def _short(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def render_report(run: RunDir) -> str:
     """The report page as a string (write_report writes it to report.html)."""
     e = html.escape
@@ -80,7 +137,8 @@ def render_report(run: RunDir) -> str:
         results = run.load_results()
     except (OSError, ValueError):
         results = None
-    df = _history_frame(run)
+    ops = _history(run)
+    df = _frame(ops)
     m = metrics.run_metrics(df, run.run_id)
     faults = json.loads(m["faults_json"])
     outages = json.loads(m["outages_json"])
@@ -90,7 +148,10 @@ def render_report(run: RunDir) -> str:
         label = verdict_label(results.get("valid"))
     p = [head(f"{run.run_id}: {label}"),
          f"<h1>{e(str(test.get('name') or run.path.parent.name))}</h1>",
-         f"<p>run <code>{e(run.run_id)}</code> &nbsp; <span class='verdict {label}' id='verdict'>{e(label)}</span></p>"]
+         f"<p>run <code>{e(run.run_id)}</code> &nbsp; <span class='verdict {label}' id='verdict'>{e(label)}</span>"
+         + (" &nbsp; <a href='results.json'>results.json</a>" if run.results_path.exists() else "") + "</p>"]
+    if results is not None and results.get("unchecked") is not True:
+        p.append(_what_was_wrong(run, results, ops))
     # the test
     keys = ["workload", "nemesis", "bugs", "seed", "time_limit", "concurrency", "cluster", "masters", "tservers",
             "start_time"]
@@ -114,18 +175,10 @@ def render_report(run: RunDir) -> str:
                 lab = verdict_label(v.get("valid"))
                 p.append(f"<tr><td>{e(k)}</td><td class='verdict {lab}'>{e(lab)}</td></tr>")
             p.append("</table>")
-        bad = failing(results)
-        if bad:
-            p.append("<h3 id='wrong'>What was wrong</h3>")
-            if run.counterexample_path.exists():
-                p.append("<p><a href='counterexample.html' id='counterexample-link'>Counterexample</a> "
-                         "(the shortest failing prefix, drawn)</p>")
-            for name, res in bad:
-                evidence = {k: v for k, v in res.items() if k not in ("valid",)}
-                text = json.dumps(evidence, indent=1, default=str)
-                if len(text) > MAX_EVIDENCE:
-                    text = text[:MAX_EVIDENCE] + "\n... (truncated; see results.json)"
-                p.append(f"<h4>{e(name)}</h4><pre>{e(text)}</pre>")
+        p.append("<p>Each checker's evidence, folded; all of it is in <a href='results.json'>results.json</a>.</p>")
+        for k, v in rows:
+            lab = verdict_label(v.get("valid"))
+            p.append(f"<details id='evidence-{e(k)}'><summary>{e(k)}: {e(lab)}</summary>{evidence_html(v)}</details>")
     # counts
     p.append("<h2>Operations</h2>")
     counts = json.loads(m["counts_json"])
@@ -146,6 +199,9 @@ def render_report(run: RunDir) -> str:
              f"<td>{num(m['availability'], '.1%')}</td><td>{m['outages']} ({m['outage_s']:.2f} s)</td></tr></table>")
     # nemesis timeline
     p.append("<h2>Nemesis timeline</h2>")
+    if run.timeline_path.exists():
+        p.append("<p><a href='timeline.html' id='timeline-link'>The whole run, every operation</a> "
+                 "(zoom and pan).</p>")
     p.append(_timeline_svg(faults, outages, m["duration_s"] or 0.0))
     if faults:
         p.append("<table><tr><th>fault</th><th>from (s)</th><th>to (s)</th><th>recovered after heal (s)</th></tr>")

@@ -2,12 +2,17 @@
 `results.scoring.write_scores`, which calls `render_html`).
 
 It renders the card dict, not a `ScoreResult`, so it depends on no engine and can redraw a card read
-back from scorecard.json.
+back from scorecard.json: the web view (results/serve.py) renders the same card with its own links and
+navigation. A campaign's store also holds campaign.json (controller/campaign.py), whose expectations the
+card's header reports.
 """
 
 from __future__ import annotations
 
 import html
+import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -17,10 +22,62 @@ GROUP_COLUMNS = ["workload", "nemesis", "bug", "runs", "valid", "invalid", "unkn
                  "median_first_anomaly_s", "availability", "ok_rate", "lat_p99_ms", "recover_max_s", "warnings"]
 RUN_COLUMNS = ["run_id", "verdict", "workload", "nemesis", "bug", "events", "ok_rate", "availability",
                "lat_p50_ms", "lat_p99_ms", "throughput", "outages", "recover_max_s", "first_anomaly_s", "warning"]
-TEXT_COLUMNS = frozenset({"run_id", "verdict", "workload", "nemesis", "bug", "warning"})
+TEXT_COLUMNS = frozenset({"run_id", "verdict", "workload", "nemesis", "bug", "warning", "expect"})
+# column headers as a reader says them; short, so both tables fit a 1280 px window
+LABELS = {"detection_rate": "detection", "median_first_anomaly_s": "first anomaly (s, median)",
+          "availability": "avail.", "ok_rate": "ok rate", "lat_p99_ms": "p99 (ms)", "lat_p50_ms": "p50 (ms)",
+          "recover_max_s": "max recovery (s)", "first_anomaly_s": "first anomaly (s)", "run_id": "run",
+          "throughput": "ops/s", "events": "ops", "expect": "expected"}
+VERDICT_WORDS = {"true": "valid", "false": "invalid"}
+# The page uses the one stylesheet (checkers/_html.py); what only the card needs is inline, so both
+# tables fit a 1280 px window: a smaller font, run ids that wrap, the expectation in one column.
+TABLE_STYLE = "font-size:12px"
+WRAP_STYLE = "max-width:18em;overflow-wrap:anywhere"
+MET_STYLE = {True: "color:#2e8b3a;font-weight:bold", False: "color:#c0392b;font-weight:bold"}
+SHOWN_RUN_COLUMNS = ["run_id", "verdict", "expect", "workload", "nemesis", "bug", "events", "ok_rate",
+                     "availability", "lat_p99_ms", "throughput", "outages", "recover_max_s", "first_anomaly_s",
+                     "warning"]
 
 
-def _fmt(v: Any, col: str) -> str:
+def verdict_word(v: Any) -> str:
+    """A verdict as the index and the reports say it: valid, invalid or unknown (cards store true/false)."""
+    if v is True or v == "true":
+        return "valid"
+    if v is False or v == "false":
+        return "invalid"
+    return "unknown"
+
+
+def campaign_expectations(store: Path | str) -> dict[str, Any] | None:
+    """What campaign.json in `store` says about expectations: the campaign's name, how many runs met
+    theirs, and per run id (`<test-name>/<stamp>`) what was expected and whether it was met. None for a
+    store that holds no campaign (or an unreadable campaign.json)."""
+    path = Path(store) / "campaign.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    records = raw.get("runs") if isinstance(raw, dict) else None
+    if not isinstance(records, list):
+        return None
+    runs: dict[str, dict[str, Any]] = {}
+    met = total = 0
+    for r in records:
+        if not isinstance(r, Mapping):
+            continue
+        total += 1
+        met += r.get("expectation_met") is True
+        if isinstance(r.get("run_dir"), str):
+            rid = "/".join(Path(r["run_dir"]).parts[-2:])
+            runs[rid] = {"expect": r.get("expect"), "met": r.get("expectation_met") is True, "cell": r.get("cell")}
+    return {"campaign": raw.get("campaign"), "met": met, "total": total, "runs": runs}
+
+
+def _fmt(v: Any, col: str, row: Mapping[str, Any] | None = None) -> str:
+    if col == "verdict":
+        return verdict_word(v)
+    if col == "detection_rate" and row is not None and row.get("bug") in (None, "none", ""):
+        return "–"  # no bug injected: there was nothing to detect
     if v is None:
         return "–"
     if isinstance(v, float):
@@ -30,41 +87,63 @@ def _fmt(v: Any, col: str) -> str:
     return str(v)
 
 
-def _cell_class(col: str) -> str:
-    if col == "verdict":
-        return "verdict"
-    return "" if col in TEXT_COLUMNS else "n"
+def _cell(col: str, text: str) -> str:
+    cls = "verdict" if col == "verdict" else ("" if col in TEXT_COLUMNS else "n")
+    style = f" style='{WRAP_STYLE}'" if col in ("run_id", "warning") else ""
+    return f"<td class='{cls}'{style}>{text}</td>"
 
 
-def render_html(card: dict[str, Any], run_link: str | None = "../{run_id}/report.html") -> str:
-    """The scorecard as one HTML page with no external resources; every value is escaped."""
+def expectations_line(expectations: Mapping[str, Any] | None) -> str:
+    """The header's answer to "did the campaign do what was expected?", as HTML."""
+    if not expectations:
+        return "<span id='expectations'>no expectations: this store holds no campaign</span>"
+    met, total = expectations["met"], expectations["total"]
+    word = "all expectations met" if met == total else "expectations NOT met"
+    return f"<span id='expectations' style='{MET_STYLE[met == total]}'>{word}: {met}/{total}</span>"
+
+
+def render_html(card: dict[str, Any], run_link: str | None = "../{run_id}/report.html",
+                nav: str = "", expectations: Mapping[str, Any] | None = None) -> str:
+    """The scorecard as one HTML page with no external resources; every value is escaped. `run_link`
+    makes each run id a link (formatted with the quoted id), `nav` is HTML put above the title, and
+    `expectations` is `campaign_expectations`' answer (else the card's own, if it has one)."""
     e = html.escape
-    parts = [head("Faultline scorecard"), "<h1>Scorecard</h1>",
-             "<p class='summary'>",
-             f"<span>store: <code>{e(str(card.get('store')))}</code></span>",
-             f"<span>runs: <b id='nruns'>{card['runs']}</b></span>",
+    expectations = expectations if expectations is not None else card.get("expectations")
+    title = f"Scorecard: campaign {expectations['campaign']}" if expectations and expectations.get("campaign") \
+        else "Scorecard"
+    runs = card["run_scores"]
+    counts = {w: sum(verdict_word(r.get("verdict")) == w for r in runs) for w in ("valid", "invalid", "unknown")}
+    parts = [head("Faultline scorecard"), nav, f"<h1>{e(title)}</h1>",
+             "<p class='summary'>", expectations_line(expectations),
+             f"<span>runs: <b id='nruns'>{card['runs']}</b> ({counts['valid']} valid, {counts['invalid']} "
+             f"invalid, {counts['unknown']} unknown)</span>",
              f"<span>history events: {card['events']:,}</span>",
-             f"<span>verdict: <b>{e(card['verdict'])}</b></span>",
-             f"<span>engine: {e(card['engine'])}, {card['seconds']:.1f} s</span></p>",
-             "<h2>Per workload, nemesis and bug</h2><table id='groups'><tr>"]
-    parts += [f"<th>{e(c)}</th>" for c in GROUP_COLUMNS]
+             f"<span>engine: {e(card['engine'])}, {card['seconds']:.1f} s</span>",
+             f"<span>store: <code>{e(str(card.get('store')))}</code></span></p>",
+             f"<h2>Per workload, nemesis and bug</h2><table id='groups' style='{TABLE_STYLE}'><tr>"]
+    parts += [f"<th>{e(LABELS.get(c, c))}</th>" for c in GROUP_COLUMNS]
     parts.append("</tr>")
     for g in card["groups"]:
-        parts.append("<tr>" + "".join(f"<td class='{_cell_class(c)}'>{e(_fmt(g.get(c), c))}</td>"
-                                      for c in GROUP_COLUMNS) + "</tr>")
-    parts.append("</table><h2>Runs</h2><table id='runs'><tr>")
-    parts += [f"<th>{e(c)}</th>" for c in RUN_COLUMNS]
+        parts.append("<tr>" + "".join(_cell(c, e(_fmt(g.get(c), c, g))) for c in GROUP_COLUMNS) + "</tr>")
+    by_run = (expectations or {}).get("runs") or {}
+    columns = [c for c in SHOWN_RUN_COLUMNS if by_run or c != "expect"]
+    parts.append(f"</table><h2>Runs</h2><table id='runs' style='{TABLE_STYLE}'><tr>")
+    parts += [f"<th>{e(LABELS.get(c, c))}</th>" for c in columns]
     parts.append("</tr>")
-    order = {"false": 0, "unknown": 1, "true": 2}
-    for r in sorted(card["run_scores"], key=lambda r: (order.get(r.get("verdict"), 1), r["run_id"])):
-        cls = {"true": "valid", "false": "invalid"}.get(r.get("verdict") or "", "unknown")
+    order = {"invalid": 0, "unknown": 1, "valid": 2}
+    for r in sorted(runs, key=lambda r: (order[verdict_word(r.get("verdict"))], str(r["run_id"]))):
+        row = {**r, **by_run.get(str(r["run_id"]), {})}
         cells = []
-        for c in RUN_COLUMNS:
-            text = e(_fmt(r.get(c), c))
-            if c == "run_id" and run_link:
-                text = f"<a href='{e(run_link.format(run_id=quote(str(r[c]))))}'>{text}</a>"
-            cells.append(f"<td class='{_cell_class(c)}'>{text}</td>")
-        parts.append(f"<tr class='{cls}'>" + "".join(cells) + "</tr>")
+        for c in columns:
+            text = e(_fmt(row.get(c), c, row))
+            if c == "run_id":
+                text = text.replace("/", "/<wbr>")
+                if run_link:
+                    text = f"<a href='{e(run_link.format(run_id=quote(str(r[c]))))}'>{text}</a>"
+            elif c == "expect" and "met" in row:
+                text = f"{text}, <span style='{MET_STYLE[row['met']]}'>{'met' if row['met'] else 'NOT met'}</span>"
+            cells.append(_cell(c, text))
+        parts.append(f"<tr class='{verdict_word(r.get('verdict'))}'>" + "".join(cells) + "</tr>")
     parts.append("</table>")
     if card.get("warnings"):
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in card["warnings"]) + "</ul>")

@@ -24,7 +24,7 @@ import pandas as pd
 from faultline.checkers.api import merge_valid
 from faultline.results import metrics
 from faultline.results.parquet import frame_to_ops, read_history_frame, read_problems
-from faultline.results.scorecard import GROUP_COLUMNS, RUN_COLUMNS, render_html
+from faultline.results.scorecard import GROUP_COLUMNS, RUN_COLUMNS, campaign_expectations, render_html
 from faultline.results.store import RunDir, Store, StoreError
 
 # workload -> the checker model its history is checked against
@@ -84,7 +84,7 @@ def prepare_runs(path: Path | str, progress: Progress | None = None) -> pd.DataF
         if stale and n % 50 == 0:
             say(progress, f"prepared {n}/{len(run_dirs)} runs")
     cols = ["run_id", "test_name", "stamp", "workload", "nemesis", "bug", "seed", "status", "recorded_verdict",
-            "model", "parquet", "warning", "start_time"]
+            "model", "parquet", "warning", "start_time", "recorded_anomaly_s"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -92,9 +92,9 @@ def _run_row(run: RunDir) -> dict[str, Any]:
     info = run.info()
     problems: list[str] = []
     test: dict[str, Any] = {}
-    if info.status == "broken":
-        problems.append("test.json missing or unreadable")
-    else:
+    if info.status == "damaged":
+        problems.append(info.problem or "test.json or results.json unreadable")
+    if not (info.problem or "").startswith("test.json"):
         test = run.load_test()
     if info.status == "incomplete":
         problems.append("no results.json (run did not finish)")
@@ -116,7 +116,17 @@ def _run_row(run: RunDir) -> dict[str, Any]:
         "workload": info.workload or "unknown", "nemesis": info.nemesis_label, "bug": info.bug_label,
         "seed": info.seed, "status": info.status, "recorded_verdict": recorded, "model": model_for(test),
         "parquet": parquet_path, "warning": "; ".join(problems), "start_time": info.start_time,
+        "recorded_anomaly_s": _recorded_detection(run),
     }
+
+
+def _recorded_detection(run: RunDir) -> float | None:
+    """The time to detection the run's checkers recorded in results.json (controller.analysis)."""
+    try:
+        t = (run.load_results() or {}).get("time_to_detection_s")
+    except (OSError, ValueError):
+        return None
+    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
 
 
 def score_run(parquet_path: str, run_id: str, model: str | None, time_limit: float | None = None,
@@ -142,6 +152,13 @@ def finish_scores(runs_pd: pd.DataFrame, met: pd.DataFrame, kv: pd.DataFrame) ->
     # runs without a model keep the verdict their checkers recorded; runs without history are unknown
     no_check = scores["model"].isna() | scores["verdict"].isna()
     scores.loc[no_check, "verdict"] = scores.loc[no_check, "recorded_verdict"].fillna("unknown")
+    # their time to detection is the one their checkers recorded (set, catalog, bank, ...)
+    recorded = no_check & (scores["verdict"] == "false")
+    if recorded.any():
+        scores["first_anomaly_s"] = pd.to_numeric(scores["first_anomaly_s"], errors="coerce")
+        scores.loc[recorded, "first_anomaly_s"] = pd.to_numeric(scores.loc[recorded, "recorded_anomaly_s"],
+                                                                errors="coerce")
+    scores = scores.drop(columns=["recorded_anomaly_s"])
     no_hist = scores["events"].isna() | (scores["events"] == 0)
     scores.loc[no_hist & scores["model"].notna(), "verdict"] = "unknown"
     scores["warning"] = scores["warning"].fillna("")
@@ -234,6 +251,7 @@ def scorecard_dict(result: ScoreResult, store: Path | None = None) -> dict[str, 
         "groups": _records(result.groups, GROUP_COLUMNS),
         "run_scores": _records(result.runs, RUN_COLUMNS),
         "warnings": result.warnings,
+        "expectations": campaign_expectations(store) if store else None,
     }
 
 

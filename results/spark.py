@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from faultline.results import metrics
-from faultline.results.parquet import SCHEMA, frame_to_ops
+from faultline.results.parquet import SCHEMA, frame_to_ops, table_to_frame
 from faultline.results.scoring import (
     OP_COLUMNS,
     Progress,
@@ -64,6 +64,12 @@ def _history(spark: Any, runs_pd: pd.DataFrame) -> Any:
     return hist.withColumn("run_id", F.regexp_extract(F.input_file_name(), r"([^/]+/[^/]+)/history\.parquet$", 1))
 
 
+def to_pandas_exact(sdf: Any) -> pd.DataFrame:
+    """A Spark DataFrame in pandas with its integers exact (nullable Int64): plain `toPandas()` turns a
+    long column holding a null into float64, which rounds above 2**53."""
+    return table_to_frame(sdf.toArrow())
+
+
 def _arrow_to_spark(schema: Any) -> Any:
     from pyspark.sql import types as T
 
@@ -81,7 +87,7 @@ def _history_schema() -> Any:
 def _runs_schema() -> str:
     return ("run_id string, test_name string, stamp string, workload string, nemesis string, bug string, "
             "seed long, status string, recorded_verdict string, model string, parquet string, warning string, "
-            "start_time string")
+            "start_time string, recorded_anomaly_s double")
 
 
 # ------------------------------------------------------------------------------------------- the work
@@ -185,7 +191,8 @@ def _score_by_groups(spark: Any, runs_pd: pd.DataFrame, time_limit: float | None
     say(progress, "metrics done; checking linearizability per (run, key)")
     checked = hist.filter(F.col("run_id").isin(list(models)) & ~F.col("is_nemesis"))
     with _StageProgress(spark, progress, "linearizability"):
-        kv = (checked.select(*OP_COLUMNS, "run_id")
+        # the time as text: Arrow hands pandas a long column holding a null as float64, rounding above 2**53
+        kv = (checked.select(*[F.col(c).cast("string").alias(c) if c == "time" else c for c in OP_COLUMNS], "run_id")
               .withColumn("gkey", F.coalesce(F.col("key"), F.lit(metrics.NO_KEY)))
               .groupBy("run_id", "gkey").applyInPandas(_verdict_fn(models, time_limit), metrics.KEY_SCHEMA)
               .toPandas())

@@ -39,7 +39,7 @@ def now_stamp(now: datetime | None = None) -> str:
     return now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
-def _valid_name(name: object) -> bool:
+def valid_name(name: object) -> bool:
     return isinstance(name, str) and bool(NAME_RE.match(name)) and name not in ("latest",)
 
 
@@ -56,6 +56,19 @@ def _as_list(value: Any) -> list[str]:
 def _read_json(path: Path) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def _read_object(path: Path) -> dict[str, Any] | str:
+    """A JSON object from `path`, or a short reason why the file is not one (for a run listed as damaged)."""
+    try:
+        data = _read_json(path)
+    except OSError as exc:
+        return f"{path.name}: {exc.strerror or exc}"
+    except ValueError as exc:
+        return f"{path.name} is not valid JSON: {exc}"
+    if not isinstance(data, dict):
+        return f"{path.name} is not a JSON object"
+    return data
 
 
 def _write_json_atomic(path: Path, data: Any) -> None:
@@ -90,7 +103,8 @@ class RunInfo:
     duration_s: float | None = None
     ops: int | None = None  # history lines
     start_time: str | None = None
-    status: str = "finished"  # finished | incomplete (no results.json) | broken (unreadable test.json)
+    status: str = "finished"  # finished | incomplete (no results.json) | damaged (unreadable test/results.json)
+    problem: str | None = None  # why a damaged run is damaged
 
     @property
     def nemesis_label(self) -> str:
@@ -107,7 +121,7 @@ class RunInfo:
         if self.verdict is False:
             return "invalid"
         if self.verdict is None:
-            return "unchecked" if self.status != "broken" else "broken"
+            return "unchecked" if self.status != "damaged" else "damaged"
         return "unknown"
 
     def to_dict(self) -> dict[str, Any]:
@@ -207,22 +221,22 @@ class RunDir:
     def info(self) -> RunInfo:
         """The index line for this run, from test.json and results.json (never the history)."""
         info = RunInfo(run_id=self.run_id, test_name=self.path.parent.name, stamp=self.path.name)
-        try:
-            test = self.load_test()
-        except (OSError, ValueError):
-            info.status = "broken"
+        test = _read_object(self.test_path)
+        if isinstance(test, str):
+            info.status, info.problem = "damaged", test
             return info
-        info.workload = test.get("workload")
+        workload = test.get("workload")
+        info.workload = workload if isinstance(workload, str) or workload is None else str(workload)
         info.nemesis = _as_list(test.get("nemesis"))
         info.bugs = _as_list(test.get("bugs"))
         seed = test.get("seed")
         info.seed = seed if isinstance(seed, int) else None
-        info.start_time = test.get("start_time")
-        try:
-            results = self.load_results()
-        except (OSError, ValueError):
-            results = None
-        if results is None:
+        start = test.get("start_time")
+        info.start_time = start if isinstance(start, str) else None
+        results = _read_object(self.results_path) if self.results_path.exists() else None
+        if isinstance(results, str):
+            info.status, info.problem = "damaged", results
+        elif results is None:
             info.status = "incomplete"
         else:
             valid = results.get("valid", "unknown")
@@ -230,8 +244,9 @@ class RunDir:
             if results.get("unchecked") is True:  # e.g. synthetic runs: nothing has checked them yet
                 info.verdict = None
             meta = results.get("_run", {}) if isinstance(results.get("_run"), dict) else {}
-            info.duration_s = meta.get("duration_s")
-            info.ops = meta.get("ops")
+            duration, ops = meta.get("duration_s"), meta.get("ops")
+            info.duration_s = duration if isinstance(duration, int | float) and not isinstance(duration, bool) else None
+            info.ops = ops if isinstance(ops, int) and not isinstance(ops, bool) else None
         return info
 
     def finish(self, results: Mapping[str, Any]) -> RunInfo:
@@ -276,7 +291,7 @@ class Store:
 
     def create_run(self, test_name: str, test: Mapping[str, Any], *, stamp: str | None = None) -> RunDir:
         """Makes STORE/<test-name>/<stamp>/, writes test.json and points the `latest` links at it."""
-        if not _valid_name(test_name):
+        if not valid_name(test_name):
             raise StoreError(f"bad test name {test_name!r}: use letters, digits and ._+- (max 128)")
         parent = self.root / test_name
         parent.mkdir(parents=True, exist_ok=True)
@@ -303,7 +318,7 @@ class Store:
     def run_dirs(self) -> Iterator[RunDir]:
         """Every run directory, whatever its state, oldest first."""
         for test_dir in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.is_symlink()):
-            if not _valid_name(test_dir.name):
+            if not valid_name(test_dir.name):
                 continue
             for run in sorted(test_dir.iterdir()):
                 if run.is_dir() and not run.is_symlink() and STAMP_RE.match(run.name):
@@ -360,12 +375,42 @@ class Store:
     def run(self, run_id: str) -> RunDir:
         """The run `<test-name>/<stamp>`, refusing any id that would leave the store."""
         parts = run_id.strip("/").split("/")
-        if len(parts) != 2 or not _valid_name(parts[0]) or not STAMP_RE.match(parts[1]):
+        if len(parts) != 2 or not valid_name(parts[0]) or not STAMP_RE.match(parts[1]):
             raise StoreError(f"bad run id {run_id!r}")
         path = self.root / parts[0] / parts[1]
         if not path.is_dir():
             raise StoreError(f"no run {run_id} in {self.root}")
         return RunDir(path, self)
+
+
+def _holds_runs(path: Path) -> bool:
+    """A test directory: it holds at least one `<stamp>/` run directory."""
+    try:
+        return any(STAMP_RE.match(c.name) and c.is_dir() and not c.is_symlink() for c in path.iterdir())
+    except OSError:
+        return False
+
+
+def find_stores(root: Path | str, max_dirs: int = 100_000) -> list[Path]:
+    """Every store at or below `root`, at any depth (a campaign's store sits inside the main one): the
+    directories holding `<test-name>/<stamp>/` runs. Run directories, hidden folders and links are not
+    entered, and the walk stops after `max_dirs` directories."""
+    found: list[Path] = []
+    todo = [Path(root)]
+    seen = 0
+    while todo and seen < max_dirs:
+        here = todo.pop()
+        seen += 1
+        try:
+            children = sorted(c for c in here.iterdir() if c.is_dir() and not c.is_symlink()
+                              and not c.name.startswith((".", "_")))
+        except OSError:
+            continue
+        tests = [c for c in children if valid_name(c.name) and _holds_runs(c)]
+        if tests:
+            found.append(here)
+        todo.extend(reversed([c for c in children if c not in tests and not STAMP_RE.match(c.name)]))
+    return sorted(found)
 
 
 def open_run(path: Path | str) -> RunDir:

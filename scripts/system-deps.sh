@@ -17,5 +17,18 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 else SUDO=(); fi
 echo "system-deps: installing ${missing[*]}"
-"${SUDO[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# sudo drops the environment: DEBIAN_FRONTEND goes through `env`, so debconf never asks or chatters.
+# apt's and debconf's output goes to a log shown only on failure (VERBOSE=1 shows it as it comes).
+apt=("${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get -qq -o Dpkg::Use-Pty=0)
+if [ -n "${VERBOSE:-}" ]; then
+  "${apt[@]}" update
+  "${apt[@]}" install -y --no-install-recommends "${missing[@]}"
+  exit 0
+fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "system-deps: installing ${missing[*]} failed (output above)" >&2
+  exit 1
+fi

@@ -113,6 +113,9 @@ class FakeBackend:
         self.remote = FakeRemote(self)
         self.preferred_leader: str | None = None
         self.formatted_uuids: dict[str, str] = {}   # `fs format --uuid`: a replacement takes the dead's uuid
+        # master nodes whose catalog stays behind the leader's for good (a store that cannot catch them up);
+        # a node rebuilt under the same name starts from the leader's copy and is caught up
+        self.lagging_masters: set[str] = set()
         self.rng = random.Random(seed)
         self.error_rate = error_rate
         self.latency_s = latency_s
@@ -379,12 +382,15 @@ class FakeClient:
         self.masters = [f"{name}:{MASTER_PORT}" for name in sorted(backend.dns)]
 
     def catalog_replica(self, addr: str, timeout: float = 2.0) -> Any:
-        """Each running master's catalog replica: the fake's masters are always caught up."""
+        """Each running master's catalog replica: caught up (index 7), except the backend's
+        `lagging_masters`, which hold only index 2 of it."""
         node = self.b.dns.get(addr.rsplit(":", 1)[0])
         if self.b.state.get(node or "") != "running":
             raise ConnectionError(f"{addr} does not answer")
         leader = any(m["addr"] == addr and m["role"] == "LEADER" for m in self.b.master_rows())
-        return SimpleNamespace(role="LEADER" if leader else "FOLLOWER", term=1, last_index=7, commit_index=7)
+        behind = node in self.b.lagging_masters and not leader
+        return SimpleNamespace(role="LEADER" if leader else "FOLLOWER", term=1, last_index=2 if behind else 7,
+                               commit_index=2 if behind else 7, applied_index=2 if behind else 7)
 
     # fault model: a degraded cluster refuses some ops and leaves some writes indeterminate
     def _enter(self, write: bool) -> str:

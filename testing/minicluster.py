@@ -7,6 +7,8 @@ Every process runs in its own session so that `kill` can signal its whole proces
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,8 +19,32 @@ from pathlib import Path
 
 from faultline.node.server.fs import format_fs
 
+BIND_FAILED = "cannot bind"  # what a node logs when its port was taken (node/server/rpc.py make_server)
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port free now, chosen below the kernel's ephemeral range.
+
+    The node binds it later, in its own process. A port from the ephemeral range (what `bind(0)` and
+    every outgoing connection get) can be handed to any socket in between; one below it only to another
+    process that picks ports itself, and `start_all` retries with fresh ports if that ever happens."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(max(1024, low - 12000), max(1025, low))
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
@@ -54,6 +80,8 @@ class MiniCluster:
         self.env = dict(os.environ, **(env or {}))
         self.nodes: dict[str, NodeProc] = {}
         self.master_addrs: list[str] = []
+        self.master_names = master_names
+        self._ever_started = False
         for i in range(num_masters):
             port = free_port()
             adv = f"{master_names[i]}:{port}" if master_names else f"127.0.0.1:{port}"
@@ -61,6 +89,22 @@ class MiniCluster:
             self._add(f"m{i + 1}", "master", f"127.0.0.1:{port}", adv)
         for i in range(num_tservers):
             self.add_tserver(f"t{i + 1}")
+
+    def _fresh_ports(self) -> None:
+        """Every node on a new port with its data directory formatted afresh (same uuid): only before
+        the cluster first formed, when no node has written anything that names the old addresses."""
+        masters = [n for n in self.nodes.values() if n.kind == "master"]
+        self.master_addrs = []
+        for i, n in enumerate(masters):
+            port = free_port()
+            n.bind = f"127.0.0.1:{port}"
+            n.advertise = f"{self.master_names[i]}:{port}" if self.master_names else n.bind
+            self.master_addrs.append(n.advertise)
+        for n in self.nodes.values():
+            if n.kind != "master":
+                n.bind = n.advertise = f"127.0.0.1:{free_port()}"
+            shutil.rmtree(n.fs_dir)
+            format_fs(n.fs_dir, n.uuid)
 
     def _add(self, name: str, kind: str, bind: str, advertise: str, uuid: str | None = None) -> NodeProc:
         fs = self.base / name
@@ -90,6 +134,7 @@ class MiniCluster:
         n = self.nodes[name]
         if n.alive():
             return n
+        self._ever_started = True
         logf = open(n.log_path, "ab")  # noqa: SIM115 - handed to the child
         n.proc = subprocess.Popen(self.argv(n, masters), stdout=logf, stderr=subprocess.STDOUT, env={**self.env, **n.env},
                                   start_new_session=True, cwd=str(self.base))
@@ -117,11 +162,26 @@ class MiniCluster:
                     time.sleep(0.1)
         raise TimeoutError(f"{name} did not answer within {timeout:.0f}s:\n{self.logs(name, 20)}")
 
-    def start_all(self) -> None:
-        for name in self.nodes:
-            self.start(name, wait=False)
-        for name in self.nodes:
-            self.wait_ready(name)
+    def start_all(self, attempts: int = 3) -> None:
+        """Starts every node and waits for each to answer. On the first start, a node whose port was
+        taken meanwhile (another process picked the same one) makes the whole cluster start again on
+        fresh ports."""
+        first = not self._ever_started
+        for attempt in range(attempts):
+            for name in self.nodes:
+                self.start(name, wait=False)
+            try:
+                for name in self.nodes:
+                    self.wait_ready(name)
+                return
+            except RuntimeError:
+                if not (first and attempt + 1 < attempts and self._bind_failed()):
+                    raise
+            self.stop_all()
+            self._fresh_ports()
+
+    def _bind_failed(self) -> bool:
+        return any(not n.alive() and BIND_FAILED in self.logs(n.name, 20) for n in self.nodes.values())
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         n = self.nodes[name]

@@ -7,6 +7,7 @@ the real-cluster chaos suite is tests/test_chaos_ci.py.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -164,6 +165,11 @@ def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "expectation not met: good|seed=1" in out.stdout
     assert (store / "_score" / "scorecard.html").exists()
+    # the JVM's own warnings go to a log beside the scores, not to the terminal
+    for noise in ("WARN", "log4j", "incubator", "setLogLevel"):
+        assert noise not in out.stderr and noise not in out.stdout, noise
+    assert "log4j" in (store / "_score" / "spark.log").read_text() or "WARN" in (store / "_score" / "spark.log").read_text()
+    assert "1/2 expectations met" in out.stdout
     state = json.loads((store / "campaign.json").read_text())
     assert {r["cell"] for r in state["runs"]} == {"good", "stale"}
 
@@ -183,3 +189,81 @@ def test_a_run_cut_short_never_meets_a_valid_expectation(tmp_path: Path) -> None
     met = {r.cell: r.expectation_met for r in records.values()}
     assert met == {"good": False, "stale": True}
     assert {r.cell: r.valid for r in records.values()} == {"good": True, "stale": False}
+
+
+def test_summary_piped_keeps_full_cell_names_and_says_what_was_met_and_what_next(tmp_path: Path) -> None:
+    """Output that is not a terminal (a CI log, `| cat`) keeps the table at 120 columns or more."""
+    text = (FAKE_CAMPAIGN.replace("seeds = [1, 2]", "seeds = [1]")
+            .replace('name = "good"', 'name = "register-partition-expected-valid-long-name"')
+            .replace('name = "stale"', 'name = "register-stale-leader-reads-expected-invalid"'))
+    store = tmp_path / "store"
+    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(write(tmp_path, text)), "--store",
+                          str(store), "--no-score"], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "COLUMNS": "80"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "register-partition-expected-valid-long-name" in out.stdout
+    assert "register-stale-leader-reads-expected-invalid" in out.stdout and "…" not in out.stdout
+    assert "2/2 expectations met" in out.stdout
+    reports = [line for line in out.stdout.splitlines() if line.endswith("/report.html")]
+    assert len(reports) == 2 and all(Path(line.rsplit(": ", 1)[1]).is_file() for line in reports)
+    assert f"serve {store}" in out.stdout and "next:" in out.stdout
+    # result lines read as words, not Python reprs
+    assert "valid=True" not in out.stderr and "valid (expected valid): expectation met in" in out.stderr
+    assert "invalid (expected invalid): expectation met in" in out.stderr
+
+
+HEAD = "[campaign]\nname = 'x'\ncluster = 'fake'\n"
+CELL = '[[cell]]\nworkload = "register"\nexpect = "valid"\n'
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("cell = [1, 2]\n" + HEAD, "cell #1 must be a [[cell]] table, not 1"),
+        ('cell = "register"\n' + HEAD, "no [[cell]] tables"),
+        (HEAD + '[[cell]]\nworkloads = []\nexpect = "valid"\n', "workloads must be a non-empty list of workload names"),
+        (HEAD + CELL + "nemeses = []\n", "nemeses must be a non-empty list of nemesis lists"),
+        (HEAD + CELL + "nemeses = ['kill']\n", "nemeses must be a non-empty list of nemesis lists"),
+        (HEAD + CELL + "bug_sets = []\n", "bug_sets must be a non-empty list of bug lists"),
+        ("[campaign]\nname = 'x'\ncluster = 'fake'\ntime_limit = inf\n" + CELL, "time_limit must be a finite number > 0, not inf"),
+        (HEAD + CELL + "nemesis_interval = nan\n", "nemesis_interval must be a finite number > 0, not nan"),
+        (HEAD + CELL + "quiet_period = -100\n", "quiet_period must be a finite number >= 0, not -100"),
+        (HEAD + CELL + "rate = -inf\n", "rate must be a finite number > 0"),
+        (HEAD + CELL + "op_timeout = 0\n", "op_timeout must be a finite number > 0, not 0"),
+        (HEAD + CELL + "concurrency = 0\n", "concurrency must be a whole number > 0, not 0"),
+        (HEAD + CELL + "time_limits = [10, nan]\n", "time_limits must be a non-empty list of finite numbers > 0"),
+        (HEAD + CELL + "seeds = []\n", "seeds must be a non-empty list of integers"),
+        (HEAD + CELL + "nodes = [1, 2]\n", "nodes must be str (the ssh backend's hosts file"),
+        ("[campaign]\nname = '../escape'\ncluster = 'fake'\n" + CELL, "name must be letters, digits"),
+        ("[campaign]\nname = '/tmp/x'\ncluster = 'fake'\n" + CELL, "name must be letters, digits"),
+        (HEAD + '[[cell]]\nname = "../../up"\nworkload = "register"\nexpect = "valid"\n', "name must be letters, digits"),
+    ],
+)
+def test_every_campaign_value_is_checked_against_the_schema(tmp_path: Path, body: str, needle: str) -> None:
+    with pytest.raises(UsageError) as exc:
+        cp.load(write(tmp_path, body))
+    assert needle in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_quiet_period_may_be_zero_and_the_store_stays_inside_store(tmp_path: Path) -> None:
+    camp = cp.load(write(tmp_path, HEAD + CELL + "quiet_period = 0\n"))
+    assert camp.store == Path("store") / "campaign-x"
+    assert camp.runs[0].opts["quiet_period"] == 0
+    bad = tmp_path / "a b.toml"
+    bad.write_text("[campaign]\ncluster = 'fake'\n" + CELL)
+    with pytest.raises(UsageError, match="cannot name a store directory; set name"):
+        cp.load(bad)
+
+
+def test_a_byte_order_mark_is_skipped_and_other_encodings_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + (HEAD + CELL).encode())
+    assert len(cp.load(path).runs) == 1
+    path.write_bytes((HEAD + "# caf\xe9\n" + CELL).encode("latin-1"))
+    with pytest.raises(UsageError, match=r"is not UTF-8 text \(byte 44 is 0xe9\)"):
+        cp.load(path)
+    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 254 and "not UTF-8" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

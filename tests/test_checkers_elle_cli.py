@@ -84,8 +84,10 @@ def test_html_report_draws_each_cycle(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_bad_input_is_one_line_and_254(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = history.write_jsonl([{"index": 0, "type": "ok", "process": 0, "f": "txn",
-                                "value": [["append", "x", 1], ["w", "x", 2]]}], tmp_path / "bad.jsonl")
+    mixed = [["append", "x", 1], ["w", "x", 2]]
+    bad = history.write_jsonl([{"index": 0, "type": "invoke", "process": 0, "f": "txn", "value": mixed},
+                               {"index": 1, "type": "ok", "process": 0, "f": "txn", "value": mixed}],
+                              tmp_path / "bad.jsonl")
     rc, _, err = _run([str(bad), "--checker", "elle-list-append"], capsys)
     assert rc == EXIT_BAD_INPUT and len(err.strip().splitlines()) == 1 and "no writes" in err
     rc, _, err = _run([str(tmp_path), "--checker", "elle-list-append"], capsys)
@@ -94,7 +96,8 @@ def test_bad_input_is_one_line_and_254(tmp_path: Path, capsys: pytest.CaptureFix
     assert rc == EXIT_BAD_INPUT and "unknown consistency model" in err
     rc, _, err = _run([str(bad), "--cycle-search-timeout", "0"], capsys)
     assert rc == EXIT_BAD_INPUT
-    reg = history.write_jsonl([{"index": 0, "type": "ok", "process": 0, "f": "read", "value": 1}], tmp_path / "r.jsonl")
+    reg = history.write_jsonl([{"index": 0, "type": "invoke", "process": 0, "f": "read", "value": None},
+                               {"index": 1, "type": "ok", "process": 0, "f": "read", "value": 1}], tmp_path / "r.jsonl")
     rc, _, err = _run([str(reg), "--checker", "elle-rw-register"], capsys)
     assert rc == EXIT_BAD_INPUT and "no transactions" in err
 

@@ -31,16 +31,17 @@ def test_set_lost_unexpected_duplicated_recovered() -> None:
     h = ops((0, 0, "invoke", "add", 1), (1, 0, "ok", "add", 1), (2, 1, "invoke", "add", 2), (3, 1, "info", "add", 2),
             (4, 2, "invoke", "add", 3), (5, 2, "ok", "add", 3), (6, 3, "invoke", "read", None),
             (7, 3, "ok", "read", [1, 2, 2, 9]))
-    r = SetChecker().check({}, h, {})
+    checker = SetChecker(stability_window_s=0)
+    r = checker.check({}, h, {})
     assert r["valid"] is False
     assert (r["lost"], r["unexpected"], r["duplicated"], r["recovered"]) == ([3], [9], [[2, 2]], [2])
     assert r["op"] == {"process": 3, "f": "read", "index": 7, "time": 7 * S}  # the read that showed it
-    from faultline.controller.campaign import first_anomaly
+    from faultline.checkers.detection import first_anomaly
     assert first_anomaly({"workload": r}, {o["index"]: o["time"] for o in h})[0] == 7.0
     h[-1]["value"] = [1, 3]
-    assert SetChecker().check({}, h, {})["valid"] is True
-    assert "op" not in SetChecker().check({}, h, {})
-    assert SetChecker().check({}, h[:6], {})["valid"] == "unknown"
+    assert checker.check({}, h, {})["valid"] is True
+    assert "op" not in checker.check({}, h, {})
+    assert checker.check({}, h[:6], {})["valid"] == "unknown"
 
 
 def test_bank_total_and_negatives() -> None:
@@ -201,7 +202,34 @@ def test_compose_and_registry() -> None:
     r = Compose({"set": get_checker("set"), "stats": get_checker("stats")}).check({}, h, {})
     assert r["valid"] is True and r["set"]["valid"] is True
     h[-1]["value"] = []
-    assert Compose({"set": get_checker("set"), "stats": get_checker("stats")}).check({}, h, {})["valid"] is False
+    # the read began 1 s after the ack: a loss only once reads had that long to settle (quiet_period 1)
+    both = Compose({"set": get_checker("set"), "stats": get_checker("stats")})
+    assert both.check({"quiet_period": 1}, h, {})["valid"] is False
+    assert both.check({"quiet_period": 5}, h, {})["valid"] == "unknown"
     assert {"linearizable", "set", "bank", "counter", "unique-ids", "catalog", "stats", "availability"} <= set(CHECKERS)
     with pytest.raises(ValueError, match="unknown checker"):
         get_checker("nope")
+
+
+def test_a_heal_at_the_very_end_is_judged_by_the_quiet_period() -> None:
+    """The demo's case: the last fault heals after the clients stopped; the runner then waits out the
+    quiet period. No client op after the heal is no evidence of an outage."""
+    main = ops((0, 0, "invoke", "write", 1), (0.5, 0, "ok", "write", 1),
+               (1, "nemesis", "invoke", "start-partition", None), (1.1, "nemesis", "info", "start-partition", None),
+               (2, 1, "invoke", "read", None), (2.2, 1, "ok", "read", 1),
+               (9.9, 1, "invoke", "read", None), (10.0, 1, "ok", "read", 1),
+               (10.2, "nemesis", "invoke", "stop-partition", None), (10.4, "nemesis", "info", "stop-partition", None))
+    r = Availability().check({"quiet_period": 5}, main, {})
+    assert r["valid"] is True and r["unrecovered_heals"] == 0
+    assert r["heals"][0]["recovered_after_s"] is None and "quiet period (5 s)" in r["heals"][0]["judged_by"]
+    assert r["longest_outage_s"] == pytest.approx(7.8)  # between the oks at 2.2 and 10.0; not the end
+    # without a quiet period to go by, such a heal cannot be judged
+    assert Availability().check({}, main, {})["valid"] == "unknown"
+    # final reads after the quiet period: recovery is timed from when the clients resumed, not the heal
+    final = [*main, *ops((15.4, 2, "invoke", "read", None), (15.6, 2, "ok", "read", 1))]
+    r = Availability().check({"quiet_period": 5}, final, {})
+    assert r["valid"] is True and r["heals"][0]["recovered_after_s"] == pytest.approx(0.2)
+    assert r["heals"][0]["clients_idle_s"] == pytest.approx(5.0) and "judged_by" not in r["heals"][0]
+    # a heal followed by client ops none of which succeeded is still unknown
+    dead = [*main, *ops((15.4, 2, "invoke", "read", None), (16.4, 2, "fail", "read", None))]
+    assert Availability().check({"quiet_period": 5}, dead, {})["valid"] == "unknown"

@@ -40,7 +40,9 @@ def sshd_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
         entries = [f'[[node]]\nname = "{h}"\naddress = "{docker.info["h" + h].address}"\n' for h in HOSTS]
         (tmp / "hosts.toml").write_text(
             f'[ssh]\nuser = "root"\nkey = "{tmp}/id"\nknown_hosts = "{tmp}/known_hosts"\n'
-            'python = "/opt/venv/bin/python3"\nconnect_timeout = 5\n\n' + "\n".join(entries))
+            'python = "/opt/venv/bin/python3"\nconnect_timeout = 5\n'
+            # the container's own daemon manager (sshd) keeps its files in /var/lib/faultline: not ours
+            'workdir = "/var/lib/faultline-ssh"\n\n' + "\n".join(entries))
         yield tmp, docker
     finally:
         docker.down()
@@ -121,3 +123,20 @@ def test_move_master_name_and_lifecycle(cluster) -> None:
     assert cluster.daemon_status("t1") == "stopped"
     cluster.start("t1")
     assert cluster.wait_port("m1", "t1", TSERVER_PORT, 10)
+
+
+def test_down_keeps_a_directory_faultline_did_not_create(sshd_hosts) -> None:
+    """A hosts file naming the container's own /var/lib/faultline (the sshd's daemon files are in it) is
+    refused at up, and that directory survives the cleanup."""
+    from faultline.cluster.ssh_backend import SSHBackend
+
+    tmp, docker = sshd_hosts
+    text = (tmp / "hosts.toml").read_text().replace('workdir = "/var/lib/faultline-ssh"', 'workdir = "/var/lib/faultline"')
+    (tmp / "hosts-theirs.toml").write_text(text.replace("[ssh]\n", "[ssh]\naccept_new_host_keys = true\n", 1))
+    b = SSHBackend.from_hosts_file(tmp / "hosts-theirs.toml", StoreDB().cluster_spec(
+        f"tssh-{secrets.token_hex(3)}", {"daemon": "placeholder"}))
+    with pytest.raises(ClusterError, match="Faultline did not create it"):
+        b.up()
+    for h in HOSTS:
+        rc, out, _ = docker.run(f"h{h}", ["ls", "-A", "/var/lib/faultline"], 10)
+        assert rc == 0 and out.strip(), f"h{h}: /var/lib/faultline was emptied or removed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -16,6 +17,7 @@ from faultline.node.consensus import (
     ErrorCode,
     EventKind,
     HardState,
+    InstallSnapshot,
     MemberType,
     Options,
     Peer,
@@ -567,3 +569,131 @@ def test_max_batch_entries_bounds_each_append_request():
     sent = [m for r in net.readies[lead.uuid] for m in r.messages if isinstance(m, AppendRequest) and m.entries]
     assert sent and max(len(m.entries) for m in sent) == 2
     assert lead.commit_index == lead.last_index()
+
+
+class _SnapNet(Net):
+    """Net with a state machine per replica (the payloads applied, in order), as the node keeps one: a leader's
+    InstallSnapshot carries its state machine, a follower's accepted snapshot replaces its own."""
+
+    def __init__(self, ids: list[str], **kw) -> None:
+        super().__init__(ids, **kw)
+        self.sm: dict[str, list[bytes]] = {u: [] for u in ids}
+        self.installed: dict[str, list[int]] = {u: [] for u in ids}
+
+    def flush(self, u: str) -> None:
+        core = self.cores[u]
+        while core.has_ready():
+            r = core.ready()
+            self.readies[u].append(r)
+            if r.snapshot is not None:   # installed first, as the node does
+                self.sm[u] = [bytes.fromhex(x) for x in r.snapshot.data.decode().split(",") if x]
+                self.installed[u].append(r.snapshot.index)
+            if u not in self.down:
+                for m in r.messages:
+                    if isinstance(m, InstallSnapshot):
+                        m = dataclasses.replace(m, data=",".join(x.hex() for x in self.sm[u]).encode())
+                    self.queue.append(m)
+            self.sm[u] += [e.payload for e in r.committed_entries if e.type == EntryType.WRITE]
+            core.advance(r)
+
+
+def _left_behind(install: bool) -> tuple[_SnapNet, RaftCore, str]:
+    """A follower down while the leader commits 20 writes and compacts its log past everything it applied."""
+    net = _SnapNet(["a", "b", "c"], install_snapshots=install)
+    lead = net.elect()
+    late = next(u for u in net.cores if u != lead.uuid)
+    net.down.add(late)
+    for i in range(20):
+        lead.propose(b"w%d" % i)
+        net.tick()
+    net.settle()
+    lead.compact(lead.applied_index + 1)
+    assert lead.log_start == lead.applied_index + 1 > net.cores[late].last_index() + 1
+    net.down.discard(late)
+    net.tick(12)
+    return net, lead, late
+
+
+def test_a_follower_behind_the_leaders_log_start_catches_up_by_snapshot():
+    net, lead, late = _left_behind(install=True)
+    f = net.cores[late]
+    assert len(net.installed[late]) == 1 and f.log_start == net.installed[late][0] + 1
+    assert f.commit_index == lead.commit_index and f.last_index() == lead.last_index()
+    assert net.sm[late] == net.sm[lead.uuid] and len(net.sm[late]) == 20
+    assert lead.peer_health()[late] == PeerHealth.HEALTHY
+    idx = lead.propose(b"after")   # and it follows by plain appends from then on
+    net.tick(3)
+    assert f.commit_index >= idx and net.sm[late][-1] == b"after" and len(net.installed[late]) == 1
+
+
+def test_without_snapshots_a_follower_behind_the_log_start_stays_behind():
+    """Kudu's tablet replicas: the leader cannot catch such a peer up; it is FAILED_UNRECOVERABLE until a
+    tablet copy replaces it."""
+    net, lead, late = _left_behind(install=False)
+    assert net.cores[late].commit_index < lead.log_start - 1 and not net.installed[late]
+    assert lead.peer_health()[late] == PeerHealth.FAILED_UNRECOVERABLE
+    assert not any(isinstance(m, InstallSnapshot) for r in net.readies[lead.uuid] for m in r.messages)
+
+
+def test_a_leader_holding_its_log_only_from_a_copy_sends_its_snapshot():
+    """The masters' case: D leads from a copy (its log starts after the copy's snapshot at 10); L, an old
+    leader, holds 1..5 committed and two entries of its own term nobody committed. L takes the snapshot,
+    drops its uncommitted tail, and follows D's log."""
+    cfg = RaftConfig.of("d", "l", "x")
+    opts = Options(election_ticks=10, heartbeat_ticks=2, install_snapshots=True)
+    d = RaftCore("d", PersistentState(HardState(3), cfg, (Entry(3, 11, EntryType.NO_OP),), log_start=11,
+                                      log_start_prev_term=1, applied_index=10), opts, random.Random(1))
+    entries = (*(Entry(1, i) for i in range(1, 6)), Entry(2, 6, payload=b"lost"), Entry(2, 7, payload=b"lost"))
+    lag = RaftCore("l", PersistentState(HardState(2), cfg, entries), opts, random.Random(2))
+    lag.step(AppendRequest("x", "l", 2, 7, 2, (), commit_index=5))
+    drain(lag)
+    assert lag.commit_index == 5
+    d.campaign_now()
+    d.step(VoteResponse("x", "d", d.term, True))
+    assert d.role == Role.LEADER
+    snaps = []
+    for _ in range(20):
+        d.tick()
+        for m in drain(d).messages:
+            if m.dst != "l":
+                continue
+            if isinstance(m, InstallSnapshot):
+                snaps.append(m)
+            lag.step(m)
+            r = drain(lag)
+            if r.snapshot is not None:
+                assert r.snapshot.index == 10 and r.snapshot.config == cfg and not r.entries
+            for answer in r.messages:
+                d.step(answer)
+    assert [(m.index, m.snap_term) for m in snaps] == [(10, 1)]
+    assert lag.log_start == 11 and lag.term_at(10) == 1 and lag.term_at(6) is None
+    assert lag.last_index() == d.last_index() and lag.commit_index == d.commit_index >= 11
+    assert all(e.payload != b"lost" for e in lag.log)
+
+
+def test_a_snapshot_is_refused_from_an_old_term_and_ignored_below_the_commit_index():
+    cfg = RaftConfig.of("a", "b")
+    f = make("b", cfg, [Entry(2, i) for i in range(1, 11)], term=2, install_snapshots=True)
+    f.step(AppendRequest("a", "b", 2, 10, 2, (), commit_index=10))
+    drain(f)
+    f.step(InstallSnapshot("a", "b", 1, 20, 1, cfg, b"old"))
+    r = drain(f)
+    assert r.snapshot is None and not r.messages[0].success and f.last_index() == 10
+    f.step(InstallSnapshot("a", "b", 2, 8, 2, cfg, b"stale"))
+    r = drain(f)
+    assert r.snapshot is None and r.messages[0].success and r.messages[0].match_index == 8
+    assert f.log_start == 1 and f.last_index() == 10
+
+
+def test_a_follower_that_holds_the_snapshots_last_entry_keeps_its_log():
+    """A stale back-off can make the leader send a snapshot to a follower further along than it thinks:
+    entries after the snapshot that the follower already acknowledged must survive it (Raft's Figure 13)."""
+    cfg = RaftConfig.of("a", "b")
+    f = make("b", cfg, [Entry(2, i) for i in range(1, 13)], term=2, install_snapshots=True)
+    f.step(AppendRequest("a", "b", 2, 12, 2, (), commit_index=5))
+    drain(f)
+    f.step(InstallSnapshot("a", "b", 2, 9, 2, cfg, b"snap"))
+    r = drain(f)
+    assert r.snapshot is None and not r.entries and r.truncate_from is None
+    assert r.messages[0].success and r.messages[0].match_index == 9
+    assert f.log_start == 1 and f.last_index() == 12 and f.commit_index == 5

@@ -255,10 +255,14 @@ def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: i
     assert len(lines) >= 500
     if presses == 2:
         assert results["valid"] == "unknown" and "checking skipped" in results["skipped"]
-    ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(run_dir)], cwd=ROOT,
+    ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", "--json", str(run_dir)], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
-    assert ana.returncode == 0, ana.stderr
-    assert json.loads(ana.stdout)["valid"] is True
+    assert ana.returncode == 2, ana.stderr  # cut short: as `faultline run` says it
+    again = json.loads(ana.stdout)
+    assert again["valid"] is True and again["cut_short"].startswith("interrupted")
+    kept = json.loads((run_dir / "results.json").read_text())  # the run's own record survives re-checking
+    assert kept["residue"] == [] and kept["faults"] == results["faults"] and kept["reanalyzed"] is True
+    assert "skipped" not in kept
 
 
 def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
@@ -270,3 +274,27 @@ def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(tmp_path)], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 254 and "not a run directory" in p.stderr
+
+
+def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_path: Path) -> None:
+    test = testspec.build_test({"cluster": "fake", "workload": "register", "nemesis": "partition",
+                                "time_limit": 1, "nemesis_interval": 0.2, "concurrency": 3, "seed": 2})
+    run_dir = Path(run_once(test, tmp_path / "store").run_dir)
+    before = json.loads((run_dir / "results.json").read_text())
+    ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(run_dir)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert ana.returncode == 0, ana.stderr
+    lines = ana.stdout.splitlines()
+    assert lines[0] == f"{run_dir}: valid" and len(ana.stdout) < 2000
+    assert any(line.startswith("  availability: ") for line in lines)
+    assert f"  faults injected: {before['faults']}; left after healing: none" in lines
+    assert lines[-1] == f"  report: {run_dir / 'report.html'}"
+    after = json.loads((run_dir / "results.json").read_text())
+    assert after["faults"] == before["faults"] and after["residue"] == before["residue"] == []
+    for body, needle in (("[1, 2]", "is not a JSON object"), ('{"name": "x"}', "names no workload"),
+                         ('{"name": "x", "workload": 5}', "names no workload"), ("{oops", "is not valid JSON")):
+        (run_dir / "test.json").write_text(body)
+        p = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(run_dir)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 254 and needle in p.stderr, (body, p.stderr)
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1

@@ -131,35 +131,29 @@ def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_move
     assert kinds[:2] == ["partition", "partition"]
 
 
-def test_a_master_that_stays_behind_is_rebuilt_from_the_leader(test: dict) -> None:
-    """After the faults, a master still behind the leader (it needs entries the leader never had) is
-    destroyed and a fresh node under its name copies the catalog from the leader."""
+def test_a_master_that_stays_behind_is_named_then_rebuilt_by_its_own_repair_op(test: dict) -> None:
+    """`rebuild-lagging-masters`, the operator's repair: a master still behind the leader after the settle
+    time is named in `never_caught_up` with the reason (the evidence the catalog checker reports), then
+    destroyed, and a fresh node under its name copies the catalog from the leader."""
     b = test.backend
-    test.connect = b.client
-    real = type(b.client()).catalog_replica
-
-    def behind_while_original(self: Any, addr: str, timeout: float = 2.0) -> Any:
-        st = real(self, addr, timeout)
-        if addr.startswith("master-3") and b.dns["master-3"] == "m3":
-            return SimpleNamespace(**{**vars(st), "last_index": 2})
-        return st
-
-    n = MasterReplaceNemesis(wait_s=3).setup(test)
-    steps: list[str] = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(type(b.client()), "catalog_replica", behind_while_original)
-        assert n._rebuild_stuck_masters(test, steps, settle_s=0.5) == ["master-3"]
-        assert n._rebuild_stuck_masters(test, [], settle_s=0.5) == []   # caught up now: nothing to do
+    b.lagging_masters = {"m3"}
+    n = MasterReplaceNemesis(wait_s=3, settle_s=0.5).setup(test)
+    done = n.invoke(test, {"f": "rebuild-lagging-masters", "value": None})
+    v = done["value"]
+    assert done["type"] == "ok" and v["never_caught_up"] == ["master-3"] and v["rebuilt"] == ["master-3"], v
+    assert v["leader"] == "master-1" and v["waited_s"] == 0.5 and "master-3 still behind the leader" in v["reason"]
     assert b.state["m3"] == "destroyed" and b.dns["master-3"] == "m4" and b.state["m4"] == "running"
     copy = next(argv for node, argv in b.remote.calls if "copy_from_remote" in argv)
     assert copy[copy.index("copy_from_remote") + 2] == "master-1:7051"   # from the leader only
-    assert steps[0] == "master-3 stays behind the leader master-1: rebuild it"
+    again = n.invoke(test, {"f": "rebuild-lagging-masters", "value": None})   # caught up now: nothing to do
+    assert again["type"] == "ok" and again["value"]["never_caught_up"] == [] and again["value"]["rebuilt"] == []
 
 
-def test_master_replace_that_finds_no_leader_completes_as_info_and_heal_copies_before_starting(test: dict) -> None:
+def test_master_replace_that_finds_no_leader_completes_as_info_and_recopy_is_its_own_op(test: dict) -> None:
     """The survivors never elect a leader (a finding about the store): the op completes as info, the run
-    goes on; heal copies the catalog to the replacement before starting it (an empty master would found a
-    new catalog under the dead master's identity)."""
+    goes on. `heal` copies nothing and leaves the empty replacement stopped (started, it would found a new
+    catalog under the dead master's identity); the repair `recopy-master` copies, with its reason, and
+    starts it."""
     b = test.backend
     n = MasterReplaceNemesis(wait_s=1).setup(test)
     real_stop = b.stop
@@ -175,10 +169,17 @@ def test_master_replace_that_finds_no_leader_completes_as_info_and_heal_copies_b
     assert done["value"]["steps"][:2] == [f"stop {done['value']['steps'][0].split()[-1]}",
                                           f"destroy {done['value']['steps'][0].split()[-1]}"]
     assert not any("copy_from_remote" in argv for _, argv in b.remote.calls) and b.state["m4"] != "running"
+    for m in ("m1", "m2", "m3"):
+        if b.state[m] == "stopped":
+            b.start(m)
     n.heal(test)
+    assert not any("copy_from_remote" in argv for _, argv in b.remote.calls) and b.state["m4"] != "running"
+    rep = n.invoke(test, {"f": "recopy-master", "value": None})
+    assert rep["type"] == "ok" and "no leader among the surviving masters" in rep["value"]["reason"], rep
     copy = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
     assert len(copy) == 1 and b.state["m4"] == "running"
-    n.heal(test)   # once only
+    assert n.invoke(test, {"f": "recopy-master", "value": None})["type"] == "fail"   # once only
+    n.heal(test)
     assert len([argv for _, argv in b.remote.calls if "copy_from_remote" in argv]) == 1
 
 
@@ -478,8 +479,9 @@ def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(te
     assert tries["gone"] == 3
 
 
-def test_heal_copies_again_into_a_replacement_an_earlier_attempt_formatted(test: dict) -> None:
-    """The copy failed after `fs format` ran (no leader then): heal formats nothing twice, copies, starts."""
+def test_recopy_copies_again_into_a_replacement_an_earlier_attempt_formatted(test: dict) -> None:
+    """The copy failed after `fs format` ran (no leader then): recopy-master formats nothing twice, copies,
+    starts; heal alone only starts a replacement that holds its copy."""
     b = test.backend
     n = MasterReplaceNemesis(wait_s=1).setup(test)
     n._destroy_and_rename(test, "master-2", "m2", "uuid-2", [])
@@ -492,15 +494,25 @@ def test_heal_copies_again_into_a_replacement_an_earlier_attempt_formatted(test:
         return real(node, argv, timeout)
 
     b.remote.exec = formatted_already
-    n.heal(test)
+    assert n.invoke(test, {"f": "recopy-master", "value": None})["type"] == "ok"
     assert b.state["m4"] == "running" and n.pending is None
     assert any("copy_from_remote" in argv for node, argv in b.remote.calls if node == "m4")
+
+
+def test_heal_starts_a_replacement_that_holds_its_copy(test: dict) -> None:
+    b = test.backend
+    n = MasterReplaceNemesis(wait_s=1).setup(test)
+    n._destroy_and_rename(test, "master-2", "m2", "uuid-2", [])
+    n.pending["copied"] = True
+    n.heal(test)
+    assert b.state["m4"] == "running" and n.pending is None
+    assert not any("copy_from_remote" in argv for _, argv in b.remote.calls)
 
 
 def test_laggards_are_judged_only_once_a_leader_is_back(test: dict) -> None:
     """Right after a heal the masters may have no leader: wait for one rather than judge nobody behind."""
     b = test.backend
-    test.connect = b.client
+    b.lagging_masters = {"m3"}
     real = type(b.client()).catalog_replica
     polls = {"n": 0}
 
@@ -509,10 +521,8 @@ def test_laggards_are_judged_only_once_a_leader_is_back(test: dict) -> None:
         st = real(self, addr, timeout)
         if polls["n"] <= 6:   # two rounds with no leader anywhere
             return SimpleNamespace(**{**vars(st), "role": "FOLLOWER"})
-        if addr.startswith("master-3") and b.dns["master-3"] == "m3":
-            return SimpleNamespace(**{**vars(st), "last_index": 2})
         return st
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(type(b.client()), "catalog_replica", no_leader_at_first)
-        assert MasterReplaceNemesis(wait_s=3).setup(test)._rebuild_stuck_masters(test, [], settle_s=3) == ["master-3"]
+        assert MasterReplaceNemesis(wait_s=3).setup(test)._laggards(test, 3) == ("master-1", ["master-3"])

@@ -90,7 +90,7 @@ def test_the_tool_refuses_an_unknown_injected_bug(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "faultline.node", "tool", "local_replica", "copy_from_remote", "sys",
                         "127.0.0.1:1", "--fs-dir", str(tmp_path), "--inject-bug", "copy-from-lagging-mastr"],
                        capture_output=True, text=True, timeout=30, cwd=ROOT)
-    assert r.returncode == 2 and "unknown bug 'copy-from-lagging-mastr'" in r.stderr
+    assert r.returncode == 254 and "unknown bug 'copy-from-lagging-mastr'" in r.stderr
 
 
 # ---------------------------------------------------------------------- --json output and its parser

@@ -159,7 +159,7 @@ def test_migrate_one_master_to_three(tmp_path):
         assert all(len(u) == 32 for u in uuids.values())
         # misuse: a bad peer spec changes nothing
         r = c.tool("local_replica", "cmeta", "rewrite_raft_config", "sys", "nonsense", "--fs-dir", str(a.fs_dir))
-        assert r.returncode == 2 and "usage" in r.stderr
+        assert r.returncode == 254 and "usage" in r.stderr
         peers = [f"{uuids[n.name]}:{n.advertise}" for n in (a, b, cc)]
         r = c.tool("local_replica", "cmeta", "rewrite_raft_config", "sys", *peers, "--fs-dir", str(a.fs_dir))
         assert r.returncode == 0, r.stderr
@@ -309,6 +309,52 @@ def test_a_cut_off_leader_master_does_not_answer_catalog_reads(tmp_path: Path) -
             for n in others:
                 os.killpg(n.proc.pid, signal.SIGCONT)
         assert "a" in c.wait_for(lambda: cl.list_tables(), 30, "tables listed again")
+        cl.close()
+    finally:
+        c.stop_all()
+
+
+def test_a_master_left_behind_catches_up_by_the_leaders_snapshot(tmp_path: Path) -> None:
+    """The leader master holds its log only from a copy (as a replaced master does), and the master it must
+    catch up lacks entries older than that log: the leader sends its snapshot of the catalog, the follower
+    installs it and follows, so the two form a majority again. Kudu 1.x's masters cannot: an operator
+    rebuilds such a master."""
+    import shutil
+
+    c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1)
+    try:
+        c.start_all()
+        cl = c.client(timeout=30)
+        cl.create_table("t0", 1, 1, timeout=40, wait=False)
+        leader_addr = cl._leader_master
+        masters = [n for n in c.nodes.values() if n.kind == "master"]
+        leader = next(n for n in masters if n.advertise == leader_addr)
+        lag, copied = [n for n in masters if n is not leader]
+        c.kill(lag.name)   # left behind: it never sees what follows
+        for i in range(1, 6):
+            cl.create_table(f"t{i}", 1, 1, timeout=40, wait=False)
+        # `copied` is replaced by a copy of the leader's catalog: its log starts after the copy's snapshot
+        c.kill(copied.name)
+        shutil.rmtree(copied.fs_dir)
+        repl = c.add_master("m-copy", copied.bind, copied.advertise, uuid=copied.uuid)
+        r = c.tool("local_replica", "copy_from_remote", "sys", leader.advertise, "--fs-dir", str(repl.fs_dir))
+        assert r.returncode == 0, r.stderr
+        c.start("m-copy")
+        c.wait_for(lambda: (lambda st: st is not None and st.commit_index >= 7)(cl.catalog_replica(repl.advertise)),
+                   30, "the copy following the leader")
+        c.kill(leader.name)   # only the copy, whose log starts late, can catch the laggard up now
+        c.start(lag.name)
+
+        def caught_up() -> bool:
+            new, late = cl.catalog_replica(repl.advertise), cl.catalog_replica(lag.advertise)
+            return (new is not None and late is not None and new.role == "LEADER" and late.term == new.term
+                    and late.applied_index >= new.commit_index)
+
+        c.wait_for(caught_up, 40, "the laggard caught up by snapshot")
+        assert "installed the leader's snapshot" in c.logs(lag.name, 400)
+        assert "sending a snapshot" in c.logs("m-copy", 400)
+        cl.create_table("after", 1, 1, timeout=40, wait=False)   # committed by the copy and the laggard together
+        assert {f"t{i}" for i in range(6)} | {"after"} <= set(cl.list_tables())
         cl.close()
     finally:
         c.stop_all()

@@ -4,6 +4,7 @@ startup refusals, tool misuse, and the tombstoning of half-finished tablet copie
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -92,15 +93,15 @@ def test_tool_fs_commands_and_misuse(tmp_path):
     r = run_node("tool", "fs", "format", "--fs-dir", str(tmp_path / "d"))
     assert r.returncode == 1 and r.stderr.startswith("error:") and "already formatted" in r.stderr
     r = run_node("tool", "fs", "format", "--fs-dir", str(tmp_path / "x"), "--uuid", "nope")
-    assert r.returncode == 2 and "usage:" in r.stderr
+    assert r.returncode == 254 and "usage:" in r.stderr
     r = run_node("tool")
-    assert r.returncode == 2 and "usage:" in r.stderr
+    assert r.returncode == 254 and "usage:" in r.stderr
     r = run_node("tool", "local_replica", "cmeta", "print_replica_uuids", "not-a-tablet", "--fs-dir", str(tmp_path / "d"))
-    assert r.returncode == 2 and "bad tablet id" in r.stderr
+    assert r.returncode == 254 and "bad tablet id" in r.stderr
     r = run_node("tool", "local_replica", "cmeta", "print_replica_uuids", "sys", "--fs-dir", str(tmp_path / "d"))
     assert r.returncode == 1 and "no consensus metadata" in r.stderr
     r = run_node("tool", "table", "list", "not-an-address")
-    assert r.returncode == 2 and "HOST:PORT" in r.stderr
+    assert r.returncode == 254 and "HOST:PORT" in r.stderr
 
 
 def _busy_port() -> tuple[socket.socket, int]:
@@ -136,7 +137,7 @@ def test_server_startup_refusals(tmp_path):
     # one line each time, no traceback
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--master-addresses", "x:1", "--inject-bug", "nonsense")
-    assert r.returncode == 2 and "unknown bug" in r.stderr
+    assert r.returncode == 254 and "unknown bug" in r.stderr
 
 
 def test_half_copied_replica_is_tombstoned_on_start(tmp_path):
@@ -290,3 +291,37 @@ def test_crash_points_fire_on_their_message_and_only_for_their_tablet() -> None:
         r.flags.set("fault_crash_after_append_fraction", "2")
     with pytest.raises(FlagError, match="at least 1"):
         r.flags.set("consensus_max_batch_entries", "0")
+
+
+def test_bad_flags_and_data_directories_stop_at_the_edge(tmp_path, monkeypatch):
+    """Every case exits with usage and one `error:` line, no traceback, nothing started."""
+    regular = tmp_path / "file"
+    regular.write_text("x")
+    cases = [
+        (("tool", "fs", "format", "--fs-dir", str(regular)), f"data directory {regular} is not a directory"),
+        (("tool", "fs", "format", "--fs-dir", str(regular / "sub")), f"{regular} is not a directory"),
+        (("tool", "fs", "dump", "uuid", "--fs-dir", str(regular)), f"data directory {regular} is not a directory"),
+        (("tool", "table", "create", "127.0.0.1:1", "t", "--num-tablets", "-1"), "--num-tablets: must be > 0, not -1"),
+        (("tool", "table", "create", "127.0.0.1:1", "t", "--replication", "0"), "--replication: must be > 0, not 0"),
+        (("master", "--fs-dir", str(tmp_path / "m"), "--master-addresses", "127.0.0.1:1",
+          "--heartbeat-interval-ms", "-5"), "--heartbeat-interval-ms: must be > 0, not -5"),
+        (("tserver", "--fs-dir", str(tmp_path / "t"), "--master-addresses", "127.0.0.1:1",
+          "--follower-unavailable-s", "nan"), "--follower-unavailable-s: must be a finite number > 0, not nan"),
+    ]
+    for argv, needle in cases:
+        r = run_node(*argv)
+        assert r.returncode == 254, (argv, r.stderr)
+        errors = [ln for ln in r.stderr.splitlines() if "error:" in ln]
+        assert len(errors) == 1 and needle in errors[0], (argv, r.stderr)
+        assert "Traceback" not in r.stderr and "does not exist" not in r.stderr
+    assert not (tmp_path / "m").exists() and not (tmp_path / "t").exists()
+
+    # a directory that cannot be created: one line (as root nothing is unwritable, so the OS says no here)
+    from faultline.node.server import fs
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "ro"))
+
+    monkeypatch.setattr(os, "mkdir", refuse)
+    with pytest.raises(fs.FsError, match=f"cannot format {tmp_path / 'ro'}: Permission denied"):
+        fs.format_fs(tmp_path / "ro")

@@ -8,11 +8,13 @@ import io
 import json
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +130,241 @@ def test_zip_download_and_no_path_escapes(site: tuple[str, Path]) -> None:
         assert b"outside any run" not in body and b"root:" not in body
     status, body = raw_get(base, f"/files/{run.run_id}/test.json")
     assert status == 200 and json.loads(body)["workload"] == "register"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A store as `make demo` leaves it: a run at the top, a campaign's store one level down, with a scorecard.
+
+CAMPAIGN = """
+[campaign]
+name = "web"
+cluster = "fake"
+seeds = [1]
+time_limit = 1.5
+concurrency = 3
+nemesis_interval = 0.3
+quiet_period = 0.1
+
+[[cell]]
+name = "good"
+workload = "register"
+nemesis = ["partition"]
+expect = "valid"
+
+[[cell]]
+name = "stale"
+workload = "register"
+nemesis = ["partition"]
+bugs = ["stale-leader-reads"]
+expect = "invalid"
+"""
+
+
+def make_demo_store(root: Path) -> Path:
+    """STORE with one plain run and STORE/campaign-web with a campaign of two cells, scored (pandas)."""
+    from faultline.controller import campaign as cp
+    from faultline.controller import testspec
+    from faultline.controller.runner import run_once
+    from faultline.results.engines import score_store
+
+    root.mkdir(parents=True)
+    (root.parent / "web.toml").write_text(CAMPAIGN)
+    camp = cp.load(root.parent / "web.toml", store_override=root / "campaign-web")
+    cp.execute(camp, lambda test, store: run_once(test, store, quiet=True, install_signals=False))
+    score_store(camp.store, engine="pandas")
+    plain = testspec.build_test({"cluster": "fake", "workload": "set", "nemesis": "kill", "time_limit": 1,
+                                 "concurrency": 2, "nemesis_interval": 0.3, "quiet_period": 0.1, "seed": 3})
+    run_once(plain, root, quiet=True, install_signals=False)
+    return root
+
+
+def serving(root: Path, **limits: Any) -> tuple[Any, str]:
+    server = make_server(root, "127.0.0.1", 0, **limits)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def stop(server: Any) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    from faultline.controller.commands.serve import found
+
+    root = make_demo_store(tmp_path_factory.mktemp("demo") / "store")
+    server, base = serving(root)
+    try:
+        assert found(server.view) == f"3 runs in 2 stores under {root}: . (1), campaign-web (2)"
+        yield base, root
+    finally:
+        stop(server)
+
+
+def test_runs_are_found_at_any_depth_with_campaigns_and_their_scorecard(demo_site: tuple[str, Path]) -> None:
+    base, _root = demo_site
+    index = raw_get(base, "/")[1].decode()
+    assert "3 of 3 runs in 2 stores" in index
+    assert index.count("/run/campaign-web/web-") == 2 and "/run/set/" not in index  # the plain run's test is named after its workload
+    status, body = raw_get(base, "/?store=campaign-web")
+    assert status == 200 and "2 of 3 runs" in body.decode()
+    campaigns = raw_get(base, "/campaigns")[1].decode()
+    assert "campaign-web" in campaigns and "2/2 met" in campaigns and "/scorecard?store=campaign-web" in campaigns
+    status, card = raw_get(base, "/scorecard")  # the only scorecard there is
+    text = card.decode()
+    assert status == 200 and "all expectations met: 2/2" in text and "Scorecard: campaign web" in text
+    assert "verdict: false" not in text and ">false<" not in text and ">true<" not in text
+    assert ">invalid<" in text and ">valid<" in text
+    for href in re.findall(r"href='(/run/[^']+)'", text):
+        assert raw_get(base, href)[0] == 200, href
+    groups = text.split("id='groups'")[1].split("</table>")[0]
+    no_bug = next(row for row in groups.split("<tr>") if "<td class=''>none</td>" in row.replace('"', "'"))
+    assert "<td class='n'>–</td>" in no_bug.split("</td>", 7)[7] + "</td>"  # detection of a cell without a bug
+    run_href = re.findall(r"href='(/run/campaign-web/[^']+)'", index)[0]
+    run_page = raw_get(base, run_href)[1].decode()
+    assert "/scorecard?store=campaign-web" in run_page and "/?store=campaign-web" in run_page
+
+
+def test_an_empty_store_says_so(tmp_path: Path) -> None:
+    from faultline.controller.commands.serve import found
+
+    (tmp_path / "store" / "nothing-here").mkdir(parents=True)
+    server, base = serving(tmp_path / "store")
+    try:
+        status, body = raw_get(base, "/")
+        assert status == 200 and "No runs in" in body.decode() and "at any depth" in body.decode()
+        assert found(server.view).startswith("no runs in")
+        assert "No scorecard yet" in raw_get(base, "/scorecard")[1].decode()
+    finally:
+        stop(server)
+
+
+def test_damaged_runs_are_listed_never_a_500(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    good = store.create_run("fine", {"workload": "register", "seed": 1})
+    good.finish({"valid": True})
+    cases = {"list-test": ("test.json", "[1, 2]"), "number-results": ("results.json", "7"),
+             "bad-json": ("test.json", "{nope"), "string-results": ("results.json", '"valid"'),
+             "odd-fields": ("results.json", '{"valid": [1], "_run": {"duration_s": "long", "ops": "many"}}')}
+    for name, (file, text) in cases.items():
+        run = store.create_run(name, {"workload": "register", "seed": 1})
+        (run.path / file).write_text(text)
+    unreadable = store.create_run("unreadable", {"workload": "register"})
+    unreadable.test_path.unlink()
+    unreadable.test_path.mkdir()  # a directory where test.json should be: unreadable as a file
+    server, base = serving(tmp_path / "store")
+    try:
+        status, body = raw_get(base, "/")
+        page = body.decode()
+        assert status == 200 and "7 of 7 runs" in page
+        assert "<td class='verdict'>unknown</td>" in page  # odd fields: shown as unknown, not a crash
+        assert page.count("<td class='verdict'>damaged</td>") == 5
+        assert "test.json is not a JSON object" in page and "results.json is not a JSON object" in page
+        for href in re.findall(r"href='(/run/[^']+)'", page):
+            status, body = raw_get(base, href)
+            assert status == 200, href
+            for file_href in re.findall(r"href='(/files/[^']+report.html)'", body.decode()):
+                assert raw_get(base, file_href)[0] in (200, 404), file_href
+        assert raw_get(base, "/?verdict=damaged")[1].decode().count("class='run'") == 5
+    finally:
+        stop(server)
+
+
+def raw_request(base: str, path: str, host: str | None) -> int:
+    port = int(base.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        head = f"GET {path} HTTP/1.1\r\n" + (f"Host: {host}\r\n" if host is not None else "") + "Connection: close\r\n\r\n"
+        s.sendall(head.encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def test_the_host_header_must_name_this_server(demo_site: tuple[str, Path]) -> None:
+    base, _ = demo_site
+    port = base.rsplit(":", 1)[1]
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", None):
+        assert raw_request(base, "/", host) == 200, host
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"10.0.0.1:{port}"):
+        assert raw_request(base, "/", host) == 421, host
+    from faultline.results.serve import allowed_hosts
+
+    assert allowed_hosts("0.0.0.0", 80) is None  # a wildcard bind answers every name of the machine
+    named = allowed_hosts("0.0.0.0", 80, ["box.lan"])
+    assert named is not None and "box.lan:80" in named and "evil.example:80" not in named
+
+
+def test_idle_connections_take_no_threads_and_time_out(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    store.create_run("fine", {"workload": "register"}).finish({"valid": True})
+    before = threading.active_count()
+    server, base = serving(tmp_path / "store", workers=4, idle_timeout_s=3.0, max_waiting=1000)
+    idle: list[socket.socket] = []
+    try:
+        started = threading.active_count()
+        assert started <= before + 6  # serve_forever, the waiting room, four workers
+        port = int(base.rsplit(":", 1)[1])
+        for _ in range(800):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+        assert raw_get(base, "/")[0] == 200  # served while 800 connections sit idle
+        assert threading.active_count() <= started
+        for s in idle[:50]:  # each idle connection is closed by the server after its timeout
+            assert s.recv(1) == b""
+    finally:
+        for s in idle:
+            s.close()
+        stop(server)
+    assert threading.active_count() <= before + 1
+
+
+def test_waiting_room_drops_the_oldest_beyond_its_cap(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    store.create_run("fine", {"workload": "register"}).finish({"valid": True})
+    server, base = serving(tmp_path / "store", workers=2, idle_timeout_s=60.0, max_waiting=10)
+    port = int(base.rsplit(":", 1)[1])
+    conns = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(30)]
+    try:
+        assert raw_get(base, "/")[0] == 200
+        assert conns[0].recv(1) == b""  # dropped long before its idle timeout
+    finally:
+        for s in conns:
+            s.close()
+        stop(server)
+
+
+@pytest.mark.chromium
+def test_chromium_crawls_every_link_from_the_index(demo_site: tuple[str, Path], tmp_path: Path) -> None:
+    """Every page reachable from the index loads with status 200 and no console error (failed loads and
+    CSP violations included), and the web view's own pages fit a 1280 px window."""
+    from headless import Browser
+
+    base, _ = demo_site
+    seen: set[str] = set()
+    todo = [base + "/"]
+    kinds: set[str] = set()
+    with Browser(tmp_path / "profile") as browser:
+        while todo and len(seen) < 500:
+            url = todo.pop().split("#")[0]
+            if url in seen or not url.startswith(base):
+                continue
+            seen.add(url)
+            path = url.removeprefix(base)
+            status, body = raw_get(base, path)
+            assert status == 200, f"{path}: {status}"
+            if not (body.lstrip()[:15].lower().startswith(b"<!doctype html") or path.endswith(".html")):
+                continue
+            errors = browser.load(url)
+            assert errors == [], (path, errors)
+            if not path.startswith("/files/"):
+                assert browser.page_width() <= 1280, path
+                kinds.add(path.split("?")[0].split("/")[1] or "index")
+            todo += browser.links()
+        assert {"index", "campaigns", "scorecard", "run"} <= kinds
+        assert any("/report.html" in u for u in seen) and any("/timeline.html" in u for u in seen)
+        assert any(u.endswith(".zip") for u in seen) and len(seen) > 30
+        for name, path in (("index", "/"), ("scorecard", "/scorecard")):
+            assert browser.load(base + path) == []
+            browser.screenshot(tmp_path / f"{name}.png", height=800)
+            assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from faultline.results import metrics, parquet
@@ -59,7 +59,7 @@ def test_create_run_layout_latest_links_and_index(tmp_path: Path) -> None:
     a.test_path.unlink()
     assert store.runs()[1].workload == "register"
     assert store.rebuild_index() == 2
-    assert store.runs()[1].status == "broken"
+    assert store.runs()[1].status == "damaged"
 
 
 def test_store_refuses_bad_names_and_escapes(tmp_path: Path) -> None:
@@ -108,9 +108,8 @@ JSON_VALUES = st.recursive(JSON_SCALARS, lambda c: st.lists(c, max_size=3) | st.
                                                                                                max_size=3), max_leaves=8)
 OP = st.fixed_dictionaries(
     {"index": st.integers(0, 10**9), "type": st.sampled_from(["invoke", "ok", "fail", "info"])},
-    # times are ns since the run began: 2**53 ns is 104 days, past which a nullable int64 column that
-    # pandas turns into float64 (the frame route, frame_to_ops) could no longer hold every value exactly
-    optional={"time": st.integers(0, 2**53) | st.none(), "process": st.integers(-5, 50) | st.just("nemesis") | JSON_VALUES,
+    # the whole int64 range: past 2**53 a float64 column (plain pandas, when a column holds a null) rounds
+    optional={"time": st.integers(0, 2**63 - 1) | st.none(), "process": st.integers(-5, 50) | st.just("nemesis") | JSON_VALUES,
               "f": st.text(max_size=6), "key": JSON_VALUES, "value": JSON_VALUES, "node": JSON_VALUES,
               "error": JSON_VALUES, "extra": JSON_VALUES},
 )
@@ -118,6 +117,8 @@ OP = st.fixed_dictionaries(
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(OP, max_size=12))
+@example([{"index": 0, "type": "invoke"}, {"index": 0, "type": "invoke", "time": 9007199254740993}])
+@example([{"index": 2**53 + 1, "type": "ok", "value": 2**63 - 1, "time": 2**63 - 1}, {"index": 1, "type": "ok"}])
 def test_parquet_round_trip_is_exact(ops: list[dict]) -> None:
     table = parquet.ops_to_table(ops)
     assert table.schema.equals(parquet.SCHEMA, check_metadata=False)
@@ -125,8 +126,20 @@ def test_parquet_round_trip_is_exact(ops: list[dict]) -> None:
     assert json.dumps(back, sort_keys=True) == json.dumps(ops, sort_keys=True)
     for a, b in zip(ops, back, strict=True):
         assert {k: type(v) for k, v in a.items()} == {k: type(v) for k, v in b.items()}
-    frame = parquet.frame_to_ops(table.to_pandas())
+    frame = parquet.frame_to_ops(parquet.table_to_frame(table))
     assert json.dumps(frame, sort_keys=True) == json.dumps(ops, sort_keys=True)
+
+
+def test_a_history_frame_that_rounded_its_integers_is_refused() -> None:
+    """A frame read with plain `to_pandas()` holds a null time as NaN and so the column as float64:
+    2**53 + 1 comes back as 2**53. frame_to_ops refuses it instead of returning a different history."""
+    ops = [{"index": 0, "type": "invoke"}, {"index": 1, "type": "ok", "time": 2**53 + 1}]
+    table = parquet.ops_to_table(ops)
+    with pytest.raises(ValueError, match="lost precision"):
+        parquet.frame_to_ops(table.to_pandas())
+    assert parquet.frame_to_ops(parquet.table_to_frame(table)) == ops
+    small = [{"index": 0, "type": "invoke"}, {"index": 1, "type": "ok", "time": 2**53 - 1}]
+    assert parquet.frame_to_ops(parquet.ops_to_table(small).to_pandas()) == small  # below 2**53 float64 is exact
 
 
 def test_parquet_file_round_trip_and_typed_columns(tmp_path: Path) -> None:

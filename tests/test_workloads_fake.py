@@ -50,9 +50,12 @@ def test_error_mapping_reads_fail_writes_are_indeterminate() -> None:
 
 def test_set_unique_adds_and_read(test: dict) -> None:
     wl = get_workload("set", {})
-    h = gen.simulate(gen.clients(gen.limit(30, wl.generator)), concurrency=3, latency_s=0.01)
-    values = [o["value"] for o in h if o["type"] == "invoke"]
-    assert sorted(values) == list(range(30))
+    h = gen.simulate(gen.clients(gen.time_limit(3, wl.generator)), concurrency=3, latency_s=0.01)
+    values = [o["value"] for o in h if o["type"] == "invoke" and o["f"] == "add"]
+    assert sorted(values) == list(range(len(values))) and len(values) > 30
+    # reads of the whole set while the adds go on, one a second (Jepsen's set-full)
+    read_times = [o["time"] / 1e9 for o in h if o["type"] == "invoke" and o["f"] == "read"]
+    assert len(read_times) == 3 and read_times == [0.0, 1.0, 2.0]
     wl.client.setup(test)
     c = wl.client.open(test, "t1")
     for v in (5, 1, 3):
@@ -168,3 +171,10 @@ def test_lossy_fake_is_caught_by_each_workloads_checker(name: str, evidence: str
                    install_signals=False)
     assert out.valid is False, out.results["workload"]
     assert out.results["workload"].get(evidence), out.results["workload"]
+    # results.json records the time to detection: the completion of the op that proved it, within the run
+    t_detect = out.results["time_to_detection_s"]
+    assert "first_anomaly" in out.results
+    if name in ("set", "catalog"):  # their checkers name the op that proved the anomaly
+        assert isinstance(t_detect, float) and t_detect > 0 and out.results["first_anomaly"].startswith("workload")
+    if name == "set":
+        assert t_detect == pytest.approx(out.results["workload"]["first_lost_detected_s"], abs=1e-3)

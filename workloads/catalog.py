@@ -3,6 +3,12 @@ and are replaced. After healing, every acknowledged create must be visible exact
 must stay deleted, a table's schema version must never go back, the leader master must locate a
 leader for every tablet of the tables it lists, and every master must hold what the leader committed
 (both retried for a while: the tablets and masters settle after healing).
+
+The invariants are checked while the faults run too: every listing, alter and describe of the main phase
+is held to them as it comes, and every `check_interval` seconds (default 2.5) a worker asks
+`locate-tables` and `master-replicas` in turn, so the history shows when tablets lost their leaders and
+masters fell behind (the checker judges those two only after healing, or by its own timed rules: during
+a fault they may rightly fail).
 """
 
 from __future__ import annotations
@@ -134,11 +140,19 @@ class CatalogOps(gen.Gen):
         return gen.invocation(o, ctx, thread), nxt
 
 
+LIVE_CHECKS = ({"f": "locate-tables", "value": None}, {"f": "master-replicas", "value": None})
+
+
 def workload(opts: Mapping[str, Any]) -> Workload:
     rate = float(opts.get("rate") or 20)  # catalog changes are heavy: a modest default rate
+    g: gen.Gen = gen.stagger(1.0 / rate, CatalogOps())
+    interval = float(opts.get("check_interval", 2.5))
+    if interval > 0:
+        # checks first: on a tie any_of takes the first
+        g = gen.any_of(gen.delay(interval, gen.cycle(gen.seq(*map(gen.once, LIVE_CHECKS)))), g)
     return Workload(
         client=CatalogClient(),
-        generator=gen.stagger(1.0 / rate, CatalogOps()),
+        generator=g,
         # after healing: first until every tablet has a leader (bounded), then the listing the checker
         # holds the acknowledged creates against, then until every master holds what the leader committed
         final_generator=gen.seq(

@@ -33,7 +33,7 @@ def _module(path: str) -> Callable[[Mapping[str, Any]], Workload]:
 WORKLOADS: dict[str, Entry] = {e.name: e for e in (
     Entry("register", "read/write/cas registers, linearizable per key",
           _module("faultline.workloads.register")),
-    Entry("set", "unique adds and a final read, nothing lost or duplicated",
+    Entry("set", "unique adds and reads while faults run (set-full), nothing lost or duplicated",
           _module("faultline.workloads.set")),
     Entry("bank", "transfers that keep the total and every balance non-negative",
           _module("faultline.workloads.bank")),

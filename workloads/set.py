@@ -1,7 +1,10 @@
-"""set: unique adds while faults run, then one final read after healing.
+"""set: unique adds and, as Jepsen's set-full does, reads of the whole set while the faults run (one every
+`read_interval` seconds, default 1), then a final read after healing.
 
-Checked for lost elements (acknowledged adds missing from the final read), unexpected ones (never
-added), duplicates, and adds of unknown outcome that turned up (recovered).
+Checked (checkers/set.py) for lost elements (acknowledged, then missing from every later read), stale ones
+(missing from some read that began after they were known, then back), unexpected ones (never added),
+duplicates, and adds of unknown outcome that turned up (recovered). Reading during the run times a loss
+from the read that first proves it, not from the final read after the heal and the quiet period.
 """
 
 from __future__ import annotations
@@ -47,14 +50,21 @@ class UniqueAdds(gen.Gen):
         return gen.invocation({"f": "add", "value": self.next}, ctx, thread), replace(self, next=self.next + 1)
 
 
+READ = {"f": "read", "value": None}
+
+
 def workload(opts: Mapping[str, Any]) -> Workload:
     rate = opts.get("rate")
     g: gen.Gen = UniqueAdds()
     if rate:
         g = gen.stagger(1.0 / float(rate), g)
+    interval = float(opts.get("read_interval", 1.0))
+    if interval > 0:
+        # reads first: on a tie any_of takes the first, and the adds are always ready
+        g = gen.any_of(gen.delay(interval, gen.repeat(READ)), g)
     return Workload(
         client=SetClient(),
         generator=g,
-        final_generator=gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
+        final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(READ)), attempts=30),
         checker=LazyChecker("set"),
     )

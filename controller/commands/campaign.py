@@ -25,34 +25,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart", action="store_true", help="forget saved progress and run every cell again")
     parser.add_argument("--cell", action="append", default=[], metavar="PATTERN",
                         help="run only the cells whose name matches this glob (repeatable)")
-    parser.add_argument("--seeds", metavar="N,N,...", help="override every cell's seeds, e.g. 1,2,3")
+    parser.add_argument("--seeds", metavar="N,N,...|random:N",
+                        help="override every cell's seeds: a list, e.g. 1,2,3, or random:N for N fresh seeds")
     parser.add_argument("--dry-run", action="store_true", help="validate the file and list the runs, run nothing")
     parser.add_argument("--quiet", action="store_true", help="no live progress, only the summary")
-
-
-def _seeds(text: str) -> list[int]:
-    from faultline.controller.errors import UsageError
-
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise UsageError(f"--seeds wants integers separated by commas, got {text!r}") from None
-    if not seeds:
-        raise UsageError("--seeds is empty")
-    return seeds
+    parser.add_argument("--verbose", action="store_true", help="also show the JVM's and Spark's own log output")
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     from faultline.controller import campaign as cp
+    from faultline.controller.analysis import verdict_word
+    from faultline.controller.progress import console as make_console
     from faultline.controller.runner import run_once
 
-    console = Console(stderr=True, quiet=False)
+    console = make_console(stderr=True)
     camp = cp.load(args.campaign, args.store)
-    if args.cell or args.seeds:
-        camp = cp.select(camp, cells=args.cell, seeds=_seeds(args.seeds) if args.seeds else None)
+    seeds, drawn = cp.parse_seeds(args.seeds) if args.seeds else (None, False)
+    if args.cell or seeds:
+        camp = cp.select(camp, cells=args.cell, seeds=seeds)
+    if drawn:
+        camp.drawn_seeds = seeds
+        # said first, so an interrupted campaign can be resumed with the same seeds
+        console.print(f"seeds drawn at random: {','.join(map(str, seeds or []))}")
     if args.cluster:
         for planned in camp.runs:
             planned.opts["cluster"] = args.cluster
@@ -71,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold][{n}/{total}][/bold] {planned.key} (expect {planned.expect})")
 
     def on_done(rec: cp.RunRecord) -> None:
-        mark = "[green]met[/green]" if rec.expectation_met else "[red]NOT met[/red]"
-        console.print(f"    valid={rec.valid} {mark} in {rec.elapsed_s:.0f}s -> {rec.run_dir}")
+        mark = "[green]expectation met[/green]" if rec.expectation_met else "[red]expectation NOT met[/red]"
+        console.print(f"    {verdict_word(rec.valid)} (expected {rec.expect}): {mark} in {rec.elapsed_s:.0f} s; "
+                      f"run {rec.run_dir}", highlight=False)
 
     def run_fn(test: dict[str, Any], store: Any) -> Any:
         return run_once(test, store, quiet=args.quiet)
@@ -80,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         records = cp.execute(camp, run_fn, on_start=on_start, on_done=on_done)
     except KeyboardInterrupt:
-        console.print(f"interrupted: progress saved in {cp.state_path(camp)}; run the same command to resume")
+        again = (f"the same command with --seeds {','.join(map(str, camp.drawn_seeds))}" if camp.drawn_seeds
+                 else "the same command")
+        console.print(f"interrupted: progress saved in {cp.state_path(camp)}; run {again} to resume")
         return 130
 
     score_dir = None
@@ -88,25 +85,58 @@ def run(args: argparse.Namespace) -> int:
         from faultline.results.engines import score_store
 
         console.print(f"scoring {camp.store} on Spark ({args.master})")
-        result = score_store(camp.store, engine="spark", master=args.master,
+        result = score_store(camp.store, engine="spark", master=args.master, verbose=args.verbose,
                              app_name=f"faultline-campaign-{camp.name}", progress=lambda m: console.print(f"  {m}"))
         score_dir = result.out_dir
-
     summary = cp.summarize(camp, records)
+    print_summary(camp, summary, records, score_dir)
+    return 0 if all(s.ok for s in summary) else 1
+
+
+def print_summary(camp: Any, summary: list[Any], records: dict[str, Any], score_dir: Any) -> None:
+    """The table, how many expectations were met, where every report and the scorecard are, and what to
+    run next; on stdout, at least 120 columns wide when it is not a terminal."""
+    from rich.table import Table
+
+    from faultline.controller.analysis import verdict_word
+    from faultline.controller.progress import command, console
+
+    out = console()
     table = Table(title=f"campaign {camp.name}")
     for col in ("cell", "expect", "runs", "valid", "invalid", "unknown", "met", "median detection (s)"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "cell")
     for s in summary:
         style = "green" if s.ok else "red"
         table.add_row(s.cell, s.expect, str(s.runs), str(s.valid), str(s.invalid), str(s.unknown),
                       f"[{style}]{s.met}/{s.runs}[/{style}]",
-                      "-" if s.median_detection_s is None else f"{s.median_detection_s:g}")
-    Console(file=sys.stdout).print(table)
+                      "–" if s.median_detection_s is None else f"{s.median_detection_s:g}")
+    out.print(table)
+    met, total = sum(s.met for s in summary), sum(s.runs for s in summary)
+    out.print(f"[{'green' if met == total else 'red'}]{met}/{total} expectations met[/]", highlight=False)
+    print("reports:")
+    for rec in records.values():
+        where = f"{rec.run_dir}/report.html" if rec.run_dir else "(no run directory)"
+        print(f"  {rec.key}: {verdict_word(rec.valid)} (expected {rec.expect}"
+              f"{'' if rec.expectation_met else ', NOT met'}): {where}")
     for rec in records.values():
         if not rec.expectation_met:
-            print(f"expectation not met: {rec.key}: valid={rec.valid} (expected {rec.expect}); "
+            print(f"expectation not met: {rec.key}: {verdict_word(rec.valid)} (expected {rec.expect}); "
                   f"report {rec.run_dir}/report.html" + (f"; first anomaly {rec.first_anomaly}" if rec.first_anomaly else ""))
+    if camp.drawn_seeds:
+        print(f"seeds drawn at random: {','.join(map(str, camp.drawn_seeds))}")
     print(f"store: {camp.store}")
     if score_dir:
         print(f"scorecard: {score_dir}/scorecard.html")
-    return 0 if all(s.ok for s in summary) else 1
+    fl = command()
+    print(f"next: {fl} serve {camp.store}   (then open http://127.0.0.1:8080/ for the runs, reports and scorecard)")
+    missed = [r for r in records.values() if not r.expectation_met and r.run_dir]
+    if missed:
+        print(f"      {fl} analyze {missed[0].run_dir}   (re-check the first run that missed its expectation)")
+    if fl != "faultline":
+        print(f"      (to type just `faultline`: export PATH=\"{_bin_dir()}:$PATH\")")
+
+
+def _bin_dir() -> str:
+    from pathlib import Path
+
+    return str(Path(sys.executable).parent)

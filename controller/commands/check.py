@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from faultline.checkers.history import LoadedHistory
+    from faultline.checkers.inference import Choice
 
 HELP = "check history files for linearizability (or set/bank/counter/... with --checker)"
 DESCRIPTION = (
     "Checks each HISTORY file and prints one JSON object per line per file: file, valid, model, ops, "
     "elapsed_s (the check itself, without parsing) and the evidence. Formats: our history.jsonl, Jepsen EDN, "
     "Porcupine's etcd logs and kv files, elle-cli JSON; --format auto guesses by content, and each format "
-    "implies its semantics and model unless given. Exit code: 0 all valid, 1 any invalid, 2 any unknown "
-    "(e.g. the time limit ran out) and none invalid, 254 bad arguments or a malformed/missing file."
+    "implies its semantics. The checker and model are inferred from the history (its fs, its values, the "
+    "test.json beside it) unless given. Exit code: 0 all valid, 1 any invalid, 2 any unknown "
+    "(e.g. the time limit ran out) and none invalid, 254 bad arguments, a malformed/missing file, or a "
+    "history no checker can judge (an op its model does not know, a completion without an invocation, "
+    "a checker that cannot be inferred)."
 )
 
 SEMANTICS_HELP = (
@@ -26,8 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from faultline.checkers.registry import CHECKERS
 
     p.add_argument("histories", nargs="+", metavar="HISTORY", help="history files to check")
-    p.add_argument("--model", choices=sorted(MODELS), help="the sequential model (default: what the format implies, "
-                   "else cas-register)")
+    p.add_argument("--model", choices=sorted(MODELS), help="the sequential model for linearizability (default: inferred "
+                   "from the history, see --checker)")
     p.add_argument("--format", default="auto", choices=["auto", *FORMATS], help="input format (default auto)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="give up after S seconds per file with valid 'unknown' (default: no limit)")
@@ -35,11 +43,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="give up with 'unknown' when the search's memo outgrows MB (default 2048)")
     p.add_argument("--semantics", choices=["jepsen", "knossos", "porcupine"], help=SEMANTICS_HELP)
     p.add_argument("--init", default=None, metavar="JSON", help="the model's initial value as JSON (e.g. 0, null, '\"\"')")
-    p.add_argument("--checker", default="linearizable", choices=list(CHECKERS), metavar="NAME",
-                   help="which checker to run (default linearizable): "
+    p.add_argument("--checker", default=None, choices=list(CHECKERS), metavar="NAME",
+                   help="which checker to run (default: inferred from the history's fs and values and the "
+                        "test.json beside it; refused with 254 when it cannot be inferred): "
                         + "; ".join(f"{e.name} ({e.help})" for e in CHECKERS.values()))
     p.add_argument("--html", metavar="DIR", default=None,
-                   help="write a counterexample page DIR/<file>.html for each invalid history")
+                   help="write a counterexample page DIR/<file>.html for each invalid history (DIR is "
+                        "created; an existing file there is refused, never overwritten by a directory)")
     p.add_argument("--engine", choices=["auto", "c", "python"], default="auto",
                    help="linearizability search: the C core if built (auto), or force one")
     p.add_argument("--consistency-models", default=None, metavar="M[,M...]",
@@ -50,44 +60,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "for cycles of each kind (default 1); past it that search is 'unknown'")
 
 
+def _choose(path: str, loaded: LoadedHistory, args: argparse.Namespace) -> Choice:
+    """The checker and model for one history: the flags, else what checkers.inference infers."""
+    from faultline.checkers import inference
+
+    if args.model:
+        return inference.Choice("linearizable", args.model, "--model")
+    if args.checker and args.checker != "linearizable":
+        return inference.Choice(args.checker, None, "--checker")
+    choice = inference.infer(loaded.ops, inference.test_map(path), loaded.model)
+    if args.checker == "linearizable" and choice.checker != "linearizable":
+        raise inference.CannotInfer(f"--checker linearizable needs --model: the history looks like "
+                                    f"{choice.checker} ({choice.reason})")
+    return choice
+
+
 def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     import os
-    import time
 
     from faultline.checkers import history as hist
+    from faultline.checkers import inference
     from faultline.checkers.elle import files as elle
+    from faultline.checkers.ops import BadOp
 
     # Transactional (Elle-style) histories: chosen with --checker elle-*, a Jepsen store directory, or
-    # detected when no --model asks for linearizability.
+    # inferred from the history.
     models = args.consistency_models.split(",") if args.consistency_models else None
-    if args.checker.startswith("elle-") or os.path.isdir(path):
+    if (args.checker or "").startswith("elle-") or os.path.isdir(path):
         return elle.check_source(path, elle.load(path, args.format), args.checker, models,
                                  args.cycle_search_timeout, args.html)
     loaded = hist.load(path, args.format)
-    if args.checker == "linearizable" and args.model is None and elle.detect_kind(loaded.ops):
-        return elle.check_source(path, elle.from_loaded(loaded), None, models, args.cycle_search_timeout, args.html)
-    if args.checker == "linearizable":
-        from faultline.checkers import linearizability
-
-        model = args.model or loaded.model or "cas-register"
-        semantics = args.semantics or loaded.semantics
-        init_value = init if args.init is not None else (loaded.init if model == loaded.model else None)
-        use_c = {"auto": None, "c": True, "python": False}[args.engine]
-        res = linearizability.check(loaded.ops, model=model, time_limit=args.time_limit, semantics=semantics,
-                                    init=init_value, use_c=use_c, max_memory_mb=args.max_memory)
-        out = {"file": path, "valid": res["valid"], "model": model, "format": loaded.format, "ops": res["ops"],
-               "elapsed_s": res["elapsed_s"]}
-        out["evidence"] = {k: v for k, v in res.items() if k not in ("valid", "model", "ops", "elapsed_s")}
-    else:
-        from faultline.checkers import registry
-
-        checker = registry.get(args.checker)
-        start = time.monotonic()
-        res = checker.check({}, loaded.ops, {})
-        elapsed = time.monotonic() - start
-        out = {"file": path, "valid": res.get("valid", "unknown"), "model": args.checker, "format": loaded.format,
-               "ops": len(loaded.ops), "elapsed_s": round(elapsed, 6),
-               "evidence": {k: v for k, v in res.items() if k != "valid"}}
+    try:
+        choice = _choose(path, loaded, args)
+    except inference.CannotInfer as exc:
+        raise hist.HistoryFormatError(path, None, str(exc)) from None
+    if choice.checker.startswith("elle-"):
+        return elle.check_source(path, elle.from_loaded(loaded), choice.checker, models, args.cycle_search_timeout,
+                                 args.html)
+    try:
+        inference.check_fs(loaded.ops, choice)
+        out, res = _run_checker(path, loaded, choice, args, init)
+    except BadOp as exc:
+        line = loaded.lines[exc.position] if exc.position < len(loaded.lines) else None
+        raise hist.HistoryFormatError(path, line, str(exc)) from None
+    if choice.reason not in ("--model", "--checker"):
+        out["inferred"] = choice.reason
+    if loaded.independent:
+        out["independent"] = True
     if loaded.warnings:
         out["warnings"] = loaded.warnings
     if args.html and out["valid"] is False:
@@ -99,6 +118,42 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
         render_html(res, loaded.ops, dest)
         out["counterexample"] = str(dest)
     return out
+
+
+def _run_checker(path: str, loaded: LoadedHistory, choice: Choice, args: argparse.Namespace,
+                 init: object) -> tuple[dict, dict]:
+    """The JSON line for one history and the checker's own result."""
+    import time
+
+    ops = loaded.ops
+    if choice.checker == "linearizable":
+        from faultline.checkers import linearizability
+
+        model = choice.model
+        semantics = args.semantics or loaded.semantics
+        init_value = init if args.init is not None else (
+            loaded.init if model == loaded.model else None)
+        use_c = {"auto": None, "c": True, "python": False}[args.engine]
+        res = linearizability.check(ops, model=model, time_limit=args.time_limit, semantics=semantics,
+                                    init=init_value, use_c=use_c, max_memory_mb=args.max_memory)
+        out = {"file": path, "valid": res["valid"], "model": model, "format": loaded.format,
+               "ops": res["ops"], "elapsed_s": res["elapsed_s"]}
+        out["evidence"] = {k: v for k, v in res.items() if k not in ("valid", "model", "ops", "elapsed_s")}
+        return out, res
+    from faultline.checkers import registry
+
+    checker = registry.get(choice.checker)
+    if any("key" in op for op in ops if op.get("process") != "nemesis"):
+        from faultline.checkers.api import PerKey
+
+        checker = PerKey(checker)  # each key's ops are a history of their own
+    start = time.monotonic()
+    res = checker.check({}, ops, {})
+    elapsed = time.monotonic() - start
+    out = {"file": path, "valid": res.get("valid", "unknown"), "model": choice.checker,
+           "format": loaded.format, "ops": len(ops), "elapsed_s": round(elapsed, 6),
+           "evidence": {k: v for k, v in res.items() if k != "valid"}}
+    return out, res
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,6 +182,12 @@ def run(args: argparse.Namespace) -> int:
             canonical(args.consistency_models.split(","))
         except ValueError as exc:
             raise UsageError(f"--consistency-models: {exc}") from None
+    if args.html is not None:
+        from pathlib import Path
+
+        if Path(args.html).exists() and not Path(args.html).is_dir():
+            raise UsageError(f"--html {args.html}: exists and is not a directory (--html names a directory "
+                             "for the counterexample pages)")
     if args.engine == "c":
         from faultline.checkers import linearizability
 
@@ -144,6 +205,11 @@ def run(args: argparse.Namespace) -> int:
                 out = _check_one(path, args, init)
         except HistoryFormatError as exc:
             print(f"faultline check: error: {exc}", file=sys.stderr)
+            bad_input = True
+            continue
+        except OSError as exc:  # e.g. --html DIR cannot be created, a store directory unreadable
+            print(f"faultline check: error: {path}: {exc.strerror or exc}"
+                  + (f" ({exc.filename})" if exc.filename else ""), file=sys.stderr)
             bad_input = True
             continue
         except (ValueError, TypeError, KeyError) as exc:

@@ -78,9 +78,12 @@ def _find(args: argparse.Namespace):
     from faultline.controller.errors import UsageError
 
     kinds = (args.cluster,) if args.cluster else KINDS
-    found = list_clusters(kinds)
+    unreachable: list[str] = []
+    found = list_clusters(kinds, unreachable)
     if args.name:
         found = [(k, n) for k, n in found if n == args.name]
+    if not found and unreachable:
+        raise UsageError(unreachable[0])
     if not found:
         where = args.cluster or "any backend"
         raise UsageError(f"no cluster{' named ' + repr(args.name) if args.name else ''} is up on {where}")

@@ -101,24 +101,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary(out: Any, test: TestSpec) -> str:
-    verdict = {True: "valid", False: "INVALID"}.get(out.valid, "unknown")
+    from faultline.controller.analysis import failure_lines, verdict_word
+
+    verdict = verdict_word(out.valid).replace("invalid", "INVALID")
     lines = [f"{test.name} seed {test.seed}: {verdict} ({out.ops} history entries)"]
     if out.cut_short:
         lines.append(f"  cut short: {out.cut_short}")
-    wl = out.results.get("workload") if isinstance(out.results.get("workload"), dict) else {}
-    if wl and out.valid is False:
-        failure = wl.get("failure") if isinstance(wl.get("failure"), dict) else None
-        if failure and isinstance(failure.get("op"), dict):
-            op = failure["op"]
-            lines.append(f"  first non-linearizable op: key {failure.get('key')} {op.get('f')} "
-                         f"{op.get('value')!r} by process {op.get('process')} "
-                         f"(history entries {op.get('invoke_index')}..{op.get('complete_index')})")
-        for k in ("error", "lost", "unexpected", "duplicated", "first_wrong_total", "first_negative",
-                  "resurrected", "version_regressed"):
-            if wl.get(k):
-                lines.append(f"  {k}: {str(wl[k])[:300]}")
+    lines += failure_lines(out.results)
     if out.run_dir is not None:
-        lines.append(f"  run: {out.run_dir}")
+        lines.append(f"  run: {out.run_dir} (report: {out.run_dir}/report.html)")
     if test.leave_cluster_running and not test.reuse_cluster:
         name = test.cluster_name
         lines.append(f"  cluster left running: {name} (reuse: --reuse-cluster --cluster-name {name}; "

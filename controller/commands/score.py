@@ -36,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="runs (default): one Spark task per run reads its Parquet history, no shuffle; "
                              "groups: the histories as one DataFrame, groupBy(run, key).applyInPandas")
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show the JVM's and Spark's own log output (default: into OUT/spark.log)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = score_store(store, args.out, engine=args.engine, master=args.master, plan=args.plan,
-                             time_limit=args.time_limit, progress=progress)
+                             time_limit=args.time_limit, progress=progress, verbose=args.verbose)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     for w in result.warnings:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import sys
+from typing import Any
 
 from faultline.controller.errors import UsageError
 
 HELP = "browse a store in a web browser: runs, verdicts, reports, plots, files, zip downloads"
 DESCRIPTION = (
-    "Serves STORE over HTTP: the runs newest first with verdict colours and filters (workload, nemesis, "
-    "verdict), each run's report, plots, timeline and files, and a zip of any run. Binds 127.0.0.1 by "
-    "default; pass --host 0.0.0.0 only on a network you trust (there is no authentication)."
+    "Serves STORE over HTTP: the runs of every store at or below it (a campaign's store inside the main "
+    "one included) newest first, with verdict colours and filters (store, workload, nemesis, verdict), "
+    "each run's report, plots, timeline and files, a zip of any run, the campaigns and their scorecards. "
+    "Binds 127.0.0.1 by default and answers only requests addressed to it (the Host header); pass --host "
+    "0.0.0.0 only on a network you trust (there is no authentication), with --allow-host for the names "
+    "the machine is reached by."
 )
 
 
@@ -20,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("store", metavar="STORE", help="store directory")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests for this host name (repeatable; e.g. the machine's DNS name)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
 
 
@@ -30,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"bad port {args.port}")
     try:
-        server = make_server(args.store, args.host, args.port, verbose=args.verbose)
+        server = make_server(args.store, args.host, args.port, verbose=args.verbose, allow_hosts=args.allow_host)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
@@ -42,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         loopback = False
     if not loopback:
         print(f"faultline serve: warning: listening on {host}, reachable from other machines", file=sys.stderr)
+    print(f"faultline serve: {found(server.view)}", file=sys.stderr)
     print(f"faultline serve: http://{host}:{port}/  (Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
@@ -50,3 +57,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def found(view: Any) -> str:
+    """What the server found, so an empty page never surprises: runs per store, at any depth."""
+    stores = view.stores()
+    if not stores:
+        return (f"no runs in {view.store.root}, at any depth (a run is STORE/<test-name>/<stamp>/, as "
+                "`faultline run --store STORE` and `faultline campaign` write them)")
+    counts = {rel or ".": sum(1 for _ in s.run_dirs()) for rel, s in stores.items()}
+    where = ", ".join(f"{rel} ({n})" for rel, n in counts.items())
+    return f"{sum(counts.values())} runs in {len(counts)} store{'s' if len(counts) > 1 else ''} under {view.store.root}: {where}"

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ticks of faults per seed before the network heals (default 250)")
     parser.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
                         help="enable a consensus bug from node/bugs.py (repeatable); the run should then fail")
+    parser.add_argument("--snapshots", action="store_true",
+                        help="servers also compact their logs at random, and leaders catch a follower behind "
+                             "their log's start up by InstallSnapshot")
     parser.add_argument("--keep-going", action="store_true", help="do not stop at the first failing seed")
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--seeds must be at least 1")
     if not 1 <= args.nodes <= 15:
         raise UsageError("--nodes must be between 1 and 15")
-    opts = SimOptions(nodes=args.nodes, bugs=bugs)
+    opts = SimOptions(nodes=args.nodes, bugs=bugs, snapshots=args.snapshots)
     if args.steps is not None:
         if args.steps < 0:
             raise UsageError("--steps must be >= 0")

@@ -12,6 +12,7 @@ from faultline.node.consensus.types import (
     Event,
     EventKind,
     HardState,
+    InstallSnapshot,
     MemberType,
     Message,
     Options,
@@ -23,6 +24,7 @@ from faultline.node.consensus.types import (
     ReadState,
     Ready,
     Role,
+    Snapshot,
     TimeoutNow,
     VoteRequest,
     VoteResponse,
@@ -30,7 +32,7 @@ from faultline.node.consensus.types import (
 
 __all__ = [
     "CORE_BUGS", "AppendRequest", "AppendResponse", "ChangeType", "ConfigChange", "ConsensusInvariantError", "Entry",
-    "EntryType", "ErrorCode", "Event", "EventKind", "HardState", "MemberType", "Message", "Options", "Peer",
+    "EntryType", "ErrorCode", "Event", "EventKind", "HardState", "InstallSnapshot", "MemberType", "Message", "Options", "Peer",
     "PeerHealth", "PersistentState", "Progress", "RaftConfig", "RaftCore", "RaftError", "ReadState", "Ready",
-    "Role", "TimeoutNow", "VoteRequest", "VoteResponse",
+    "Role", "Snapshot", "TimeoutNow", "VoteRequest", "VoteResponse",
 ]

@@ -23,6 +23,7 @@ from faultline.node.consensus.types import (
     Event,
     EventKind,
     HardState,
+    InstallSnapshot,
     MemberType,
     Message,
     Options,
@@ -34,6 +35,7 @@ from faultline.node.consensus.types import (
     ReadState,
     Ready,
     Role,
+    Snapshot,
     TimeoutNow,
     VoteRequest,
     VoteResponse,
@@ -118,6 +120,7 @@ class RaftCore:
         self._events: list[Event] = []
         self._read_states: list[ReadState] = []
         self._config_dirty = False
+        self._snapshot: Snapshot | None = None  # accepted from the leader, for the node to install
         self._update_role_for_membership()
 
     # ------------------------------------------------------------ log helpers
@@ -219,7 +222,7 @@ class RaftCore:
         return not self._peek_ready_empty()
 
     def _peek_ready_empty(self) -> bool:
-        if self._msgs or self._events or self._read_states or self._config_dirty:
+        if self._msgs or self._events or self._read_states or self._config_dirty or self._snapshot:
             return False
         last = self.log[-1].index if self.log else self.log_start - 1
         if self._pending_truncate is not None or self._stable_last < last:
@@ -245,7 +248,9 @@ class RaftCore:
             read_states=self._read_states,
             events=self._events,
             commit_index=self.commit_index,
+            snapshot=self._snapshot,
         )
+        self._snapshot = None
         self._msgs, self._events, self._read_states = [], [], []
         self._unsent_round = -1
         self._config_dirty = False
@@ -451,7 +456,11 @@ class RaftCore:
         prev_term = self.term_at(prev)
         if prev_term is None:
             if prev < self.log_start - 1:
-                return  # needs garbage-collected entries: FAILED_UNRECOVERABLE, tablet copy required
+                # needs entries this log no longer holds: the snapshot, or (without it) FAILED_UNRECOVERABLE
+                # until someone replaces the peer (the tablet servers' tablet copy)
+                if self.opts.install_snapshots:
+                    self._send_snapshot(peer, pr)
+                return
             pr.next = self.last_index() + 1
             prev, prev_term = self.last_index(), self.last_term()
         entries: tuple[Entry, ...] = ()
@@ -460,6 +469,24 @@ class RaftCore:
             pr.next += len(entries)
         pr.inflight = bool(entries) or pr.probing
         self._send(AppendRequest(self.uuid, peer, self.term, prev, prev_term, entries, self.commit_index, self._seq))
+
+    def _config_at(self, index: int) -> RaftConfig | None:
+        """The committed config as of `index` (applied, so committed); None when this log cannot tell."""
+        best = self.committed_config if self.committed_config.opid_index <= index else None
+        for e in self.entries_from(self.log_start, index):
+            if e.type == EntryType.CONFIG and e.config is not None and (best is None or e.index > best.opid_index):
+                best = e.config
+        return best
+
+    def _send_snapshot(self, peer: str, pr: Progress) -> None:
+        """Raft's InstallSnapshot: the state machine as of what this leader applied, whose entries the log
+        may no longer hold. The peer answers like an append that matched up to that index."""
+        index = self.applied_index
+        term, config = self.term_at(index), self._config_at(index)
+        if term is None or config is None:
+            return  # not applied far enough to name a snapshot: the next heartbeat tries again
+        pr.probing, pr.inflight, pr.next = True, True, index + 1
+        self._send(InstallSnapshot(self.uuid, peer, self.term, index, term, config))
 
     def _on_append_response(self, m: AppendResponse) -> None:
         pr = self.progress.get(m.src)
@@ -588,6 +615,35 @@ class RaftCore:
         self._send(AppendResponse(self.uuid, m.src, self.term, True, match_index=received,
                                   last_index=self.last_index(), seq=m.seq))
 
+    def _on_install_snapshot(self, m: InstallSnapshot) -> None:
+        """A snapshot beyond what this replica committed, whose last entry its log does not hold, replaces
+        the whole log: past the first disagreement with the leader nothing here was committed, nor
+        acknowledged to this leader. Otherwise (its last entry is in the log, or committed here) the log
+        already matches the leader's up to the snapshot's index and is kept as it is, entries acknowledged
+        after it included (Raft's Figure 13: a stale back-off can make the leader send a snapshot to a
+        follower that is further along)."""
+        if m.term < self.term:
+            self._send(AppendResponse(self.uuid, m.src, self.term, False, last_index=self.last_index()))
+            return
+        if m.term > self.term or self.role != Role.FOLLOWER or self.leader_id != m.src:
+            self._become_follower(m.term, m.src)
+        self._election_elapsed = 0
+        self._contact_elapsed = 0
+        if m.index > self.commit_index and self.term_at(m.index) != m.snap_term:
+            self.log = []
+            self.log_start, self._prev_term = m.index + 1, m.snap_term
+            self.commit_index = self.applied_index = self._stable_last = m.index
+            self._pending_truncate = None
+            if m.config != self.committed_config:
+                self.committed_config = m.config
+                self._event(EventKind.CONFIG_COMMITTED, config=m.config)
+            self._config_dirty = True
+            self._recompute_config()
+            self._update_role_for_membership()
+            self._snapshot = Snapshot(m.index, m.snap_term, m.config, m.data)
+        self._send(AppendResponse(self.uuid, m.src, self.term, True, match_index=m.index,
+                                  last_index=self.last_index()))
+
     def _on_timeout_now(self, m: TimeoutNow) -> None:
         if m.term != self.term or not self.config.is_voter(self.uuid) or self.role == Role.LEADER:
             return
@@ -606,9 +662,11 @@ class RaftCore:
             if isinstance(m, VoteResponse) and m.pre_vote and m.granted:
                 pass  # a granted pre-vote carries the proposed term, not the voter's
             else:
-                self._become_follower(m.term, m.src if isinstance(m, AppendRequest) else None)
+                self._become_follower(m.term, m.src if isinstance(m, AppendRequest | InstallSnapshot) else None)
         if isinstance(m, AppendRequest):
             self._on_append_request(m)
+        elif isinstance(m, InstallSnapshot):
+            self._on_install_snapshot(m)
         elif isinstance(m, AppendResponse):
             if self.role == Role.LEADER and m.term == self.term:
                 self._on_append_response(m)

@@ -19,6 +19,11 @@ Checked after every step (or at the moment the fact appears):
   read index          a read is answered at an index >= everything committed when it was requested
 Liveness: after the faults stop and the network heals, a leader is elected and a proposal commits within
 a bounded number of ticks.
+
+With `SimOptions(snapshots=True)` (`faultline sim --snapshots`) servers also compact their logs at random
+(as WAL garbage collection does, below what they applied) and leaders send InstallSnapshot to a follower
+behind their log's start; a persisted log then starts after its snapshot, and the checks count an entry
+inside a snapshot as held (a snapshot holds committed entries only).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ class SimOptions:
     liveness_ticks: int = 400  # bound for electing a leader and committing after the heal
     bugs: frozenset[str] = frozenset()  # names or members of node.bugs.Bug; held as a BugSet
     trace_lines: int = 40
+    snapshots: bool = False  # compact logs at random; leaders catch followers up by InstallSnapshot
 
     def __post_init__(self) -> None:
         self.bugs = BugSet(self.bugs)   # an unknown name fails here rather than never firing
@@ -84,6 +90,7 @@ class SimResult:
     messages: int = 0
     commits: int = 0
     elections: int = 0
+    snapshots: int = 0  # InstallSnapshot messages a follower took (SimOptions.snapshots)
 
 
 @dataclass
@@ -134,10 +141,23 @@ class _Server:
         self.uuid = uuid
         self.hs = HardState()
         self.config = config  # persisted committed config (cmeta)
-        self.log: list[Entry] = []  # persisted WAL
+        self.log: list[Entry] = []  # persisted WAL, from log_start
+        self.log_start = 1
+        self.prev_term = 0  # term of the entry at log_start - 1
+        self.snap_index = 0  # the persisted snapshot holds the state machine up to here
         self.core: RaftCore | None = None
         self.destroyed = False
         self.seen_commit = 0  # per process run
+
+    def last(self) -> tuple[int, int]:
+        """(term, index) of the persisted log's last entry, the snapshot's when the log is empty."""
+        return (self.log[-1].term, self.log[-1].index) if self.log else (self.prev_term, self.log_start - 1)
+
+    def holds(self, index: int, term: int | None) -> bool:
+        """Whether the persisted state holds entry (index, term): in the log, or inside the snapshot."""
+        if index < self.log_start:
+            return index <= self.snap_index
+        return index <= self.last()[1] and self.log[index - self.log_start].term == term
 
 
 class Simulation:
@@ -149,6 +169,8 @@ class Simulation:
         self.opts = opts or SimOptions()
         self.rng = random.Random(seed)
         self.profile = _Profile.draw(self.rng)
+        # drawn only with snapshots on, so the runs without them replay as before
+        self.p_compact = self.rng.choice([0.02, 0.05, 0.1]) if self.opts.snapshots else 0.0
         self.now = 0
         self.trace: deque[str] = deque(maxlen=self.opts.trace_lines)
         n = max(1, self.opts.nodes)
@@ -193,8 +215,9 @@ class Simulation:
     def _start(self, s: _Server) -> None:
         opts = Options(election_ticks=ELECTION_TICKS, heartbeat_ticks=HEARTBEAT_TICKS,
                        max_batch_entries=self.profile.max_batch, promote_lag_entries=2,
-                       failed_after_ticks=5 * ELECTION_TICKS, bugs=self.opts.bugs)
-        state = PersistentState(s.hs, s.config, tuple(s.log))
+                       failed_after_ticks=5 * ELECTION_TICKS, bugs=self.opts.bugs,
+                       install_snapshots=self.opts.snapshots)
+        state = PersistentState(s.hs, s.config, tuple(s.log), s.log_start, s.prev_term, s.snap_index)
         s.core = RaftCore(s.uuid, state, opts, random.Random(self.rng.getrandbits(32)))
         s.seen_commit = 0
 
@@ -253,12 +276,17 @@ class Simulation:
         raise AssertionError("ready loop did not settle")
 
     def _persist(self, s: _Server, r: Ready) -> None:
+        if r.snapshot is not None:
+            s.log, s.log_start, s.prev_term = [], r.snapshot.index + 1, r.snapshot.term
+            s.snap_index = r.snapshot.index
+            self.result.snapshots += 1
+            self._log(f"{s.uuid} installed a snapshot at {r.snapshot.index}")
         if r.truncate_from is not None:
-            del s.log[r.truncate_from - 1 :]
+            del s.log[max(0, r.truncate_from - s.log_start) :]
         for e in r.entries:
-            if e.index != len(s.log) + 1:
-                raise Violation("wal", f"{s.uuid} appended index {e.index} after {len(s.log)}")
-            prev_term = s.log[-1].term if s.log else 0
+            prev_term, last = s.last()
+            if e.index != last + 1:
+                raise Violation("wal", f"{s.uuid} appended index {e.index} after {last}")
             key = (e.type, e.payload, e.config, prev_term)
             old = self.entry_key.setdefault((e.index, e.term), key)
             if old != key:
@@ -280,7 +308,7 @@ class Simulation:
             return
         for i in range(s.seen_commit + 1, c + 1):
             t = core.term_at(i)
-            if t is None:
+            if t is None or i < core.log_start:
                 continue
             e = core.entry(i)
             key = (e.type, e.payload, e.config)
@@ -291,8 +319,7 @@ class Simulation:
         self.max_committed = max(self.max_committed, c)
         if core.role == Role.LEADER:
             t = core.term_at(c)
-            holders = [v for v in core.config.voters()
-                       if len(self.servers[v].log) >= c and self.servers[v].log[c - 1].term == t]
+            holders = [v for v in core.config.voters() if self.servers[v].holds(c, t)]
             if len(holders) < core.config.majority():
                 raise Violation("voters-only", f"leader {s.uuid} committed index {c} held by voters {holders} "
                                 f"only; its config's voters are {core.config.voters()}")
@@ -304,17 +331,12 @@ class Simulation:
         """A committed entry must be in every log that could still win an election (Raft's safety
         argument, checked on the persisted logs): a voter without it must be less up to date than a
         majority of the voters."""
-        def last(v: str) -> tuple[int, int]:
-            log = self.servers[v].log
-            return (log[-1].term, len(log)) if log else (0, 0)
-
         voters = config.voters()
         for x in voters:
-            log = self.servers[x].log
-            if len(log) >= index and log[index - 1].term == term:
+            if self.servers[x].holds(index, term):
                 continue
-            mine = last(x)
-            supporters = [v for v in voters if last(v) <= mine]
+            mine = self.servers[x].last()
+            supporters = [v for v in voters if self.servers[v].last() <= mine]
             if len(supporters) >= config.majority():
                 raise Violation("committed-not-durable", f"leader {leader} committed ({index}, term {term}) but "
                                 f"{x}, whose log lacks it, could win an election with votes of {supporters}")
@@ -340,7 +362,7 @@ class Simulation:
             other = self.leaders.setdefault(ev.term, s.uuid)
             if other != s.uuid:
                 raise Violation("election-safety", f"{s.uuid} and {other} are both leaders of term {ev.term}")
-            for i in range(1, self.max_committed + 1):
+            for i in range(core.log_start, self.max_committed + 1):   # below it: the snapshot, all committed
                 want = self.committed.get(i)
                 if want is not None and core.term_at(i) != want[0]:
                     raise Violation("leader-completeness", f"new leader {s.uuid} (term {ev.term}) lacks committed "
@@ -462,7 +484,7 @@ class Simulation:
 
     def _crash(self, s: _Server) -> None:
         s.core = None
-        self._log(f"crash {s.uuid} (persisted: term {s.hs.term}, voted {s.hs.voted_for}, log {len(s.log)})")
+        self._log(f"crash {s.uuid} (persisted: term {s.hs.term}, voted {s.hs.voted_for}, log {s.last()[1]})")
 
     def _restart(self, s: _Server) -> None:
         self._start(s)
@@ -612,6 +634,20 @@ class Simulation:
             self._log(f"network {'lossy' if self.lossy else 'reliable'}")
         if self.lossy:
             self._unstable()
+        if self.p_compact and rng.random() < self.p_compact:
+            self._compact(rng.choice(live) if live else None)
+
+    def _compact(self, s: _Server | None) -> None:
+        """WAL garbage collection on one server: the persisted log loses a prefix of what it applied, which
+        a snapshot now holds; a follower that needs it can only be caught up by InstallSnapshot."""
+        if s is None or s.core is None or s.core.applied_index < s.log_start:
+            return
+        below = self.rng.randint(s.log_start + 1, s.core.applied_index + 1)
+        s.prev_term = s.log[below - 1 - s.log_start].term
+        del s.log[: below - s.log_start]
+        s.log_start, s.snap_index = below, below - 1
+        s.core.compact(below)
+        self._log(f"{s.uuid} compacted its log below {below}")
 
     # ------------------------------------------------------------ the loop
     def _tick(self) -> None:

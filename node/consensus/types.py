@@ -194,7 +194,23 @@ class TimeoutNow:
     term: int
 
 
-Message = VoteRequest | VoteResponse | AppendRequest | AppendResponse | TimeoutNow
+@dataclass(frozen=True)
+class InstallSnapshot:
+    """Raft's InstallSnapshot: the leader's state machine as of `index` (whose entry has `snap_term`), for a
+    follower that needs entries the leader no longer holds. The core names index, term and config; the node
+    fills `data` from its state machine when it sends the message (and drops it if that moved on). The
+    follower answers with an AppendResponse whose match_index is `index`."""
+
+    src: str
+    dst: str
+    term: int
+    index: int
+    snap_term: int
+    config: RaftConfig
+    data: bytes = b""
+
+
+Message = VoteRequest | VoteResponse | AppendRequest | AppendResponse | TimeoutNow | InstallSnapshot
 
 
 # ---------------------------------------------------------------- outputs
@@ -231,10 +247,22 @@ class ReadState:
     error: ErrorCode | None = None
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot the follower accepted: the state machine as of `index` (term `term`) and the committed
+    config then. The node installs it before anything else in the Ready."""
+
+    index: int
+    term: int
+    config: RaftConfig
+    data: bytes
+
+
 @dataclass
 class Ready:
-    """What the node must do, in this order: truncate the WAL at `truncate_from` (drop every entry with
-    index >= it), append `entries`, save cmeta if `hard_state` or `committed_config` is set, sync;
+    """What the node must do, in this order: install `snapshot` (replace the state machine with it and
+    empty the WAL, which then starts after its index), truncate the WAL at `truncate_from` (drop every
+    entry with index >= it), append `entries`, save cmeta if `hard_state` or `committed_config` is set, sync;
     then send `messages`, apply `committed_entries`, answer `read_states`, handle `events`;
     then call `advance(ready)`."""
 
@@ -247,9 +275,11 @@ class Ready:
     read_states: list[ReadState] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     commit_index: int = 0
+    snapshot: Snapshot | None = None
 
     def must_persist(self) -> bool:
-        return bool(self.entries or self.truncate_from is not None or self.hard_state or self.committed_config)
+        return bool(self.entries or self.truncate_from is not None or self.hard_state or self.committed_config
+                    or self.snapshot)
 
     def empty(self) -> bool:
         return not (
@@ -282,6 +312,8 @@ class Options:
     promote_lag_entries: int = 8  # a promotable NON_VOTER within this many entries is promoted
     failed_after_ticks: int = 600  # leader marks a silent peer FAILED after this many ticks
     transfer_ticks: int = 0  # leadership transfer window; 0 means election_ticks
+    install_snapshots: bool = False  # a peer behind the log's start gets the leader's snapshot (else it
+    # stays FAILED_UNRECOVERABLE until someone replaces it: the tablet servers' tablet copy)
     bugs: frozenset[str] = frozenset()  # names or members of node.bugs.Bug; held as a BugSet
 
     def __post_init__(self) -> None:

@@ -16,6 +16,7 @@ from faultline.node.consensus import (
     Entry,
     EntryType,
     HardState,
+    InstallSnapshot,
     MemberType,
     Message,
     Peer,
@@ -27,7 +28,7 @@ from faultline.node.consensus import (
 
 _MSG_TYPES: dict[str, type] = {
     "vreq": VoteRequest, "vresp": VoteResponse, "areq": AppendRequest, "aresp": AppendResponse,
-    "tnow": TimeoutNow,
+    "tnow": TimeoutNow, "snap": InstallSnapshot,
 }
 _MSG_TAGS = {v: k for k, v in _MSG_TYPES.items()}
 
@@ -74,7 +75,13 @@ def hard_state_to_dict(h: HardState) -> dict[str, Any]:
 def encode_message(m: Message) -> bytes:
     d: dict[str, Any] = {"_t": _MSG_TAGS[type(m)]}
     for k, v in m.__dict__.items():
-        d[k] = [entry_to_dict(e) for e in v] if k == "entries" else v
+        if k == "entries":
+            v = [entry_to_dict(e) for e in v]
+        elif k == "config":
+            v = config_to_dict(v)
+        elif k == "data":
+            v = base64.b64encode(v).decode()
+        d[k] = v
     return json.dumps(d, separators=(",", ":")).encode()
 
 
@@ -83,4 +90,8 @@ def decode_message(b: bytes) -> Message:
     cls = _MSG_TYPES[d.pop("_t")]
     if "entries" in d:
         d["entries"] = tuple(entry_from_dict(e) for e in d["entries"])
+    if "config" in d:
+        d["config"] = config_from_dict(d["config"])
+    if "data" in d:
+        d["data"] = base64.b64decode(d["data"])
     return cls(**d)

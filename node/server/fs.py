@@ -82,21 +82,37 @@ def format_fs(root: str | Path, uuid: str | None = None) -> str:
     layout = FsLayout(Path(root))
     if uuid is not None and not UUID_RE.match(uuid):
         raise FsError(f"invalid uuid {uuid!r}: expected 32 lowercase hex digits")
+    _refuse_non_directory(layout.root)
     if layout.instance.exists():
         raise FsError(f"{root} is already formatted (instance file exists)")
-    if layout.root.exists() and any(layout.root.iterdir()):
-        raise FsError(f"{root} is not empty; refusing to format over existing data")
-    u = uuid or new_uuid()
-    layout.root.mkdir(parents=True, exist_ok=True)
-    for sub in ("tablet-meta", "cmeta", "wals", "snapshots"):
-        (layout.root / sub).mkdir(exist_ok=True)
-    atomic_write(layout.instance, json.dumps({"uuid": u, "format_time": wall()}).encode())
+    try:
+        if layout.root.exists() and any(layout.root.iterdir()):
+            raise FsError(f"{root} is not empty; refusing to format over existing data")
+        u = uuid or new_uuid()
+        layout.root.mkdir(parents=True, exist_ok=True)
+        for sub in ("tablet-meta", "cmeta", "wals", "snapshots"):
+            (layout.root / sub).mkdir(exist_ok=True)
+        atomic_write(layout.instance, json.dumps({"uuid": u, "format_time": wall()}).encode())
+    except OSError as exc:
+        raise FsError(f"cannot format {root}: {exc.strerror or exc}"
+                      + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(root) else "")) from None
     return u
+
+
+def _refuse_non_directory(root: Path) -> None:
+    """A data directory path that names a file (or has a file on its way) is a mistake to say as such."""
+    for p in (root, *root.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise FsError(f"data directory {root} is not a directory (a file is there)" if p == root
+                              else f"data directory {root}: {p} is not a directory")
+            return
 
 
 def read_uuid(root: str | Path) -> str:
     """The uuid of a formatted data directory, or FsError saying what is wrong with it."""
     layout = FsLayout(Path(root))
+    _refuse_non_directory(layout.root)
     if not layout.root.is_dir():
         raise FsError(f"data directory {root} does not exist; run `python -m faultline.node tool fs format --fs-dir {root}`")
     if not layout.instance.exists():

@@ -100,7 +100,11 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
     advertise = advertise_addr(args, port)
     pool = ChannelPool(reresolve=not bugs.enabled(Bug.NO_DNS_RERESOLVE))
     fsync = args.fsync == "always" and not bugs.enabled(Bug.NO_FSYNC)
-    host = ReplicaHost(uuid, layout, advertise, pool, driver_options(args), fsync)
+    opts = driver_options(args)
+    # the masters' catalog catches up a master behind the leader's log by snapshot (unlike Kudu 1.x's masters);
+    # a tablet server's replica that far behind is replaced by tablet copy instead (docs/node.md)
+    opts.install_snapshots = kind == "master"
+    host = ReplicaHost(uuid, layout, advertise, pool, opts, fsync)
     try:
         host.load_all()
     except (CmetaCorruption, WalCorruption, ValueError) as exc:

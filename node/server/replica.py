@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from faultline.node.bugs import BugSet
 from faultline.node.clock import Clock, clock
@@ -27,6 +27,7 @@ from faultline.node.consensus import (
     ErrorCode,
     Event,
     EventKind,
+    InstallSnapshot,
     Message,
     Options,
     PeerHealth,
@@ -84,6 +85,7 @@ class DriverOptions:
     failed_after_ticks: int = 100
     bugs: frozenset[str] = frozenset()   # names or members of node.bugs.Bug; held as a BugSet
     clock: Clock | None = None    # None: the process clock (node.clock), which clock faults move
+    install_snapshots: bool = False   # Raft's InstallSnapshot to a peer behind the log (the masters' catalog)
 
     def __post_init__(self) -> None:
         self.bugs = BugSet(self.bugs)   # an unknown name fails at start, not silently at the first check
@@ -111,7 +113,8 @@ class Replica:
             self.tablet.restore(snapshot, snap_index, snap_term)
         self.core = RaftCore(uuid, state, Options(
             election_ticks=opts.election_ticks, heartbeat_ticks=opts.heartbeat_ticks,
-            failed_after_ticks=opts.failed_after_ticks, bugs=opts.bugs), rng=random.Random())
+            failed_after_ticks=opts.failed_after_ticks, bugs=opts.bugs, install_snapshots=opts.install_snapshots),
+            rng=random.Random())
         self.lock = threading.Lock()
         self.cv = threading.Condition(self.lock)
         self.apply_cv = threading.Condition()
@@ -236,13 +239,42 @@ class Replica:
                     return
             self._mark_handled(gen)
 
+    def _install_snapshot(self, snap) -> None:
+        """The leader's snapshot replaces this replica's state machine and WAL (its log was emptied in the
+        core); proposals this replica still waits on at or below it can no longer be told apart."""
+        self.storage.install_snapshot(snap.data, snap.index, snap.term)
+        self.tablet.restore(snap.data, snap.index, snap.term)
+        self.snapshot_index = snap.index
+        for idx, w in list(self._waiters.items()):
+            if idx <= snap.index:
+                self._waiters.pop(idx)
+                w.error = "replaced by the leader's snapshot"
+                w.ev.set()
+        log.info("%s: installed the leader's snapshot at index %d (term %d)", self.tablet_id[:12], snap.index,
+                 snap.term)
+
+    def _with_snapshot(self, m: InstallSnapshot) -> InstallSnapshot | None:
+        """The snapshot message with this replica's state machine in it; None if the state machine is no
+        longer at the index the core named (the next heartbeat names it again)."""
+        data, index, term = self.tablet.snapshot()
+        if index != m.index or term != m.snap_term:
+            return None
+        log.info("%s: sending a snapshot at index %d to %s", self.tablet_id[:12], index, m.dst)
+        return replace(m, data=data)
+
     def _handle(self, rd, addrs: dict[str, str], took_entries: bool = False) -> None:
+        if rd.snapshot is not None:
+            self._install_snapshot(rd.snapshot)
         self.storage.persist(rd)
         by_addr: dict[str, list[pb.ConsensusMessage]] = {}
         for m in rd.messages:
             addr = addrs.get(m.dst, "")
             if not addr:
                 continue
+            if isinstance(m, InstallSnapshot):
+                m = self._with_snapshot(m)
+                if m is None:
+                    continue
             by_addr.setdefault(addr, []).append(pb.ConsensusMessage(
                 tablet_id=self.tablet_id, from_uuid=self.uuid, to_uuid=m.dst, payload=encode_message(m),
                 from_addr=self.my_addr))

@@ -5,8 +5,9 @@ group commit syncs once for everything queued), save cmeta. With fsync off (`--f
 the `no-fsync` bug, Kudu's own default) nothing is synced, and node.log's power-loss simulation
 can cut the files back to what an fsync would have kept.
 
-The snapshot file (DIR/snapshots/<tablet>) exists only for replicas made by tablet copy: the
-state machine at the copy's snapshot index, below which the copied WAL starts.
+The snapshot file (DIR/snapshots/<tablet>) holds the state machine at the snapshot's index, below which
+the WAL starts: written by a tablet copy, by the replica's own periodic snapshots, and by a snapshot the
+leader sent (`install_snapshot`).
 """
 
 from __future__ import annotations
@@ -113,6 +114,18 @@ class ReplicaStorage:
         """Persist the state machine at `index`; the WAL below it may then be collected."""
         atomic_write(self.snapshot_path, json.dumps({"index": index, "term": term, "data": data.decode()}).encode(),
                      fsync=self.fsync)
+
+    def install_snapshot(self, data: bytes, index: int, term: int) -> None:
+        """Replace the state machine and the log with the leader's snapshot: the snapshot first, then an
+        empty WAL starting after it; the same Ready's `persist` then saves the cmeta with the snapshot's
+        config. A crash in between restarts from the snapshot with at most a stale log, which the leader
+        replaces again."""
+        self.close()
+        self.snapshot_path.parent.mkdir(parents=True, exist_ok=True)
+        self.write_snapshot(data, index, term)
+        if self.wal_dir.exists():
+            shutil.rmtree(self.wal_dir)
+        self.wal = self._open_wal(index + 1, term)
 
     def gc(self, below_index: int) -> int:
         """Drop closed WAL segments below `below_index`; returns the WAL's new first index."""

@@ -1,6 +1,7 @@
 """`python -m faultline.node tool ...`: admin tools named after Kudu's.
 
-Misuse prints usage and exits 2; an operation that fails prints one `error:` line and exits 1.
+Misuse prints usage and one `error:` line and exits 254 (node/args.py); an operation that fails prints
+one `error:` line and exits 1.
 Tools that write a cmeta write it atomically, so a failing tool never leaves half a file.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 
 import grpc
 
+from faultline.node.args import EXIT_BAD_INPUT, NodeParser, positive_float, positive_int
 from faultline.node.tool import ops
 
 
@@ -25,7 +27,7 @@ def _json(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m faultline.node tool", description=__doc__.splitlines()[0])
+    top = NodeParser(prog="python -m faultline.node tool", description=__doc__.splitlines()[0])
     groups = top.add_subparsers(dest="group", required=True, metavar="GROUP")
 
     fs = groups.add_parser("fs", help="data directories").add_subparsers(dest="action", required=True)
@@ -99,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     _masters(p)
     p.add_argument("new", metavar="HOST:PORT")
     p.add_argument("--uuid", default="")
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--timeout", type=positive_float, default=60.0)
     p.set_defaults(fn=ops.master_add)
     p = ma.add_parser("remove", help="remove a master from the config")
     _masters(p)
@@ -127,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tablet", metavar="TABLET")
     p.add_argument("src", metavar="FROM_TS_UUID")
     p.add_argument("dst", metavar="TO_TS_UUID")
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--timeout", type=positive_float, default=60.0)
     p.set_defaults(fn=ops.move_replica)
     p = tbs.add_parser("leader_step_down", help="make the tablet's leader step down")
     _masters(p)
@@ -140,8 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = ta.add_parser("create", help="create a table")
     _masters(p)
     p.add_argument("name")
-    p.add_argument("--num-tablets", type=int, default=3)
-    p.add_argument("--replication", type=int, default=3)
+    p.add_argument("--num-tablets", type=positive_int, default=3)
+    p.add_argument("--replication", type=positive_int, default=3)
     p.set_defaults(fn=ops.table_create)
     p = ta.add_parser("delete", help="delete a table")
     _masters(p)
@@ -170,7 +172,7 @@ def main(argv: list[str]) -> int:
     except ops.UsageProblem as exc:
         parser.print_usage(sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except ops.ToolFailure as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

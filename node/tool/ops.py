@@ -32,7 +32,7 @@ RPC_TIMEOUT = 10.0
 
 
 class UsageProblem(Exception):
-    """Arguments that parse but make no sense: usage + exit 2."""
+    """Arguments that parse but make no sense: usage + exit 254."""
 
 
 class ToolFailure(Exception):
@@ -79,18 +79,22 @@ def fs_format(args: argparse.Namespace) -> int:
     try:
         u = format_fs(args.fs_dir, args.uuid)
     except FsError as exc:
-        if "invalid uuid" in str(exc):
-            raise UsageProblem(str(exc)) from None
-        raise ToolFailure(str(exc)) from None
+        raise _fs_problem(exc) from None
     print(u)
     return 0
+
+
+def _fs_problem(exc: FsError) -> Exception:
+    """A bad --fs-dir or --uuid is misuse (254); anything else the directory says is a failure (1)."""
+    bad_arg = "invalid uuid" in str(exc) or "is not a directory" in str(exc)
+    return UsageProblem(str(exc)) if bad_arg else ToolFailure(str(exc))
 
 
 def fs_dump_uuid(args: argparse.Namespace) -> int:
     try:
         print(read_uuid(args.fs_dir))
     except FsError as exc:
-        raise ToolFailure(str(exc)) from None
+        raise _fs_problem(exc) from None
     return 0
 
 

@@ -1,0 +1,79 @@
+"""The catalog workload checks its invariants while the faults run: its checks during the run, the
+checker's scoping of them, and a run on the fake cluster (testing/fake.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faultline.checkers.catalog import CatalogChecker
+from faultline.controller import testspec
+from faultline.controller.runner import run_test
+from faultline.nemesis.registry import compose
+from faultline.testing.fake import FakeBackend
+from faultline.workloads.registry import get as get_workload
+
+S = 1_000_000_000
+
+
+def ops(*events: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """(time_s, process, type, f, value) -> history."""
+    return [{"index": i, "time": int(e[0] * S), "process": e[1], "type": e[2], "f": e[3], "value": e[4]}
+            for i, e in enumerate(events)]
+
+
+CREATE = ((0, 0, "invoke", "create-table", "t0"), (1, 0, "ok", "create-table", "t0"))
+LISTED = ((30, 4, "invoke", "list-tables", None), (31, 4, "ok", "list-tables", ["t0"]))
+
+
+def _locate(t: float, led: bool) -> tuple[tuple[Any, ...], ...]:
+    value = {"tables": 1, "leaderless": {} if led else {"t0": ["a"]}}
+    return (t, 6, "invoke", "locate-tables", None), (t + 0.5, 6, "ok" if led else "fail", "locate-tables", value)
+
+
+def _fault(t: float) -> tuple[tuple[Any, ...], ...]:
+    return (t, "nemesis", "invoke", "start-partition", None), (t + 0.1, "nemesis", "info", "start-partition", None)
+
+
+def test_checks_during_faults_neither_mask_nor_count_as_after_healing() -> None:
+    c = CatalogChecker()
+    # led during the run, a fault, then leaderless in every answer after it: the bug, not hidden by the
+    # early answer
+    h = ops(*CREATE, *_locate(2, True), *_fault(5), *_locate(10, False), *_locate(12, False), *LISTED)
+    r = c.check({}, h, {})
+    assert r["valid"] is False and r["leaderless_count"] == 1 and r["live_checks"] == 1
+    assert r["first_anomaly"]["index"] == 9 and r["first_anomaly"]["f"] == "locate-tables"
+    # leaderless during the fault only, led after it: valid
+    h = ops(*CREATE, *_fault(1), *_locate(2, False), *_fault(5), *_locate(10, True), *LISTED)
+    r = c.check({}, h, {})
+    assert r["valid"] is True and r["live_checks"] == 1
+    # a nemesis record after the last client op (a heal at the very end) does not move "after healing"
+    h = ops(*CREATE, *_fault(1), *_locate(10, False), *_locate(12, False), *LISTED, *_fault(40))
+    assert c.check({}, h, {})["valid"] is False
+
+
+def test_every_listing_is_held_to_the_invariants_not_only_the_last() -> None:
+    c = CatalogChecker()
+    doubled = ((5, 5, "invoke", "list-tables", None), (6, 5, "ok", "list-tables", ["t0", "t0"]))
+    r = c.check({}, ops(*CREATE, *doubled, *LISTED), {})
+    assert r["valid"] is False and r["duplicated"] == [{"table": "t0", "count": 2, "listing_index": 3}]
+    assert r["first_anomaly"]["index"] == 3   # detected by the listing during the run, at 6 s
+
+
+def _run(bugs: list[str], seed: int) -> Any:
+    t = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": "catalog", "nemesis": "partition",
+                                            "time_limit": 6, "concurrency": 4, "seed": seed,
+                                            "nemesis_interval": 1, "quiet_period": 0.2, "rate": 60}))
+    b = FakeBackend(seed=seed)
+    t.cluster_spec["db_opts"]["bugs"] = bugs
+    return run_test(testspec.start_run(t, b), get_workload("catalog", t.workload_opts), compose(["partition"], 1),
+                    None, install_signals=False)
+
+
+def test_catalog_on_the_fake_cluster_checks_while_faults_run() -> None:
+    out = _run([], seed=3)
+    assert out.valid is True, out.results["workload"]
+    assert out.results["workload"]["live_checks"] >= 2   # locate / master-replicas during the faults
+    lossy = _run(["lose-writes"], seed=3)
+    assert lossy.valid is False and lossy.results["workload"]["lost"]
+    # a listing during the run proved the loss: detected before the run's 6 s were over
+    assert lossy.results["time_to_detection_s"] < 6.0
