@@ -28,8 +28,10 @@ it began. Rules:
   after every fault stopped, before the rebuild), and the masters catch up by snapshot (docs/node.md).
 
 `locate-tables` and `master-replicas` also run while the faults do (workloads/catalog.py): only those
-invoked after the last nemesis operation that client operations follow count as "after healing" for the two rules above (during a fault
-a tablet may rightly have no leader and a master may lag); the others are counted (`live_checks`).
+invoked after the last nemesis operation that client operations follow count as "after healing" for the
+two rules above (during a fault a tablet may rightly have no leader and a master may lag); the others are
+counted (`live_checks`). A timed rule judges every one of them, during the run and after healing: the
+same problem in every answer for LIVE_BOUND_S with no fault active is the same anomaly, found then.
 
 Each violation names the operation that showed it (`first_anomaly`, by history index: detection time).
 """
@@ -41,7 +43,11 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.ops import Op, pairs
+from faultline.checkers.ops import Interval, Op, fault_free_at, nemesis_intervals, op_time, pairs
+
+# how long a problem must persist, with no fault active, in every answer of a check made during the run
+# before the timed rules call it an anomaly (the after-healing rules retry about as long)
+LIVE_BOUND_S = 20.0
 
 
 def _table(v: Any) -> Any:
@@ -66,6 +72,7 @@ class CatalogChecker:
         listings: list[tuple[int, int, list[Any]]] = []
         locates: list[Op] = []   # completions of locate-tables, in order
         replicas: list[Op] = []  # completions of master-replicas, in order
+        checks: dict[str, list[Any]] = {"locate-tables": [], "master-replicas": []}   # pairs, in order
         for p in ps:
             f = p.f
             comp_pos = pos[id(p.completion)] if p.completion is not None else None
@@ -87,12 +94,12 @@ class CatalogChecker:
                     versions[v.get("table")].append((pos[id(p.invoke)], comp_pos, int(v["version"])))
             elif f == "list-tables" and p.type == "ok" and p.completion is not None:
                 listings.append((pos[id(p.invoke)], comp_pos, list(p.completion.get("value") or [])))
-            elif f in ("locate-tables", "master-replicas") and pos[id(p.invoke)] < healed_from:
-                live_checks += 1
-            elif f == "locate-tables" and p.completion is not None:
-                locates.append(p.completion)
-            elif f == "master-replicas" and p.completion is not None:
-                replicas.append(p.completion)
+            elif f in ("locate-tables", "master-replicas"):
+                checks[f].append(p)   # every one, for the timed rules
+                if pos[id(p.invoke)] < healed_from:
+                    live_checks += 1
+                elif p.completion is not None:
+                    (locates if f == "locate-tables" else replicas).append(p.completion)
         errors: dict[str, list[Any]] = {"lost": [], "duplicated": [], "resurrected": [], "version_regressed": [],
                                         "unexpected": [], "leaderless": [], "masters_diverged": [],
                                         "never_caught_up": []}
@@ -124,6 +131,15 @@ class CatalogChecker:
                 if n > 1 and t not in doubled:
                     doubled.add(t)
                     errors["duplicated"].append({"table": t, "count": n, "listing_index": note(comp)})
+        bound = float(opts.get("live_bound_s", LIVE_BOUND_S))
+        intervals, _ = nemesis_intervals(history)
+        for key, since, p in _persisting(checks["locate-tables"], _leaderless_keys, intervals, bound):
+            errors["leaderless"].append({"table": key[0], "tablets": [key[1]] if key[1] else [],
+                                         "locate_index": note(pos[id(p.completion)]), "live": True,
+                                         "since_s": round(since, 3), "fault_free_s": bound})
+        for key, since, p in _persisting(checks["master-replicas"], _master_problem_keys, intervals, bound):
+            errors["masters_diverged"].append({"problems": [key], "index": note(pos[id(p.completion)]),
+                                               "live": True, "since_s": round(since, 3), "fault_free_s": bound})
         located = any(c.get("type") == "ok" for c in locates)
         answered = [c for c in locates if c.get("type") != "ok" and isinstance(c.get("value"), Mapping)
                     and c["value"].get("leaderless")]
@@ -131,7 +147,10 @@ class CatalogChecker:
             # every answer after healing left some tablet without a leader: the last one settles it
             last = answered[-1]
             where = note(pos[id(last)])
+            timed = {e["table"] for e in errors["leaderless"]}   # found already, earlier, by the timed rule
             for t, tablet_ids in sorted(last["value"]["leaderless"].items(), key=lambda kv: str(kv[0])):
+                if t in timed:
+                    continue
                 errors["leaderless"].append({"table": t, "tablets": list(tablet_ids), "locate_index": where,
                                              "answers": len(answered), "attempts": len(locates)})
         stale = [c for c in replicas if c.get("type") != "ok" and isinstance(c.get("value"), Mapping)
@@ -183,3 +202,42 @@ class CatalogChecker:
         elif unlocated:
             out["error"] = "no locate-tables answered after healing: cannot tell whether every tablet has a leader"
         return out
+
+
+def _leaderless_keys(value: Mapping[str, Any]) -> set[tuple[Any, Any]]:
+    """(table, tablet) for each tablet a locate-tables answer left without a leader ((table, None) when the
+    master knew no tablet of the table at all)."""
+    out: set[tuple[Any, Any]] = set()
+    for table, tablet_ids in (value.get("leaderless") or {}).items():
+        out.update((table, t) for t in tablet_ids) if tablet_ids else out.add((table, None))
+    return out
+
+
+def _master_problem_keys(value: Mapping[str, Any]) -> set[str]:
+    """The master each master-replicas problem is about (its address), or the problem when it names none."""
+    keys = set()
+    for problem in value.get("problems") or []:
+        head = str(problem).split(" ", 1)[0]
+        keys.add(head.rstrip(":") if head.endswith(":") or " lags " in str(problem) else str(problem))
+    return keys
+
+
+def _persisting(checks: list[Any], keys_of, intervals: list[Interval], bound: float):
+    """The timed rule: a problem shown by every answer of a run of consecutive checks, none overlapping a
+    fault, from the completion of the first to the invocation of one begun `bound` seconds later. An
+    error without an answer, or a check during a fault, ends every run. Yields (key, first seen, check)
+    once per key, at the check that proves it."""
+    since: dict[Any, float] = {}
+    reported: set[Any] = set()
+    for p in checks:
+        c = p.completion
+        v = c.get("value") if c is not None else None
+        if c is None or not isinstance(v, Mapping) or not fault_free_at(intervals, op_time(p.invoke), op_time(c)):
+            since.clear()
+            continue
+        shown = keys_of(v) if c.get("type") != "ok" else set()
+        since = {k: since.get(k, op_time(c)) for k in shown}
+        for k, t in since.items():
+            if k not in reported and op_time(p.invoke) - t >= bound:
+                reported.add(k)
+                yield k, t, p

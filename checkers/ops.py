@@ -3,13 +3,16 @@
 Conventions (docs/checkers.md): nemesis ops have process "nemesis". A nemesis op
 whose `f` starts with one of HEAL_PREFIXES ends a fault (`stop-partition`,
 `heal`, `resume-...`); one starting with "start-" begins the fault named by the
-rest (`start-partition` ... `stop-partition`); any other nemesis op is an
-instantaneous event.
+rest (`start-partition` ... `stop-partition`); any other nemesis op begins a
+fault that lasts until the next heal, unless its completion's value says
+`"transient": true` (the nemesis left nothing of its own behind: the fault ends
+with the op, and what the cluster does next is the store's doing). An op that
+failed with a `skipped` value did nothing: it is no fault at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +124,8 @@ def nemesis_intervals(history: list[Op]) -> tuple[list[Interval], list[tuple[flo
         if not isinstance(f, str):
             continue
         done = p.completion or p.invoke
+        if did_nothing(p.completion):
+            continue
         if is_heal(f):
             t = op_time(done)
             heals.append((t, done))
@@ -134,9 +139,30 @@ def nemesis_intervals(history: list[Op]) -> tuple[list[Interval], list[tuple[flo
             if name in open_:
                 continue
             iv = Interval(name, op_time(p.invoke), None, p.invoke, None)
-            open_[name] = iv
             intervals.append(iv)
+            if is_transient(p.completion):
+                iv.end, iv.end_op = op_time(p.completion), p.completion
+            else:
+                open_[name] = iv
     return intervals, heals
+
+
+def is_transient(completion: Op | None) -> bool:
+    """A nemesis op whose completion says `transient`: it left no fault behind (a leadership moved and
+    came back, a master replaced and caught up), so its interval ends with it rather than at the heal."""
+    v = completion.get("value") if completion is not None else None
+    return isinstance(v, Mapping) and v.get("transient") is True
+
+
+def did_nothing(completion: Op | None) -> bool:
+    """A nemesis op that failed and says it skipped: no fault at all."""
+    v = completion.get("value") if completion is not None else None
+    return completion is not None and completion.get("type") == "fail" and isinstance(v, Mapping) and "skipped" in v
+
+
+def fault_free_at(intervals: list[Interval], t0: float, t1: float) -> bool:
+    """True when no fault interval overlaps [t0, t1]."""
+    return not any(iv.start <= t1 and (iv.end is None or iv.end >= t0) for iv in intervals)
 
 
 def iter_client(history: list[Op]) -> Iterator[Op]:

@@ -226,8 +226,10 @@ _CATALOG = {"lost": "acknowledged tables missing from a later listing",
             "duplicated": "tables listed more than once", "resurrected": "deleted tables listed again",
             "version_regressed": "tables whose schema version went backwards",
             "unexpected": "listed tables that were never created",
-            "leaderless": "tables with a tablet that had no leader after healing",
-            "masters_diverged": "masters that disagreed about the catalog"}
+            "leaderless": "tables with a tablet the leader master located no leader for, after healing or "
+                          "for a stretch with no fault",
+            "masters_diverged": "masters left behind the leader (after healing, or for a stretch with no fault)",
+            "never_caught_up": "masters that never caught up on their own (an operator rebuilt them)"}
 
 
 def _catalog(name: str, res: Mapping[str, Any], h: _History) -> Story:
@@ -241,7 +243,9 @@ def _catalog(name: str, res: Mapping[str, Any], h: _History) -> Story:
         first = next(iter(res.get(k) or []), None)
         if first is not None:
             where = first.get("listing_index", first.get("index", first.get("locate_index")))
-            lines.append(f"{k.replace('_', ' ')}: e.g. table {v(first.get('table', '?'))}, seen at {h.when(where)}.")
+            what = (f"table {v(first['table'])}" if "table" in first
+                    else v(first.get("masters") or first.get("problems") or "?"))
+            lines.append(f"{k.replace('_', ' ')}: e.g. {what}, seen at {h.when(where)}.")
     if isinstance(res.get("first_anomaly"), Mapping):
         a = res["first_anomaly"]
         lines.append(f"First seen by process {a.get('process')}'s {a.get('f')} at {h.when(a.get('index'))}.")

@@ -373,24 +373,39 @@ def list_clusters(client=None) -> list[str]:
     return sorted(names)
 
 
-def remove_cluster(client, name: str | None) -> int:
-    """Removes the containers and networks of cluster `name` (every Faultline cluster when None)."""
+def remove_cluster(client, name: str | None, attempts: int = 4) -> int:
+    """Removes the containers and networks of cluster `name` (every Faultline cluster when None).
+
+    A removal the engine refuses or times out on (seen under load) is tried again; what is still there
+    after the last attempt is named in a ClusterError rather than left behind in silence."""
     label = f"{LABEL}.cluster={name}" if name else f"{LABEL}.managed=1"
     removed = 0
+    for attempt in range(attempts):
+        removed += _remove_labelled(client, label)
+        left = _labelled_names(client, label)
+        if not left:
+            return removed
+        time.sleep(1 + attempt)
+    raise ClusterError(f"Docker did not remove {', '.join(left)}; `docker rm -f` them by hand")
+
+
+def _labelled_names(client, label: str) -> list[str]:
+    names = [c.name for c in client.containers.list(all=True, filters={"label": label})]
+    return names + [n.name for n in client.networks.list(filters={"label": label})]
+
+
+def _remove_labelled(client, label: str) -> int:
+    """One pass: containers in parallel, then the networks (which refuse while a container is attached)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def attempt(remove) -> int:
+        try:
+            remove()
+            return 1
+        except Exception:   # what is left is listed and tried again by the caller
+            return 0
+
     cs = client.containers.list(all=True, filters={"label": label})
-
-    def rm(c) -> None:
-        with contextlib.suppress(Exception):
-            c.remove(force=True, v=True)
-
-    if cs:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(rm, cs))
-        removed += len(cs)
-    for n in client.networks.list(filters={"label": label}):
-        with contextlib.suppress(Exception):
-            n.remove()
-            removed += 1
-    return removed
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        removed = sum(pool.map(lambda c: attempt(lambda: c.remove(force=True, v=True)), cs))
+    return removed + sum(attempt(n.remove) for n in client.networks.list(filters={"label": label}))

@@ -145,7 +145,8 @@ def supported_nemeses(clock: bool) -> frozenset[str]:
 
 def common_notes(clock_reason: str | None) -> dict[str, str]:
     """Why the store-only nemeses (and, with a reason, clock faults) are refused for a DB."""
-    from_store = ("membership", "master-replace", "master-replace-lagging", "master-migrate", "tserver-replace",
+    from_store = ("membership", "master-replace", "master-replace-lagging", "master-leader-return", "master-migrate",
+                  "tserver-replace",
                   "majority-loss", "learner-partition", "leader-blip", "vote-crash", "figure-8",
                   "partition-tablet-leader", "partition-master-leader", "partition-leader")
     notes = {n: STORE_ONLY for n in from_store}

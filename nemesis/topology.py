@@ -146,6 +146,60 @@ def master_repairs(fault: str) -> tuple[Op, ...]:
     return tuple({"f": f, "value": {"for": fault}} for f in ("recopy-master", "rebuild-lagging-masters"))
 
 
+def hand_master_leadership(test: Run, name: str, uuid: str, steps: list[str], wait_s: float = 20.0) -> bool:
+    """Asks the leader master to transfer leadership to `uuid` (the master under DNS name `name`); True
+    once the masters say it leads."""
+    def leads() -> bool:
+        return any(role == "LEADER" and addr.rsplit(":", 1)[0] == name for _, addr, role, _ in master_roles(test))
+
+    if leads():
+        return True
+    runner = first_up(test, role_nodes(test, "masters"))
+    rc, out, err = tool(test, runner, ["tablet", "leader_step_down", masters_arg(test), SYS_CATALOG_TABLET,
+                                       "--new-leader", uuid], timeout=30, check=False)
+    steps.append(f"leader_step_down --new-leader {uuid}: {(out if rc == 0 else err or out).strip()[-200:]}")
+    ok = wait_until(leads, wait_s, 0.5, f"{name} leading")
+    steps.append(f"{name} leads" if ok else f"{name} does not lead")
+    return ok
+
+
+class MasterLeaderReturnNemesis:
+    """The masters' leadership handed to another master and, `hold_s` later, back: the first leader leads
+    again without any fault. A master that leads again must hear every tablet server's full report anew
+    (KUDU-1374): one that trusts what the tablet servers told it as a follower, or before, cannot locate a
+    tablet whose leader did not change since. Nothing is left behind, so the completion is `transient`
+    and the catalog checker's timed rules judge the cluster right after it (docs/checkers.md)."""
+
+    fs = frozenset({"master-leader-return"})
+
+    def __init__(self, hold_s: float = 4.0, wait_s: float = 20.0) -> None:
+        self.hold_s, self.wait_s = hold_s, wait_s
+        self.rng = None
+
+    def setup(self, test: Run) -> MasterLeaderReturnNemesis:
+        self.rng = nemesis_rng(test, "master-leader-return")
+        return self
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        roles = master_roles(test)
+        names = _uuids_by_name(roles)
+        leader = next((addr.rsplit(":", 1)[0] for _, addr, role, _ in roles if role == "LEADER"), None)
+        others = sorted(addr.rsplit(":", 1)[0] for _, addr, role, voter in roles if role != "LEADER" and voter)
+        if leader is None or not others:
+            return done(op, {"skipped": "no leader master, or no other voter"}, kind="fail")
+        steps: list[str] = []
+        other = self.rng.choice(others)
+        away = hand_master_leadership(test, other, names[other], steps, self.wait_s)
+        if away:
+            time.sleep(self.hold_s)   # the other master leads: tablet servers report to it meanwhile
+        back = away and hand_master_leadership(test, leader, names[leader], steps, self.wait_s)
+        value = {"leader": leader, "via": other, "returned": back, "steps": steps, "transient": True}
+        return done(op, value, kind="ok" if back else "info")
+
+    def heal(self, test: Run) -> None:
+        """Nothing to undo: leadership moves are not faults."""
+
+
 class MasterReplaceNemesis:
     """master-permanent-failure.txt, step by step, on a random master C:
     stop C and destroy its data; make a fresh node D; move C's DNS name to D; wait for a leader among the
@@ -168,8 +222,10 @@ class MasterReplaceNemesis:
 
     # bounded well below a run: faults run one at a time, so a wait on a partition (that only the next op
     # heals) cannot end, and a long one would hold every other fault back
-    def __init__(self, wait_s: float = 40, lead_after: bool = True, settle_s: float = 20.0) -> None:
+    def __init__(self, wait_s: float = 40, lead_after: bool = True, settle_s: float = 20.0,
+                 healthy_s: float = 10.0) -> None:
         self.wait_s = wait_s
+        self.healthy_s = healthy_s   # a started replacement catches up in seconds: longer is a finding
         self.lead_after = lead_after
         self.settle_s = settle_s
         self.rng = None
@@ -249,20 +305,7 @@ class MasterReplaceNemesis:
             return done(op, {"steps": steps, "error": str(exc)}, kind="info")
 
     def _hand_leadership(self, test: Run, name: str, uuid: str, steps: list[str]) -> bool:
-        """Asks the leader master to transfer leadership to `uuid`; True once the masters say the master
-        under `name` leads."""
-        def leads() -> bool:
-            return any(role == "LEADER" and addr.rsplit(":", 1)[0] == name for _, addr, role, _ in master_roles(test))
-
-        if leads():
-            return True
-        runner = first_up(test, role_nodes(test, "masters"))
-        rc, out, err = tool(test, runner, ["tablet", "leader_step_down", masters_arg(test), SYS_CATALOG_TABLET,
-                                           "--new-leader", uuid], timeout=30, check=False)
-        steps.append(f"leader_step_down --new-leader {uuid}: {(out if rc == 0 else err or out).strip()[-200:]}")
-        ok = wait_until(leads, min(self.wait_s, 20.0), 0.5, f"{name} leading")
-        steps.append(f"{name} leads" if ok else f"{name} does not lead")
-        return ok
+        return hand_master_leadership(test, name, uuid, steps, min(self.wait_s, 20.0))
 
     def _replace(self, test: Run, op: Op, steps: list[str]) -> Op:
         names = self._names(test)
@@ -304,10 +347,11 @@ class MasterReplaceNemesis:
                                    if n != name and f"{n}:{MASTER_PORT}" != seen)])
         self._copy_state(test, replacement, uuid, source, steps)
         self._start(test, replacement, steps)
-        healthy = wait_until(lambda: masters_healthy(test, len(names)), self.wait_s, 1.0, "masters healthy")
+        healthy = wait_until(lambda: masters_healthy(test, len(names)), self.healthy_s, 1.0, "masters healthy")
         leads = healthy and self.lead_after and self._hand_leadership(test, name, uuid, steps)
+        # the replacement runs with its copy: what is left unhealthy from here on is the store's doing
         value = {"name": name, "dead": victim, "uuid": uuid, "replacement": replacement, "leader": now["leader"],
-                 "steps": steps, "healthy": healthy, "replacement_leads": leads}
+                 "steps": steps, "healthy": healthy, "replacement_leads": leads, "transient": True}
         return done(op, value, kind="ok" if healthy else "info")
 
     def _catalog_laggards(self, test: Run, client: Any) -> tuple[str | None, list[str]]:
@@ -375,7 +419,7 @@ class MasterReplaceNemesis:
         unstarted = [self.pending["name"]] if self.pending is not None and not self.pending["copied"] else []
         never = [n for n in late if n not in unstarted]
         if not late:
-            return done(op, {"leader": leader, "never_caught_up": [], "rebuilt": []})
+            return done(op, {"leader": leader, "never_caught_up": [], "rebuilt": [], "transient": True})
         reason = (f"{', '.join(late)} still behind the leader {leader} {self.settle_s:g} s after every fault "
                   "stopped" + (f" ({', '.join(unstarted)} never started: its copy failed)" if unstarted else "")
                   + ": rebuilt from the leader")
@@ -388,6 +432,7 @@ class MasterReplaceNemesis:
             return done(op, {**value, "rebuilt": [], "error": str(exc)}, kind="info")
         value["healthy"] = wait_until(lambda: masters_healthy(test, len(self._names(test))), self.wait_s, 1.0,
                                       "masters healthy")
+        value["transient"] = True   # rebuilt and started: what stays wrong now is the store's doing
         return done(op, value, kind="ok" if value["healthy"] else "info")
 
     def _recopy(self, test: Run, op: Op) -> Op:

@@ -51,6 +51,61 @@ def test_checks_during_faults_neither_mask_nor_count_as_after_healing() -> None:
     assert c.check({}, h, {})["valid"] is False
 
 
+def _leader_return(t: float, transient: bool = True) -> tuple[tuple[Any, ...], ...]:
+    value = {"leader": "master-1", "via": "master-2", "returned": True, "transient": transient}
+    return ((t, "nemesis", "invoke", "master-leader-return", None),
+            (t + 1, "nemesis", "ok", "master-leader-return", value))
+
+
+def _replicas(t: float, problem: str | None) -> tuple[tuple[Any, ...], ...]:
+    value = {"masters": {}, "problems": [problem] if problem else []}
+    return (t, 7, "invoke", "master-replicas", None), (t + 0.5, 7, "fail" if problem else "ok", "master-replicas", value)
+
+
+HEAL = ((40, "nemesis", "invoke", "heal", None), (40.5, "nemesis", "info", "heal", None))
+
+
+def test_a_tablet_leaderless_for_the_bound_with_no_fault_is_found_during_the_run() -> None:
+    c = CatalogChecker()
+    located_after_heal = ((41, 6, "invoke", "locate-tables", None),
+                          (41.5, 6, "ok", "locate-tables", {"tables": 1, "leaderless": {}}))
+    late = ((42, 4, "invoke", "list-tables", None), (43, 4, "ok", "list-tables", ["t0"]))
+    leaderless = [e for t in (5, 10, 15, 20, 25, 30) for e in _locate(t, False)]
+    # leadership moved away and back (nothing left behind): leaderless from 5.5 s to the check begun at 30 s
+    h = ops(*CREATE, *_leader_return(3), *leaderless, *HEAL, *located_after_heal, *late)
+    r = c.check({}, h, {})
+    assert r["valid"] is False and r["leaderless"][0]["live"] is True, r
+    assert r["leaderless"][0]["since_s"] == 5.5
+    assert r["first_anomaly"]["time"] == int(30.5 * S)   # the check that proves it, before the heal
+    # the same answers while a fault lasts (a start with no stop before the heal), or after a nemesis op
+    # that does not say it left nothing behind: no verdict from them
+    for fault in (_fault(3), _leader_return(3, transient=False)):
+        r = c.check({}, ops(*CREATE, *fault, *leaderless, *HEAL, *located_after_heal, *late), {})
+        assert r["valid"] is True, r
+    # a tablet located once in between: every run of answers is shorter than the bound
+    broken = [e for t in (5, 10, 15) for e in _locate(t, False)] + list(_locate(18, True)) + \
+        [e for t in (20, 25, 30) for e in _locate(t, False)]
+    assert c.check({}, ops(*CREATE, *_leader_return(3), *broken, *HEAL, *located_after_heal, *late), {})["valid"]
+    # a longer bound waits longer
+    assert c.check({}, h, {"live_bound_s": 30})["valid"] is True
+
+
+def test_a_master_behind_for_the_bound_with_no_fault_is_found_during_the_run() -> None:
+    c = CatalogChecker()
+    lag = "master-1:7051 lags the leader master-2:7051: term 3 index 10, leader term 3 committed 90"
+    behind = [e for t in (6, 11, 16, 21, 26, 31) for e in _replicas(t, lag)]
+    caught_up = ((41, 7, "invoke", "master-replicas", None),
+                 (41.5, 7, "ok", "master-replicas", {"masters": {}, "problems": []}))
+    h = ops(*CREATE, *_leader_return(3), *behind, *LISTED, *HEAL, *caught_up)
+    r = c.check({}, h, {})
+    assert r["valid"] is False and r["masters_diverged"][0]["problems"] == ["master-1:7051"], r
+    assert r["first_anomaly"]["time"] == int(31.5 * S)
+    # another master each time: no one master stayed behind for the bound
+    other = lag.replace("master-1", "master-3")
+    mixed = [e for t, m in ((6, lag), (11, other), (16, lag), (21, other), (26, lag), (31, other)) for e in _replicas(t, m)]
+    assert c.check({}, ops(*CREATE, *_leader_return(3), *mixed, *LISTED, *HEAL, *caught_up), {})["valid"]
+
+
 def test_every_listing_is_held_to_the_invariants_not_only_the_last() -> None:
     c = CatalogChecker()
     doubled = ((5, 5, "invoke", "list-tables", None), (6, 5, "ok", "list-tables", ["t0", "t0"]))
@@ -77,3 +132,12 @@ def test_catalog_on_the_fake_cluster_checks_while_faults_run() -> None:
     assert lossy.valid is False and lossy.results["workload"]["lost"]
     # a listing during the run proved the loss: detected before the run's 6 s were over
     assert lossy.results["time_to_detection_s"] < 6.0
+
+
+def test_the_timed_rule_reaches_into_the_checks_after_the_last_fault() -> None:
+    # a one-shot transient op and no heal op: every check after it counts as "after healing", and the
+    # timed rule still proves the problem 20 s after it began, not at the last of the final retries
+    leaderless = [e for t in range(15, 81, 5) for e in _locate(t, False)]
+    r = CatalogChecker().check({}, ops(*CREATE, *_leader_return(3), *leaderless, *LISTED), {})
+    assert r["valid"] is False and r["leaderless_count"] == 1 and r["leaderless"][0]["live"] is True, r
+    assert r["first_anomaly"]["time"] == int(40.5 * S)   # seen at 15.5 s, the check begun at 40 s proves it

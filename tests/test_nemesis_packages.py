@@ -14,6 +14,7 @@ from faultline.core import Run
 from faultline.nemesis import registry
 from faultline.nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
 from faultline.nemesis.topology import (
+    MasterLeaderReturnNemesis,
     MasterReplaceLaggingNemesis,
     MasterReplaceNemesis,
     MembershipNemesis,
@@ -526,3 +527,17 @@ def test_laggards_are_judged_only_once_a_leader_is_back(test: dict) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(type(b.client()), "catalog_replica", no_leader_at_first)
         assert MasterReplaceNemesis(wait_s=3).setup(test)._laggards(test, 3) == ("master-1", ["master-3"])
+
+
+def test_master_leader_return_hands_the_leadership_away_and_back(test: dict) -> None:
+    b = test.backend
+    first = next(m["addr"] for m in b.master_rows() if m["role"] == "LEADER").split(":")[0]
+    done = MasterLeaderReturnNemesis(hold_s=0, wait_s=2).setup(test).invoke(test, {"f": "master-leader-return"})
+    v = done["value"]
+    assert done["type"] == "ok" and v["leader"] == first and v["via"] != first and v["returned"] is True, v
+    # away to the other master, then back to the first: two handovers, in that order
+    handed = [argv[argv.index("--new-leader") + 1] for _, argv in b.remote.calls if "leader_step_down" in argv]
+    assert handed == [b.uuid(b.dns[v["via"]]), b.uuid(b.dns[first])]
+    assert next(m["addr"] for m in b.master_rows() if m["role"] == "LEADER").startswith(first)
+    assert v["transient"] is True   # nothing left behind: the catalog checker's timed rules start at once
+
