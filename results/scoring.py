@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from faultline.checkers.api import merge_valid
+from faultline.checkers.inference import WORKLOAD_CHECKERS
 from faultline.results import metrics
 from faultline.results.parquet import frame_to_ops, read_history_frame, read_problems
 from faultline.results.scorecard import GROUP_COLUMNS, RUN_COLUMNS, campaign_expectations, render_html
@@ -29,7 +30,6 @@ from faultline.results.store import RunDir, Store, StoreError
 
 # workload -> the checker model its history is checked against
 # (other workloads, e.g. set or bank, keep the verdict their own checkers recorded in results.json)
-WORKLOAD_MODELS = {"register": "cas-register", "cas-register": "cas-register"}
 OP_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis", "key", "process_json", "key_json",
               "value_json", "node_json", "error_json", "extra_json"]
 Progress = Callable[[str], None]
@@ -62,7 +62,7 @@ def model_for(test: dict[str, Any]) -> str | None:
     m = test.get("model")
     if isinstance(m, str):
         return m
-    return WORKLOAD_MODELS.get(str(test.get("workload")))
+    return WORKLOAD_CHECKERS.get(str(test.get("workload")), (None, None))[1]
 
 
 def prepare_runs(path: Path | str, progress: Progress | None = None) -> pd.DataFrame:
