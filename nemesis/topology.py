@@ -43,9 +43,7 @@ from faultline.nemesis.base import (
     wait_until,
     workload_tablets,
 )
-
-# The masters' catalog is one tablet with a well-known id (as in Kudu).
-SYS_CATALOG_TABLET = "00000000000000000000000000000000"
+from faultline.node.master.catalog import SYS_TABLET as SYS_CATALOG_TABLET  # the masters' catalog tablet
 
 
 def _fs_dir(test: Run, node: str) -> str:
