@@ -17,7 +17,7 @@ The search (see docs/checkers.md for the full story and the papers):
 - Observers (reads) are linearized as soon as they are legal, without branching.
 - A time or memory limit turns into `valid: "unknown"`, never into a guess.
 
-A C core (`checkers._wgl`) runs the same search on the same tables when it was
+A C core (`faultline.checkers._wgl`) runs the same search on the same tables when it was
 built; the pure-Python search is the reference and gives identical verdicts.
 """
 
@@ -528,7 +528,7 @@ class _Runner:
         self, part: Partition, model: Model, init_state: Any, deadline: float | None, use_c: bool | None
     ):
         if use_c and _wgl is None:
-            raise RuntimeError("the C core checkers._wgl is not built")
+            raise RuntimeError("the C core faultline.checkers._wgl is not built")
         self.part, self.model = part, model
         self.t = build_tables(part.calls, model, init_state)
         self.stepper = _Stepper(part.calls, model, self.t)

@@ -301,4 +301,4 @@ def test_the_c_core_is_built_where_a_compiler_is() -> None:
 
     if shutil.which("gcc") is None and os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
         pytest.skip("no gcc here: the pure-Python search is the valid fallback")
-    assert HAVE_C, "checkers._wgl is missing or stale: run `pip install -e .` (or `make install`)"
+    assert HAVE_C, "faultline.checkers._wgl is missing or stale: run `pip install -e .` (or `make install`)"
