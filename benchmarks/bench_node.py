@@ -24,10 +24,10 @@ import threading
 import time
 from pathlib import Path
 
+from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.client import IndeterminateError, UnavailableError
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
-from faultline.testing.minicluster import MiniCluster
 
 
 def pct(xs: list[float], p: float) -> float:

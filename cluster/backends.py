@@ -6,6 +6,8 @@ already up; `remove_everything()` / `leftovers()` are the hygiene entry points (
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend
@@ -13,44 +15,93 @@ from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend
 KINDS = ("docker", "local", "ssh")
 
 
-def make_backend(kind: str = "docker", spec: ClusterSpec | dict[str, Any] | None = None,
-                 hosts: str | None = None) -> NodeBackend:
+@dataclass(frozen=True)
+class BackendKind:
+    """A cluster backend by name: how to make one for a spec (`make(spec, hosts, seed)`), how to re-find a
+    running one (`attach(name)`, None: it cannot be re-found), whether `--help` lists it (a test double
+    does not), how long a run waits for the cluster to settle after healing, and which DBs it can run (None:
+    any)."""
+
+    name: str
+    make: Callable[[ClusterSpec, str | None, int], Any]
+    attach: Callable[[str], Any] | None = None
+    hidden: bool = False
+    default_quiet_period_s: float = 5.0
+    dbs: frozenset[str] | None = None
+
+
+_REGISTRY: dict[str, BackendKind] = {}
+
+
+def register(kind: BackendKind) -> None:
+    """Adds a backend kind; registering the same object again is a no-op, another under a taken name is
+    refused."""
+    old = _REGISTRY.get(kind.name)
+    if old is not None and old != kind:
+        raise ClusterError(f"a cluster backend named {kind.name!r} is already registered")
+    _REGISTRY[kind.name] = kind
+
+
+def kinds(include_hidden: bool = False) -> list[str]:
+    return [k.name for k in _REGISTRY.values() if include_hidden or not k.hidden]
+
+
+def kind(name: str) -> BackendKind:
+    found = _REGISTRY.get(name)
+    if found is None:
+        raise ClusterError(f"unknown cluster {name!r}; valid: {', '.join(kinds())}")
+    return found
+
+
+def _make_docker(spec: ClusterSpec, hosts: str | None, seed: int) -> NodeBackend:
+    from faultline.cluster.docker_backend import DockerBackend
+
+    return DockerBackend(spec)
+
+
+def _make_local(spec: ClusterSpec, hosts: str | None, seed: int) -> NodeBackend:
+    from faultline.cluster.local_backend import LocalBackend
+
+    return LocalBackend(spec)
+
+
+def _make_ssh(spec: ClusterSpec, hosts: str | None, seed: int) -> NodeBackend:
+    from faultline.cluster.ssh_backend import SSHBackend, fit_spec, load_hosts
+
+    if not hosts:
+        raise ClusterError("the ssh backend needs --hosts FILE (see docs/cluster.md for its format)")
+    hs = load_hosts(hosts)
+    fit_spec(spec, hs)
+    return SSHBackend(spec, hs)
+
+
+def _attach(module: str, cls: str) -> Callable[[str], Any]:
+    def attach_to(name: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(module), cls).attach(name)
+
+    return attach_to
+
+
+register(BackendKind("docker", _make_docker, _attach("faultline.cluster.docker_backend", "DockerBackend")))
+register(BackendKind("local", _make_local, _attach("faultline.cluster.local_backend", "LocalBackend")))
+register(BackendKind("ssh", _make_ssh, _attach("faultline.cluster.ssh_backend", "SSHBackend")))
+
+
+def make_backend(kind_name: str = "docker", spec: ClusterSpec | dict[str, Any] | None = None,
+                 hosts: str | None = None, seed: int = 0) -> Any:
     """A backend for `spec` (not yet up). `hosts` is the ssh hosts file (required for ssh)."""
     spec_obj = spec if isinstance(spec, ClusterSpec) else ClusterSpec.from_mapping(dict(spec or {}))
-    if kind == "docker":
-        from faultline.cluster.docker_backend import DockerBackend
-
-        return DockerBackend(spec_obj)
-    if kind == "local":
-        from faultline.cluster.local_backend import LocalBackend
-
-        return LocalBackend(spec_obj)
-    if kind == "ssh":
-        from faultline.cluster.ssh_backend import SSHBackend, fit_spec, load_hosts
-
-        if not hosts:
-            raise ClusterError("the ssh backend needs --hosts FILE (see docs/cluster.md for its format)")
-        hs = load_hosts(hosts)
-        fit_spec(spec_obj, hs)
-        return SSHBackend(spec_obj, hs)
-    raise ClusterError(f"unknown cluster backend {kind!r} (choose from {', '.join(KINDS)})")
+    return kind(kind_name).make(spec_obj, hosts, seed)
 
 
-def attach(kind: str, name: str) -> NodeBackend:
+def attach(kind_name: str, name: str) -> Any:
     """The backend object of a cluster that is already up (possibly started by another process)."""
-    if kind == "docker":
-        from faultline.cluster.docker_backend import DockerBackend
-
-        return DockerBackend.attach(name)
-    if kind == "local":
-        from faultline.cluster.local_backend import LocalBackend
-
-        return LocalBackend.attach(name)
-    if kind == "ssh":
-        from faultline.cluster.ssh_backend import SSHBackend
-
-        return SSHBackend.attach(name)
-    raise ClusterError(f"unknown cluster backend {kind!r}")
+    k = kind(kind_name)
+    if k.attach is None:
+        raise ClusterError(f"a {kind_name} cluster cannot be re-found once its process is gone")
+    return k.attach(name)
 
 
 def list_clusters(kinds: tuple[str, ...] = KINDS, unreachable: list[str] | None = None) -> list[tuple[str, str]]:

@@ -102,7 +102,7 @@ def reanalyze(run_path: str | Path) -> dict[str, Any]:
     except (TypeError, KeyError) as exc:
         raise ValueError(f"{run.path}/test.json does not describe a test: {exc}") from None
     history = read_jsonl(run.history_path) if Path(run.history_path).exists() else []
-    workload = get_workload(spec.workload, spec.workload_opts)
+    workload = get_workload(spec.workload, spec.workload_opts, db=_db_of(spec))
     results = check(spec, workload, history)
     try:
         old = run.load_results() or {}
@@ -167,3 +167,14 @@ def describe(results: Mapping[str, Any], run_dir: Path | str | None = None) -> l
     if run_dir is not None:
         lines.append(f"  report: {Path(run_dir) / 'report.html'}")
     return lines
+
+
+def _db_of(spec: Any) -> Any:
+    """The DB a stored run tested, for its own workloads' checkers; None (the default DB) when this
+    installation cannot load it (the generic workloads' checkers need no DB)."""
+    from faultline.dbs import get_db
+
+    try:
+        return get_db(spec.db)
+    except Exception:
+        return None

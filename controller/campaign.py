@@ -231,9 +231,9 @@ def _choose(where: str, key: str, value: str, valid: Sequence[str]) -> str:
 def load(path: str | Path, store_override: str | Path | None = None) -> Campaign:
     """Parses and validates a campaign file completely; nothing runs until this returns."""
     from faultline.controller import testspec
-    from faultline.nemesis.registry import NEMESES
-    from faultline.node.bugs import BUGS
-    from faultline.workloads.registry import WORKLOADS
+    from faultline.dbs import all_bugs
+    from faultline.nemesis.registry import all_entries as all_nemeses
+    from faultline.workloads.registry import all_entries as all_workloads
 
     source = Path(path)
     if not source.exists():
@@ -261,7 +261,8 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
         raise UsageError(f"{source}: the campaign's name {name!r} (the file's name) cannot name a store "
                          "directory; set name = \"...\" in [campaign] (letters, digits, '.', '_', '+', '-')")
     defaults = {k: v for k, v in head.items() if k in RUN_KEYS}
-    workloads, nemeses, bugs = list(WORKLOADS), list(NEMESES), sorted(BUGS)
+    # names any DB knows; each run is then validated against its own DB (testspec.build_test)
+    workloads, nemeses, bugs = list(all_workloads()), list(all_nemeses()), sorted(all_bugs())
 
     runs: list[PlannedRun] = []
     seen_names: set[str] = set()
@@ -313,7 +314,10 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
             for seed, limit in itertools.product(seeds, limits):
                 opts = {**merged, "workload": w, "nemesis": ",".join(ns), "inject_bug": ",".join(bs),
                         "seed": seed, "time_limit": limit, "name": f"{name}-{cell_name}"}
-                testspec.build_test(opts)  # validates every option now, before anything starts
+                try:
+                    testspec.build_test(opts)  # validates every option now, before anything starts
+                except UsageError as exc:
+                    raise UsageError(f"{where}: {exc}") from None
                 runs.append(PlannedRun(cell_name, seed, float(limit), expect, opts))
     store = Path(store_override or head.get("store") or Path("store") / f"campaign-{name}")
     return Campaign(name=name, store=store, runs=runs, source=source)

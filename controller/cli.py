@@ -26,7 +26,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("synth", "faultline.controller.commands.synth"),
     ("serve", "faultline.controller.commands.serve"),
     ("cluster", "faultline.controller.commands.cluster"),
-    ("sim", "faultline.controller.commands.sim"),
+    ("sim", "faultline.dbs.store.sim_command"),  # the store's Raft core, simulated
 ]
 
 

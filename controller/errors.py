@@ -1,15 +1,17 @@
-"""Errors that the CLI turns into exit codes instead of tracebacks."""
+"""Errors that the CLI turns into exit codes instead of tracebacks (faultline.core.errors holds them, so
+every layer can raise them), and Jepsen's mapping of a verdict to an exit code."""
 
+from faultline.core.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CRASH,
+    EXIT_INVALID,
+    EXIT_UNKNOWN,
+    EXIT_VALID,
+    UsageError,
+)
 
-class UsageError(Exception):
-    """A user mistake (bad option, missing file, malformed input): one clear line, exit 254."""
-
-
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_UNKNOWN = 2
-EXIT_BAD_INPUT = 254
-EXIT_CRASH = 255
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_VALID", "UsageError",
+           "exit_code_for"]
 
 
 def exit_code_for(valid: object) -> int:

@@ -63,8 +63,9 @@ class ChaosRun:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("faultline", "Faultline chaos tests")
     group.addoption("--chaos", action="store_true", default=False, help="run tests marked chaos (real clusters)")
-    group.addoption("--chaos-cluster", default="docker", choices=["docker", "local", "ssh", "fake"],
-                    help="cluster backend for chaos runs (default docker; fake is in-memory, for the harness itself)")
+    group.addoption("--chaos-cluster", default="docker",
+                    help="cluster backend for chaos runs (default docker; local, ssh, or a backend a DB plug-in "
+                         "registers, such as the store's in-memory fake)")
     group.addoption("--chaos-store", default=None, help="store directory for chaos runs (default: a temporary one)")
 
 

@@ -328,7 +328,8 @@ class DBSetupFailed(RuntimeError):
 
 
 def client_for(test: Run, workload: Workload) -> Any:
-    """The DB's client for the workload, else the workload's bundled client (the store's client API)."""
+    """The DB's client for the workload, else the workload's own client (the key-value API through the DB's
+    connector)."""
     own = getattr(test.db, "client", None)
     client = own(test.spec.workload) if callable(own) else None
     return client if client is not None else workload.client
@@ -407,8 +408,8 @@ def run_once(spec: TestSpec, store_root: str | Path, *, quiet: bool = True,
 
     spec = testspec.stamp(spec)
     test = testspec.start_run(spec)
-    workload = get_workload(spec.workload, spec.workload_opts)
-    nemesis_pkg = compose(list(spec.nemesis), spec.nemesis_interval)
+    workload = get_workload(spec.workload, spec.workload_opts, db=test.db)
+    nemesis_pkg = compose(list(spec.nemesis), spec.nemesis_interval, db=test.db)
     run_dir = Store(store_root).create_run(spec.name, spec.to_json())
     progress = None
     if not quiet:

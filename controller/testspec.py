@@ -19,8 +19,6 @@ from faultline.core import Run, TestSpec
 from faultline.dbs import DB, UnknownDB, get_db
 from faultline.dbs import DEFAULT as DEFAULT_DB
 
-CLUSTERS: tuple[str, ...] = ("docker", "local", "ssh")
-TEST_ONLY_CLUSTERS: tuple[str, ...] = ("fake",)  # in-memory, for testing the harness itself
 
 def _choices(what: str, value: str, valid: Sequence[str]) -> UsageError:
     return UsageError(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
@@ -68,39 +66,49 @@ def chosen_db(name: str | None) -> DB:
         raise UsageError(str(exc)) from None
 
 
+def _backend_kind(name: str, db: DB) -> Any:
+    """The registered cluster backend `name` (cluster.backends; a DB plug-in may register its own, as the
+    store does its in-memory fake), if it can run `db`; else a one-line UsageError."""
+    from faultline.cluster import backends
+    from faultline.cluster.base import ClusterError
+
+    try:
+        kind = backends.kind(name)
+    except ClusterError as exc:
+        raise UsageError(str(exc)) from None
+    if kind.dbs is not None and db.name not in kind.dbs:
+        raise UsageError(f"the {name} cluster runs only {', '.join(sorted(kind.dbs))}, not {db.name}")
+    return kind
+
+
 def build_test(opts: Mapping[str, Any]) -> TestSpec:
     """A validated test from options (argparse namespace vars, a campaign cell, the pytest fixture)."""
-    from faultline.nemesis.registry import NEMESES
-    from faultline.node.bugs import BUGS
-    from faultline.workloads.registry import WORKLOADS
+    from faultline.dbs.api import Bugs
+    from faultline.nemesis import registry as nemeses_registry
+    from faultline.workloads import registry as workloads_registry
 
-    workload = str(opts.get("workload") or "register")
-    if workload not in WORKLOADS:
-        raise _choices("workload", workload, list(WORKLOADS))
-    nemeses = split_list(opts.get("nemesis") or "none")
-    for n in nemeses:
-        if n not in NEMESES:
-            raise _choices("nemesis", n, list(NEMESES))
-    if "none" in nemeses and len(nemeses) > 1:
-        raise UsageError("--nemesis none cannot be combined with other nemeses")
-    bugs = split_list(opts.get("inject_bug"))
-    for b in bugs:
-        if b not in BUGS:
-            raise _choices("bug", b, sorted(BUGS))
     db_name = str(opts.get("db") or DEFAULT_DB)
     db = chosen_db(db_name)
-    if workload not in db.workloads:
-        raise UsageError(f"the {db.name} DB has no client for workload {workload!r}; it supports "
-                         f"{', '.join(sorted(db.workloads))}")
-    unsupported = [n for n in nemeses if db.nemeses is not None and n != "none" and n not in db.nemeses]
-    if unsupported:
-        notes = getattr(db, "nemesis_notes", {}) or {}
-        why = notes.get(unsupported[0])
-        raise UsageError(f"the {db.name} DB does not support nemesis {', '.join(unsupported)}"
-                         + (f": {why}" if why else "")
-                         + f"; it supports {', '.join(sorted(db.nemeses))} (docs/your-own-db.md lists them per DB)")
-    if bugs and db_name != DEFAULT_DB:
-        raise UsageError(f"--inject-bug turns on bugs of the bundled store; the {db.name} DB has none")
+    workload = str(opts.get("workload") or "register")
+    try:
+        workloads_registry.validate(workload, db)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    nemeses = split_list(opts.get("nemesis") or "none")
+    if "none" in nemeses and len(nemeses) > 1:
+        raise UsageError("--nemesis none cannot be combined with other nemeses")
+    try:
+        nemeses_registry.validate(nemeses, db)
+    except ValueError as exc:
+        raise UsageError(f"{exc} (docs/your-own-db.md lists them per DB)") from None
+    bugs = split_list(opts.get("inject_bug"))
+    known_bugs = db.bugs if isinstance(db, Bugs) else {}
+    if bugs and not known_bugs:
+        raise UsageError(f"--inject-bug turns on a DB's own bugs (such as the bugs of the bundled store); the "
+                         f"{db.name} DB has none")
+    for b in bugs:
+        if b not in known_bugs:
+            raise _choices("bug", b, sorted(known_bugs))
     db_opts = parse_db_opts(opts.get("db_opt"))
     if opts.get("isolation"):
         db_opts["isolation"] = str(opts["isolation"])
@@ -110,8 +118,7 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         takes = "; ".join(f"{k}: {v}" for k, v in (accepted or {}).items()) or "none"
         raise UsageError(f"the {db.name} DB takes no option {unknown[0]!r} (--db-opt, --isolation); it takes: {takes}")
     cluster = str(opts.get("cluster") or "docker")
-    if cluster not in CLUSTERS + TEST_ONLY_CLUSTERS:
-        raise _choices("cluster", cluster, list(CLUSTERS))
+    backend_kind = _backend_kind(cluster, db)
 
     def positive(name: str, default: float, integer: bool = False) -> Any:
         raw = opts.get(name)
@@ -132,10 +139,6 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
     test_count = positive("test_count", 1, integer=True)
     rate = positive("rate", 1.0) if opts.get("rate") is not None else None
     op_timeout = positive("op_timeout", 5.0)
-    if db_name == DEFAULT_DB and tservers < 3:
-        raise UsageError("--tservers must be at least 3 (tablets are replicated three ways)")
-    if "master-migrate" in nemeses and masters != 1:
-        raise UsageError("--nemesis master-migrate starts from one master: use --masters 1")
     seed = opts.get("seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -159,6 +162,11 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
             load_hosts(str(opts["nodes"]))  # checked now, before a campaign or a run starts
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+    try:
+        db.validate({"masters": masters, "tservers": tservers, "bugs": bugs, "nemesis": nemeses,
+                     "workload": workload, **db_opts})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         cluster_spec = db.cluster_spec(cluster_name, {"masters": masters, "tservers": tservers, "bugs": bugs,
                                                       "clock": "clock" in nemeses, **db_opts})
@@ -187,7 +195,7 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         tservers=tservers,
         test_count=test_count,
         op_timeout_s=op_timeout,
-        quiet_period=float(quiet) if quiet is not None else (0.2 if cluster == "fake" else 5.0),
+        quiet_period=float(quiet) if quiet is not None else backend_kind.default_quiet_period_s,
         leave_cluster_running=bool(opts.get("leave_cluster_running")),
         reuse_cluster=bool(opts.get("reuse_cluster")),
         workload_opts={"concurrency": concurrency, **({"rate": rate} if rate else {})},
@@ -206,14 +214,10 @@ def stamp(spec: TestSpec) -> TestSpec:
 
 def make_backend(spec: TestSpec) -> Any:
     """The cluster backend object for the test (not started; attached when the cluster is reused)."""
-    kind = spec.cluster
-    if kind == "fake":
-        from faultline.testing.fake import FakeBackend
-
-        return FakeBackend(seed=spec.seed)
     from faultline.cluster import backends
     from faultline.cluster.base import ClusterError, ClusterSpec
 
+    kind = spec.cluster
     cluster_spec = ClusterSpec.from_mapping(spec.cluster_spec)
     try:
         if spec.reuse_cluster:
@@ -226,14 +230,15 @@ def make_backend(spec: TestSpec) -> Any:
                 raise UsageError(f"cluster {cluster_spec.name!r} runs with bugs {running or 'none'}, not "
                                  f"{sorted(spec.bugs) or 'none'}: bring up a fresh cluster")
             return b
-        return backends.make_backend(kind, cluster_spec, hosts=spec.hosts_file)
+        return backends.make_backend(kind, cluster_spec, hosts=spec.hosts_file, seed=spec.seed)
     except (ClusterError, ValueError) as exc:
         raise UsageError(f"{kind} cluster: {exc}") from None
 
 
 def start_run(spec: TestSpec, backend: Any | None = None) -> Run:
-    """The live handles of one run of `spec`: its DB, its backend (made unless given) and a client
-    factory (the DB's own, or the in-memory fake's)."""
-    run = Run(spec, get_db(spec.db), backend if backend is not None else make_backend(spec))
-    run.connect = run.backend.client if spec.cluster == "fake" else run.db.connector(run)
+    """The live handles of one run of `spec`: its DB, its backend (made unless given) and the DB's client
+    factory."""
+    db = get_db(spec.db)
+    run = Run(spec, db, backend if backend is not None else make_backend(spec))
+    run.connect = db.connector(run)
     return run

@@ -49,3 +49,19 @@ def get_db(spec: str | None = None) -> DB:
     if missing:
         raise UnknownDB(f"DB {spec!r} is not a DB: it lacks {', '.join(missing)} (see docs/architecture.md)")
     return db
+
+
+def all_bugs() -> dict[str, str]:
+    """The injectable bugs of every registered DB that has them (dbs.api.Bugs), by name, for help texts
+    and campaign files; a DB whose module cannot be imported here is left out."""
+    from faultline.dbs.api import Bugs
+
+    out: dict[str, str] = {}
+    for name in REGISTRY:
+        try:
+            db = get_db(name)
+        except UnknownDB:
+            continue
+        if isinstance(db, Bugs):
+            out.update({k: v for k, v in db.bugs.items() if k not in out})
+    return out

@@ -1,31 +1,41 @@
-"""The DB protocol: everything the harness needs to know about the system it tests.
+"""The DB protocol: a small core every system under test implements, and capabilities it offers à la carte.
 
-After Jepsen's db protocol. The cluster layer brings hosts up and runs whatever `cluster_spec` says on
-them (plain data: roles, their processes, the Debian and Python packages they need); everything else a
-run asks of the system goes through these methods. `test` is the run's test (its plain fields and its
-live handles: `test.backend` is the cluster backend); `node` is a node name of that cluster.
+After Jepsen's db.clj, where `DB` is setup and teardown, and `Kill`, `Pause`, `Primary` and `LogFiles` are
+separate protocols a DB implements only when it can. The cluster layer brings hosts up and runs whatever
+`cluster_spec` says on them (plain data: roles, their processes, the Debian and Python packages they need);
+everything else a run asks of the system goes through these methods. `test` is the run's live handles
+(faultline.core.Run: `test.backend` is the cluster backend); `node` is a node name of that cluster.
 
-dbs/base.py's ProcessDB implements everything but `cluster_spec`, `ready` and `client` for a DB whose
-nodes each run one process; docs/your-own-db.md walks through a DB written by a user.
+A generic fault asks the DB for what it needs (`Kill.kill`, `Pause.pause`, `Primaries.primaries`) and never
+tests which DB it holds; a fault whose capability the DB lacks is refused (exit 254) before anything starts.
+What a DB offers beyond the generic faults and workloads (its own nemesis packages, its own workloads) is
+declared through the protocols of the layer that uses them: nemesis.api.OffersNemeses and
+workloads.api.OffersWorkloads.
+
+dbs/base.py's ProcessDB implements every capability here for a DB whose nodes each run one process;
+docs/your-own-db.md walks through a DB written by a user.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from faultline.cluster.base import ClusterSpec
 from faultline.core import Run
 
 
+@runtime_checkable
 class DB(Protocol):
-    """A system under test. Kill, pause and resume default to the cluster's process primitives."""
+    """A system under test: its cluster, its setup and teardown, and clients."""
 
     name: str
-    # what the DB has a client for and which faults it can take (validated before anything starts)
+    # the generic workloads this DB has a client for
     workloads: frozenset[str]
-    nemeses: frozenset[str] | None  # None: every nemesis
-    # why a nemesis is not supported, for the error a user sees ("clock": "etcd is a Go program ...")
+    # the generic faults it can take (None: every one whose capabilities it has)
+    nemeses: frozenset[str] | None
+    # why a fault is not supported, for the error a user sees ("clock": "etcd is a Go program ...")
     nemesis_notes: Mapping[str, str]
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
@@ -45,31 +55,82 @@ class DB(Protocol):
 
     def teardown(self, test: Run, node: str) -> None: ...
 
-    def start(self, test: Run, node: str) -> None: ...
-
-    def kill(self, test: Run, node: str) -> None: ...
-
-    def pause(self, test: Run, node: str) -> None: ...
-
-    def resume(self, test: Run, node: str) -> None: ...
-
-    def primaries(self, test: Run) -> list[str]:
-        """The nodes currently leading (empty when none answers)."""
-        ...
-
-    def log_files(self, test: Run, node: str) -> list[str]:
-        """Paths on the node worth keeping with the run."""
-        ...
-
     def client_nodes(self, test: Run) -> list[str]:
         """The nodes clients talk to, in the order workers are spread over them."""
         ...
 
     def connector(self, test: Run) -> Callable[[], Any]:
-        """A zero-argument callable that returns a connected client library object."""
+        """A zero-argument callable that returns a connected client library object (for workloads whose
+        clients speak the key-value API of workloads/common.py: get, put, cas, scan, create_table)."""
         ...
 
     def client(self, workload: str) -> Any:
-        """The client (workloads.api.Client) for `workload`, or None for the workload's bundled client,
-        which speaks the store's client API (get, put, cas, scan, create_table) through `connector`."""
+        """The client (workloads.api.Client) for `workload`, or None for the workload's own client, which
+        speaks the key-value API through `connector`."""
         ...
+
+
+@runtime_checkable
+class Kill(Protocol):
+    """A DB whose processes can be killed (SIGKILL) and started again."""
+
+    def start(self, test: Run, node: str) -> None: ...
+
+    def kill(self, test: Run, node: str) -> None: ...
+
+
+@runtime_checkable
+class Pause(Protocol):
+    """A DB whose processes can be paused (SIGSTOP) and resumed."""
+
+    def pause(self, test: Run, node: str) -> None: ...
+
+    def resume(self, test: Run, node: str) -> None: ...
+
+
+@runtime_checkable
+class Primaries(Protocol):
+    """A DB that can say which nodes lead now."""
+
+    def primaries(self, test: Run) -> list[str]:
+        """The nodes currently leading (empty when none answers)."""
+        ...
+
+
+@runtime_checkable
+class Leaders(Protocol):
+    """A DB with leaders of several kinds (the store: the leader master, and each tablet's leader), whose
+    nodes fall into roles a fault can aim at (`targets`: "masters", "tservers", ...; always "all")."""
+
+    # target name -> the cluster role whose nodes it means
+    target_roles: Mapping[str, str]
+
+    def leaders(self, test: Run, targets: str) -> list[str]:
+        """The leaders a `leaders` subset of a kill or pause hits within `targets`."""
+        ...
+
+    def leader_to_isolate(self, test: Run, targets: str, rng: random.Random) -> str | None:
+        """The leader a leader-isolating partition of `targets` cuts off (None: none is known)."""
+        ...
+
+
+@runtime_checkable
+class LogFiles(Protocol):
+    """A DB whose nodes keep logs worth copying back with the run."""
+
+    def log_files(self, test: Run, node: str) -> list[str]:
+        """Paths on the node worth keeping with the run."""
+        ...
+
+
+@runtime_checkable
+class Bugs(Protocol):
+    """A DB with bugs that a test can turn on (`--inject-bug`), to prove the checkers catch them."""
+
+    # bug name -> what it breaks
+    bugs: Mapping[str, str]
+
+
+def capability_names(db: object) -> list[str]:
+    """The optional capabilities `db` implements, by protocol name (for messages and docs)."""
+    return [p.__name__ for p in (Kill, Pause, Primaries, Leaders, LogFiles, Bugs) if isinstance(db, p)]

@@ -13,15 +13,13 @@ from typing import Any
 
 from faultline.core import Run
 
-# Faults that need nothing of the DB beyond its processes and its network. Clock faults need libfaketime
-# to reach the process (a DB that allows them sets its cluster spec's `faketime` for a clock test); losing
-# unfsynced writes needs the DB's own bookkeeping of what reached the disk (only the store has it).
+# The generic faults that need nothing of the DB beyond its processes and its network. Clock faults need
+# libfaketime to reach the process (a DB that allows them sets its cluster spec's `faketime` for a clock
+# test). A DB's own faults (the store's master replacement, power loss, ...) are offered by that DB.
 PROCESS_NEMESES = frozenset({
     "none", "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
     "partition-bridge", "partition-primary", "kill", "pause", "kill-primary", "pause-primary", "packet",
 })
-NO_POWER_LOSS = "losing unfsynced writes needs the DB's own record of what reached the disk; only the store has one"
-STORE_ONLY = "it drives the store's own admin tools (masters, tablets, Raft configurations)"
 
 
 class DBStartError(RuntimeError):
@@ -144,13 +142,22 @@ def supported_nemeses(clock: bool) -> frozenset[str]:
 
 
 def common_notes(clock_reason: str | None) -> dict[str, str]:
-    """Why the store-only nemeses (and, with a reason, clock faults) are refused for a DB."""
-    from_store = ("membership", "master-replace", "master-replace-lagging", "master-leader-return", "master-migrate",
-                  "tserver-replace",
-                  "majority-loss", "learner-partition", "leader-blip", "vote-crash", "figure-8",
-                  "partition-tablet-leader", "partition-master-leader", "partition-leader")
-    notes = {n: STORE_ONLY for n in from_store}
-    notes.update({"power-loss": NO_POWER_LOSS, "power-loss-tablet": NO_POWER_LOSS})
-    if clock_reason:
-        notes["clock"] = clock_reason
-    return notes
+    """Why clock faults are refused for a DB (libfaketime does not reach its processes), if they are."""
+    return {"clock": clock_reason} if clock_reason else {}
+
+
+def node_of_host(backend: Any, host: str) -> str | None:
+    """The node behind a node name, a (movable) DNS name or an address; None when none is."""
+    nodes = backend.nodes()
+    if host in nodes:
+        return host
+    holder = backend.dns_holder(host)
+    if holder:
+        return holder
+    for n in nodes:
+        try:
+            if backend.resolve(n) == host or backend.address(n) == host:
+                return n
+        except Exception:
+            continue
+    return None

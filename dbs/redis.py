@@ -100,7 +100,7 @@ class RedisSentinelDB(ProcessDB):
 
     def primaries(self, test: Run) -> list[str]:
         """The node the sentinels name as the primary now."""
-        from faultline.dbs.store import node_of_host
+        from faultline.dbs.base import node_of_host
 
         host, _ = self.sentinel(test, 2.0).discover_master(MASTER_NAME)
         node = node_of_host(test.backend, host)

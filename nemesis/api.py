@@ -1,9 +1,11 @@
-"""The nemesis protocol, and the package a nemesis comes in: the fault and its schedule."""
+"""The nemesis protocol, the package a nemesis comes in (the fault and its schedule), the registry's entry
+for one, and the capability of a DB that offers faults of its own."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from faultline.core import Run
 
@@ -37,3 +39,24 @@ class NemesisPackage:
     generator: Gen | None = None
     final_generator: Gen | None = None
     repair_generator: Gen | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One nemesis: the name users type, a line for `--help`, what builds its package from the interval
+    between a fault's start and stop (seconds), the DB capabilities it needs (dbs/api.py protocols: a DB
+    without one refuses it before anything starts), and the DB that offers it (None: a generic fault)."""
+
+    name: str
+    help: str
+    factory: Callable[[float], NemesisPackage]
+    needs: tuple[type, ...] = ()
+    db: str | None = None
+
+
+@runtime_checkable
+class OffersNemeses(Protocol):
+    """A DB with faults of its own (the store: master replacement, elections, power loss ...), which the
+    registry lists beside the generic ones for runs of that DB."""
+
+    def nemesis_entries(self) -> Sequence[Entry]: ...

@@ -10,6 +10,7 @@ import threading
 import time
 
 from faultline.core import Run
+from faultline.dbs.api import Leaders
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     PRIMARIES,
@@ -17,15 +18,12 @@ from faultline.nemesis.base import (
     backend,
     bring_back,
     done,
-    is_store,
+    leaders,
     log,
-    master_leader,
     nemesis_rng,
     pick_subset,
     primaries,
     role_nodes,
-    run_tablets,
-    tablet_leaders,
     targets_of,
 )
 
@@ -61,21 +59,12 @@ class PartitionNemesis:
                          "grudge": gr.to_json(grudge), **({"leader": leader} if leader else {})})
 
     def _leader(self, test: Run, targets: str) -> str | None:
-        """Whom the leader shape cuts off: a primary of the DB; in the store, the masters' leader, or
-        (tservers / all) the leader of a random tablet, since isolating a tablet leader is what exposes
-        stale reads from a deposed leader."""
-        if targets == PRIMARIES or not is_store(test):
-            found = primaries(test)
-            return self.rng.choice(sorted(found)) if found else None
-        if targets == "masters":
-            return master_leader(test)
-        return self._tablet_leader(test) or master_leader(test)
-
-    def _tablet_leader(self, test: Run) -> str | None:
-        """The leader of a random tablet of the workload's tables, asked of the masters directly; else,
-        through the admin tools, of a random tablet of this run's tables (names end with the run tag)."""
-        pool = run_tablets(test, lambda t: bool(t.get("leader_node")))
-        return self.rng.choice(pool)["leader_node"] if pool else None
+        """Whom the leader shape cuts off: the leader the DB names for `targets` when it has leaders of
+        several kinds (dbs.api.Leaders), else one of its primaries."""
+        if targets != PRIMARIES and isinstance(test.db, Leaders):
+            return test.db.leader_to_isolate(test, targets, self.rng)
+        found = primaries(test)
+        return self.rng.choice(sorted(found)) if found else None
 
     def heal(self, test: Run) -> None:
         backend(test).heal_network()
@@ -85,7 +74,8 @@ class PartitionNemesis:
 class ProcessNemesis:
     """start-kill / start-pause on a subset of a role's nodes (or the current leaders); stop restarts them.
 
-    `mode` is "kill" (SIGKILL, then start) or "pause" (SIGSTOP, then SIGCONT).
+    `mode` is "kill" (SIGKILL, then start) or "pause" (SIGSTOP, then SIGCONT); both go through the DB
+    (dbs.api.Kill, dbs.api.Pause), so a DB that kills or pauses itself differently says so there.
     """
 
     def __init__(self, mode: str) -> None:
@@ -101,18 +91,6 @@ class ProcessNemesis:
         self.rng = nemesis_rng(test, self.mode)
         return self
 
-    def _leaders(self, test: Run, role: str) -> list[str]:
-        if not is_store(test):
-            return primaries(test)
-        out = []
-        if role in ("masters", "all"):
-            m = master_leader(test)
-            if m:
-                out.append(m)
-        if role in ("tservers", "all"):
-            out += tablet_leaders(test)[:1]
-        return out
-
     def invoke(self, test: Run, op: Op) -> Op:
         b = backend(test)
         if op["f"].startswith("stop-"):
@@ -120,14 +98,14 @@ class ProcessNemesis:
             return done(op, {"nodes": revived})
         v = op.get("value") or {}
         role, subset = targets_of(test, v), v.get("subset", "one")
-        leaders = self._leaders(test, role) if subset == "leaders" else []
-        victims = pick_subset(role_nodes(test, role), subset, self.rng, leaders)
+        aimed = leaders(test, role) if subset == "leaders" else []
+        victims = pick_subset(role_nodes(test, role), subset, self.rng, aimed)
         hit, skipped = [], []
         for n in victims:
             with self.lock:
                 self.affected.add(n)  # before the act: a crash in between still gets healed
             try:
-                (b.kill if self.mode == "kill" else b.pause)(n)
+                (test.db.kill if self.mode == "kill" else test.db.pause)(test, n)
             except Exception:
                 # a process another fault killed cannot be paused: leave it to that fault's restart
                 if self.mode != "pause" or b.daemon_status(n) != "stopped":
@@ -145,13 +123,16 @@ class ProcessNemesis:
 
         def resume(n: str) -> None:
             try:
-                b.resume(n)
+                test.db.resume(test, n)
             except Exception:
                 # killed meanwhile by another fault: not paused any more, and that fault restarts it
                 if b.daemon_status(n) != "stopped":
                     raise
 
-        return bring_back(self.affected, self.lock, b.start if self.mode == "kill" else resume,
+        def restart(n: str) -> None:
+            test.db.start(test, n)
+
+        return bring_back(self.affected, self.lock, restart if self.mode == "kill" else resume,
                           "restart" if self.mode == "kill" else "resume")
 
     def heal(self, test: Run) -> None:

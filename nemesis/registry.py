@@ -11,30 +11,23 @@ every package's fault, `heal` heals them all, and the repair generator runs ever
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from faultline import gen
 from faultline.core import Run
-from faultline.nemesis import blip, elections, faults, learner, power, topology
-from faultline.nemesis.api import Nemesis, NemesisPackage
+from faultline.dbs import get_db
+from faultline.dbs import names as db_names
+from faultline.dbs.api import Kill, Pause, Primaries
+from faultline.nemesis import faults
+from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
 from faultline.nemesis.base import PRIMARIES, ROLES, Op, choice_op
 from faultline.nemesis.grudge import SHAPES
 
 ALL_SUBSETS = ("one", "minority", "majority", "leaders")
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One nemesis: the name users type, a line for `--help`, and what builds its package from the
-    interval between a fault's start and stop (seconds)."""
-
-    name: str
-    help: str
-    factory: Callable[[float], NemesisPackage]
-
-
-def _start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float) -> tuple[gen.Gen, gen.Gen]:
+def start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float) -> tuple[gen.Gen, gen.Gen]:
     start = gen.limit(1, gen.repeat(choice_op(f"start-{f}", choices)))
     stop = gen.once({"f": f"stop-{f}", "value": None})
     schedule = gen.cycle(gen.seq(gen.sleep(interval_s), start, gen.sleep(interval_s), stop))
@@ -43,7 +36,7 @@ def _start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float)
 
 def partition_package(shapes: Sequence[str], interval_s: float,
                       targets: Sequence[str] = ROLES) -> NemesisPackage:
-    sched, final = _start_stop("partition", {"shape": shapes, "targets": targets}, interval_s)
+    sched, final = start_stop("partition", {"shape": shapes, "targets": targets}, interval_s)
     return NemesisPackage(nemesis=faults.PartitionNemesis(), generator=sched, final_generator=final)
 
 
@@ -51,35 +44,19 @@ def process_package(mode: str, interval_s: float, primaries_only: bool = False) 
     """Kills or pauses on a random subset of a random role, or (`primaries_only`) on the DB's primaries."""
     choices = ({"targets": (PRIMARIES,), "subset": ("all",)} if primaries_only
                else {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS})
-    sched, final = _start_stop(mode, choices, interval_s)
+    sched, final = start_stop(mode, choices, interval_s)
     return NemesisPackage(nemesis=faults.ProcessNemesis(mode), generator=sched, final_generator=final)
 
 
 def packet_package(interval_s: float) -> NemesisPackage:
-    sched, final = _start_stop("packet", {"subset": ("one", "minority", "all")}, interval_s)
+    sched, final = start_stop("packet", {"subset": ("one", "minority", "all")}, interval_s)
     return NemesisPackage(nemesis=faults.PacketNemesis(), generator=sched, final_generator=final)
 
 
-def power_loss_package(subsets: Sequence[str], interval_s: float) -> NemesisPackage:
-    """Power cuts on tablet servers every other interval, sized at random among `subsets` (the run's
-    seed decides). `power-loss-tablet` always cuts every replica of one tablet: a cut of only a majority
-    loses unsynced data only when the next leader is one of the cut replicas (it missed the `no-fsync`
-    bug in 1 of 3 runs), a cut of all of them loses it every time."""
-    sched, final = _start_stop("power-loss", {"targets": ("tservers",), "subset": subsets}, interval_s)
-    return NemesisPackage(nemesis=power.PowerLossNemesis(), generator=sched, final_generator=final)
-
-
 def clock_package(interval_s: float) -> NemesisPackage:
-    sched, final = _start_stop("clock", {"kind": ("bump", "strobe"), "targets": ROLES,
+    sched, final = start_stop("clock", {"kind": ("bump", "strobe"), "targets": ROLES,
                                          "subset": ("one", "minority", "majority")}, interval_s)
     return NemesisPackage(nemesis=faults.ClockNemesis(), generator=sched, final_generator=final)
-
-
-def learner_partition_package(interval_s: float) -> NemesisPackage:
-    """A NON_VOTER added to one tablet, then that tablet's leader and the learner cut off together from the
-    other voters (nemesis/learner.py); stop heals and removes the learner."""
-    sched, final = _start_stop("learner-partition", {}, interval_s)
-    return NemesisPackage(nemesis=learner.LearnerPartitionNemesis(), generator=sched, final_generator=final)
 
 
 def one_shot_package(nemesis: Nemesis, f: str, interval_s: float,
@@ -91,10 +68,6 @@ def one_shot_package(nemesis: Nemesis, f: str, interval_s: float,
     sched = gen.cycle(gen.seq(gen.sleep(interval_s), op, *(gen.once(o) for o in then)), times=times)
     return NemesisPackage(nemesis=nemesis, generator=sched,
                           repair_generator=gen.seq(*(gen.once(o) for o in repairs)) if repairs else None)
-
-
-def _membership_value(ctx: gen.Context) -> dict[str, str]:
-    return {"action": ctx.rng.choice(["leader-step-down", "add-replica", "remove-replica", "move-replica"])}
 
 
 _SHAPE_HELP = {
@@ -112,76 +85,92 @@ def _entries() -> list[Entry]:
         Entry("none", "no faults", lambda i: NemesisPackage(nemesis=Noop())),
         Entry("partition", "a random partition shape each time", lambda i: partition_package(SHAPES, i)),
         *(Entry(f"partition-{s}", _SHAPE_HELP[s], lambda i, s=s: partition_package([s], i)) for s in SHAPES),
-        # the leader shape aimed at one kind of leader: a tablet's (stale reads) or the masters' (catalog)
-        Entry("partition-tablet-leader", "a tablet leader cut off",
-              lambda i: partition_package(["leader"], i, targets=("tservers",))),
-        Entry("partition-master-leader", "the leader master cut off",
-              lambda i: partition_package(["leader"], i, targets=("masters",))),
         Entry("partition-primary", "the DB's primary cut off from every other node",
-              lambda i: partition_package(["leader"], i, targets=(PRIMARIES,))),
-        Entry("kill", "SIGKILL, then restart", lambda i: process_package("kill", i)),
-        Entry("pause", "SIGSTOP, then SIGCONT", lambda i: process_package("pause", i)),
+              lambda i: partition_package(["leader"], i, targets=(PRIMARIES,)), needs=(Primaries,)),
+        Entry("kill", "SIGKILL, then restart", lambda i: process_package("kill", i), needs=(Kill,)),
+        Entry("pause", "SIGSTOP, then SIGCONT", lambda i: process_package("pause", i), needs=(Pause,)),
         Entry("kill-primary", "the DB's primary SIGKILLed, then restarted",
-              lambda i: process_package("kill", i, primaries_only=True)),
+              lambda i: process_package("kill", i, primaries_only=True), needs=(Kill, Primaries)),
         Entry("pause-primary", "the DB's primary SIGSTOPped, then SIGCONTed",
-              lambda i: process_package("pause", i, primaries_only=True)),
+              lambda i: process_package("pause", i, primaries_only=True), needs=(Pause, Primaries)),
         Entry("packet", "delay, reordering, loss, duplication or a rate limit on some nodes' links",
               packet_package),
         Entry("clock", "clock bumps and strobes", clock_package),
-        Entry("membership", "replica adds, removals, moves and leader step-downs",
-              lambda i: one_shot_package(topology.MembershipNemesis(), "membership", i / 2, _membership_value)),
-        # once a run: a second replacement would start while the first still settles (the op takes 10-35 s),
-        # and the catalog checker's timed rules judge the quiet stretch after it
-        Entry("master-replace", "a master replaced for good, once",
-              lambda i: one_shot_package(topology.MasterReplaceNemesis(), "replace-master", i, times=1,
-                                         repairs=topology.master_repairs("replace-master"))),
-        # once a run: the catalog checker's timed rules judge the quiet stretch after it
-        Entry("master-leader-return", "the masters' leadership handed away and back once, with no fault",
-              lambda i: one_shot_package(topology.MasterLeaderReturnNemesis(), "master-leader-return", i,
-                                         times=1)),
-        # a master replaced while the old leader is cut off, then the cut moves (KUDU-1556's case, staged)
-        Entry("master-replace-lagging", "a master replaced while the old leader lags, cut off",
-              lambda i: one_shot_package(topology.MasterReplaceLaggingNemesis(), "replace-master-lagging", i,
-                                         repairs=topology.master_repairs("replace-master-lagging"))),
-        Entry("master-migrate", "one master to three, needs --masters 1",
-              lambda i: one_shot_package(topology.MasterMigrateNemesis(), "migrate-masters", i, times=1)),
-        Entry("tserver-replace", "a tablet server replaced for good",
-              lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i)),
-        Entry("majority-loss", "a tablet majority lost, recovered by unsafe_change_config",
-              lambda i: one_shot_package(topology.MajorityLossNemesis(), "majority-loss", i, times=1,
-                                         then=[topology.UNSAFE_CHANGE_CONFIG],
-                                         repairs=[topology.UNSAFE_CHANGE_CONFIG])),
-        Entry("power-loss", "power cuts on tablet servers", lambda i: power_loss_package(power.PACKAGE_SUBSETS, i)),
-        Entry("power-loss-tablet", "power cuts on every replica of one tablet",
-              lambda i: power_loss_package(("tablet-all",), i)),
-        Entry("learner-partition", "a new learner cut off with its tablet's leader", learner_partition_package),
-        Entry("leader-blip", "a tablet leader cut off until a new one is elected",
-              lambda i: one_shot_package(blip.LeaderBlipNemesis(), "leader-blip", i)),
-        # staged elections on one tablet (nemesis/elections.py)
-        Entry("vote-crash", "a voter crashes after voting, asked again in the same term",
-              lambda i: one_shot_package(elections.VoteCrashNemesis(), "vote-crash", i)),
-        Entry("figure-8", "the Raft paper's Figure 8, staged",
-              lambda i: one_shot_package(elections.Figure8Nemesis(), "figure-8", i)),
     ]
 
 
 NEMESES: dict[str, Entry] = {e.name: e for e in _entries()}
 
 
-def validate(names: Sequence[str]) -> list[str]:
-    """Returns the names, or raises ValueError naming the unknown one and the valid choices."""
+def offered(db: Any) -> dict[str, Entry]:
+    """The faults `db` offers of its own (nemesis.api.OffersNemeses), by name."""
+    if not isinstance(db, OffersNemeses):
+        return {}
+    return {e.name: replace(e, db=e.db or db.name) for e in db.nemesis_entries()}
+
+
+def entries_for(db: Any = None) -> dict[str, Entry]:
+    """Every nemesis a run of `db` may name: the generic ones and the DB's own (None: the default DB)."""
+    return {**NEMESES, **offered(db if db is not None else get_db())}
+
+
+def all_entries() -> dict[str, Entry]:
+    """The generic nemeses and those of every registered DB, for help texts and campaign files (a DB whose
+    module cannot be imported here is left out)."""
+    out = dict(NEMESES)
+    for name in db_names():
+        try:
+            out.update({k: v for k, v in offered(get_db(name)).items() if k not in out})
+        except Exception:
+            continue
+    return out
+
+
+def refusal(db: Any, name: str) -> str | None:
+    """Why a run of `db` cannot take nemesis `name` (None: it can): unknown, another DB's own fault, a
+    capability the DB lacks (dbs/api.py), or a generic fault the DB declares it cannot take."""
+    mine = entries_for(db)
+    entry = mine.get(name)
+    if entry is None:
+        other = all_entries().get(name)
+        if other is not None and other.db:
+            return f"{name} is a fault of the {other.db} DB ({other.help})"
+        return f"unknown nemesis {name!r}"
+    missing = [cap.__name__ for cap in entry.needs if not isinstance(db, cap)]
+    if missing:
+        return f"{name} needs the DB capability {', '.join(missing)} (dbs/api.py), which the {db.name} DB lacks"
+    allowed = getattr(db, "nemeses", None)
+    if name != "none" and entry.db is None and allowed is not None and name not in allowed:
+        why = (getattr(db, "nemesis_notes", None) or {}).get(name)
+        return f"the {db.name} DB does not support nemesis {name}" + (f": {why}" if why else "")
+    return None
+
+
+def supported(db: Any) -> list[str]:
+    """The nemeses a run of `db` can take."""
+    return [n for n in entries_for(db) if refusal(db, n) is None]
+
+
+def validate(names: Sequence[str], db: Any = None) -> list[str]:
+    """Returns the names, or raises ValueError naming the one `db` (None: the default DB) cannot take and
+    what it supports."""
+    db = db if db is not None else get_db()
     if not names:
-        raise ValueError(f"no nemesis given; valid: {', '.join(NEMESES)}")
+        raise ValueError(f"no nemesis given; valid: {', '.join(supported(db))}")
     for n in names:
-        if n not in NEMESES:
-            raise ValueError(f"unknown nemesis {n!r}; valid: {', '.join(NEMESES)}")
+        why = refusal(db, n)
+        if why:
+            choices = "valid:" if why.startswith("unknown") else f"the {db.name} DB supports"
+            raise ValueError(f"{why}; {choices} {', '.join(supported(db))}")
     return list(names)
 
 
-def get(name: str, interval_s: float = 10.0) -> NemesisPackage:
-    """The package of nemesis `name`; an unknown name raises ValueError naming the valid ones."""
-    validate([name])
-    return NEMESES[name].factory(interval_s)
+def get(name: str, interval_s: float = 10.0, db: Any = None) -> NemesisPackage:
+    """The package of nemesis `name` for a run of `db` (None: the default DB); a name it cannot take raises
+    ValueError naming the valid ones."""
+    db = db if db is not None else get_db()
+    validate([name], db)
+    return entries_for(db)[name].factory(interval_s)
 
 
 class Noop:
@@ -229,10 +218,12 @@ class Composite:
             raise RuntimeError("heal failed: " + "; ".join(errors))
 
 
-def compose(names: Sequence[str], interval_s: float = 10.0) -> NemesisPackage:
-    """One package from several, interleaved on a schedule (see the module docstring)."""
-    validate(names)
-    pkgs = [get(n, interval_s) for n in dict.fromkeys(names)]
+def compose(names: Sequence[str], interval_s: float = 10.0, db: Any = None) -> NemesisPackage:
+    """One package from several, interleaved on a schedule (see the module docstring), for a run of `db`
+    (None: the default DB)."""
+    db = db if db is not None else get_db()
+    validate(names, db)
+    pkgs = [get(n, interval_s, db) for n in dict.fromkeys(names)]
     gens = []
     for i, p in enumerate(pkgs):
         if p.generator is None:

@@ -8,8 +8,8 @@ from typing import Any
 from faultline.checkers.catalog import CatalogChecker
 from faultline.controller import testspec
 from faultline.controller.runner import run_test
+from faultline.dbs.store.fake import FakeBackend
 from faultline.nemesis.registry import compose
-from faultline.testing.fake import FakeBackend
 from faultline.workloads.registry import get as get_workload
 
 S = 1_000_000_000

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from faultline.cluster.base import ClusterError
-from faultline.dbs.store import MASTER_PORT, TSERVER_PORT, StoreDB
+from faultline.dbs.store import StoreDB
+from faultline.dbs.store.layout import MASTER_PORT, TSERVER_PORT
 
 pytestmark = pytest.mark.root
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from faultline.dbs.store import StoreDB, leader_master
+from faultline.dbs.store import StoreDB
+from faultline.dbs.store.tools import leader_master
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from faultline.cluster.base import ClusterError, NodeInfo, RemoteTimeout
-from faultline.dbs.store import MASTER_PORT, TSERVER_PORT, StoreDB
+from faultline.dbs.store import StoreDB
+from faultline.dbs.store.layout import MASTER_PORT, TSERVER_PORT
 
 pytestmark = pytest.mark.docker
 

@@ -42,7 +42,8 @@ def verify_healthy(name: str) -> list[str]:
     """Problems on a running cluster after a run: residue of faults, and ksck."""
     from faultline.cluster.docker_backend import DockerBackend
     from faultline.controller.runner import _residue
-    from faultline.nemesis.base import ksck, wait_until
+    from faultline.dbs.store.tools import ksck
+    from faultline.nemesis.base import wait_until
 
     b = DockerBackend.attach(name)
     problems = _residue(b)
@@ -161,8 +162,9 @@ def test_master_replace_during_catalog(tmp_path: Path) -> None:
     what the leader committed after healing (the workload's final check), and with another master killed
     afterwards the catalog is still available."""
     from faultline.cluster.docker_backend import DockerBackend
-    from faultline.dbs.store import host_resolver
-    from faultline.nemesis.base import master_roles, wait_until
+    from faultline.dbs.store.db import host_resolver
+    from faultline.dbs.store.tools import master_roles
+    from faultline.nemesis.base import wait_until
     from faultline.node.client import KuduClient
 
     name = cluster_name()

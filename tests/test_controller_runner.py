@@ -21,10 +21,10 @@ from faultline.controller.analysis import reanalyze
 from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_once, run_test
 from faultline.core import TestSpec
+from faultline.dbs.store.fake import FakeBackend
 from faultline.nemesis.api import NemesisPackage
 from faultline.nemesis.registry import compose
 from faultline.results.store import Store
-from faultline.testing.fake import FakeBackend
 from faultline.workloads.api import Workload
 from faultline.workloads.registry import get as get_workload
 

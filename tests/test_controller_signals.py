@@ -68,8 +68,8 @@ def test_the_heal_comes_after_the_fault_in_flight(tmp_path: Path) -> None:
 
     from faultline.controller import testspec
     from faultline.controller.runner import run_test
+    from faultline.dbs.store.fake import FakeBackend
     from faultline.nemesis.registry import compose
-    from faultline.testing.fake import FakeBackend
     from faultline.workloads.registry import get as get_workload
 
     test = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": "register", "nemesis": "pause",

@@ -15,9 +15,10 @@ from faultline.controller import testspec
 from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_test
 from faultline.dbs import UnknownDB, get_db
-from faultline.dbs.store import MASTER, TSERVER, StoreDB
+from faultline.dbs.store import StoreDB
+from faultline.dbs.store.fake import FakeBackend
+from faultline.dbs.store.layout import MASTER, TSERVER
 from faultline.nemesis.registry import compose
-from faultline.testing.fake import FakeBackend
 from faultline.workloads.registry import get as get_workload
 
 
@@ -127,7 +128,7 @@ def test_real_dbs_declare_packages_processes_and_templates_that_fill(name: str) 
 def test_the_run_refuses_what_a_real_db_cannot_do_before_anything_starts() -> None:
     with pytest.raises(UsageError, match="etcd is a Go program"):
         testspec.build_test({"db": "etcd", "workload": "register", "nemesis": "clock"})
-    with pytest.raises(UsageError, match="only the store has one"):
+    with pytest.raises(UsageError, match="power-loss is a fault of the store DB"):
         testspec.build_test({"db": "redis-sentinel", "workload": "set", "nemesis": "power-loss"})
     with pytest.raises(UsageError, match="no client for workload 'bank'"):
         testspec.build_test({"db": "postgres", "workload": "bank"})
@@ -191,11 +192,11 @@ def test_a_db_setup_failure_stops_the_run_with_the_nodes_log(tmp_path: Path) -> 
 
 def test_primary_targeted_faults_ask_the_db() -> None:
     """kill-primary and partition-primary hit exactly the nodes the DB names as its primaries."""
+    from faultline.dbs.store.fake import fake_run
     from faultline.nemesis.faults import PartitionNemesis, ProcessNemesis
-    from faultline.testing.fake import fake_run
 
     run = fake_run()
-    run.backend.up(run.spec.cluster_spec or __import__("faultline.testing.fake", fromlist=["x"]).store_spec())
+    run.backend.up(run.spec.cluster_spec or __import__("faultline.dbs.store.fake", fromlist=["x"]).store_spec())
 
     class Primaried(StoreDB):
         def primaries(self, test: Any) -> list[str]:
@@ -213,8 +214,8 @@ def test_primary_targeted_faults_ask_the_db() -> None:
 
 
 def test_packet_faults_draw_among_what_the_kernel_can_do_and_are_restored() -> None:
+    from faultline.dbs.store.fake import fake_run, store_spec
     from faultline.nemesis.faults import PacketNemesis
-    from faultline.testing.fake import fake_run, store_spec
 
     run = fake_run()
     run.backend.up(store_spec())

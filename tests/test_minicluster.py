@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from faultline.testing.minicluster import MiniCluster, _ephemeral_low, free_port
+from faultline.dbs.store.minicluster import MiniCluster, _ephemeral_low, free_port
 
 
 def test_free_ports_are_below_the_ephemeral_range() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from faultline.nemesis import elections
-from faultline.testing.fake import fake_run, store_spec
+from faultline.dbs.store.fake import fake_run, store_spec
+from faultline.dbs.store.faults import elections
 
 
 def test_a_stage_cut_off_mid_way_is_restored_by_the_heal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,16 +11,17 @@ import pytest
 
 from faultline import gen
 from faultline.core import Run
-from faultline.nemesis import registry
-from faultline.nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
-from faultline.nemesis.topology import (
+from faultline.dbs.store import StoreDB
+from faultline.dbs.store.fake import FakeBackend, fake_run, store_spec
+from faultline.dbs.store.faults.topology import (
     MasterLeaderReturnNemesis,
     MasterReplaceLaggingNemesis,
     MasterReplaceNemesis,
     MembershipNemesis,
     TserverReplaceNemesis,
 )
-from faultline.testing.fake import FakeBackend, fake_run, store_spec
+from faultline.nemesis import registry
+from faultline.nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
 
 
 @pytest.fixture()
@@ -126,7 +127,7 @@ def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_move
     assert copy[copy.index("copy_from_remote") + 2] == f"{old}:7051,{x}:7051"
     assert "copy-from-lagging-master" in copy
     assert b.residue() == [] and b.state["m1"] == "running"
-    assert "master-replace-lagging" in registry.NEMESES
+    assert "master-replace-lagging" in registry.entries_for(StoreDB())
     # the cut moved in one step: no heal between the two cuts (X would catch L up at once)
     kinds = [e[0] for e in b.events if e[0] in ("partition", "heal")]
     assert kinds[:2] == ["partition", "partition"]
@@ -252,7 +253,7 @@ def test_single_shapes_are_selectable() -> None:
 
 
 def test_master_migrate_one_to_three_on_the_fake() -> None:
-    from faultline.nemesis.topology import MasterMigrateNemesis
+    from faultline.dbs.store.faults.topology import MasterMigrateNemesis
 
     b = FakeBackend(seed=2)
     b.up(store_spec(1, 3))
@@ -280,7 +281,7 @@ def test_partition_leader_on_tservers_isolates_a_leader_of_this_runs_table(test:
 
 
 def test_learner_partition_adds_a_nonvoter_then_isolates_it_with_the_leader(test: dict) -> None:
-    from faultline.nemesis.learner import LearnerPartitionNemesis
+    from faultline.dbs.store.faults.learner import LearnerPartitionNemesis
 
     b = test.backend
     n = LearnerPartitionNemesis().setup(test)
@@ -350,7 +351,7 @@ class _BlipClient:
 
 @pytest.mark.parametrize("elect_after", [3, None])
 def test_leader_blip_heals_once_a_new_leader_is_elected(test: dict, elect_after: int | None) -> None:
-    from faultline.nemesis.blip import LeaderBlipNemesis
+    from faultline.dbs.store.faults.blip import LeaderBlipNemesis
 
     b = test.backend
     client = _BlipClient(b, elect_after)
@@ -369,7 +370,7 @@ def test_leader_blip_heals_once_a_new_leader_is_elected(test: dict, elect_after:
     else:
         assert v["new_leader"] == "t2" and v["new_term"] == 4 and v["isolated_s"] < 0.5
         assert client.polls >= elect_after
-    assert "leader-blip" in registry.NEMESES
+    assert "leader-blip" in registry.entries_for(StoreDB())
 
 
 class _StageClient:
@@ -430,7 +431,7 @@ def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(t
 
 
 def test_staged_election_roles_follow_where_the_logs_end(test: dict) -> None:
-    from faultline.nemesis.elections import Figure8Nemesis, VoteCrashNemesis
+    from faultline.dbs.store.faults.elections import Figure8Nemesis, VoteCrashNemesis
 
     vote = VoteCrashNemesis().setup(test)
     assert vote._roles({"a": (2, 5), "b": (2, 7), "c": (2, 6)}) is None      # candidates must end together
@@ -454,7 +455,7 @@ def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(te
     forced onto its live replicas only when they are no majority and no live server leads it; a leader
     listed on a destroyed server is the masters' stale view; a tablet that cannot be forced is tried a
     bounded number of times."""
-    from faultline.nemesis.topology import MajorityLossNemesis
+    from faultline.dbs.store.faults.topology import MajorityLossNemesis
 
     b = test.backend
 

@@ -10,11 +10,11 @@ from faultline import gen
 from faultline.checkers.catalog import CatalogChecker
 from faultline.controller import testspec
 from faultline.controller.runner import run_test
+from faultline.dbs.store.fake import FakeBackend, fake_run, store_spec
+from faultline.dbs.store.faults.topology import MajorityLossNemesis, MasterReplaceNemesis, master_repairs
 from faultline.nemesis import registry
 from faultline.nemesis.api import NemesisPackage
-from faultline.nemesis.topology import MajorityLossNemesis, MasterReplaceNemesis, master_repairs
 from faultline.node.client import catalog_lags
-from faultline.testing.fake import FakeBackend, fake_run, store_spec
 from faultline.workloads.registry import get as get_workload
 
 

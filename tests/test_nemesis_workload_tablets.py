@@ -7,8 +7,8 @@ from typing import Any
 
 from faultline.core import Run, TestSpec
 from faultline.dbs.store import StoreDB
+from faultline.dbs.store.tools import workload_tablets
 from faultline.nemesis import faults
-from faultline.nemesis.base import workload_tablets
 
 
 class Backend:
@@ -17,8 +17,9 @@ class Backend:
     def __init__(self) -> None:
         self.grudges: list[Any] = []
 
-    def nodes(self) -> list[str]:
-        return ["m1", "t1", "t2", "t3"]
+    def nodes(self, role: str | None = None) -> list[str]:
+        every = ["m1", "t1", "t2", "t3"]
+        return every if role is None else [n for n in every if n[0] == role[0]]
 
     def resolve(self, name: str) -> str:
         return {"m1": "10.0.0.1", "t1": "10.0.0.11", "t2": "10.0.0.12", "t3": "10.0.0.13"}.get(name, name)

@@ -209,7 +209,7 @@ def test_strobe_never_breaks_the_tick_loop(tmp_path: Path) -> None:
 def test_minicluster_serves_writes_after_a_clock_bump(tmp_path: Path) -> None:
     """One tablet server's clock jumps +5 s (its election timer fires at once), another's goes back 5 s
     (its timers stall): the tablet keeps taking writes and loses none."""
-    from faultline.testing.minicluster import MiniCluster
+    from faultline.dbs.store.minicluster import MiniCluster
 
     offsets = {n: tmp_path / f"{n}.clock" for n in ("t1", "t2")}
     with MiniCluster(tmp_path / "c", num_masters=1, num_tservers=3) as c:

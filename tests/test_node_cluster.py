@@ -7,6 +7,7 @@ import time
 import grpc
 import pytest
 
+from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.client import (
     AlreadyExistsError,
     IndeterminateError,
@@ -16,7 +17,6 @@ from faultline.node.client import (
 )
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
-from faultline.testing.minicluster import MiniCluster
 
 
 @pytest.fixture(scope="module")

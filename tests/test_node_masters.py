@@ -11,11 +11,11 @@ from pathlib import Path
 import grpc
 import pytest
 
+from faultline.dbs.store.minicluster import MiniCluster, free_port
 from faultline.node.client import NotFoundError
 from faultline.node.protos import common_pb2 as cpb
 from faultline.node.protos import common_pb2_grpc as cpbg
 from faultline.node.server.rpc import HOSTS_ENV, ChannelPool, split_addr
-from faultline.testing.minicluster import MiniCluster, free_port
 
 
 class _Ping(cpbg.GenericServicer):

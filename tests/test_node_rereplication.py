@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import shutil
 
+from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
-from faultline.testing.minicluster import MiniCluster
 
 
 def _configs(cl, table: str) -> dict[str, list]:

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
+from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.client import InvalidArgumentError
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
 from faultline.node.tool import output
-from faultline.testing.minicluster import MiniCluster
 
 
 @pytest.fixture(scope="module")

@@ -196,7 +196,7 @@ def test_replica_create_write_restart(tmp_path):
 
 
 def test_data_directory_is_locked_by_a_running_server(tmp_path):
-    from faultline.testing.minicluster import MiniCluster
+    from faultline.dbs.store.minicluster import MiniCluster
 
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=1)
     try:
@@ -217,8 +217,8 @@ def test_power_loss_on_every_tablet_server(tmp_path, fsync):
     """Kill every tablet server and cut each data directory back to what reached fsync (node.log's
     power-loss simulation). With fsync on, every acknowledged write survives; with it off, the
     servers still start cleanly (what they lost is for the checkers to find)."""
+    from faultline.dbs.store.minicluster import MiniCluster
     from faultline.node.log import cut_to_synced
-    from faultline.testing.minicluster import MiniCluster
 
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=3, fsync=fsync)
     try:

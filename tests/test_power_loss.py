@@ -22,10 +22,10 @@ import pytest
 
 from faultline.core import Run, TestSpec
 from faultline.dbs.store import StoreDB
+from faultline.dbs.store.fake import FakeBackend, fake_run, store_spec
+from faultline.dbs.store.faults.power import PowerLossNemesis
 from faultline.nemesis import registry
-from faultline.nemesis.power import PowerLossNemesis
 from faultline.node.server.fs import format_fs, lock_dir
-from faultline.testing.fake import FakeBackend, fake_run, store_spec
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess:
@@ -56,7 +56,7 @@ def test_cut_tool_on_a_missing_directory_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bugs", [(), ("no-fsync",)], ids=["fsync", "no-fsync"])
 def test_power_cut_of_every_replica_on_loopback(tmp_path: Path, bugs: tuple[str, ...]) -> None:
-    from faultline.testing.minicluster import MiniCluster
+    from faultline.dbs.store.minicluster import MiniCluster
 
     with MiniCluster(tmp_path / "c", num_masters=1, num_tservers=3, fsync="always", bugs=bugs) as c:
         c.start_all()
@@ -135,7 +135,7 @@ def test_power_loss_is_healed_when_a_restart_failed(fake_test: dict, monkeypatch
 
 
 def test_power_loss_is_a_registered_package() -> None:
-    assert "power-loss" in registry.NEMESES
+    assert "power-loss" in registry.entries_for(StoreDB())
     pkg = registry.compose(["power-loss", "kill"], interval_s=1.0)
     assert {"start-power-loss", "stop-power-loss", "start-kill"} <= pkg.nemesis.fs
     with pytest.raises(Exception, match="valid"):

@@ -12,8 +12,8 @@ from faultline import gen
 from faultline.controller import testspec
 from faultline.controller.runner import run_test
 from faultline.dbs.store import StoreDB
+from faultline.dbs.store.fake import FakeBackend, FakeIndeterminate, FakeUnavailable, fake_run, store_spec
 from faultline.nemesis.registry import compose
-from faultline.testing.fake import FakeBackend, FakeIndeterminate, FakeUnavailable, fake_run, store_spec
 from faultline.workloads import common
 from faultline.workloads.registry import WORKLOADS
 from faultline.workloads.registry import get as get_workload

@@ -1,9 +1,11 @@
-"""The client protocol and the shape of a workload."""
+"""The client protocol, the shape of a workload, the registry's entry for one, and the capability of a
+DB that offers workloads of its own."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from faultline.core import Run
 
@@ -41,3 +43,22 @@ class Workload:
     generator: Gen | None
     final_generator: Gen | None = None
     checker: Checker
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One workload: the name users type, a line for `--help`, what builds it from its options, and the
+    DB that offers it (None: a generic workload, run through a DB's client for it)."""
+
+    name: str
+    help: str
+    factory: Callable[[Mapping[str, Any]], Workload]
+    db: str | None = None
+
+
+@runtime_checkable
+class OffersWorkloads(Protocol):
+    """A DB with workloads of its own (the store: its catalog under master failover), listed beside the
+    generic ones for runs of that DB."""
+
+    def workload_entries(self) -> Sequence[Entry]: ...

@@ -1,7 +1,10 @@
-"""What the workloads' bundled clients (the store's) share: connecting through the test, and turning errors
-into completions by faultline.core.ops's rule. Only errors that say so explicitly (a `definite` attribute, or the node client's not-found / already-present errors) are
-definite; anything unknown on a write is `info`, because calling a maybe-applied write `fail` makes the
-checkers report anomalies that did not happen.
+"""What the workloads' key-value clients share: connecting through the DB's connector, and turning errors
+into completions by faultline.core.ops's rule.
+
+The clients speak a small key-value API (get, put, cas, scan, batch, create_table) that the store's client
+library has and that a DB's connector may offer (etcd's and PostgreSQL's do). Only errors that say so
+explicitly (a `definite` attribute) are definite; anything unknown on a write is `info`, because calling a
+maybe-applied write `fail` makes the checkers report anomalies that did not happen.
 """
 
 from __future__ import annotations
@@ -14,33 +17,18 @@ from faultline.core import Run, ops
 Op = dict[str, Any]
 
 
-def _client_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """(indeterminate, definite) error types of the node client (imported on first use: listing workloads
-    should not load gRPC)."""
-    from faultline.node.client import (
-        AlreadyExistsError,
-        IndeterminateError,
-        InvalidArgumentError,
-        NotFoundError,
-        UnavailableError,
-    )
-
-    return (IndeterminateError, TimeoutError), (UnavailableError, NotFoundError, AlreadyExistsError,
-                                                InvalidArgumentError)
-
-
 def is_definite(exc: BaseException) -> bool:
-    """True when the error proves the operation did not take effect (the node client's Unavailable,
-    NotFound, AlreadyExists, InvalidArgument); anything else on a write is indeterminate."""
-    indeterminate, definite = _client_errors()
-    if isinstance(exc, indeterminate) or getattr(exc, "indeterminate", False):
+    """True when the error says it proves the operation did not take effect (a `definite` attribute: the
+    store's Unavailable, NotFound, AlreadyExists and InvalidArgument errors, dbs.base.Definite); an error
+    marked `indeterminate`, a timeout, or anything unknown on a write is indeterminate."""
+    if isinstance(exc, TimeoutError) or getattr(exc, "indeterminate", False):
         return False
-    return isinstance(exc, definite) or bool(getattr(exc, "definite", False))
+    return bool(getattr(exc, "definite", False))
 
 
 def completion(op: Op, exc: BaseException, *, read_only: bool) -> Op:
-    """The completion of `op` that failed with `exc` (faultline.core.ops's rule, with the node client's
-    definite errors)."""
+    """The completion of `op` that failed with `exc` (faultline.core.ops's rule, with errors that say they
+    are definite)."""
     return ops.completion(op, exc, read_only=read_only, definite=is_definite(exc))
 
 

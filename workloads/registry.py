@@ -1,24 +1,20 @@
 """Workloads by name: `WORKLOADS[name]` is an `Entry` (name, help, factory) and `get(name, opts)` builds
 the `Workload`. The same shape as nemesis.registry and checkers.registry, so the CLI lists and validates
-all three alike. A workload's module is imported when it is built, not when the names are listed."""
+all three alike. A workload's module is imported when it is built, not when the names are listed.
+
+`WORKLOADS` holds the generic workloads; a DB may offer workloads of its own (workloads.api.OffersWorkloads:
+the store's catalog workload), which `entries_for(db)` adds for runs of that DB."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-from faultline.workloads.api import Workload
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One workload: the name users type, a line for `--help`, and what builds it from its options."""
-
-    name: str
-    help: str
-    factory: Callable[[Mapping[str, Any]], Workload]
+from faultline.dbs import get_db
+from faultline.dbs import names as db_names
+from faultline.workloads.api import Entry, OffersWorkloads, Workload
 
 
 def _module(path: str) -> Callable[[Mapping[str, Any]], Workload]:
@@ -37,8 +33,6 @@ WORKLOADS: dict[str, Entry] = {e.name: e for e in (
           _module("faultline.workloads.set")),
     Entry("bank", "transfers that keep the total and every balance non-negative",
           _module("faultline.workloads.bank")),
-    Entry("catalog", "create, delete, alter and list tables while the masters fail over",
-          _module("faultline.workloads.catalog")),
     Entry("list-append", "transactions appending to and reading lists, checked for isolation anomalies (Elle)",
           lambda opts: _txn("list-append", opts)),
     Entry("rw-register", "transactions writing and reading registers, checked for isolation anomalies (Elle)",
@@ -52,9 +46,61 @@ def _txn(kind: str, opts: Mapping[str, Any]) -> Workload:
     return workload_for(kind, opts)
 
 
-def get(name: str, opts: Mapping[str, Any] | None = None) -> Workload:
-    """The workload `name` built from `opts`; an unknown name raises ValueError naming the valid ones."""
-    entry = WORKLOADS.get(name)
+def offered(db: Any) -> dict[str, Entry]:
+    """The workloads `db` offers of its own (workloads.api.OffersWorkloads), by name."""
+    if not isinstance(db, OffersWorkloads):
+        return {}
+    return {e.name: replace(e, db=e.db or db.name) for e in db.workload_entries()}
+
+
+def entries_for(db: Any = None) -> dict[str, Entry]:
+    """Every workload a run of `db` may name: the generic ones and the DB's own (None: the default DB)."""
+    return {**WORKLOADS, **offered(db if db is not None else get_db())}
+
+
+def all_entries() -> dict[str, Entry]:
+    """The generic workloads and those of every registered DB, for help texts and campaign files (a DB
+    whose module cannot be imported here is left out)."""
+    out = dict(WORKLOADS)
+    for name in db_names():
+        try:
+            out.update({k: v for k, v in offered(get_db(name)).items() if k not in out})
+        except Exception:
+            continue
+    return out
+
+
+def supported(db: Any) -> list[str]:
+    """The workloads a run of `db` can run: the generic ones it has clients for, and its own."""
+    return [n for n in WORKLOADS if n in getattr(db, "workloads", ())] + list(offered(db))
+
+
+def refusal(db: Any, name: str) -> str | None:
+    """Why a run of `db` cannot run workload `name` (None: it can)."""
+    if name in offered(db) or (name in WORKLOADS and name in getattr(db, "workloads", ())):
+        return None
+    other = all_entries().get(name)
+    if other is None:
+        return f"unknown workload {name!r}"
+    if other.db:
+        return f"{name} is a workload of the {other.db} DB ({other.help})"
+    return f"the {db.name} DB has no client for workload {name!r}"
+
+
+def validate(name: str, db: Any) -> str:
+    """Returns `name`, or raises ValueError saying why `db` cannot run it and what it can run."""
+    why = refusal(db, name)
+    if why:
+        choices = "valid:" if why.startswith("unknown") else f"the {db.name} DB runs"
+        raise ValueError(f"{why}; {choices} {', '.join(supported(db))}")
+    return name
+
+
+def get(name: str, opts: Mapping[str, Any] | None = None, db: Any = None) -> Workload:
+    """The workload `name` built from `opts`, for a run of `db` (None: the default DB); a name it cannot run
+    raises ValueError naming the valid ones."""
+    entries = entries_for(db)
+    entry = entries.get(name)
     if entry is None:
-        raise ValueError(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}")
+        raise ValueError(f"unknown workload {name!r}; valid: {', '.join(entries)}")
     return entry.factory(dict(opts or {}))

@@ -123,12 +123,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         if kind == "ssh" and not args.hosts:
             raise UsageError("--cluster ssh needs --hosts FILE")
         if args.inject_bug:
-            from faultline.node import bugs
+            from faultline.dbs.api import Bugs
 
-            try:
-                bugs.validate(args.inject_bug)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from exc
+            db = _db(args)
+            known = db.bugs if isinstance(db, Bugs) else {}
+            valid = ", ".join(sorted(known)) or f"none (the {db.name} DB has no injectable bugs)"
+            for bug in args.inject_bug:
+                if bug not in known:
+                    raise UsageError(f"unknown bug {bug!r}; valid: {valid}")
         try:
             spec = _db(args).cluster_spec(args.name, {"masters": args.masters, "tservers": args.tservers,
                                                       "daemon": args.daemon, "bugs": args.inject_bug})

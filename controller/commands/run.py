@@ -20,16 +20,17 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from faultline.nemesis.registry import NEMESES
-    from faultline.node.bugs import BUGS
-    from faultline.workloads.registry import WORKLOADS
+    from faultline.dbs import all_bugs
+    from faultline.nemesis.registry import all_entries as all_nemeses
+    from faultline.workloads.registry import all_entries as all_workloads
+
+    def listed(entries: Any) -> str:
+        return "; ".join(f"{e.name} ({e.help}{', ' + e.db + ' only' if e.db else ''})" for e in entries.values())
 
     p.add_argument("--workload", "-w", default="register", metavar="NAME",
-                   help="what the clients do (default register): "
-                        + "; ".join(f"{e.name} ({e.help})" for e in WORKLOADS.values()))
+                   help=f"what the clients do (default register): {listed(all_workloads())}")
     p.add_argument("--nemesis", "-n", default="none", metavar="A,B,...",
-                   help="faults, comma-separated, interleaved on a schedule (default none): "
-                        + "; ".join(f"{e.name} ({e.help})" for e in NEMESES.values()))
+                   help=f"faults, comma-separated, interleaved on a schedule (default none): {listed(all_nemeses())}")
     p.add_argument("--nemesis-interval", type=str, default=None, metavar="S",
                    help="seconds between a fault's start and stop, and between faults (default 10)")
     p.add_argument("--time-limit", type=str, default=None, metavar="S", help="length of the main phase (default 60)")
@@ -54,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test-count", type=str, default=None, metavar="N",
                    help="run the test N times (seeds SEED, SEED+1, ...); the exit code merges the verdicts")
     p.add_argument("--inject-bug", action="append", default=None, metavar="NAME",
-                   help=f"turn on a known bug in every node (repeatable): {', '.join(BUGS)}")
+                   help="turn on a known bug in every node (repeatable; the DB's own, the bundled store's: "
+                        f"{', '.join(sorted(all_bugs()))})")
     p.add_argument("--rate", type=str, default=None, metavar="OPS",
                    help="target client ops/s over all workers (default: as fast as the cluster answers)")
     p.add_argument("--op-timeout", type=str, default=None, metavar="SECONDS",

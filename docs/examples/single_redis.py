@@ -5,19 +5,27 @@ Run it (from the repository root, with Docker):
     PYTHONPATH=docs/examples faultline run --db single_redis:SingleRedis --workload register \
         --nemesis pause --time-limit 20
 
+It also ships a fault of its own, `client-pause` (Redis's CLIENT PAUSE: the server holds every client's
+commands for a while), offered beside the generic faults:
+
+    PYTHONPATH=docs/examples faultline run --db single_redis:SingleRedis --workload register \
+        --nemesis client-pause --time-limit 20
+
 docs/your-own-db.md explains each part. Everything here uses Faultline's public seams only: the cluster
-spec (what runs where), ProcessDB (start, stop, kill, pause and logs through the cluster), and the
-completion rule for errors.
+spec (what runs where), ProcessDB (start, stop, kill, pause and logs through the cluster), the completion
+rule for errors, and the nemesis API (a fault, its schedule, its registry entry).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run, ops
 from faultline.dbs.base import ProcessDB
+from faultline.nemesis.api import Entry, NemesisPackage
+from faultline.nemesis.registry import start_stop
 
 PORT = 6379
 
@@ -44,6 +52,48 @@ class SingleRedis(ProcessDB):
 
     def client(self, workload: str) -> Any:
         return RegisterClient()
+
+    def nemesis_entries(self) -> Sequence[Entry]:
+        """Faults of this DB's own (nemesis.api.OffersNemeses), listed beside the generic ones."""
+        return [Entry("client-pause", "Redis holds every client's commands for 5 s (CLIENT PAUSE)",
+                      client_pause_package)]
+
+
+class ClientPauseNemesis:
+    """start-client-pause: CLIENT PAUSE on the node, which ends by itself after `pause_ms`;
+    stop-client-pause and heal: CLIENT UNPAUSE. The completion names the node and the length."""
+
+    fs = frozenset({"start-client-pause", "stop-client-pause"})
+
+    def __init__(self, pause_ms: int = 5000) -> None:
+        self.pause_ms = pause_ms
+
+    def setup(self, test: Run) -> ClientPauseNemesis:
+        return self
+
+    def invoke(self, test: Run, op: dict[str, Any]) -> dict[str, Any]:
+        node = test.backend.nodes()[0]
+        if op["f"] == "start-client-pause":
+            self._redis_cli(test, node, "CLIENT", "PAUSE", str(self.pause_ms), "ALL")
+            return {**op, "type": "ok", "value": {"node": node, "pause_ms": self.pause_ms}}
+        self._redis_cli(test, node, "CLIENT", "UNPAUSE")
+        return {**op, "type": "ok", "value": {"node": node}}
+
+    def heal(self, test: Run) -> None:
+        for node in test.backend.nodes():
+            self._redis_cli(test, node, "CLIENT", "UNPAUSE")
+
+    @staticmethod
+    def _redis_cli(test: Run, node: str, *args: str) -> None:
+        rc, out, err = test.backend.remote.exec(node, ["redis-cli", "-p", str(PORT), *args], 10)
+        if rc != 0 or "ERR" in out:
+            raise RuntimeError(f"redis-cli {' '.join(args)} on {node}: {(err or out).strip()[:200]}")
+
+
+def client_pause_package(interval_s: float) -> NemesisPackage:
+    """A pause every other interval, with the generic start/stop schedule."""
+    schedule, final = start_stop("client-pause", {}, interval_s)
+    return NemesisPackage(nemesis=ClientPauseNemesis(), generator=schedule, final_generator=final)
 
 
 def _connect(test: Run) -> Any:

@@ -41,22 +41,27 @@ class KuduError(Exception):
 
 
 class InvalidArgumentError(KuduError):
+    definite = True   # the operation did not take effect (a harness records it as `fail`)
     code = "INVALID_ARGUMENT"
 
 
 class NotFoundError(KuduError):
+    definite = True   # the operation did not take effect (a harness records it as `fail`)
     code = "NOT_FOUND"
 
 
 class AlreadyExistsError(KuduError):
+    definite = True   # the operation did not take effect (a harness records it as `fail`)
     code = "ALREADY_EXISTS"
 
 
 class UnavailableError(KuduError):
+    definite = True   # the operation did not take effect (a harness records it as `fail`)
     code = "UNAVAILABLE"
 
 
 class IndeterminateError(KuduError):
+    indeterminate = True   # the operation may or may not have taken effect (`info`)
     code = "INDETERMINATE"
 
 

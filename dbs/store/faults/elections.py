@@ -53,19 +53,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from faultline.core import Run
+from faultline.dbs.store.tools import node_of_address, workload_tablets
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import (
-    NemesisError,
-    Op,
-    backend,
-    done,
-    log,
-    nemesis_rng,
-    node_of_address,
-    role_nodes,
-    wait_until,
-    workload_tablets,
-)
+from faultline.nemesis.base import NemesisError, Op, backend, done, log, nemesis_rng, role_nodes, wait_until
 
 
 class _StagedElection:

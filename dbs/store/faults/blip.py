@@ -21,8 +21,9 @@ import time
 from typing import Any
 
 from faultline.core import Run
+from faultline.dbs.store.tools import node_of_address
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import Op, backend, done, log, nemesis_rng, node_of_address, role_nodes
+from faultline.nemesis.base import Op, backend, done, log, nemesis_rng, role_nodes
 
 
 class LeaderBlipNemesis:

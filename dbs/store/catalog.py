@@ -19,7 +19,7 @@ from typing import Any
 
 from faultline import gen
 from faultline.core import Run
-from faultline.workloads.api import Workload
+from faultline.workloads.api import Entry, Workload
 from faultline.workloads.common import KVClient, LazyChecker, Op, run_name
 
 
@@ -161,3 +161,6 @@ def workload(opts: Mapping[str, Any]) -> Workload:
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "master-replicas", "value": None})), attempts=30)),
         checker=LazyChecker("catalog"),
     )
+
+
+ENTRY = Entry("catalog", "create, delete, alter and list tables while the masters fail over", workload)

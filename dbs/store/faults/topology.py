@@ -19,29 +19,31 @@ import time
 from typing import Any
 
 from faultline.core import Run
-from faultline.dbs.store import MASTER, MASTER_PORT, master_dns
+from faultline.dbs.store.layout import MASTER, MASTER_PORT, master_dns
+from faultline.dbs.store.tools import (
+    dns_holder,
+    ksck,
+    master_leader,
+    master_roles,
+    master_roles_seen_by,
+    masters_arg,
+    node_of_address,
+    tablets,
+    tool,
+    tserver_nodes,
+    workload_tablets,
+)
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     NemesisError,
     Op,
     backend,
-    dns_holder,
     done,
     first_up,
-    ksck,
     log,
-    master_leader,
-    master_roles,
-    master_roles_seen_by,
-    masters_arg,
     nemesis_rng,
-    node_of_address,
     role_nodes,
-    tablets,
-    tool,
-    tserver_nodes,
     wait_until,
-    workload_tablets,
 )
 from faultline.node.master.catalog import SYS_TABLET as SYS_CATALOG_TABLET  # the masters' catalog tablet
 

@@ -22,21 +22,9 @@ import threading
 from typing import Any
 
 from faultline.core import Run
+from faultline.dbs.store.tools import masters_arg, run_tablets, tool, tserver_nodes, workload_tablets
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import (
-    Op,
-    backend,
-    done,
-    first_up,
-    log,
-    masters_arg,
-    nemesis_rng,
-    role_nodes,
-    run_tablets,
-    tool,
-    tserver_nodes,
-    workload_tablets,
-)
+from faultline.nemesis.base import Op, backend, done, first_up, log, nemesis_rng, role_nodes
 
 
 class LearnerPartitionNemesis:

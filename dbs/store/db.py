@@ -4,25 +4,16 @@ tablet servers `t1..`; clients talk to the tablet servers, and find tablets thro
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
 from faultline.dbs.base import ProcessDB
-from faultline.node.tool.output import parse_master_list
-
-MASTER = "master"
-TSERVER = "tserver"
-MASTER_PORT = 7051
-TSERVER_PORT = 7050
-DAEMONS = ("node", "placeholder", "none")
-DATA = "{dir}/data"
-
-
-def master_dns(i: int) -> str:
-    """The DNS name of the i-th master (1-based): a name the permanent-master-failure procedure moves."""
-    return f"master-{i}"
+from faultline.dbs.store.layout import DAEMONS, DATA, MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, tool_argv
+from faultline.dbs.store.tools import leader_master, master_leader, run_tablets, tablet_leaders
+from faultline.node.bugs import BUGS
 
 
 def _node_argv(role: str, opts: Mapping[str, Any]) -> list[str]:
@@ -34,23 +25,33 @@ def _node_argv(role: str, opts: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def tool_argv(args: Sequence[str]) -> list[str]:
-    """`python -m faultline.node tool ARGS` as a role template (see RoleSpec)."""
-    return ["{python}", "-m", "faultline.node", "tool", *args]
-
-
 class StoreDB(ProcessDB):
-    """Faultline's own Kudu-like store (the default DB)."""
+    """Faultline's own Kudu-like store (the default DB). Besides the DB core it has every capability of
+    dbs/api.py (its leaders are the leader master and each tablet's leader; its bugs are node/bugs.py's),
+    and offers its own faults (dbs/store/faults/) and its catalog workload (dbs/store/catalog.py)."""
 
     name = "store"
-    workloads = frozenset({"register", "set", "bank", "catalog"})
-    nemeses = None   # every nemesis; the workloads' bundled clients (client() is None) are the store's own
+    # the generic workloads, whose key-value clients speak the node client's API through `connector`
+    workloads = frozenset({"register", "set", "bank"})
+    nemeses = None   # every generic fault
     packages: tuple[str, ...] = ()
     # the node's gRPC runtime, pinned to the host's versions so the stubs generated here match
     python_packages = ("grpcio", "protobuf")
+    target_roles: Mapping[str, str] = {"masters": MASTER, "tservers": TSERVER}
+    bugs: Mapping[str, str] = BUGS
 
     # ------------------------------------------------------------------ the cluster
     def validate(self, opts: Mapping[str, Any]) -> None:
+        """A test's options: its cluster's (below), at least 3 tablet servers, since tablets are replicated
+        three ways, and one master to start from for master-migrate."""
+        self._check_layout(opts)
+        if int(opts.get("tservers", 5)) < 3:
+            raise ValueError("--tservers must be at least 3 (tablets are replicated three ways)")
+        if "master-migrate" in (opts.get("nemesis") or ()) and int(opts.get("masters", 3)) != 1:
+            raise ValueError("--nemesis master-migrate starts from one master: use --masters 1")
+
+    def _check_layout(self, opts: Mapping[str, Any]) -> None:
+        """A cluster's options (the cluster layer and the fake may build smaller ones than a test needs)."""
         masters, tservers = int(opts.get("masters", 3)), int(opts.get("tservers", 5))
         if masters < 1:
             raise ValueError("the store needs at least one master")
@@ -63,7 +64,7 @@ class StoreDB(ProcessDB):
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         """Options: masters, tservers, bugs, node_args, faketime, and daemon: `node` (the store),
         `placeholder` (a TCP stand-in on the same ports, for testing the cluster layer) or `none`."""
-        self.validate(opts)
+        self._check_layout(opts)
         daemon = str(opts.get("daemon") or "node")
         roles = []
         for role, prefix, port, count, dns in ((MASTER, "m", MASTER_PORT, int(opts.get("masters", 3)), "master-{i}"),
@@ -95,6 +96,39 @@ class StoreDB(ProcessDB):
         leader = leader_master(test.backend)
         return [leader] if leader else []
 
+    def leaders(self, test: Run, targets: str) -> list[str]:
+        """The leader master (masters, all) and the first tablet leader the admin tools list (tservers,
+        all): a `leaders` kill or pause hits one leader of each kind."""
+        out = []
+        if targets in ("masters", "all"):
+            m = master_leader(test)
+            if m:
+                out.append(m)
+        if targets in ("tservers", "all"):
+            out += tablet_leaders(test)[:1]
+        return out
+
+    def leader_to_isolate(self, test: Run, targets: str, rng: random.Random) -> str | None:
+        """The leader master (masters), else the leader of a random tablet of the workload's tables, asked
+        of the masters directly, or through the admin tools of a random tablet of this run's tables:
+        isolating a tablet leader is what exposes stale reads from a deposed leader."""
+        if targets == "masters":
+            return master_leader(test)
+        pool = run_tablets(test, lambda t: bool(t.get("leader_node")))
+        return rng.choice(pool)["leader_node"] if pool else master_leader(test)
+
+    def nemesis_entries(self) -> Sequence[Any]:
+        """The store's own faults (nemesis.registry.Entry each): dbs/store/faults/."""
+        from faultline.dbs.store.faults.packages import entries
+
+        return entries()
+
+    def workload_entries(self) -> Sequence[Any]:
+        """The store's own workloads (workloads.registry.Entry each): the catalog under master failover."""
+        from faultline.dbs.store.catalog import ENTRY
+
+        return [ENTRY]
+
     def client_nodes(self, test: Run) -> list[str]:
         """Clients are spread over the tablet servers (all nodes when there are none)."""
         b = test.backend
@@ -102,8 +136,11 @@ class StoreDB(ProcessDB):
 
     def connector(self, test: Run) -> Callable[[], Any]:
         """A KuduClient on the master DNS names, resolved through the backend so that the client follows a
-        name moved by master-replace."""
+        name moved by master-replace; on the store's in-memory fake cluster, the fake's own client."""
         backend = test.backend
+        own = getattr(backend, "store_client", None)   # the in-memory fake (dbs/store/fake.py) carries a store
+        if own is not None:
+            return own
         timeout = float(test.spec.op_timeout_s)
         resolve = host_resolver(backend)
 
@@ -113,47 +150,6 @@ class StoreDB(ProcessDB):
             return KuduClient(backend.addresses(MASTER), resolve=resolve, default_timeout_s=timeout)
 
         return connect
-
-
-def run_tool(backend: Any, node: str, args: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
-    """`python -m faultline.node tool ARGS` on `node`, through the backend's Remote."""
-    argv = [*backend.env_argv(node), *backend.expand(node, tool_argv(args))]
-    return backend.remote.exec(node, argv, timeout)
-
-
-def leader_master(backend: Any, timeout: float = 10) -> str | None:
-    """The node whose master leads the catalog, asked of the masters themselves (`tool master list
-    --json`); None when no master answers or none leads."""
-    for m in backend.nodes(MASTER):
-        rc, out, _ = run_tool(backend, m, ["master", "list", ",".join(backend.addresses(MASTER)), "--json"],
-                              timeout)
-        if rc != 0:
-            continue
-        try:
-            rows = parse_master_list(out)
-        except ValueError:
-            continue
-        for row in rows:
-            if row["role"] == "LEADER":
-                return node_of_host(backend, row["addr"].rsplit(":", 1)[0])
-    return None
-
-
-def node_of_host(backend: Any, host: str) -> str | None:
-    """The node behind a node name, a (movable) DNS name or an address; None when none is."""
-    nodes = backend.nodes()
-    if host in nodes:
-        return host
-    holder = backend.dns_holder(host)
-    if holder:
-        return holder
-    for n in nodes:
-        try:
-            if backend.resolve(n) == host or backend.address(n) == host:
-                return n
-        except Exception:
-            continue
-    return None
 
 
 def host_resolver(backend: Any) -> Callable[[str], str]:

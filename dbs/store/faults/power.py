@@ -19,6 +19,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from faultline.core import Run
+from faultline.dbs.store.tools import of_this_run, tablets
 from faultline.nemesis.base import (
     NemesisError,
     Op,
@@ -27,10 +28,8 @@ from faultline.nemesis.base import (
     done,
     log,
     nemesis_rng,
-    of_this_run,
     pick_subset,
     role_nodes,
-    tablets,
 )
 
 SUBSETS = ("one", "minority", "majority", "all", "tablet-majority", "tablet-all")

@@ -1,6 +1,7 @@
 """An in-memory cluster for testing the runner, workloads and nemeses without containers.
 
-`faultline run --cluster fake` (hidden from `--help`; for tests and demos of the harness itself) runs the
+`faultline run --cluster fake` (hidden from `--help`; for tests and demos of the harness itself; registered
+as a cluster backend by this plug-in) runs the
 whole lifecycle against `FakeBackend`: a single in-memory store behind a client with the node client's
 method names, whose faults make operations fail or end indeterminate (sometimes after taking effect, as
 a real timeout can). It is linearizable by construction (every op applies atomically under one lock),
@@ -23,7 +24,8 @@ from typing import Any
 
 from faultline.cluster.base import PACKET_KINDS, ClusterSpec, fill_template
 from faultline.core import Run, TestSpec
-from faultline.dbs.store import MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, StoreDB, master_dns
+from faultline.dbs.store.db import StoreDB
+from faultline.dbs.store.layout import MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, master_dns
 from faultline.node.client import (
     AlreadyExistsError,
     IndeterminateError,
@@ -369,6 +371,10 @@ class FakeBackend:
                                "tables": {t: 1 for t in self.tables}})
 
     # ------------------------------------------------------------ the store
+    def store_client(self) -> FakeClient:
+        """A client of the in-memory store, which the store DB's `connector` hands out on this backend."""
+        return self.client()
+
     def client(self, *args: Any, **kwargs: Any) -> FakeClient:
         return FakeClient(self)
 

@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from faultline.controller.errors import EXIT_INVALID, EXIT_VALID, UsageError
+from faultline.core.errors import EXIT_INVALID, EXIT_VALID, UsageError
 
 HELP = "deterministic simulation of the Raft core: faults, invariants after every step, liveness"
 DESCRIPTION = (
