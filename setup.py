@@ -15,8 +15,8 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 # The folders that are subpackages of `faultline`; tests/, benchmarks/, docs/ ... are not installed.
-SUBPACKAGES = ("core", "node", "gen", "dbs", "cluster", "nemesis", "workloads", "controller", "checkers", "results",
-               "testing")
+SUBPACKAGES = ("core", "node", "gen", "dbs", "cluster", "nemesis", "workloads", "controller", "history", "checkers",
+               "pages", "results", "testing")
 
 
 def packages() -> list[str]:

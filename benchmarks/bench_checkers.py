@@ -51,7 +51,7 @@ def main() -> int:
     ap.add_argument("--engine", choices=["auto", "python"], default="auto")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from faultline.checkers import history
+    from faultline import history
 
     base = Path(args.anchors) / "porcupine"
     if not (base / "VERDICTS.tsv").is_file():

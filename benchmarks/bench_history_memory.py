@@ -3,7 +3,7 @@
     python benchmarks/bench_history_memory.py [--mb 200] [--format jsonl|json|edn] [--dir DIR]
 
 Writes a register history of about --mb MB (keys rotate every 200 ops, 10 % of ops indeterminate), then
-in a fresh process each: `checkers.history.load` (the stream), and the reader of before (the whole file
+in a fresh process each: `faultline.history.load` (the stream), and the reader of before (the whole file
 read into one string, split into lines, each line parsed), and finally `load` on a file of as many NUL
 bytes. Each child reports its RSS before reading, after, and its peak (ru_maxrss), and the seconds
 taken. The figures go into docs/benchmarks.md by hand.
@@ -26,7 +26,7 @@ def rss():
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 mode, path = sys.argv[1], sys.argv[2]
-from faultline.checkers import history
+from faultline import history
 before = rss()
 t = time.monotonic()
 try:
@@ -67,7 +67,7 @@ def write_history(path: Path, mb: float, fmt: str, seed: int = 1) -> int:
                     "value": rng.randrange(5) if f == "read" else value}
             for op in (inv, done):
                 if fmt == "edn":
-                    from faultline.checkers.history import to_edn
+                    from faultline.history import to_edn
 
                     line = to_edn([op])[1:-2] + "\n"
                 else:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from faultline.checkers.timeline import write_timeline
+from faultline.pages.timeline import write_timeline
 from faultline.results.store import RunDir
 from faultline.results.synth import synth_store
 

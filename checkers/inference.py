@@ -12,10 +12,8 @@ choice is made from evidence, in this order, and refused when the evidence does 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from faultline.checkers.elle.txns import detect_kind
@@ -44,26 +42,6 @@ class Choice:
 
 class CannotInfer(ValueError):
     """The history does not say which checker fits; the message names the flags to pass."""
-
-
-def test_map(history_path: str | Path) -> dict[str, Any] | None:
-    """The test map beside a history file (test.json, else test.edn), or None if there is none or it is
-    unreadable (the history is still checkable with flags)."""
-    from faultline.checkers import edn
-
-    folder = Path(history_path).parent
-    try:
-        js = folder / "test.json"
-        if js.is_file():
-            data = json.loads(js.read_text(encoding="utf-8"))
-            return data if isinstance(data, dict) else None
-        te = folder / "test.edn"
-        if te.is_file():
-            values = edn.loads_all(te.read_text(encoding="utf-8"))
-            return values[0] if values and isinstance(values[0], dict) else None
-    except (OSError, ValueError, RecursionError):
-        return None
-    return None
 
 
 def _from_test(test: Mapping[str, Any]) -> Choice | None:

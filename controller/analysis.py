@@ -88,7 +88,7 @@ REPLACED_BY_CHECK = frozenset({"valid", "skipped", "note", "reanalyzed"})
 def reanalyze(run_path: str | Path) -> dict[str, Any]:
     """Re-runs the workload's checkers on a stored run (also one that was cut short) and rewrites its
     results, plots and report, keeping what the run itself recorded. Returns the new results."""
-    from faultline.checkers.history import read_jsonl
+    from faultline.history import read_jsonl
     from faultline.workloads.registry import get as get_workload
 
     run = open_run(run_path)

@@ -370,7 +370,7 @@ def _drawn_before(path: Path) -> list[int]:
 
 def history_times(run_dir: str | Path | None) -> dict[int, int]:
     """index -> time (ns) of a stored run's history; empty if there is none."""
-    from faultline.checkers.history import read_jsonl
+    from faultline.history import read_jsonl
 
     path = Path(run_dir or "") / "history.jsonl"
     if not run_dir or not path.exists():

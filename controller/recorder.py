@@ -32,7 +32,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._writer: Any = None
         if self.path is not None:
-            from faultline.checkers.history import JsonlWriter
+            from faultline.history import JsonlWriter
 
             self._writer = JsonlWriter(self.path)
         self.ops: list[Op] = []

@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from faultline.checkers.counterexample import evidence, render_html
-from faultline.checkers.perf import write_plots
-from faultline.checkers.timeline import write_timeline
+from faultline.pages.counterexample import evidence, render_html
+from faultline.pages.perf import write_plots
+from faultline.pages.timeline import write_timeline
 from faultline.results.metrics import fault_windows
 from faultline.results.report import failing, write_report
 from faultline.results.store import RunDir

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from faultline.checkers._html import head
-from faultline.checkers.story import find_part, story, story_html
+from faultline.pages.layout import head
+from faultline.pages.story import find_part, story, story_html
 from faultline.results import metrics, parquet
 from faultline.results.store import RunDir
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from faultline.checkers._html import head
+from faultline.pages.layout import head
 
 GROUP_COLUMNS = ["workload", "nemesis", "bug", "runs", "valid", "invalid", "unknown", "detection_rate",
                  "median_first_anomaly_s", "availability", "ok_rate", "lat_p99_ms", "recover_max_s", "warnings"]
@@ -29,7 +29,7 @@ LABELS = {"detection_rate": "detection", "median_first_anomaly_s": "first anomal
           "recover_max_s": "max recovery (s)", "first_anomaly_s": "first anomaly (s)", "run_id": "run",
           "throughput": "ops/s", "events": "ops", "expect": "expected"}
 VERDICT_WORDS = {"true": "valid", "false": "invalid"}
-# The page uses the one stylesheet (checkers/_html.py); what only the card needs is inline, so both
+# The page uses the one stylesheet (pages/layout.py); what only the card needs is inline, so both
 # tables fit a 1280 px window: a smaller font, run ids that wrap, the expectation in one column.
 TABLE_STYLE = "font-size:12px"
 WRAP_STYLE = "max-width:18em;overflow-wrap:anywhere"

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from faultline.checkers._html import head
+from faultline.pages.layout import head
 from faultline.results.publish import publish
 from faultline.results.scorecard import MET_STYLE, campaign_expectations, render_html
 from faultline.results.store import STAMP_RE, RunDir, RunInfo, Store, StoreError, find_stores, valid_name

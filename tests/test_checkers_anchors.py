@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from faultline.checkers import history, linearizability
+from faultline import history
+from faultline.checkers import linearizability
 from faultline.checkers.registry import get as get_checker
 
 

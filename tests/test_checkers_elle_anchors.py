@@ -7,7 +7,7 @@ import json
 import shlex
 from pathlib import Path
 
-from faultline.checkers import history
+from faultline import history
 from faultline.checkers.elle import checker
 from faultline.checkers.elle.txns import detect_kind
 from faultline.controller.cli import main as cli_main

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from faultline.checkers import history
+from faultline import history
 from faultline.controller.cli import main as cli_main
 
 EXIT_BAD_INPUT = 254

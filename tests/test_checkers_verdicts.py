@@ -16,10 +16,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from faultline.checkers import edn, history, linearizability
-from faultline.checkers.history import HistoryFormatError
+from faultline import history
+from faultline.checkers import linearizability
 from faultline.controller.cli import main
 from faultline.controller.errors import EXIT_BAD_INPUT
+from faultline.history import HistoryFormatError, edn
 
 Op = dict[str, Any]
 

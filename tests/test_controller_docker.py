@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from faultline.checkers.history import read_jsonl
 from faultline.controller import testspec
 from faultline.controller.runner import run_once
 from faultline.core import Run, TestSpec
 from faultline.dbs.store import StoreDB
+from faultline.history import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]

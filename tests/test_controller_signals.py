@@ -107,6 +107,6 @@ def test_a_third_signal_gives_up_healing_and_says_what_was_not_healed(tmp_path: 
     assert results["cut_short"].startswith("interrupted (SIGTERM x3)")
     assert "network heal" in results["not_healed"], results
     assert results["valid"] == "unknown"
-    from faultline.checkers.history import read_jsonl
+    from faultline.history import read_jsonl
 
     assert len(read_jsonl(run_dir / "history.jsonl")) >= 300  # closed and readable

@@ -44,10 +44,10 @@ def test_wheel_holds_one_top_level_package_with_stubs_and_entry_points(wheel: Pa
     for proto in (ROOT / "node" / "protos").glob("*.proto"):
         assert f"faultline/node/protos/{proto.stem}_pb2.py" in names
         assert f"faultline/node/protos/{proto.stem}_pb2_grpc.py" in names
-    for pkg in ("node", "gen", "dbs", "cluster", "nemesis", "workloads", "controller", "checkers", "results",
-                "testing"):
+    for pkg in ("node", "gen", "dbs", "cluster", "nemesis", "workloads", "controller", "history", "checkers", "pages",
+                "results", "testing"):
         assert f"faultline/{pkg}/__init__.py" in names
-    assert "faultline/checkers/lanes.js" in names  # inlined into timeline.html and counterexample.html
+    assert "faultline/pages/lanes.js" in names  # inlined into timeline.html and counterexample.html
     # the repository's own files are not part of the package
     assert not [n for n in names if n.startswith(("faultline/tests/", "faultline/benchmarks/"))
                 or n in ("faultline/setup.py", "faultline/pyproject.toml", "faultline/README.md")]

@@ -61,16 +61,16 @@ def test_no_import_cycles_in_results() -> None:
     assert cycles == []
 
 
-def test_results_stays_below_controller_and_checkers_below_results() -> None:
+def test_results_stays_below_controller_and_checkers_and_pages_below_results() -> None:
     for mod, deps in _graph().items():
         if mod.startswith("faultline.results."):
             assert not any(d.startswith(("faultline.controller", "faultline.nemesis")) for d in deps), mod
-    for f in sorted((ROOT / "checkers").glob("*.py")):
+    for f in sorted((ROOT / "checkers").glob("*.py")) + sorted((ROOT / "pages").glob("*.py")):
         assert not any(d.startswith(("faultline.results", "faultline.controller")) for d in _imports(f)), f
 
 
 def test_only_publish_makes_plots_and_pages() -> None:
-    makers = {"faultline.checkers.perf", "faultline.checkers.timeline", "faultline.checkers.counterexample"}
+    makers = {"faultline.pages.perf", "faultline.pages.timeline", "faultline.pages.counterexample"}
     users = sorted(mod for mod, deps in _graph().items() if deps & makers)
     assert users == ["faultline.results.publish"]
 

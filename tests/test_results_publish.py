@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
-from faultline.checkers._html import STYLESHEET
 from faultline.checkers.linearizability import check
 from faultline.controller.analysis import write_outputs
 from faultline.core import TestSpec
+from faultline.pages.layout import STYLESHEET
 from faultline.results import publish as publish_module
 from faultline.results.publish import publish
 from faultline.results.report import write_report
@@ -120,6 +120,6 @@ def test_every_page_uses_the_one_stylesheet(tmp_path: Path) -> None:
     for name, page in pages.items():
         assert page.count("<style>") == 1 and f"<style>{STYLESHEET}</style>" in page, name
     root = Path(__file__).resolve().parent.parent
-    styled = [p.relative_to(root).as_posix() for d in ("results", "checkers") for p in sorted((root / d).glob("*.py"))
-              if "<style" in p.read_text() or "font-family" in p.read_text()]
-    assert styled == ["checkers/_html.py"]
+    styled = [p.relative_to(root).as_posix() for d in ("results", "checkers", "pages")
+              for p in sorted((root / d).glob("*.py")) if "<style" in p.read_text() or "font-family" in p.read_text()]
+    assert styled == ["pages/layout.py"]

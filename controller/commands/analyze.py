@@ -23,9 +23,9 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from faultline.checkers.history import HistoryFormatError
     from faultline.controller.analysis import describe, reanalyze
     from faultline.controller.errors import UsageError, exit_code_for
+    from faultline.history import HistoryFormatError
 
     path = Path(args.run_dir)
     if not (path / "test.json").is_file():

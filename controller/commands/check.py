@@ -6,8 +6,9 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from faultline.checkers.history import LoadedHistory
     from faultline.checkers.inference import Choice
+    from faultline.history import LoadedHistory
+    from faultline.history.files import Source
 
 HELP = "check history files for linearizability (or set/bank/counter/... with --checker)"
 DESCRIPTION = (
@@ -29,9 +30,9 @@ SEMANTICS_HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from faultline.checkers.history import FORMATS
     from faultline.checkers.models import MODELS
     from faultline.checkers.registry import CHECKERS
+    from faultline.history import FORMATS
 
     p.add_argument("histories", nargs="+", metavar="HISTORY", help="history files to check")
     p.add_argument("--model", choices=sorted(MODELS), help="the sequential model for linearizability (default: inferred "
@@ -63,12 +64,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _choose(path: str, loaded: LoadedHistory, args: argparse.Namespace) -> Choice:
     """The checker and model for one history: the flags, else what checkers.inference infers."""
     from faultline.checkers import inference
+    from faultline.history import files
 
     if args.model:
         return inference.Choice("linearizable", args.model, "--model")
     if args.checker and args.checker != "linearizable":
         return inference.Choice(args.checker, None, "--checker")
-    choice = inference.infer(loaded.ops, inference.test_map(path), loaded.model)
+    choice = inference.infer(loaded.ops, files.test_map(path), loaded.model)
     if args.checker == "linearizable" and choice.checker != "linearizable":
         raise inference.CannotInfer(f"--checker linearizable needs --model: the history looks like "
                                     f"{choice.checker} ({choice.reason})")
@@ -78,25 +80,25 @@ def _choose(path: str, loaded: LoadedHistory, args: argparse.Namespace) -> Choic
 def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     import os
 
-    from faultline.checkers import history as hist
+    from faultline import history as hist
     from faultline.checkers import inference
-    from faultline.checkers.elle import files as elle
     from faultline.checkers.ops import BadOp
+    from faultline.history import files
 
     # Transactional (Elle-style) histories: chosen with --checker elle-*, a Jepsen store directory, or
     # inferred from the history.
     models = args.consistency_models.split(",") if args.consistency_models else None
     if (args.checker or "").startswith("elle-") or os.path.isdir(path):
-        return elle.check_source(path, elle.load(path, args.format), args.checker, models,
-                                 args.cycle_search_timeout, args.html)
+        return _run_elle(path, files.load(path, args.format), args.checker, models, args.cycle_search_timeout,
+                         args.html)
     loaded = hist.load(path, args.format)
     try:
         choice = _choose(path, loaded, args)
     except inference.CannotInfer as exc:
         raise hist.HistoryFormatError(path, None, str(exc)) from None
     if choice.checker.startswith("elle-"):
-        return elle.check_source(path, elle.from_loaded(loaded), choice.checker, models, args.cycle_search_timeout,
-                                 args.html)
+        return _run_elle(path, files.from_loaded(loaded), choice.checker, models, args.cycle_search_timeout,
+                         args.html)
     try:
         inference.check_fs(loaded.ops, choice)
         out, res = _run_checker(path, loaded, choice, args, init)
@@ -112,11 +114,43 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     if args.html and out["valid"] is False:
         from pathlib import Path
 
-        from faultline.checkers.counterexample import render_html
+        from faultline.pages.counterexample import render_html
 
         dest = Path(args.html) / (Path(path).name + ".html")
         render_html(res, loaded.ops, dest)
         out["counterexample"] = str(dest)
+    return out
+
+
+ELLE_KINDS = {"elle-list-append": "list-append", "elle-rw-register": "rw-register"}
+
+
+def _run_elle(path: str, src: Source, checker: str | None = None, consistency_models: list[str] | None = None,
+              cycle_search_timeout: float = 1.0, html_dir: str | None = None) -> dict:
+    """The JSON line for one transactional history: verdict, anomalies by kind (cycles without drawings),
+    and with `html_dir` a page with each cycle drawn. Raises ValueError for a history it cannot check."""
+    from pathlib import Path
+
+    from faultline.checkers.elle import checker as elle
+    from faultline.checkers.elle.txns import detect_kind
+
+    kind = ELLE_KINDS.get(checker or "") or detect_kind(src.ops)
+    if kind is None:
+        raise ValueError("no Elle-style transactions (f txn, micro-ops [append|r|w k v]) in the history")
+    models = consistency_models or src.consistency_models
+    res = elle.check(src.ops, kind, models, cycle_search_timeout)
+    evidence = {k: v for k, v in res.items() if k not in ("valid", "elapsed_s")}
+    evidence["anomalies"] = {name: [{k: v for k, v in case.items() if k != "svg"} for case in cases]
+                             for name, cases in res["anomalies"].items()}
+    out: dict = {"file": path, "valid": res["valid"], "model": res["checker"], "format": src.format,
+                 "ops": len(src.ops), "elapsed_s": res["elapsed_s"], "evidence": evidence}
+    if src.warnings:
+        out["warnings"] = src.warnings
+    if html_dir and res["valid"] is not True:
+        from faultline.pages.elle import write
+
+        name = Path(path).name or "history"
+        out["counterexample"] = str(write(res, Path(html_dir) / f"{name}.html", f"{res['checker']}: {path}"))
     return out
 
 
@@ -162,8 +196,8 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from faultline.checkers.api import merge_valid
-    from faultline.checkers.history import HistoryFormatError
     from faultline.controller.errors import EXIT_BAD_INPUT, UsageError, exit_code_for
+    from faultline.history import HistoryFormatError
 
     init = None
     if args.init is not None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from faultline.checkers import edn, history
-from faultline.checkers.history import HistoryFormatError, JsonlWriter, load, read_jsonl, to_edn, write_jsonl
+from faultline import history
+from faultline.history import HistoryFormatError, JsonlWriter, edn, load, read_jsonl, to_edn, write_jsonl
 
 OPS = [
     {"index": 0, "time": 10, "type": "invoke", "process": 0, "f": "write", "key": "k", "value": 3},

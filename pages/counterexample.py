@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from faultline.checkers._html import lanes_chart, lanes_data, page
 from faultline.checkers.linearizability import prefix_states
 from faultline.checkers.models import get_model
 from faultline.checkers.ops import Op
-from faultline.checkers.story import story, story_html
+from faultline.pages.layout import lanes_chart, lanes_data, page
+from faultline.pages.story import story, story_html
 
 CONTEXT_OPS = 12  # linearized ops shown before the bad one in the first view
 

@@ -6,6 +6,10 @@ invoke/ok/fail/info and `process` an int or "nemesis". The reader also says whic
 *semantics* the source assumes (see docs/checkers.md), because Porcupine's and
 Knossos's reference data disagree on what `fail` means, and which model and
 initial value the format implies.
+
+A leaf package: it imports nothing else of Faultline, so the recorder, the checkers' callers, the pages and
+the results all read and write histories the same way. `edn` is the EDN codec; `files` reads a Jepsen
+store directory and the test map beside a history.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from faultline.checkers import edn
+from faultline.history import edn
 
 FORMATS = ("jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv", "elle-json")
 

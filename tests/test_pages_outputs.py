@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from faultline.checkers._html import STYLESHEET
-from faultline.checkers.counterexample import evidence, render_html
 from faultline.checkers.linearizability import check
-from faultline.checkers.perf import write_plots
-from faultline.checkers.timeline import write_timeline
+from faultline.pages.counterexample import evidence, render_html
+from faultline.pages.layout import STYLESHEET
+from faultline.pages.perf import write_plots
+from faultline.pages.timeline import write_timeline
 
 S = 1_000_000_000
 

@@ -9,7 +9,7 @@ from faultline.checkers.catalog import CatalogChecker
 from faultline.checkers.elle import checker as elle
 from faultline.checkers.linearizability import check, prefix_states
 from faultline.checkers.set import SetChecker
-from faultline.checkers.story import story
+from faultline.pages.story import story
 
 S = 1_000_000_000
 

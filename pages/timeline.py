@@ -1,7 +1,7 @@
 """timeline.html: every operation of the run in its process's (or worker's) lane, fault windows in rows
 of their own, one colour per fault kind.
 
-Drawn on a canvas by the inline script of `_html.lanes_chart`, so a run of 100,000 ops stays responsive:
+Drawn on a canvas by the inline script of `layout.lanes_chart`, so a run of 100,000 ops stays responsive:
 zoom and pan, bars thinner than a pixel pooled per pixel column, hover for an op's details.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from faultline.checkers._html import lanes_chart, lanes_data, page
 from faultline.checkers.ops import Op, has_times
+from faultline.pages.layout import lanes_chart, lanes_data, page
 
 
 def write_timeline(history: list[Op], path: str | Path, test: Mapping[str, Any] | None = None,

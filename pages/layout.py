@@ -2,7 +2,7 @@
 timeline.html and the counterexample page.
 
 Pages are self-contained (inline CSS and SVG, no scripts from elsewhere) so a file can be mailed or
-attached to a bug. `checkers` sits below `results` in the data flow, so the stylesheet lives here and the
+attached to a bug. `pages` sits below `results` in the data flow, so the stylesheet lives here and the
 report, scorecard and web view import it.
 """
 

@@ -7,7 +7,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from faultline.checkers._html import esc_json, page
+from faultline.pages.layout import esc_json, page
 
 
 def _anomaly(name: str, cases: list[Mapping[str, Any]], total: int) -> str:
