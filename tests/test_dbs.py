@@ -241,3 +241,120 @@ def test_campaigns_take_db_options(tmp_path: Path) -> None:
     path.write_text(cell + "db_opt = {members = 4}\n")
     with pytest.raises(UsageError, match="members must be 1, 3, 5 or 7"):
         load(path)
+
+
+def test_a_stores_own_fault_is_refused_for_etcd_in_one_line_naming_what_etcd_supports() -> None:
+    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--db", "etcd", "--nemesis", "master-replace"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 254, p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "master-replace is a fault of the store DB" in p.stderr
+    assert "the etcd DB supports none, partition," in p.stderr and "kill-primary" in p.stderr
+
+
+def test_generic_faults_kill_and_pause_through_the_db() -> None:
+    """kill and pause go through the DB's Kill and Pause, so a DB that does them its own way is heard."""
+    from faultline.dbs.store.fake import fake_run
+    from faultline.nemesis.faults import ProcessNemesis
+
+    calls: list[tuple[str, str]] = []
+
+    class Recording(StoreDB):
+        def kill(self, test: Any, node: str) -> None:
+            calls.append(("kill", node))
+            super().kill(test, node)
+
+        def start(self, test: Any, node: str) -> None:
+            calls.append(("start", node))
+            super().start(test, node)
+
+        def pause(self, test: Any, node: str) -> None:
+            calls.append(("pause", node))
+            super().pause(test, node)
+
+        def resume(self, test: Any, node: str) -> None:
+            calls.append(("resume", node))
+            super().resume(test, node)
+
+    test = dataclasses.replace(fake_run(seed=3), db=Recording())
+    for mode, undo in (("kill", "start"), ("pause", "resume")):
+        n = ProcessNemesis(mode).setup(test)
+        hit = n.invoke(test, {"f": f"start-{mode}", "value": {"targets": "tservers", "subset": "one"}})["value"]
+        n.invoke(test, {"f": f"stop-{mode}", "value": None})
+        assert calls[-2:] == [(mode, hit["nodes"][0]), (undo, hit["nodes"][0])], calls
+    assert test.backend.residue() == []
+
+
+def test_a_fault_needs_the_capability_it_uses() -> None:
+    """A DB without Kill cannot take kill (nor kill-primary); without Primaries, no primary-aimed fault."""
+    from faultline.cluster.base import ClusterSpec
+    from faultline.nemesis import registry
+
+    class Bare:
+        """The DB core alone: no capability."""
+
+        name = "bare"
+        workloads = frozenset({"register"})
+        nemeses = None
+        nemesis_notes: dict[str, str] = {}
+
+        def cluster_spec(self, name: str, opts: Any) -> ClusterSpec:
+            return ClusterSpec(name=name, roles=[], db=self.name)
+
+    bare = Bare()
+    assert "kill" not in registry.supported(bare) and "partition" in registry.supported(bare)
+    with pytest.raises(ValueError, match="kill needs the DB capability Kill"):
+        registry.validate(["kill"], bare)
+    with pytest.raises(ValueError, match="needs the DB capability Kill, Primaries"):
+        registry.validate(["kill-primary"], bare)
+    assert set(registry.supported(StoreDB())) >= {"kill", "pause", "master-replace", "power-loss"}
+
+
+def test_the_stores_own_workload_and_faults_are_listed_with_their_owner() -> None:
+    from faultline.nemesis import registry as nemeses
+    from faultline.workloads import registry as workloads
+
+    assert "catalog" not in workloads.WORKLOADS and workloads.all_entries()["catalog"].db == "store"
+    assert "master-replace" not in nemeses.NEMESES and nemeses.all_entries()["master-replace"].db == "store"
+    assert workloads.supported(get_db("etcd")) == ["register", "set"]
+    with pytest.raises(UsageError, match="catalog is a workload of the store DB"):
+        testspec.build_test({"db": "etcd", "workload": "catalog"})
+    help_text = subprocess.run([sys.executable, "-m", "faultline", "run", "--help"], capture_output=True,
+                               text=True, timeout=120).stdout
+    assert "master-replace" in " ".join(help_text.split()) and "store only" in " ".join(help_text.split())
+
+
+def test_the_fake_cluster_runs_only_the_store() -> None:
+    assert testspec.build_test({"cluster": "fake", "workload": "register"}).quiet_period == 0.2
+    with pytest.raises(UsageError, match="the fake cluster runs only store, not etcd"):
+        testspec.build_test({"db": "etcd", "cluster": "fake", "workload": "register"})
+
+
+def test_the_controller_names_no_db_and_no_backend() -> None:
+    """Every DB and backend is reached through the registries and protocols: no literal in controller/
+    names the fake backend, and nothing compares a DB's name with the default DB's."""
+    import ast
+
+    offenders = []
+    for path in sorted((Path(__file__).resolve().parent.parent / "controller").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value == "fake":
+                offenders.append(f"{path.name}:{node.lineno}: 'fake'")
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(side, ast.Name) and side.id == "DEFAULT_DB" for side in [node.left, *node.comparators]):
+                offenders.append(f"{path.name}:{node.lineno}: compares with DEFAULT_DB")
+    assert not offenders, offenders
+
+
+def test_a_user_db_offers_a_fault_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/examples/single_redis.py ships `client-pause`: its runs may name it, other DBs' may not."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "docs" / "examples"))
+    spec = testspec.build_test({"db": "single_redis:SingleRedis", "workload": "register",
+                                "nemesis": "pause,client-pause"})
+    assert spec.nemesis == ("pause", "client-pause")
+    from faultline.nemesis import registry
+
+    pkg = registry.compose(["client-pause"], 1.0, db=get_db("single_redis:SingleRedis"))
+    assert pkg.nemesis.fs == {"start-client-pause", "stop-client-pause"} and pkg.final_generator is not None
+    with pytest.raises(UsageError, match="unknown nemesis 'client-pause'"):
+        testspec.build_test({"db": "etcd", "workload": "register", "nemesis": "client-pause"})
