@@ -13,7 +13,7 @@ QUIET_ENV := $(if $(V),,PYTHONWARNINGS=ignore PIP_DISABLE_PIP_VERSION_CHECK=1)
 help:
 	@echo "make demo     install everything, then run the main job (see README)"
 	@echo "make test     install everything, then run the whole test suite"
-	@echo "make lint     ruff over the tree, then the layer contract (import-linter)"
+	@echo "make lint     ruff over the tree, the layer contract (import-linter), then the types (mypy)"
 	@echo "make image    build (or reuse) the node image"
 	@echo "make bench    run the benchmarks (results go to docs/benchmarks.md by hand)"
 	@echo "V=1           (with any target) show pip's, apt's and the JVM's own output"
@@ -41,6 +41,7 @@ test: install image
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/typecheck.py
 
 demo: install image
 	@$(VENV)/bin/faultline campaign campaigns/demo.toml $(if $(V),--verbose); status=$$?; \
@@ -51,4 +52,4 @@ bench: install
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache node/protos/*_pb2*.py checkers/*.so
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache node/protos/*_pb2*.py checkers/*.so

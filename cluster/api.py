@@ -1,14 +1,21 @@
-"""The protocols every cluster backend implements (docker, local netns, ssh).
+"""The protocols cluster backends implement (docker, local netns, ssh, and test doubles).
 
 Node names are short and stable within a cluster: a role's prefix and a number (the store's `m1`..`m3` for
 masters, `t1`..`t5` for tablet servers). A role may give its nodes DNS names (the store's `master-1`..),
 separate from node names so a name can be moved to another node (`set_dns`), which is the cname swap of
 the permanent-master-failure procedure. What a role runs is a DB's ClusterSpec (cluster/base.py).
+
+What a backend offers comes in small protocols, after Jepsen's (net/proto.clj's Net, db.clj's Kill and
+Pause): code that needs one kind of fault asks for that protocol only, so a backend that cannot cut power or
+shape packets still serves every fault it can, and a test double implements just what its test uses. Each
+fault protocol includes `Nodes`, since a fault first picks its targets. `ClusterBackend` is all of them:
+what the real backends (cluster/base.py's NodeBackend and its subclasses) implement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -22,21 +29,67 @@ class Remote(Protocol):
     def get(self, node: str, path: str) -> bytes: ...
 
 
-class ClusterBackend(Protocol):
-    """What every backend offers: hosts by role, the processes a DB's ClusterSpec says they run, and
-    fault primitives that heal without residue. The real backends share cluster/base.py's NodeBackend;
-    the in-memory fake (faultline.testing.fake) implements the same methods."""
-
-    remote: Remote
-
-    # lifecycle
-    def up(self, spec: Mapping[str, Any]) -> None: ...
-
-    def down(self) -> None: ...
+class Nodes(Protocol):
+    """The nodes of a cluster by role: what every fault needs first, to choose its targets."""
 
     def nodes(self, role: str | None = None) -> list[str]:
-        """The nodes that run the DB, or those of one role."""
+        """The nodes that run the DB (destroyed ones excluded), or those of one role."""
         ...
+
+
+class Hosts(Nodes, Protocol):
+    """Hosts brought up and down, reached by commands and addresses, and the evidence they keep: what the
+    runner, a DB's setup and its clients need, and what node-level tools (`node_dir`, `expand`) run in."""
+
+    @property
+    def remote(self) -> Remote:
+        """Runs commands on the nodes, and moves files to and from them."""
+        ...
+
+    def up(self, spec: Mapping[str, Any]) -> None:
+        """Brings up the hosts of a ClusterSpec (as a mapping or the object) and starts their processes."""
+        ...
+
+    def down(self) -> None:
+        """Removes every host and everything the cluster made on this machine."""
+        ...
+
+    def address(self, node: str) -> str:
+        """The node's address, as this machine and the other nodes reach it."""
+        ...
+
+    def addresses(self, role: str) -> list[str]:
+        """The role's `name:port` addresses inside the cluster."""
+        ...
+
+    def resolve(self, name: str) -> str:
+        """The IP address a node name or DNS name stands for now."""
+        ...
+
+    def node_dir(self, node: str) -> str:
+        """The folder on the node that holds the DB's data and logs."""
+        ...
+
+    def env_argv(self, node: str) -> list[str]:
+        """The `env ...` prefix under which a command on the node imports Faultline."""
+        ...
+
+    def expand(self, node: str, template: Sequence[str]) -> list[str]:
+        """An argv template (`{python}`, `{dir}`, `{addresses:ROLE}`, ...) filled in for `node`."""
+        ...
+
+    def logs(self, node: str) -> str:
+        """The tail of the log of the node's process ("" when there is none yet)."""
+        ...
+
+    def collect(self, dest: str | Path) -> list[Path]:
+        """Copies each node's logs and data into dest/<node>/."""
+        ...
+
+
+class Processes(Nodes, Protocol):
+    """The DB's process on each node (after Jepsen's Kill and Pause): its lifecycle and the kill and pause
+    faults. A start after a kill, pause or stop brings the same node back with its data."""
 
     def start(self, node: str) -> None: ...
 
@@ -48,52 +101,81 @@ class ClusterBackend(Protocol):
 
     def resume(self, node: str) -> None: ...
 
-    def destroy(self, node: str) -> None: ...
-
-    def add_node(self, name: str, role: str | None = None, start: bool = True) -> str: ...
-
-    def logs(self, node: str) -> str: ...
-
-    # naming: movable DNS names, and how the controller on the host reaches nodes
-    def set_dns(self, name: str, node: str) -> None: ...
-
-    def dns_holder(self, name: str) -> str | None: ...
-
-    def resolve(self, name: str) -> str: ...
-
-    def addresses(self, role: str) -> list[str]:
-        """The role's `name:port` addresses inside the cluster."""
+    def daemon_status(self, node: str) -> str:
+        """running | paused | stopped"""
         ...
 
-    # fault primitives the nemeses use; heal_network() verifies nothing is left behind
-    def partition(self, grudge: Mapping[str, set[str]]) -> None:
+
+class Membership(Nodes, Protocol):
+    """Nodes that come and go, and DNS names that move between them: the topology faults (a master
+    destroyed for good and replaced, its DNS name moved to the replacement)."""
+
+    def destroy(self, node: str) -> None:
+        """Removes the node and its data for good; it leaves `nodes()`."""
+        ...
+
+    def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
+        """A new node of `role`, with an empty data folder; returns its name."""
+        ...
+
+    def set_dns(self, name: str, node: str) -> None:
+        """Points the DNS name at `node`, for every node and for clients on this machine."""
+        ...
+
+    def dns_holder(self, name: str) -> str | None:
+        """The node a DNS name points at, if any."""
+        ...
+
+
+class Network(Nodes, Protocol):
+    """Network faults (after Jepsen's Net): partitions and packet shaping, healed without residue."""
+
+    def partition(self, grudge: Mapping[str, Iterable[str]]) -> None:
         """grudge[a] = the nodes whose traffic a drops (inbound), for each a."""
         ...
 
-    def heal_network(self) -> None: ...
+    def heal_network(self) -> None:
+        """Undoes every partition and packet fault, and verifies nothing is left behind."""
+        ...
 
-    def netem(self, node: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None: ...
-
-    def packet_kinds(self, node: str) -> tuple[str, ...]: ...
+    def packet_kinds(self, node: str) -> tuple[str, ...]:
+        """The packet faults this node's kernel supports (of cluster/base.py's PACKET_KINDS)."""
+        ...
 
     def packet(self, node: str, *, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0,
-               duplicate_pct: float = 0, reorder_pct: float = 0, rate_kbit: float = 0) -> None: ...
+               duplicate_pct: float = 0, reorder_pct: float = 0, rate_kbit: float = 0) -> None:
+        """Shapes the node's outbound packets (all zero: back to normal)."""
+        ...
 
-    def set_clock_offset(self, node: str, offset_s: float) -> None: ...
+    def netem(self, node: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None:
+        """Delay, jitter and loss only (the older form of `packet`)."""
+        ...
+
+
+class Clock(Nodes, Protocol):
+    """Clock faults: the node's processes read their time through an offset the backend sets."""
+
+    def set_clock_offset(self, node: str, offset_s: float) -> None:
+        """Moves the node's clock by `offset_s` seconds from the host's (0: back in step)."""
+        ...
+
+
+class Power(Nodes, Protocol):
+    """Power faults: a node loses what never reached stable storage."""
 
     def power_loss(self, node: str, restart: bool = True) -> dict[str, Any]:
         """SIGKILL, cut the data back to what reached fsync, start again (cluster/base.py)."""
         ...
 
-    # observation and evidence
-    def daemon_status(self, node: str) -> str:
-        """running | paused | stopped"""
-        ...
+
+class Observation(Protocol):
+    """What faults left behind, for the runner's check after it heals."""
 
     def residue(self) -> list[str]:
         """What faults left behind, one line each; empty after a clean heal."""
         ...
 
-    def collect(self, dest: Any) -> list[Any]:
-        """Copies each node's logs and data into dest/<node>/."""
-        ...
+
+class ClusterBackend(Hosts, Processes, Membership, Network, Clock, Power, Observation, Protocol):
+    """Every protocol above: what the real backends implement (they share cluster/base.py's NodeBackend),
+    and what a backend registered in cluster/backends.py is made as."""

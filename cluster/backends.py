@@ -1,71 +1,130 @@
-"""Choosing, creating and re-finding backends by kind (`docker`, `local`, `ssh`) and cluster name.
+"""The registry of cluster backends, and choosing, creating and re-finding a backend by kind and cluster name.
 
-Other packages call `make_backend(...)` then `.up()`, or `attach(kind, name)` for a cluster that is
+A backend kind registers itself (`register(BackendKind(...))`) and is then chosen by name like any other
+(`--cluster NAME`): the built-ins `docker` (the default), `local` (network namespaces) and `ssh` register
+below and import their modules only when used; a test double registers `hidden`, so `--help` does not offer
+it. Other packages call `make_backend(...)` then `.up()`, or `attach(kind, name)` for a cluster that is
 already up; `remove_everything()` / `leftovers()` are the hygiene entry points (`down --all`, tests).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend
+from faultline.cluster.api import ClusterBackend
+from faultline.cluster.base import ClusterError, ClusterSpec
 
-KINDS = ("docker", "local", "ssh")
+KINDS = ("docker", "local", "ssh")   # the built-in kinds, which `cluster status` and `down --all` look for
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+class Factory(Protocol):
+    """Makes a backend for a cluster spec (not yet up). `hosts` is a hosts file for kinds that take one
+    (ssh); `seed` is the run's seed, for a backend that makes random choices itself (a test double)."""
+
+    def __call__(self, spec: ClusterSpec, hosts: str | None, *, seed: int = 0) -> ClusterBackend: ...
 
 
 @dataclass(frozen=True)
 class BackendKind:
-    """A cluster backend by name: how to make one for a spec (`make(spec, hosts, seed)`), how to re-find a
-    running one (`attach(name)`, None: it cannot be re-found), whether `--help` lists it (a test double
-    does not), how long a run waits for the cluster to settle after healing, and which DBs it can run (None:
-    any)."""
+    """One kind of cluster backend, as the user names it (`--cluster NAME`)."""
 
     name: str
-    make: Callable[[ClusterSpec, str | None, int], Any]
-    attach: Callable[[str], Any] | None = None
-    hidden: bool = False
-    default_quiet_period_s: float = 5.0
-    dbs: frozenset[str] | None = None
+    make: Factory
+    # the backend of a cluster of this kind that is already up, by cluster name (possibly brought up by
+    # another process: `--reuse-cluster`, `faultline cluster status`); None when a cluster lives in one
+    # process only
+    attach: Callable[[str], ClusterBackend] | None = None
+    hidden: bool = False                 # not offered in --help (an in-memory test double)
+    default_quiet_period_s: float = 5.0  # settling time before the final reads, unless the test sets one
+    dbs: frozenset[str] | None = None    # the DBs it can run (None: any)
+
+    def runs(self, db: str) -> bool:
+        """Whether this kind can run the DB named `db`."""
+        return self.dbs is None or db in self.dbs
 
 
-_REGISTRY: dict[str, BackendKind] = {}
+_KINDS: dict[str, BackendKind] = {}
 
 
-def register(kind: BackendKind) -> None:
-    """Adds a backend kind; registering the same object again is a no-op, another under a taken name is
-    refused."""
-    old = _REGISTRY.get(kind.name)
-    if old is not None and old != kind:
+def register(kind: BackendKind) -> BackendKind:
+    """Adds a backend kind; a name already taken is refused (a plug-in never shadows another)."""
+    if not _NAME.match(kind.name):
+        raise ClusterError(f"cluster backend name {kind.name!r}: use lowercase letters, digits and '-'")
+    if kind.name in _KINDS:
         raise ClusterError(f"a cluster backend named {kind.name!r} is already registered")
-    _REGISTRY[kind.name] = kind
+    _KINDS[kind.name] = kind
+    return kind
 
 
-def kinds(include_hidden: bool = False) -> list[str]:
-    return [k.name for k in _REGISTRY.values() if include_hidden or not k.hidden]
+def unregister(name: str) -> None:
+    """Removes a backend kind (a plug-in's tests); an unknown name is no error."""
+    _KINDS.pop(name, None)
+
+
+def kinds(include_hidden: bool = False) -> tuple[str, ...]:
+    """The names of the registered kinds, in registration order (the default, docker, first)."""
+    return tuple(n for n, k in _KINDS.items() if include_hidden or not k.hidden)
 
 
 def kind(name: str) -> BackendKind:
-    found = _REGISTRY.get(name)
+    """The kind registered as `name`; an unknown name is a ClusterError that lists the valid ones."""
+    found = _KINDS.get(name)
     if found is None:
-        raise ClusterError(f"unknown cluster {name!r}; valid: {', '.join(kinds())}")
+        raise ClusterError(f"unknown cluster backend {name!r} (choose from {', '.join(kinds())})")
     return found
 
 
-def _make_docker(spec: ClusterSpec, hosts: str | None, seed: int) -> NodeBackend:
+def make_backend(kind: str = "docker", spec: ClusterSpec | Mapping[str, Any] | None = None,
+                 hosts: str | None = None, *, seed: int = 0) -> ClusterBackend:
+    """A backend of `kind` for `spec` (not yet up). `hosts` is the ssh hosts file (required for ssh)."""
+    k = _lookup(kind)
+    spec_obj = spec if isinstance(spec, ClusterSpec) else ClusterSpec.from_mapping(dict(spec or {}))
+    return k.make(spec_obj, hosts, seed=seed)
+
+
+def attach(kind: str, name: str) -> ClusterBackend:
+    """The backend object of a cluster that is already up (possibly started by another process)."""
+    k = _lookup(kind)
+    if k.attach is None:
+        raise ClusterError(f"a {kind} cluster lives in the process that made it: there is none to attach to")
+    return k.attach(name)
+
+
+_lookup = kind   # for the functions above, whose parameter `kind` hides the function
+
+
+# ---------------------------------------------------------------- the built-in kinds
+
+
+def _make_docker(spec: ClusterSpec, hosts: str | None, *, seed: int = 0) -> ClusterBackend:
     from faultline.cluster.docker_backend import DockerBackend
 
     return DockerBackend(spec)
 
 
-def _make_local(spec: ClusterSpec, hosts: str | None, seed: int) -> NodeBackend:
+def _attach_docker(name: str) -> ClusterBackend:
+    from faultline.cluster.docker_backend import DockerBackend
+
+    return DockerBackend.attach(name)
+
+
+def _make_local(spec: ClusterSpec, hosts: str | None, *, seed: int = 0) -> ClusterBackend:
     from faultline.cluster.local_backend import LocalBackend
 
     return LocalBackend(spec)
 
 
-def _make_ssh(spec: ClusterSpec, hosts: str | None, seed: int) -> NodeBackend:
+def _attach_local(name: str) -> ClusterBackend:
+    from faultline.cluster.local_backend import LocalBackend
+
+    return LocalBackend.attach(name)
+
+
+def _make_ssh(spec: ClusterSpec, hosts: str | None, *, seed: int = 0) -> ClusterBackend:
     from faultline.cluster.ssh_backend import SSHBackend, fit_spec, load_hosts
 
     if not hosts:
@@ -75,33 +134,18 @@ def _make_ssh(spec: ClusterSpec, hosts: str | None, seed: int) -> NodeBackend:
     return SSHBackend(spec, hs)
 
 
-def _attach(module: str, cls: str) -> Callable[[str], Any]:
-    def attach_to(name: str) -> Any:
-        import importlib
+def _attach_ssh(name: str) -> ClusterBackend:
+    from faultline.cluster.ssh_backend import SSHBackend
 
-        return getattr(importlib.import_module(module), cls).attach(name)
-
-    return attach_to
+    return SSHBackend.attach(name)
 
 
-register(BackendKind("docker", _make_docker, _attach("faultline.cluster.docker_backend", "DockerBackend")))
-register(BackendKind("local", _make_local, _attach("faultline.cluster.local_backend", "LocalBackend")))
-register(BackendKind("ssh", _make_ssh, _attach("faultline.cluster.ssh_backend", "SSHBackend")))
+register(BackendKind("docker", _make_docker, _attach_docker))
+register(BackendKind("local", _make_local, _attach_local))
+register(BackendKind("ssh", _make_ssh, _attach_ssh))
 
 
-def make_backend(kind_name: str = "docker", spec: ClusterSpec | dict[str, Any] | None = None,
-                 hosts: str | None = None, seed: int = 0) -> Any:
-    """A backend for `spec` (not yet up). `hosts` is the ssh hosts file (required for ssh)."""
-    spec_obj = spec if isinstance(spec, ClusterSpec) else ClusterSpec.from_mapping(dict(spec or {}))
-    return kind(kind_name).make(spec_obj, hosts, seed)
-
-
-def attach(kind_name: str, name: str) -> Any:
-    """The backend object of a cluster that is already up (possibly started by another process)."""
-    k = kind(kind_name)
-    if k.attach is None:
-        raise ClusterError(f"a {kind_name} cluster cannot be re-found once its process is gone")
-    return k.attach(name)
+# ---------------------------------------------------------------- clusters on this machine
 
 
 def list_clusters(kinds: tuple[str, ...] = KINDS, unreachable: list[str] | None = None) -> list[tuple[str, str]]:
@@ -143,7 +187,7 @@ def leftovers(docker: bool = True) -> dict[str, list[str]]:
     return {k: v for k, v in out.items() if v}
 
 
-def remove_everything(log=print) -> int:
+def remove_everything(log: Callable[[str], object] = print) -> int:
     """`down --all`: every Faultline container, network, namespace and link on this machine; ssh
     clusters recorded here are taken down too (their hosts are cleaned over ssh)."""
     import os
@@ -167,8 +211,8 @@ def remove_everything(log=print) -> int:
             removed += 1
         except Exception as exc:
             log(f"ssh cluster {name}: {exc}")
-    for kind in KINDS:
-        d = state.state_dir(kind)
-        for p in d.glob(f"{kind}-*.hosts") if d.is_dir() else []:
+    for k in KINDS:
+        d = state.state_dir(k)
+        for p in d.glob(f"{k}-*.hosts") if d.is_dir() else []:
             p.unlink(missing_ok=True)
     return removed

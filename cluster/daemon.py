@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TypedDict
 
 FAKETIME_LIBS = ("/usr/lib/*/faketime/libfaketimeMT.so.1", "/usr/lib/*/faketime/libfaketime.so.1",
                  "/usr/lib/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketime.so.1")
@@ -74,7 +75,13 @@ def faketime_lib() -> str | None:
     return None
 
 
-def _as_user(user: str | None) -> dict[str, object]:
+class _UserArgs(TypedDict, total=False):
+    user: int
+    group: int
+    extra_groups: list[int]
+
+
+def _as_user(user: str | None) -> _UserArgs:
     """Popen arguments that drop to `user` (its uid, primary gid and groups) just before exec."""
     if not user:
         return {}
@@ -109,7 +116,7 @@ def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: st
     log.flush()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=full_env,
-                                cwd=cwd, start_new_session=True, close_fds=True, **_as_user(user))  # type: ignore[arg-type]
+                                cwd=cwd, start_new_session=True, close_fds=True, **_as_user(user))
     except (OSError, KeyError) as exc:
         print(f"{name}: cannot start {argv[0]}: {exc}", file=sys.stderr)
         return 4

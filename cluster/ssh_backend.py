@@ -225,7 +225,7 @@ class SSHRemote:
         if kh.exists():
             client.load_host_keys(str(kh))
         if h.accept_new_host_keys:
-            client.set_missing_host_key_policy(_AcceptNew(kh))
+            client.set_missing_host_key_policy(_AcceptNew(kh))  # type: ignore[arg-type]  # paramiko duck-types it
         else:
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
@@ -345,6 +345,7 @@ class SSHRemote:
 
 class SSHBackend(NodeBackend):
     kind = "ssh"
+    remote: SSHRemote
 
     def __init__(self, spec: ClusterSpec, hosts: list[SSHHost]) -> None:
         super().__init__(spec)

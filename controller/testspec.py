@@ -74,9 +74,9 @@ def _backend_kind(name: str, db: DB) -> Any:
 
     try:
         kind = backends.kind(name)
-    except ClusterError as exc:
-        raise UsageError(str(exc)) from None
-    if kind.dbs is not None and db.name not in kind.dbs:
+    except ClusterError:
+        raise _choices("cluster", name, backends.kinds()) from None
+    if not kind.runs(db.name):
         raise UsageError(f"the {name} cluster runs only {', '.join(sorted(kind.dbs))}, not {db.name}")
     return kind
 

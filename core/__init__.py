@@ -3,7 +3,8 @@
 `TestSpec` is frozen plain data: exactly what test.json holds, what campaigns and the CLI build and what
 checkers read (as a dict). `Run` holds the live objects one run shares between the runner, its workloads,
 its nemeses and its DB: the DB object, the cluster backend, the recorder, a client factory, and a scratch
-`state` dict for facts learnt during the run (tables made, names used). Standard library only.
+`state` dict for facts learnt during the run (tables made, names used). `Op` (core/ops.py) is one event of a
+history, the type generators, clients, nemeses and the recorder exchange. Standard library only.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from faultline.core.ops import Op, OpType, Process
+
+__all__ = ["Op", "OpType", "Process", "Run", "TestSpec"]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ number of each worker, and the run's seeded random generator) and answers one of
 
 - `None`: it is exhausted;
 - `(Pending(until), gen)`: nothing right now; ask again after `until` (ns) or after any completion;
-- `(op, gen)`: the operation `op` (a dict with `process`, `time`, `f`, ...) and the generator that follows it.
+- `(op, gen)`: the operation `op` (an `Op`, faultline.core.ops: `process`, `time`, `f`, ...) and the generator
+  that follows it.
 
 Because a generator is an immutable value, asking twice with the same context gives the same answer,
 and the interpreter may drop an answer (e.g. when a completion arrives before a future op is due) and
@@ -25,9 +26,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
-Op = dict[str, Any]
+from faultline.core.ops import Op, OpType, Process
+
 Thread = int | str
 NEMESIS: str = "nemesis"
 NS = 1_000_000_000
@@ -50,7 +52,7 @@ class Context:
     time: int
     threads: frozenset[Thread]
     free: frozenset[Thread]
-    processes: Mapping[Thread, Any]
+    processes: Mapping[Thread, Process]
     rng: random.Random = field(compare=False, hash=False)
     concurrency: int = 0
 
@@ -59,7 +61,7 @@ class Context:
         threads: set[Thread] = set(range(concurrency))
         if nemesis:
             threads.add(NEMESIS)
-        procs: dict[Thread, Any] = {t: t for t in threads}
+        procs: dict[Thread, Process] = {t: t for t in threads}
         return Context(time, frozenset(threads), frozenset(threads), procs, rng, concurrency)
 
     def restrict(self, threads: Iterable[Thread]) -> Context:
@@ -78,7 +80,8 @@ class Context:
     def with_retired(self, thread: Thread) -> Context:
         """The thread's process ended `info`: it continues under a fresh process number."""
         procs = dict(self.processes)
-        procs[thread] = procs[thread] + self.concurrency if isinstance(thread, int) else thread
+        p = procs[thread]
+        procs[thread] = p + self.concurrency if isinstance(thread, int) and isinstance(p, int) else thread
         return replace(self, processes=procs)
 
     def client_threads(self) -> list[int]:
@@ -91,7 +94,7 @@ class Context:
         ordered = sorted(self.free, key=lambda t: (isinstance(t, str), t if isinstance(t, int) else 0))
         return ordered[0] if len(ordered) == 1 else self.rng.choice(ordered)
 
-    def thread_of(self, process: Any) -> Thread | None:
+    def thread_of(self, process: object) -> Thread | None:
         for t, p in self.processes.items():
             if p == process:
                 return t
@@ -112,8 +115,9 @@ class Gen:
 
 
 def invocation(op: Mapping[str, Any], ctx: Context, thread: Thread) -> Op:
-    """`op` as an invocation by `thread`'s current process, due now unless it names its own time."""
-    out = {"type": "invoke", **op}
+    """`op` as an invocation by `thread`'s current process, due now unless it names its own time. `op` is
+    any mapping of an op's fields (a workload's template need not be typed as an `Op`)."""
+    out = cast(Op, {"type": "invoke", **op})
     out["process"] = ctx.processes[thread]
     out.setdefault("time", ctx.time)
     return out
@@ -414,12 +418,12 @@ class Any_(Gen):
             # Only pendings: keep the original generators (a Pending answer may carry a started deadline).
             nxt = tuple(a[1] for a in answers if a is not None)
             return pending or PENDING, Any_(nxt)
-        nxt = []
+        after: list[Gen] = []
         for i, ans in enumerate(answers):
             if ans is None:
                 continue
-            nxt.append(ans[1] if i == best_i or isinstance(ans[0], Pending) else self.gens[i])
-        return best[0], Any_(tuple(nxt))
+            after.append(ans[1] if i == best_i or isinstance(ans[0], Pending) else self.gens[i])
+        return best[0], Any_(tuple(after))
 
     def update(self, ctx: Context, event: Op) -> Gen:
         return Any_(tuple(g.update(ctx, event) for g in self.gens))
@@ -505,19 +509,20 @@ class EachThread(Gen):
                 continue
             if best is None or soonest(best, ans) == 1:
                 best, best_t = ans, t
-        if best is None:
+        if best is None or best_t is None:  # (best_t is set whenever best is)
             if all(g is None for g in states.values()):
                 return None
             return pending or PENDING, EachThread(self.gen, tuple(states.items()))
-        states[best_t] = best[1]  # type: ignore[index]
+        states[best_t] = best[1]
         return best[0], EachThread(self.gen, tuple(states.items()))
 
     def update(self, ctx: Context, event: Op) -> Gen:
         t = ctx.thread_of(event.get("process"))
         states = self._states(ctx)
-        if t not in states or states[t] is None:
+        g = states.get(t) if t is not None else None
+        if t is None or g is None:
             return self
-        states[t] = states[t].update(ctx.restrict([t]), event)  # type: ignore[union-attr]
+        states[t] = g.update(ctx.restrict([t]), event)
         return EachThread(self.gen, tuple(states.items()))
 
 
@@ -560,10 +565,10 @@ class Independent(Gen):
         threads = [t for t in sorted(ctx.threads, key=str) if isinstance(t, int)]
         threads.sort()
         size = max(1, self.group_size)
-        groups = []
+        groups: list[tuple[tuple[Thread, ...], Any, Gen | None]] = []
         nk = self.next_key
         for i in range(0, len(threads), size):
-            members = tuple(threads[i : i + size])
+            members: tuple[Thread, ...] = tuple(threads[i : i + size])
             if len(members) < size and groups:
                 # Fold a short tail into the last group rather than leave a lonely worker per key.
                 m, k, g = groups[-1]
@@ -728,7 +733,7 @@ def simulate(
     concurrency: int,
     seed: int = 0,
     latency_s: float | Callable[[Op], float] = 0.0,
-    complete: Callable[[Op], str] | None = None,
+    complete: Callable[[Op], OpType] | None = None,
     nemesis_thread: bool = True,
     max_ops: int = 100_000,
     max_time_s: float = 3600.0,
@@ -759,15 +764,15 @@ def simulate(
         if not isinstance(o, Pending) and (next_done is None or o["time"] <= next_done):
             t = max(ctx.time, o["time"])
             ctx = ctx.at(t)
-            o = {**o, "time": t}
-            thread = ctx.thread_of(o["process"])
-            assert thread is not None and thread in ctx.free, f"op on a busy or unknown thread: {o}"
-            history.append(o)
+            due: Op = {**o, "time": t}
+            thread = ctx.thread_of(due["process"])
+            assert thread is not None and thread in ctx.free, f"op on a busy or unknown thread: {due}"
+            history.append(due)
             ctx = ctx.busy(thread)
-            g = g2.update(ctx, o)
-            lat = latency_s(o) if callable(latency_s) else latency_s
+            g = g2.update(ctx, due)
+            lat = latency_s(due) if callable(latency_s) else latency_s
             seqno += 1
-            inflight.append((t + int(lat * NS), seqno, o, thread))
+            inflight.append((t + int(lat * NS), seqno, due, thread))
             continue
         # Advance the clock: to the next completion, or to when the generator wants to be asked again.
         wake = o.until if isinstance(o, Pending) else o["time"]
@@ -775,8 +780,8 @@ def simulate(
             inflight.sort()
             done_t, _, inv, thread = inflight.pop(0)
             ctx = ctx.at(max(ctx.time, done_t))
-            typ = complete(inv) if complete else "ok"
-            comp = {**inv, "type": typ, "time": ctx.time}
+            typ: OpType = complete(inv) if complete else "ok"
+            comp: Op = {**inv, "type": typ, "time": ctx.time}
             history.append(comp)
             ctx = ctx.freed(thread)
             g = g.update(ctx, comp)

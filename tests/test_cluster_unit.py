@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from faultline.cluster import daemon, image
+from faultline.cluster import backends, daemon, image
 from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RoleSpec, check_ip
 from faultline.cluster.ssh_backend import SSHBackend, _check_removable, fit_spec, load_hosts
 from faultline.controller.cli import main as cli_main
@@ -274,3 +276,81 @@ def test_host_pythonpath_is_safe_from_many_threads(tmp_path: Path, monkeypatch: 
         assert len(got) == 1 and (Path(got.pop()) / "faultline").resolve() == source.PACKAGE_DIR
     finally:
         source.host_pythonpath.cache_clear()
+
+
+# ---------------------------------------------------------------- the backend registry
+
+
+class _Double:
+    """A backend double that only records what it was made with (registry tests never bring it up)."""
+
+    def __init__(self, spec: ClusterSpec, hosts: str | None, seed: int) -> None:
+        self.spec, self.hosts, self.seed = spec, hosts, seed
+
+
+def _double(spec: ClusterSpec, hosts: str | None, *, seed: int = 0) -> Any:
+    return _Double(spec, hosts, seed)
+
+
+_SPEC = {"name": "c1", "roles": [{"role": "server", "count": 1, "prefix": "s"}]}
+
+
+@pytest.fixture
+def registered() -> Iterator[list[str]]:
+    """Names registered by a test, unregistered after it."""
+    names: list[str] = []
+    yield names
+    for n in names:
+        backends.unregister(n)
+
+
+def test_builtin_backends_are_registered_in_order() -> None:
+    assert backends.kinds()[:3] == ("docker", "local", "ssh")
+    docker = backends.kind("docker")
+    assert docker.attach is not None and not docker.hidden and docker.default_quiet_period_s == 5.0
+    assert docker.runs("etcd") and docker.dbs is None
+
+
+def test_a_registered_kind_is_made_by_name(registered: list[str]) -> None:
+    registered.append("double-a")
+    k = backends.register(backends.BackendKind("double-a", _double, dbs=frozenset({"store"})))
+    assert backends.kind("double-a") is k and "double-a" in backends.kinds()
+    b = backends.make_backend("double-a", _SPEC, hosts="h.toml", seed=7)
+    assert isinstance(b, _Double) and (b.spec.name, b.hosts, b.seed) == ("c1", "h.toml", 7)
+    assert k.runs("store") and not k.runs("etcd")
+    with pytest.raises(ClusterError, match="none to attach to"):
+        backends.attach("double-a", "c1")
+
+
+def test_a_name_is_registered_once(registered: list[str]) -> None:
+    with pytest.raises(ClusterError, match="'docker' is already registered"):
+        backends.register(backends.BackendKind("docker", _double))
+    assert backends.kind("docker").make is not _double
+    with pytest.raises(ClusterError, match="use lowercase"):
+        backends.register(backends.BackendKind("Bad Name", _double))
+
+
+def test_a_hidden_kind_is_not_listed_but_can_be_made(registered: list[str]) -> None:
+    registered.append("double-h")
+    backends.register(backends.BackendKind("double-h", _double, hidden=True, default_quiet_period_s=0.2))
+    assert "double-h" not in backends.kinds()
+    assert "double-h" in backends.kinds(include_hidden=True)
+    assert backends.kind("double-h").default_quiet_period_s == 0.2
+    assert isinstance(backends.make_backend("double-h", _SPEC), _Double)
+
+
+def test_an_unknown_kind_names_the_valid_ones(registered: list[str]) -> None:
+    registered.append("double-h")
+    backends.register(backends.BackendKind("double-h", _double, hidden=True))
+    for call in (lambda: backends.kind("nope"), lambda: backends.make_backend("nope", _SPEC),
+                 lambda: backends.attach("nope", "c1")):
+        with pytest.raises(ClusterError) as exc:
+            call()
+        msg = str(exc.value)
+        assert "unknown cluster backend 'nope'" in msg and "docker, local, ssh" in msg
+        assert "double-h" not in msg
+
+
+def test_ssh_needs_a_hosts_file() -> None:
+    with pytest.raises(ClusterError, match="needs --hosts FILE"):
+        backends.make_backend("ssh", _SPEC)

@@ -7,12 +7,13 @@ and workload layers, whose building blocks its faults and workload use, as a DB'
 Jepsen; the harness reaches it only through the DB registry (faultline.dbs) and the DB protocol.
 """
 
+from faultline.cluster.api import ClusterBackend
 from faultline.cluster.backends import BackendKind, register
 from faultline.cluster.base import ClusterSpec
 from faultline.dbs.store.db import StoreDB
 
 
-def _make_fake(spec: ClusterSpec, hosts: str | None, seed: int) -> object:
+def _make_fake(spec: ClusterSpec, hosts: str | None, *, seed: int = 0) -> ClusterBackend:
     from faultline.dbs.store.fake import FakeBackend
 
     return FakeBackend(seed=seed)
