@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Protocol
 
+from faultline.core import Op
+
 Valid = bool | Literal["unknown"]
-Op = dict[str, Any]
 History = list[Op]
 
 

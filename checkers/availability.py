@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.ops import Op, has_times, nemesis_intervals, op_time, pairs
+from faultline.checkers.ops import has_times, nemesis_intervals, op_time, pairs
+from faultline.core import Op
 
 
 class Availability:

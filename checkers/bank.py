@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.ops import Op, pairs
+from faultline.checkers.ops import pairs
+from faultline.core import Op
 
 
 def _accounts(spec: Any) -> list[str] | None:

@@ -43,7 +43,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.ops import Interval, Op, fault_free_at, nemesis_intervals, op_time, pairs
+from faultline.checkers.ops import Interval, fault_free_at, nemesis_intervals, op_time, pairs
+from faultline.core import Op
 
 # how long a problem must persist, with no fault active, in every answer of a check made during the run
 # before the timed rules call it an anomaly (the after-healing rules retry about as long)

@@ -11,7 +11,8 @@ import bisect
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.ops import Op, pairs
+from faultline.checkers.ops import pairs
+from faultline.core import Op
 
 
 class CounterChecker:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.ops import Op
+from faultline.core import Op
 
 
 def history_index_times(history: list[Op]) -> dict[int, int]:

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from faultline.checkers.ops import BadOp, Op, pairs
+from faultline.checkers.ops import BadOp, pairs
+from faultline.core import Op
 
 FS = frozenset({"read", "write", "insert", "txn"})
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Op = dict[str, Any]
+from faultline.core import Op
 
 HEAL_PREFIXES = ("stop", "heal", "resume", "recover", "restore", "end")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultline.checkers.models import freeze, thaw
-from faultline.checkers.ops import Op
+from faultline.core import Op
 
 NS = 1_000_000_000
 

@@ -12,7 +12,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.ops import Op, pairs
+from faultline.checkers.ops import pairs
+from faultline.core import Op
 
 
 class Stats:

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultline.checkers.models import freeze, thaw
-from faultline.checkers.ops import Op, pairs
+from faultline.checkers.ops import pairs
+from faultline.core import Op
 
 
 class UniqueIds:

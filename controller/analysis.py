@@ -18,13 +18,12 @@ from faultline.checkers.api import Compose
 from faultline.checkers.availability import Availability
 from faultline.checkers.detection import first_anomaly, history_index_times
 from faultline.checkers.stats import Stats
-from faultline.core import TestSpec
+from faultline.core import Op, TestSpec
 from faultline.results.publish import publish
 from faultline.results.store import RunDir, open_run
 from faultline.workloads.api import Workload
 
 log = logging.getLogger("faultline.analysis")
-Op = dict[str, Any]
 
 
 def check(spec: TestSpec, workload: Workload, history: list[Op]) -> dict[str, Any]:

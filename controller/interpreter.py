@@ -20,10 +20,10 @@ from typing import Any
 
 from faultline import gen
 from faultline.controller.recorder import Recorder
+from faultline.core import Op
 from faultline.gen import NEMESIS, NS, Context, Pending
 
 log = logging.getLogger("faultline.runner")
-Op = dict[str, Any]
 
 
 class CutShort(Exception):

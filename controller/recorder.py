@@ -18,7 +18,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-Op = dict[str, Any]
+from faultline.core import Op
+
 SYNC_EVERY_S = 2.0
 
 

@@ -32,13 +32,12 @@ from faultline import gen
 from faultline.controller.analysis import check, write_outputs
 from faultline.controller.interpreter import STOP_SIGNALS, CutShort, Interpreter, Interrupts, Worker
 from faultline.controller.recorder import Recorder
-from faultline.core import Run, TestSpec
+from faultline.core import Op, Run, TestSpec
 from faultline.gen import NEMESIS, Context
 from faultline.nemesis.api import NemesisPackage
 from faultline.workloads.api import Workload
 
 log = logging.getLogger("faultline.runner")
-Op = dict[str, Any]
 
 
 @dataclass

@@ -5,6 +5,11 @@ checkers read (as a dict). `Run` holds the live objects one run shares between t
 its nemeses and its DB: the DB object, the cluster backend, the recorder, a client factory, and a scratch
 `state` dict for facts learnt during the run (tables made, names used). `Op` (core/ops.py) is one event of a
 history, the type generators, clients, nemeses and the recorder exchange. Standard library only.
+
+`Run`'s handles are typed with the protocols of the layers that define them (dbs.api.DB,
+cluster.api.ClusterBackend). Those names are imported for the type checker only (`TYPE_CHECKING`), so
+core still imports nothing at run time; the layer contract ignores type-only imports
+(docs/architecture.md, "Types where the layers meet").
 """
 
 from __future__ import annotations
@@ -12,11 +17,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from faultline.core.ops import Op, OpType, Process
 
-__all__ = ["Op", "OpType", "Process", "Run", "TestSpec"]
+if TYPE_CHECKING:
+    from faultline.cluster.api import ClusterBackend
+    from faultline.dbs.api import DB
+
+__all__ = ["HistoryRecorder", "Op", "OpType", "Process", "Run", "TestSpec"]
+
+
+class HistoryRecorder(Protocol):
+    """What a run's recorder offers the rest of a run (controller/recorder.py implements it): the run's
+    clock, and recording one op (numbered and flushed, as returned)."""
+
+    def now(self) -> int: ...
+
+    def record(self, op: Op) -> Op: ...
 
 
 @dataclass(frozen=True)
@@ -79,8 +97,8 @@ class Run:
     """One run of a test: its spec and the live handles. Workloads, nemeses and DBs receive this."""
 
     spec: TestSpec
-    db: Any                      # faultline.dbs.api.DB
-    backend: Any                 # faultline.cluster.api.ClusterBackend (or the in-memory fake)
+    db: DB
+    backend: ClusterBackend
     connect: Callable[[], Any] | None = None   # a new client library object, connected to the cluster
-    recorder: Any = None         # faultline.controller.recorder.Recorder, while the run records
+    recorder: HistoryRecorder | None = None    # while the run records
     state: dict[str, Any] = field(default_factory=dict)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from faultline.core import Run
+from faultline.core import Op, Run
 
 if TYPE_CHECKING:
     from faultline.gen import Gen
 
-Op = dict[str, Any]
 
 
 class Nemesis(Protocol):

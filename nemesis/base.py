@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs.api import Leaders, Primaries
 from faultline.gen import Context
 
 log = logging.getLogger("faultline.nemesis")
-Op = dict[str, Any]
 
 ROLES = ("masters", "tservers", "all")
 PRIMARIES = "primaries"

@@ -9,12 +9,11 @@ from __future__ import annotations
 import threading
 import time
 
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs.api import Leaders
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     PRIMARIES,
-    Op,
     backend,
     bring_back,
     done,

@@ -15,13 +15,13 @@ from dataclasses import replace
 from typing import Any
 
 from faultline import gen
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs import get_db
 from faultline.dbs import names as db_names
 from faultline.dbs.api import Kill, Pause, Primaries
 from faultline.nemesis import faults
 from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
-from faultline.nemesis.base import PRIMARIES, ROLES, Op, choice_op
+from faultline.nemesis.base import PRIMARIES, ROLES, choice_op
 from faultline.nemesis.grudge import SHAPES
 
 ALL_SUBSETS = ("one", "minority", "majority", "leaders")

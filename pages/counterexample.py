@@ -16,7 +16,7 @@ from typing import Any
 
 from faultline.checkers.linearizability import prefix_states
 from faultline.checkers.models import get_model
-from faultline.checkers.ops import Op
+from faultline.core import Op
 from faultline.pages.layout import lanes_chart, lanes_data, page
 from faultline.pages.story import story, story_html
 

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from faultline.checkers.ops import Op, Pair, has_times, nemesis_intervals, op_time, pairs
+from faultline.checkers.ops import Pair, has_times, nemesis_intervals, op_time, pairs
+from faultline.core import Op
 
 STYLESHEET = """
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from faultline.checkers.ops import Op, has_times, nemesis_intervals, op_time, pairs
+from faultline.checkers.ops import has_times, nemesis_intervals, op_time, pairs
+from faultline.core import Op
 
 COLOURS = {"ok": "#2e8b3a", "fail": "#c0392b", "info": "#c98a00"}
 NEMESIS_COLOUR = "#888888"

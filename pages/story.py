@@ -17,7 +17,8 @@ from typing import Any
 from faultline.checkers.elle.explain import txn_text
 from faultline.checkers.elle.svg import draw
 from faultline.checkers.linearizability import prefix_states
-from faultline.checkers.ops import Op, op_time, pairs
+from faultline.checkers.ops import op_time, pairs
+from faultline.core import Op
 
 EXAMPLES = 5
 

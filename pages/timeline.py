@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from faultline.checkers.ops import Op, has_times
+from faultline.checkers.ops import has_times
+from faultline.core import Op
 from faultline.pages.layout import lanes_chart, lanes_data, page
 
 

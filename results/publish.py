@@ -14,14 +14,13 @@ from typing import Any
 
 import pandas as pd
 
+from faultline.core import Op
 from faultline.pages.counterexample import evidence, render_html
 from faultline.pages.perf import write_plots
 from faultline.pages.timeline import write_timeline
 from faultline.results.metrics import fault_windows
 from faultline.results.report import failing, write_report
 from faultline.results.store import RunDir
-
-Op = dict[str, Any]
 
 
 def _guarded(run: RunDir, what: str, make: Callable[[], Any]) -> bool:

@@ -7,13 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from faultline.core import Run
+from faultline.core import Op, Run
 
 if TYPE_CHECKING:
     from faultline.checkers.api import Checker
     from faultline.gen import Gen
 
-Op = dict[str, Any]
 
 
 class Client(Protocol):

@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from faultline.core import Run, ops
-
-Op = dict[str, Any]
+from faultline.core import Op, Run, ops
 
 
 def is_definite(exc: BaseException) -> bool:

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultline import gen
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.workloads.api import Workload
-from faultline.workloads.common import KVClient, LazyChecker, Op
+from faultline.workloads.common import KVClient, LazyChecker
 
 
 class RegisterClient(KVClient):

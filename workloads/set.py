@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from faultline import gen
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.workloads.api import Workload
-from faultline.workloads.common import KVClient, LazyChecker, Op
+from faultline.workloads.common import KVClient, LazyChecker
 
 
 class SetClient(KVClient):

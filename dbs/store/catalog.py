@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from faultline import gen
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.workloads.api import Entry, Workload
-from faultline.workloads.common import KVClient, LazyChecker, Op, run_name
+from faultline.workloads.common import KVClient, LazyChecker, run_name
 
 
 class CatalogClient(KVClient):

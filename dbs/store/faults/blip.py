@@ -20,10 +20,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs.store.tools import node_of_address
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import Op, backend, done, log, nemesis_rng, role_nodes
+from faultline.nemesis.base import backend, done, log, nemesis_rng, role_nodes
 
 
 class LeaderBlipNemesis:

@@ -21,10 +21,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs.store.tools import masters_arg, run_tablets, tool, tserver_nodes, workload_tablets
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import Op, backend, done, first_up, log, nemesis_rng, role_nodes
+from faultline.nemesis.base import backend, done, first_up, log, nemesis_rng, role_nodes
 
 
 class LearnerPartitionNemesis:

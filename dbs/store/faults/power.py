@@ -18,11 +18,10 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs.store.tools import of_this_run, tablets
 from faultline.nemesis.base import (
     NemesisError,
-    Op,
     backend,
     bring_back,
     done,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs.store.layout import MASTER, MASTER_PORT, master_dns
 from faultline.dbs.store.tools import (
     dns_holder,
@@ -36,7 +36,6 @@ from faultline.dbs.store.tools import (
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     NemesisError,
-    Op,
     backend,
     done,
     first_up,
