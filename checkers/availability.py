@@ -39,10 +39,10 @@ class Availability:
         if not ps:
             return {"valid": "unknown", "error": "no completed client operations"}
         t0 = min(op_time(op) for op in history)
-        oks = sorted(op_time(p.completion) for p in ps if p.type == "ok")
+        oks = sorted(op_time(p.done) for p in ps if p.type == "ok")
         windows: dict[int, list[int]] = {}
         for p in ps:
-            w = int((op_time(p.completion) - t0) // window)
+            w = int((op_time(p.done) - t0) // window)
             row = windows.setdefault(w, [0, 0])
             row[1] += 1
             if p.type == "ok":
@@ -51,7 +51,7 @@ class Availability:
             {"t": round(w * window, 3), "ok": r[0], "total": r[1], "ok_fraction": round(r[0] / r[1], 4)}
             for w, r in sorted(windows.items())
         ]
-        end = max(op_time(p.completion) for p in ps)  # the clients' end: the quiet period is no outage
+        end = max(op_time(p.done) for p in ps)  # the clients' end: the quiet period is no outage
         points = [t0, *oks, end]
         gaps = [(points[i + 1] - points[i], points[i]) for i in range(len(points) - 1)]
         longest = max(gaps) if gaps else (0.0, t0)

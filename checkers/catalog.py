@@ -81,20 +81,23 @@ class CatalogChecker:
                 t = _table(p.invoke.get("value"))
                 attempted.add(t)
                 create_invokes[t].append(pos[id(p.invoke)])
-                if p.type == "ok":
+                if p.type == "ok" and comp_pos is not None:   # an ok has its completion
                     acked_create.setdefault(t, comp_pos)
             elif f == "delete-table":
                 t = _table(p.invoke.get("value"))
                 if p.type != "fail":
                     delete_invokes[t].append(pos[id(p.invoke)])
-                if p.type == "ok" and (t not in deleted_at or comp_pos < deleted_at[t]):
+                if p.type == "ok" and comp_pos is not None and (
+                        t not in deleted_at or comp_pos < deleted_at[t]):
                     deleted_at[t] = comp_pos
             elif f in ("alter-table", "describe-table") and p.type == "ok" and p.completion is not None:
                 v = p.completion.get("value")
                 if isinstance(v, Mapping) and v.get("version") is not None:
-                    versions[v.get("table")].append((pos[id(p.invoke)], comp_pos, int(v["version"])))
+                    versions[v.get("table")].append(
+                        (pos[id(p.invoke)], pos[id(p.completion)], int(v["version"])))
             elif f == "list-tables" and p.type == "ok" and p.completion is not None:
-                listings.append((pos[id(p.invoke)], comp_pos, list(p.completion.get("value") or [])))
+                listings.append(
+                    (pos[id(p.invoke)], pos[id(p.completion)], list(p.completion.get("value") or [])))
             elif f in ("locate-tables", "master-replicas"):
                 checks[f].append(p)   # every one, for the timed rules
                 if pos[id(p.invoke)] < healed_from:
@@ -192,9 +195,9 @@ class CatalogChecker:
             "final_table_count": len(final[2]) if final else None,
             "live_checks": live_checks,
         }
-        for k, v in errors.items():
-            out[f"{k}_count"] = len(v)
-            out[k] = v[:50]
+        for name, v in errors.items():
+            out[f"{name}_count"] = len(v)
+            out[name] = v[:50]
         if evidence:
             first = history[min(evidence)]
             out["first_anomaly"] = {k: first[k] for k in ("index", "time", "process", "f", "value") if k in first}

@@ -47,9 +47,9 @@ class CounterChecker:
         for r in reads:
             lo = self.initial + done_pref[bisect.bisect_left(done_at, (pos[id(r.invoke)], -(10**18)))]
             hi = self.initial + inv_pref[bisect.bisect_left(invoked_at, (pos[id(r.completion)], -(10**18)))]
-            v = r.completion.get("value")
+            v = r.done.get("value")
             if not isinstance(v, int | float) or not lo <= v <= hi:
-                errors.append({"index": r.completion.get("index"), "value": v, "lower": lo, "upper": hi})
+                errors.append({"index": r.done.get("index"), "value": v, "lower": lo, "upper": hi})
         return {
             "valid": not errors,
             "read_count": len(reads),

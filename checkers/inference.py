@@ -12,7 +12,7 @@ choice is made from evidence, in this order, and refused when the evidence does 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +105,7 @@ def _from_ops(ops: list[Mapping[str, Any]], fmt_model: str | None) -> Choice | N
     return None
 
 
-def infer(ops: list[Mapping[str, Any]], test: Mapping[str, Any] | None = None,
+def infer(ops: Sequence[Mapping[str, Any]], test: Mapping[str, Any] | None = None,
           fmt_model: str | None = None) -> Choice:
     """The checker for `ops`: from the test map, Elle-style transactions, or the fs and value shapes.
     Raises CannotInfer naming --model / --checker when none of them settles it."""
@@ -113,7 +113,7 @@ def infer(ops: list[Mapping[str, Any]], test: Mapping[str, Any] | None = None,
         chosen = _from_test(test)
         if chosen is not None:
             return chosen
-    kind = detect_kind(ops)  # type: ignore[arg-type]
+    kind = detect_kind(ops)
     if kind is not None:
         return Choice(f"elle-{kind}", None, f"{kind} transactions")
     client = _client(ops)
@@ -140,7 +140,7 @@ CHECKER_FS: dict[str, frozenset[str]] = {
 }
 
 
-def check_fs(ops: list[Mapping[str, Any]], choice: Choice) -> None:
+def check_fs(ops: Sequence[Mapping[str, Any]], choice: Choice) -> None:
     """Raises ops.BadOp at the first client op whose f the chosen checker does not know (linearizability's
     models check their own fs, with the value shapes, when the search prepares the history)."""
     from faultline.checkers.ops import BadOp

@@ -618,12 +618,18 @@ def native_spec(model: Model, calls: list[Call], init_state: Any) -> tuple[tuple
             init = vid(init_state)
             for c in calls:
                 if c.f == "read":
-                    okind.append(1), oa.append(vid(c.value)), ob.append(0)
+                    okind.append(1)
+                    oa.append(vid(c.value))
+                    ob.append(0)
                 elif c.f == "write":
-                    okind.append(2), oa.append(vid(c.value)), ob.append(0)
+                    okind.append(2)
+                    oa.append(vid(c.value))
+                    ob.append(0)
                 elif c.f == "cas" and isinstance(model, CasRegister):
                     old, new = c.value
-                    okind.append(3), oa.append(vid(old)), ob.append(vid(new))
+                    okind.append(3)
+                    oa.append(vid(old))
+                    ob.append(vid(new))
                 else:
                     return None
             return (1, init, okind, oa, ob, oout, []), values
@@ -635,7 +641,9 @@ def native_spec(model: Model, calls: list[Call], init_state: Any) -> tuple[tuple
                 kind = {"get": 4, "read": 4, "put": 5, "write": 5, "append": 6}.get(c.f)
                 if kind is None or not (c.value is ANY or isinstance(c.value, str)):
                     return None
-                okind.append(kind), oa.append(vid(c.value)), ob.append(0)
+                okind.append(kind)
+                oa.append(vid(c.value))
+                ob.append(0)
             return (2, init, okind, oa, ob, oout, [v.encode("utf-8") for v in values]), values
     except (TypeError, ValueError):  # unhashable or malformed values: let the generic path report them
         return None

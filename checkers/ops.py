@@ -74,6 +74,12 @@ class Pair:
         return self.invoke.get("f")
 
     @property
+    def done(self) -> Op:
+        """The completion of a pair its caller knows completed (it kept only those, or saw an `ok`)."""
+        assert self.completion is not None
+        return self.completion
+
+    @property
     def value(self) -> Any:
         """The completion's value if it has one (reads), else the invocation's."""
         if self.completion is not None and self.completion.get("value") is not None:
@@ -141,7 +147,7 @@ def nemesis_intervals(history: list[Op]) -> tuple[list[Interval], list[tuple[flo
             iv = Interval(name, op_time(p.invoke), None, p.invoke, None)
             intervals.append(iv)
             if is_transient(p.completion):
-                iv.end, iv.end_op = op_time(p.completion), p.completion
+                iv.end, iv.end_op = op_time(p.done), p.done
             else:
                 open_[name] = iv
     return intervals, heals

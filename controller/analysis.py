@@ -118,7 +118,8 @@ def reanalyze(run_path: str | Path) -> dict[str, Any]:
 
 def verdict_word(valid: Any) -> str:
     """A verdict as a reader says it (never a Python repr)."""
-    return {True: "valid", False: "invalid"}.get(valid, "unknown") if isinstance(valid, bool | str) else "unknown"
+    words: dict[bool | str, str] = {True: "valid", False: "invalid"}
+    return words.get(valid, "unknown") if isinstance(valid, bool | str) else "unknown"
 
 
 def failure_lines(results: Mapping[str, Any]) -> list[str]:
@@ -149,7 +150,8 @@ def describe(results: Mapping[str, Any], run_dir: Path | str | None = None) -> l
     if wl:
         lines.append(f"  workload checker: {verdict_word(wl.get('valid'))}")
     lines += failure_lines(results)
-    av = results.get("availability") if isinstance(results.get("availability"), dict) else {}
+    av = results.get("availability")
+    av = av if isinstance(av, dict) else {}
     if isinstance(av.get("ok_fraction"), int | float):
         rec = av.get("max_recovery_s")
         lines.append(f"  availability: {100 * av['ok_fraction']:.1f}% of ops ok, longest outage "

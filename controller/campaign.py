@@ -37,7 +37,7 @@ from typing import Any
 
 from faultline.checkers.detection import first_anomaly, history_index_times
 from faultline.controller.errors import UsageError
-from faultline.core import inputs
+from faultline.core import TestSpec, inputs
 
 EXPECTATIONS = ("valid", "invalid")
 
@@ -378,7 +378,7 @@ def history_times(run_dir: str | Path | None) -> dict[int, int]:
     return history_index_times(read_jsonl(path))
 
 
-RunFn = Callable[[dict[str, Any], Path], Any]
+RunFn = Callable[[TestSpec, Path], Any]
 
 
 def execute(campaign: Campaign, run_fn: RunFn, *, on_start: Callable[[PlannedRun, int, int], None] | None = None,

@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from faultline import gen
 from faultline.controller.recorder import Recorder
@@ -105,7 +105,7 @@ class Worker(threading.Thread):
 
 
 def _strip(op: Op) -> Op:
-    return {k: v for k, v in op.items() if k not in ("index", "time")}
+    return cast(Op, {k: v for k, v in op.items() if k not in ("index", "time")})
 
 
 class Interpreter:
@@ -124,7 +124,7 @@ class Interpreter:
 
     def _complete(self, item: tuple[Any, Op, Op, str | None], g: gen.Gen | None) -> gen.Gen | None:
         thread, inv, done, crash = item
-        out = {**_strip(done), "process": inv["process"], "f": done.get("f", inv["f"])}
+        out: Op = {**_strip(done), "process": inv["process"], "f": done.get("f", inv["f"])}
         if "key" in inv:
             out.setdefault("key", inv["key"])
         rec = self.recorder.record(out)
@@ -192,7 +192,7 @@ class Interpreter:
                     self.outstanding[thread] = rec
                     if thread == NEMESIS and self.on_nemesis:
                         self.on_nemesis(rec)
-                    self.workers[thread].inbox.put(dict(rec))
+                    self.workers[thread].inbox.put(cast(Op, dict(rec)))   # the worker's own copy
                     continue
             timeout = 0.1 if wait_ns is None else min(0.1, wait_ns / NS)
             try:

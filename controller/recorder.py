@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from faultline.core import Op
 
@@ -56,7 +56,8 @@ class Recorder:
         with self._lock:
             t = max(self.now(), self.last_time)
             self.last_time = t
-            out = {"index": len(self.ops), "time": t, **{k: v for k, v in op.items() if k not in ("index", "time")}}
+            out = cast(Op, {"index": len(self.ops), "time": t,
+                            **{k: v for k, v in op.items() if k not in ("index", "time")}})
             if self._writer is not None:
                 self._writer.write(out)
                 if self._clock() - self._synced_at >= SYNC_EVERY_S * 1e9:

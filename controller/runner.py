@@ -153,10 +153,13 @@ def run_test(
                 return clients[thread]
             return open_client
 
+        def invoker(thread: int) -> Callable[[Op], Op]:
+            return lambda op: clients[thread].invoke(test, op)
+
         for t in range(concurrency):
             reopen = opener(t)
             reopen()
-            workers[t] = Worker(t, lambda op, t=t: clients[t].invoke(test, op), completions, reopen)
+            workers[t] = Worker(t, invoker(t), completions, reopen)
         workers[NEMESIS] = Worker(NEMESIS, lambda op: nemesis.invoke(test, op), completions)
         for w in workers.values():
             w.start()

@@ -12,12 +12,13 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from faultline.controller.errors import UsageError
 from faultline.core import Run, TestSpec
-from faultline.dbs import DB, UnknownDB, get_db
 from faultline.dbs import DEFAULT as DEFAULT_DB
+from faultline.dbs import UnknownDB, get_db
+from faultline.dbs.api import DB
 
 
 def _choices(what: str, value: str, valid: Sequence[str]) -> UsageError:
@@ -36,15 +37,16 @@ def parse_db_opts(raw: Any) -> dict[str, Any]:
     numbers, everything else stays text."""
     if raw is None:
         return {}
+    items: list[tuple[Any, Any]]
     if isinstance(raw, Mapping):
         items = list(raw.items())
     else:
         items = []
         for item in ([raw] if isinstance(raw, str) else raw):
-            key, sep, value = str(item).partition("=")
-            if not sep or not key.strip():
+            name, sep, text = str(item).partition("=")
+            if not sep or not name.strip():
                 raise UsageError(f"--db-opt {item!r}: use KEY=VALUE")
-            items.append((key.strip(), value.strip()))
+            items.append((name.strip(), text.strip()))
     out: dict[str, Any] = {}
     for key, value in items:
         if not re.match(r"^[a-z][a-z0-9_]{0,40}$", str(key)):
@@ -77,7 +79,7 @@ def _backend_kind(name: str, db: DB) -> Any:
     except ClusterError:
         raise _choices("cluster", name, backends.kinds()) from None
     if not kind.runs(db.name):
-        raise UsageError(f"the {name} cluster runs only {', '.join(sorted(kind.dbs))}, not {db.name}")
+        raise UsageError(f"the {name} cluster runs only {', '.join(sorted(kind.dbs or ()))}, not {db.name}")
     return kind
 
 
@@ -215,17 +217,19 @@ def stamp(spec: TestSpec) -> TestSpec:
 def make_backend(spec: TestSpec) -> Any:
     """The cluster backend object for the test (not started; attached when the cluster is reused)."""
     from faultline.cluster import backends
-    from faultline.cluster.base import ClusterError, ClusterSpec
+    from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend
 
     kind = spec.cluster
     cluster_spec = ClusterSpec.from_mapping(spec.cluster_spec)
     try:
         if spec.reuse_cluster:
             b = backends.attach(kind, cluster_spec.name)
-            if b.spec.db != cluster_spec.db:
-                raise UsageError(f"cluster {cluster_spec.name!r} runs {b.spec.db or 'nothing'}, not "
+            # a cluster that outlives its process keeps its spec with it, as the node backends do
+            attached = cast(NodeBackend, b).spec
+            if attached.db != cluster_spec.db:
+                raise UsageError(f"cluster {cluster_spec.name!r} runs {attached.db or 'nothing'}, not "
                                  f"{cluster_spec.db}: bring up a fresh cluster")
-            running = sorted(b.spec.db_opts.get("bugs") or [])
+            running = sorted(attached.db_opts.get("bugs") or [])
             if running != sorted(spec.bugs):
                 raise UsageError(f"cluster {cluster_spec.name!r} runs with bugs {running or 'none'}, not "
                                  f"{sorted(spec.bugs) or 'none'}: bring up a fresh cluster")

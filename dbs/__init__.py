@@ -4,6 +4,7 @@ protocol, dbs/api.py). The bundled store is the default; a user's own DB is name
 from __future__ import annotations
 
 import importlib
+from typing import cast
 
 from faultline.dbs.api import DB
 
@@ -45,10 +46,12 @@ def get_db(spec: str | None = None) -> DB:
     except AttributeError:
         raise UnknownDB(f"DB {spec!r}: {module_name} has no {attr}") from None
     db = obj() if isinstance(obj, type) else obj
-    missing = [m for m in ("cluster_spec", "client_nodes", "primaries", "log_files") if not callable(getattr(db, m, None))]
+    # the DB core protocol's methods (dbs/api.py); capabilities (Kill, Primaries, LogFiles ...) are optional
+    core = ("cluster_spec", "validate", "setup", "teardown", "client_nodes", "connector", "client")
+    missing = [m for m in core if not callable(getattr(db, m, None))]
     if missing:
         raise UnknownDB(f"DB {spec!r} is not a DB: it lacks {', '.join(missing)} (see docs/architecture.md)")
-    return db
+    return cast(DB, db)  # a user's object, checked above for the core protocol's methods
 
 
 def all_bugs() -> dict[str, str]:

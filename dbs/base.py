@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from faultline.core import Run
+
+if TYPE_CHECKING:
+    from faultline.cluster.api import ClusterBackend
+    from faultline.cluster.base import NodeBackend
 
 # The generic faults that need nothing of the DB beyond its processes and its network. Clock faults need
 # libfaketime to reach the process (a DB that allows them sets its cluster spec's `faketime` for a clock
@@ -121,7 +125,8 @@ class ProcessDB:
         return []
 
     def log_files(self, test: Run, node: str) -> list[str]:
-        b = test.backend
+        # a ProcessDB runs on the node backends (docker, local, ssh), which know each node's role
+        b = cast("NodeBackend", test.backend)
         return [f"{b.node_dir(node)}/logs/{b.info[node].role}.log"]
 
     def client_nodes(self, test: Run) -> list[str]:
@@ -146,7 +151,7 @@ def common_notes(clock_reason: str | None) -> dict[str, str]:
     return {"clock": clock_reason} if clock_reason else {}
 
 
-def node_of_host(backend: Any, host: str) -> str | None:
+def node_of_host(backend: ClusterBackend, host: str) -> str | None:
     """The node behind a node name, a (movable) DNS name or an address; None when none is."""
     nodes = backend.nodes()
     if host in nodes:

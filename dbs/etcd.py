@@ -37,8 +37,9 @@ class EtcdConnection:
 
         self.address, self.timeout = address, timeout_s
         self.channel = grpc.insecure_channel(address)
-        self.kv = etcd_kv_pb2_grpc.KVStub(self.channel)
-        self.maintenance = etcd_kv_pb2_grpc.MaintenanceStub(self.channel)
+        # protoc's gRPC stubs (etcd_kv_pb2_grpc.py) come without annotations
+        self.kv = etcd_kv_pb2_grpc.KVStub(self.channel)  # type: ignore[no-untyped-call]
+        self.maintenance = etcd_kv_pb2_grpc.MaintenanceStub(self.channel)  # type: ignore[no-untyped-call]
 
     # ------------------------------------------------------------------ the store's client API
     def create_table(self, name: str, **_: Any) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs.base import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
 
 ROLE = "postgres"
@@ -46,7 +46,7 @@ class PostgresConnection:
         self.host, self.timeout = host, timeout_s
         self.conn: Any = None
 
-    def execute(self, sql: str, args: tuple = (), fetch: bool = False) -> Any:
+    def execute(self, sql: str, args: tuple[Any, ...] = (), fetch: bool = False) -> Any:
         """One statement (its own transaction): the rows with `fetch`, else the row count."""
         import psycopg
 
@@ -76,7 +76,7 @@ class PostgresConnection:
 
     def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
         n = self.execute(f'UPDATE "{_ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
-        return n == 1
+        return bool(n == 1)
 
     def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
         return [(k, v) for k, v in self.execute(f'SELECT k, v FROM "{_ident(table)}"', fetch=True)]
@@ -143,7 +143,7 @@ class PostgresTxnClient:
         conn.isolation_level = psycopg.IsolationLevel[level]
         return conn
 
-    def invoke(self, test: Run, op: dict[str, Any]) -> dict[str, Any]:
+    def invoke(self, test: Run, op: Op) -> Op:
         import psycopg
 
         from faultline.core import ops
@@ -217,7 +217,7 @@ class PostgresDB(ProcessDB):
     def ready(self, test: Run, node: str) -> bool:
         conn = PostgresConnection(test.backend.address(node), 2.0)
         try:
-            return conn.execute("SELECT 1", fetch=True) == [(1,)]
+            return bool(conn.execute("SELECT 1", fetch=True) == [(1,)])
         finally:
             conn.close()
 

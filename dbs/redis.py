@@ -16,9 +16,9 @@ variant of its library and monotonic setting), and redis reads no offset file of
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-from faultline.cluster.base import ClusterSpec, RoleSpec
+from faultline.cluster.base import ClusterSpec, NodeBackend, RoleSpec
 from faultline.core import Run, ops
 from faultline.dbs.base import ProcessDB, common_notes, supported_nemeses
 
@@ -90,11 +90,11 @@ class RedisSentinelDB(ProcessDB):
         sentinels (a failover needs them)."""
         conn = self._redis(test, node)
         try:
-            if test.backend.info[node].role == SENTINEL:
+            if _role(test, node) == SENTINEL:
                 state = conn.sentinel_master(MASTER_NAME)
                 return int(state.get("num-slaves", 0)) >= 2 and int(state.get("num-other-sentinels", 0)) >= 2
             info = conn.info("replication")
-            return info.get("role") == "master" or info.get("master_link_status") == "up"
+            return bool(info.get("role") == "master" or info.get("master_link_status") == "up")
         finally:
             conn.close()
 
@@ -114,7 +114,9 @@ class RedisSentinelDB(ProcessDB):
 
         b = test.backend
         limits = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "retry": _no_retry()}
-        return Sentinel([(b.address(s), SENTINEL_PORT) for s in b.nodes(SENTINEL)], sentinel_kwargs=limits, **limits)
+        sentinels = [(b.address(s), SENTINEL_PORT) for s in b.nodes(SENTINEL)]
+        # redis-py leaves Sentinel.__init__ unannotated
+        return Sentinel(sentinels, sentinel_kwargs=limits, **limits)  # type: ignore[no-untyped-call]
 
     def _redis(self, test: Run, node: str, timeout: float = 2.0) -> Any:
         import redis
@@ -137,8 +139,13 @@ def _no_retry() -> Any:
     return Retry(NoBackoff(), 0)
 
 
+def _role(test: Run, node: str) -> str:
+    """The node's role: redis runs on the node backends (docker, local, ssh), which record it."""
+    return cast(NodeBackend, test.backend).info[node].role
+
+
 def _port(test: Run, node: str) -> int:
-    return SENTINEL_PORT if test.backend.info[node].role == SENTINEL else REDIS_PORT
+    return SENTINEL_PORT if _role(test, node) == SENTINEL else REDIS_PORT
 
 
 class RedisClient:
@@ -148,13 +155,14 @@ class RedisClient:
     read_fs: frozenset[str] = frozenset({"read"})
 
     def __init__(self, db: RedisSentinelDB | None = None, test: Run | None = None) -> None:
-        self.db, self.test, self.conn = db, test, None
+        self.db, self.test = db, test
+        self.conn: Any = None  # a redis.Redis while connected
 
     def setup(self, test: Run) -> None:
         """Keys are named by the run's tag, so nothing to create."""
 
     def open(self, test: Run, node: str) -> RedisClient:
-        return type(self)(test.db, test)
+        return type(self)(cast(RedisSentinelDB, test.db), test)  # this client is only ever the redis DB's
 
     def close(self) -> None:
         if self.conn is not None:
@@ -179,7 +187,7 @@ class RedisClient:
         import redis
 
         timeout = float(test.spec.op_timeout_s)
-        host, port = test.db.sentinel(test, timeout).discover_master(MASTER_NAME)
+        host, port = cast(RedisSentinelDB, test.db).sentinel(test, timeout).discover_master(MASTER_NAME)
         return redis.Redis(host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout,
                            retry=_no_retry())
 

@@ -7,9 +7,9 @@ invoke/ok/fail/info and `process` an int or "nemesis". The reader also says whic
 Knossos's reference data disagree on what `fail` means, and which model and
 initial value the format implies.
 
-A leaf package: it imports nothing else of Faultline, so the recorder, the checkers' callers, the pages and
-the results all read and write histories the same way. `edn` is the EDN codec; `files` reads a Jepsen
-store directory and the test map beside a history.
+A leaf package: it imports nothing else of Faultline but core's `Op`, the type of what it reads, so the
+recorder, the checkers' callers, the pages and the results all read and write histories the same way. `edn`
+is the EDN codec; `files` reads a Jepsen store directory and the test map beside a history.
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ import re
 import sys
 import warnings
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
+from faultline.core import Op
 from faultline.history import edn
 
 FORMATS = ("jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv", "elle-json")
@@ -44,7 +45,7 @@ class HistoryFormatError(ValueError):
 class LoadedHistory:
     """A parsed history plus what its source format implies about checking it."""
 
-    ops: list[dict[str, Any]]
+    ops: list[Op]
     format: str
     semantics: str  # "jepsen" | "porcupine" | "knossos"
     model: str | None = None  # the model the format implies, if any
@@ -64,7 +65,7 @@ def _norm_process(p: Any) -> Any:
     return p
 
 
-def _norm_op(raw: Any, path: str | os.PathLike[str], line: int, index: int) -> dict[str, Any]:
+def _norm_op(raw: Any, path: str | os.PathLike[str], line: int, index: int) -> Op:
     if not isinstance(raw, dict):
         raise HistoryFormatError(path, line, f"expected an operation map, got {type(raw).__name__}")
     # Interned keys and names: a long history repeats them millions of times.
@@ -80,7 +81,7 @@ def _norm_op(raw: Any, path: str | os.PathLike[str], line: int, index: int) -> d
     op.setdefault("value", None)
     if not isinstance(op.get("index"), int):
         op["index"] = index  # formats without indexes get their position
-    return op
+    return cast(Op, op)   # checked above: an op of the history format (keys of its own source may remain)
 
 
 # ---------------------------------------------------------------- JSONL (ours)
@@ -100,7 +101,7 @@ class JsonlWriter:
         self._fsync = fsync
         self.count = 0
 
-    def write(self, op: dict[str, Any]) -> None:
+    def write(self, op: Mapping[str, Any]) -> None:
         if self._fh is None:
             raise ValueError(f"{self.path}: writer is closed")
         # One write call per line, so a concurrent crash never interleaves half-objects.
@@ -134,7 +135,7 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
-def write_jsonl(ops: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
+def write_jsonl(ops: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
     """Writes a whole history (truncating the file)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -163,7 +164,7 @@ def _parse_jsonl(lines: Iterable[tuple[int, str]], col: _Collector, tolerate_tru
         col.add(raw, n, _may_nest(line))
 
 
-def read_jsonl(path: str | os.PathLike[str], tolerate_truncated_tail: bool = True) -> list[dict[str, Any]]:
+def read_jsonl(path: str | os.PathLike[str], tolerate_truncated_tail: bool = True) -> list[Op]:
     """Reads our history.jsonl as a stream; a partial last line (crashed run) is dropped with a warning."""
     col = _Collector(path)
     with _open(path) as fh:
@@ -249,7 +250,7 @@ class _Collector:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = path
-        self.ops: list[dict[str, Any]] = []
+        self.ops: list[Op] = []
         self.lines = array("l")
         self.notes: list[str] = []
 
@@ -268,7 +269,7 @@ class _Collector:
 # ---------------------------------------------------------------- EDN (Jepsen)
 
 
-def to_edn(ops: Iterable[dict[str, Any]]) -> str:
+def to_edn(ops: Iterable[Mapping[str, Any]]) -> str:
     """Jepsen-style EDN (one op map per line inside a vector) for Jepsen's own tools."""
     lines = []
     for op in ops:
@@ -356,6 +357,7 @@ class _Stream:
         """The next non-blank character (not consumed), or None at the end."""
         while True:
             m = _BLANK.match(self.text, self.pos)
+            assert m is not None   # `\s*` matches anywhere, if only the empty string
             self.advance(m.end())
             if self.pos < len(self.text):
                 return self.text[self.pos]
@@ -497,7 +499,7 @@ def _hashable(v: Any) -> bool:
     return True
 
 
-def check_pairs(ops: list[dict[str, Any]], lines: Sequence[int], path: str | os.PathLike[str]) -> None:
+def check_pairs(ops: Sequence[Mapping[str, Any]], lines: Sequence[int], path: str | os.PathLike[str]) -> None:
     """Every client completion follows an invocation of its process with the same f and key, and a process
     invokes only when idle: anything else is a history no checker can judge (HistoryFormatError)."""
     busy: dict[Any, int] = {}  # process -> position of its open invocation
@@ -530,7 +532,7 @@ def _key_like(v: Any) -> bool:
     return isinstance(v, int | str) and not isinstance(v, bool)
 
 
-def split_independent(ops: list[dict[str, Any]]) -> bool:
+def split_independent(ops: list[Op]) -> bool:
     """Jepsen's independent histories carry `[k v]` as every client op's value (a cas's `v` is `[old new]`);
     splits them into `key` and `value` so that each key is checked alone. Returns whether it did."""
     client = [op for op in ops if op.get("process") != "nemesis"]
@@ -547,7 +549,7 @@ def split_independent(ops: list[dict[str, Any]]) -> bool:
     return True
 
 
-def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Op]:
     """Lazily yields ops from a (possibly still growing) JSONL file, skipping a partial tail."""
     with open(path, encoding="utf-8") as fh:
         for i, line in enumerate(fh, 1):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from faultline import history
+from faultline.core import Op
 from faultline.history import edn
 
 
@@ -21,7 +22,7 @@ from faultline.history import edn
 class Source:
     """A loaded history and what its files say about checking it."""
 
-    ops: list[dict[str, Any]]
+    ops: list[Op]
     format: str
     consistency_models: list[str] | None = None
     warnings: list[str] = field(default_factory=list)

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 class Nemesis(Protocol):
     """A fault that is set up, invoked by ops and always healed."""
 
-    fs: frozenset[str]  # the op names (`f`) this nemesis handles
+    @property
+    def fs(self) -> frozenset[str]:
+        """The op names (`f`) this nemesis handles (read-only: a class attribute, or a property)."""
+        ...
 
     def setup(self, test: Run) -> Nemesis: ...
 

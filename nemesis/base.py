@@ -11,8 +11,9 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+from faultline.cluster.api import ClusterBackend
 from faultline.core import Op, Run
 from faultline.dbs.api import Leaders, Primaries
 from faultline.gen import Context
@@ -28,7 +29,7 @@ class NemesisError(RuntimeError):
     """A fault could not be applied or healed; the message names the step."""
 
 
-def backend(test: Run) -> Any:
+def backend(test: Run) -> ClusterBackend:
     b = test.backend
     if b is None:
         raise NemesisError("the test has no cluster backend")
@@ -152,7 +153,8 @@ def bring_back(nodes: set[str], lock: Any, action: Callable[[str], Any], what: s
 
 
 def done(op: Op, value: Any = None, kind: str = "ok", **extra: Any) -> Op:
-    out = {**op, "type": kind, **extra}
+    # `kind` is an op type and `extra` holds op fields (`error`, ...): the completion is an Op
+    out = cast(Op, {**op, "type": kind, **extra})
     if value is not None:
         out["value"] = value
     return out

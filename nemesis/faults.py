@@ -6,11 +6,13 @@ the history alone tells which fault was active when.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
+from typing import cast
 
 from faultline.core import Op, Run
-from faultline.dbs.api import Leaders
+from faultline.dbs.api import Kill, Leaders, Pause
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import (
     PRIMARIES,
@@ -33,7 +35,7 @@ class PartitionNemesis:
     fs = frozenset({"start-partition", "stop-partition"})
 
     def __init__(self) -> None:
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
         self.active = False
 
     def setup(self, test: Run) -> PartitionNemesis:
@@ -45,6 +47,7 @@ class PartitionNemesis:
             backend(test).heal_network()
             self.active = False
             return done(op)
+        assert self.rng is not None
         v = op.get("value") or {}
         shape, targets = v.get("shape", "one"), targets_of(test, v)
         nodes = role_nodes(test, "all" if targets == PRIMARIES else targets)
@@ -60,6 +63,7 @@ class PartitionNemesis:
     def _leader(self, test: Run, targets: str) -> str | None:
         """Whom the leader shape cuts off: the leader the DB names for `targets` when it has leaders of
         several kinds (dbs.api.Leaders), else one of its primaries."""
+        assert self.rng is not None
         if targets != PRIMARIES and isinstance(test.db, Leaders):
             return test.db.leader_to_isolate(test, targets, self.rng)
         found = primaries(test)
@@ -83,7 +87,7 @@ class ProcessNemesis:
         self.mode = mode
         self.fs = frozenset({f"start-{mode}", f"stop-{mode}"})
         self.affected: set[str] = set()
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
         self.lock = threading.Lock()
 
     def setup(self, test: Run) -> ProcessNemesis:
@@ -95,6 +99,7 @@ class ProcessNemesis:
         if op["f"].startswith("stop-"):
             revived = self._revive(test)
             return done(op, {"nodes": revived})
+        assert self.rng is not None
         v = op.get("value") or {}
         role, subset = targets_of(test, v), v.get("subset", "one")
         aimed = leaders(test, role) if subset == "leaders" else []
@@ -104,7 +109,11 @@ class ProcessNemesis:
             with self.lock:
                 self.affected.add(n)  # before the act: a crash in between still gets healed
             try:
-                (test.db.kill if self.mode == "kill" else test.db.pause)(test, n)
+                # the registry gives a kill only to a DB with Kill, a pause only to one with Pause
+                if self.mode == "kill":
+                    cast(Kill, test.db).kill(test, n)
+                else:
+                    cast(Pause, test.db).pause(test, n)
             except Exception:
                 # a process another fault killed cannot be paused: leave it to that fault's restart
                 if self.mode != "pause" or b.daemon_status(n) != "stopped":
@@ -122,14 +131,14 @@ class ProcessNemesis:
 
         def resume(n: str) -> None:
             try:
-                test.db.resume(test, n)
+                cast(Pause, test.db).resume(test, n)
             except Exception:
                 # killed meanwhile by another fault: not paused any more, and that fault restarts it
                 if b.daemon_status(n) != "stopped":
                     raise
 
         def restart(n: str) -> None:
-            test.db.start(test, n)
+            cast(Kill, test.db).start(test, n)
 
         return bring_back(self.affected, self.lock, restart if self.mode == "kill" else resume,
                           "restart" if self.mode == "kill" else "resume")
@@ -151,7 +160,7 @@ class ClockNemesis:
     def __init__(self, max_skew_s: float = 5.0, strobe_s: float = 3.0, strobe_period_s: float = 0.25) -> None:
         self.max_skew_s, self.strobe_s, self.strobe_period_s = max_skew_s, strobe_s, strobe_period_s
         self.touched: set[str] = set()
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
 
     def setup(self, test: Run) -> ClockNemesis:
         self.rng = nemesis_rng(test, "clock")
@@ -162,6 +171,7 @@ class ClockNemesis:
         if op["f"] == "stop-clock":
             nodes = self._reset(test)
             return done(op, {"nodes": nodes})
+        assert self.rng is not None
         v = op.get("value") or {}
         kind = v.get("kind", "bump")
         victims = pick_subset(role_nodes(test, v.get("targets", "all")), v.get("subset", "one"), self.rng)
@@ -212,7 +222,7 @@ class PacketNemesis:
 
     def __init__(self) -> None:
         self.touched: set[str] = set()
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
         self.lock = threading.Lock()
 
     def setup(self, test: Run) -> PacketNemesis:
@@ -223,6 +233,7 @@ class PacketNemesis:
         b = backend(test)
         if op["f"] == "stop-packet":
             return done(op, {"nodes": self._restore(test)})
+        assert self.rng is not None
         v = op.get("value") or {}
         victims = pick_subset(role_nodes(test, "all"), v.get("subset", "one"), self.rng)
         if not victims:

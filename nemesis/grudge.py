@@ -36,9 +36,9 @@ def from_views(nodes: Iterable[str], views: dict[str, set[str]]) -> Grudge:
     return {a: set(nodes) - views.get(a, set(nodes)) - {a} for a in nodes}
 
 
-def hears(grudge: Grudge, nodes: Iterable[str]) -> nx.DiGraph:
+def hears(grudge: Grudge, nodes: Iterable[str]) -> nx.DiGraph[str]:
     """The directed graph b -> a when a accepts traffic from b (self-loops included)."""
-    g = nx.DiGraph()
+    g: nx.DiGraph[str] = nx.DiGraph()
     nodes = list(nodes)
     g.add_nodes_from(nodes)
     for a in nodes:

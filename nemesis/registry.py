@@ -18,7 +18,7 @@ from faultline import gen
 from faultline.core import Op, Run
 from faultline.dbs import get_db
 from faultline.dbs import names as db_names
-from faultline.dbs.api import Kill, Pause, Primaries
+from faultline.dbs.api import DB, Kill, Pause, Primaries
 from faultline.nemesis import faults
 from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
 from faultline.nemesis.base import PRIMARIES, ROLES, choice_op
@@ -80,11 +80,16 @@ _SHAPE_HELP = {
 }
 
 
+def _shape_package(shape: str) -> Callable[[float], NemesisPackage]:
+    """The factory of the package that partitions with one shape (bound here, not by the loop)."""
+    return lambda i: partition_package([shape], i)
+
+
 def _entries() -> list[Entry]:
     return [
         Entry("none", "no faults", lambda i: NemesisPackage(nemesis=Noop())),
         Entry("partition", "a random partition shape each time", lambda i: partition_package(SHAPES, i)),
-        *(Entry(f"partition-{s}", _SHAPE_HELP[s], lambda i, s=s: partition_package([s], i)) for s in SHAPES),
+        *(Entry(f"partition-{s}", _SHAPE_HELP[s], _shape_package(s)) for s in SHAPES),
         Entry("partition-primary", "the DB's primary cut off from every other node",
               lambda i: partition_package(["leader"], i, targets=(PRIMARIES,)), needs=(Primaries,)),
         Entry("kill", "SIGKILL, then restart", lambda i: process_package("kill", i), needs=(Kill,)),
@@ -102,7 +107,7 @@ def _entries() -> list[Entry]:
 NEMESES: dict[str, Entry] = {e.name: e for e in _entries()}
 
 
-def offered(db: Any) -> dict[str, Entry]:
+def offered(db: DB) -> dict[str, Entry]:
     """The faults `db` offers of its own (nemesis.api.OffersNemeses), by name."""
     if not isinstance(db, OffersNemeses):
         return {}

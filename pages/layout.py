@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from faultline.checkers.ops import Pair, has_times, nemesis_intervals, op_time, pairs
 from faultline.core import Op
@@ -63,7 +63,8 @@ def _lanes(ps: list[Pair], concurrency: Any) -> tuple[list[str], list[int]]:
     procs = sorted({p.invoke.get("process") for p in ps}, key=lambda x: (not isinstance(x, int), str(x)))
     if isinstance(concurrency, int) and concurrency > 0 and len(procs) > max(24, 2 * concurrency) and all(
             isinstance(x, int) for x in procs):
-        return [f"worker {w}" for w in range(concurrency)], [p.invoke["process"] % concurrency for p in ps]
+        lanes = [cast(int, p.invoke["process"]) % concurrency for p in ps]   # every process is a number here
+        return [f"worker {w}" for w in range(concurrency)], lanes
     row = {x: i for i, x in enumerate(procs)}
     return [str(x) for x in procs], [row[p.invoke.get("process")] for p in ps]
 

@@ -59,7 +59,7 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     fig, ax = plt.subplots(figsize=(10, 4), dpi=90)
     groups: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     for p in ps:
-        lat = op_time(p.completion) - op_time(p.invoke)
+        lat = op_time(p.done) - op_time(p.invoke)
         xs, ys = groups[(str(p.f), p.type)]
         xs.append(op_time(p.invoke) - t0)
         ys.append(max(lat * (1000 if timed else 1), 1e-3))
@@ -85,7 +85,7 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     buckets: dict[int, list[float]] = defaultdict(list)
     for p in ps:
         if p.type == "ok":
-            lat = (op_time(p.completion) - op_time(p.invoke)) * (1000 if timed else 1)
+            lat = (op_time(p.done) - op_time(p.invoke)) * (1000 if timed else 1)
             buckets[int((op_time(p.invoke) - t0) // bucket)].append(max(lat, 1e-3))
     keys = sorted(buckets)
     for q, style in ((0.5, "-"), (0.95, "--"), (0.99, ":"), (1.0, "-.")):
@@ -107,7 +107,7 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     fig, ax = plt.subplots(figsize=(10, 4), dpi=90)
     counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for p in ps:
-        counts[p.type][int((op_time(p.completion) - t0) // bucket)] += 1
+        counts[p.type][int((op_time(p.done) - t0) // bucket)] += 1
     nb = int(span // bucket) + 1
     for ty in ("ok", "info", "fail"):
         if ty in counts:

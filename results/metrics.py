@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from faultline.checkers.api import Valid
+    from faultline.core import Op
 
 NS = 1_000_000_000
 OUTAGE_GAP_S = 1.0
@@ -137,8 +141,8 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
     bounds = np.concatenate([[t0], ok_times, [t1]])
     gaps = np.diff(bounds)
     outages = []
-    for i in np.nonzero(gaps > gap_s * NS)[0]:
-        a, b = int(bounds[i]), int(bounds[i + 1])
+    for g in np.nonzero(gaps > gap_s * NS)[0]:
+        a, b = int(bounds[g]), int(bounds[g + 1])
         lo, hi = np.searchsorted(bad_times, [a, b])
         if hi > lo:
             outages.append([a / NS, b / NS])
@@ -170,7 +174,7 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
     return out
 
 
-def key_verdict(ops: list[dict[str, Any]], run_id: str, key: str | None, model: str,
+def key_verdict(ops: list[Op], run_id: str, key: str | None, model: str,
                 time_limit: float | None, semantics: str = "jepsen") -> dict[str, Any]:
     """One (run, key) group through the in-process checker; the anomaly time is the blocked op's completion."""
     from faultline.checkers.linearizability import check
@@ -199,7 +203,7 @@ def valid_text(v: Any) -> str:
     return "true" if v is True else ("false" if v is False else "unknown")
 
 
-def text_valid(s: Any) -> bool | str:
+def text_valid(s: Any) -> Valid:
     return True if s == "true" else (False if s == "false" else "unknown")
 
 

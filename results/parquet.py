@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from faultline.core import Op
 
 SCHEMA_VERSION = "1"
 PROBLEMS_KEY = "faultline.jsonl.problems"
@@ -52,7 +54,7 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
 
 @dataclass
 class JsonlRead:
-    ops: list[dict[str, Any]]
+    ops: list[Op]
     dropped_lines: int = 0  # malformed lines skipped (a truncated tail counts as one)
     problems: list[str] = field(default_factory=list)
 
@@ -60,7 +62,7 @@ class JsonlRead:
 def read_jsonl(path: Path | str, *, tolerate_truncated_tail: bool = True, strict: bool = False) -> JsonlRead:
     """Reads a history.jsonl. A truncated or malformed line is dropped with a warning (a crashed run
     leaves a torn last line); `strict` raises instead."""
-    ops: list[dict[str, Any]] = []
+    ops: list[Op] = []
     out = JsonlRead(ops)
     loads = json.loads
     with open(path, encoding="utf-8", errors="replace") as fh:
@@ -82,7 +84,7 @@ def read_jsonl(path: Path | str, *, tolerate_truncated_tail: bool = True, strict
             out.problems.append(msg)
             warnings.warn(msg, stacklevel=2)
             continue
-        ops.append(op)
+        ops.append(cast(Op, op))   # a line of our history format
     return out
 
 
@@ -99,7 +101,7 @@ def _variant(values: list[Any], present: list[bool]) -> list[str | None]:
     return [(str(v) if type(v) is int else _json_text(v)) if p else None for v, p in zip(values, present, strict=True)]
 
 
-def ops_to_table(ops: Iterable[dict[str, Any]]) -> pa.Table:
+def ops_to_table(ops: Iterable[Mapping[str, Any]]) -> pa.Table:
     """Arrow table in SCHEMA for a list of op dicts (column by column: this runs over millions of ops)."""
     ops = ops if isinstance(ops, list) else list(ops)
     cols: dict[str, list[Any]] = {}
@@ -167,7 +169,7 @@ def write_history_parquet(jsonl_path: Path | str, parquet_path: Path | str) -> P
     return ParquetStats(len(read.ops), history_duration_s(read.ops), read.dropped_lines)
 
 
-def history_duration_s(ops: list[dict[str, Any]]) -> float | None:
+def history_duration_s(ops: Sequence[Mapping[str, Any]]) -> float | None:
     times = [op["time"] for op in ops if type(op.get("time")) is int]
     if not times:
         return None
@@ -209,12 +211,12 @@ def _exact_columns(df: Any) -> Any:
     return df.astype(object).where(df.notna(), None)
 
 
-def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[dict[str, Any]]:
+def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[Op]:
     loads = json.loads
     pos = {n: i for i, n in enumerate(names)}
     i_index, i_time, i_type, i_f, i_extra = (pos[n] for n in ("index", "time", "type", "f", "extra_json"))
     variants = [(n, pos[f"{n}_json"]) for n in VARIANT_FIELDS]
-    out = []
+    out: list[Op] = []
     for r in rows:
         op: dict[str, Any] = {"index": int(r[i_index])}
         t = r[i_time]
@@ -233,22 +235,22 @@ def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[dict
             if extra.pop("__no_index__", False):
                 del op["index"]
             op.update(extra)
-        out.append(op)
+        out.append(cast(Op, op))   # the op as it was written, its own extra keys included
     return out
 
 
-def frame_to_ops(df: Any) -> list[dict[str, Any]]:
+def frame_to_ops(df: Any) -> list[Op]:
     """Rebuilds the original op dicts from a DataFrame in SCHEMA (e.g. one Spark group)."""
     names = list(df.columns)
     return _rows_to_ops(_exact_columns(df).itertuples(index=False, name=None), names)
 
 
-def table_to_ops(table: pa.Table) -> list[dict[str, Any]]:
+def table_to_ops(table: pa.Table) -> list[Op]:
     names = table.column_names
     cols = [table.column(n).to_pylist() for n in names]
     return _rows_to_ops(zip(*cols, strict=True), names)
 
 
-def read_history_parquet(parquet_path: Path | str) -> list[dict[str, Any]]:
+def read_history_parquet(parquet_path: Path | str) -> list[Op]:
     """history.parquet -> the exact list of op dicts that was written."""
     return table_to_ops(pq.read_table(parquet_path))

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from faultline.core import Op
 from faultline.pages.layout import head
 from faultline.pages.story import find_part, story, story_html
 from faultline.results import metrics, parquet
@@ -26,11 +27,11 @@ def verdict_label(valid: Any) -> str:
     return "valid" if valid is True else ("invalid" if valid is False else "unknown")
 
 
-def _history(run: RunDir) -> list[dict[str, Any]]:
+def _history(run: RunDir) -> list[Op]:
     return run.history() if (run.history_path.exists() or run.parquet_path.exists()) else []
 
 
-def _frame(ops: list[dict[str, Any]]) -> Any:
+def _frame(ops: list[Op]) -> Any:
     return parquet.table_to_frame(parquet.ops_to_table(ops)).sort_values("index", kind="stable")
 
 
@@ -41,7 +42,7 @@ def failing(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
     return [(k, v) for k, v in results.items() if isinstance(v, dict) and v.get("valid") is False]
 
 
-def _what_was_wrong(run: RunDir, results: dict[str, Any], ops: list[dict[str, Any]]) -> str:
+def _what_was_wrong(run: RunDir, results: dict[str, Any], ops: list[Op]) -> str:
     """The first screen of an invalid (or unknown) run: each failing checker's story, in words."""
     bad = failing(results)
     unsure = [(k, v) for k, v in results.items() if isinstance(v, dict) and v.get("valid") == "unknown"]

@@ -104,8 +104,8 @@ def _run_row(run: RunDir) -> dict[str, Any]:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 parquet_path = str(run.ensure_parquet())
-            recorded = read_problems(parquet_path)
-            problems += recorded + [str(w.message) for w in caught if str(w.message) not in recorded]
+            noted = read_problems(parquet_path)
+            problems += noted + [str(w.message) for w in caught if str(w.message) not in noted]
         except (OSError, ValueError) as exc:
             problems.append(f"history unreadable: {exc}")
     else:

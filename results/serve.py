@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from faultline.pages.layout import head
@@ -433,7 +433,8 @@ def make_handler(view: StoreView) -> type[BaseHTTPRequestHandler]:
             elif path == "/campaigns":
                 self._send(200, view.campaigns_page(), html_type, head)
             elif path == "/scorecard":
-                card = view.scorecard((query.get("store") or [None])[0])
+                stores = query.get("store")
+                card = view.scorecard(stores[0] if stores else None)
                 if isinstance(card, Path):  # a scorecard.html from before scorecard.json existed
                     self._send(200, card.read_bytes(), html_type, head, csp=FILE_CSP)
                 else:
@@ -472,6 +473,11 @@ class BoundedHTTPServer(HTTPServer):
 
     request_queue_size = 128
     allow_reuse_address = True
+    # set by make_server; the handler reads `verbose` and `allowed_hosts` with defaults, as a bare server
+    # lacks them
+    view: StoreView
+    verbose: bool
+    allowed_hosts: frozenset[str] | None
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, workers: int = WORKERS,
                  max_waiting: int = MAX_WAITING, idle_timeout_s: float = CONNECTION_TIMEOUT_S) -> None:
@@ -510,9 +516,10 @@ class BoundedHTTPServer(HTTPServer):
                     if key.data is None:
                         self._accept_waiting(sel, waiting)
                     else:
-                        sel.unregister(key.fileobj)
-                        addr, _ = waiting.pop(key.fileobj)  # type: ignore[arg-type]
-                        self._ready.put((key.fileobj, addr))  # type: ignore[arg-type]
+                        sock = cast(socket.socket, key.fileobj)   # only sockets are registered with data
+                        sel.unregister(sock)
+                        addr, _ = waiting.pop(sock)
+                        self._ready.put((sock, addr))
                 now = time.monotonic()
                 for sock in [s for s, (_, d) in waiting.items() if d <= now]:
                     self._drop(sel, waiting, sock)
@@ -575,7 +582,7 @@ def make_server(root: Path | str, host: str = "127.0.0.1", port: int = 8080, ver
     `limits` go to BoundedHTTPServer (workers, max_waiting, idle_timeout_s)."""
     view = StoreView(root)
     server = BoundedHTTPServer((host, port), make_handler(view), **limits)
-    server.verbose = verbose  # type: ignore[attr-defined]
-    server.allowed_hosts = allowed_hosts(host, server.server_address[1], allow_hosts)  # type: ignore[attr-defined]
-    server.view = view  # type: ignore[attr-defined]
+    server.verbose = verbose
+    server.allowed_hosts = allowed_hosts(host, server.server_address[1], allow_hosts)
+    server.view = view
     return server

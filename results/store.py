@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from faultline.core import Op
+
 STAMP_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 INDEX_NAME = "index.jsonl"
@@ -192,7 +194,7 @@ class RunDir:
             return None
         return _read_json(self.results_path)
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> list[Op]:
         """The ops: from history.parquet when it is at least as new as history.jsonl, else from the JSONL
         (a truncated last line, as a crashed run leaves, is dropped with a warning)."""
         from faultline.results import parquet

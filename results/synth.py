@@ -114,6 +114,7 @@ def synth_run(
     ops: list[_Op] = []
     heap = [(int(expo(1 / (2 * MS))), slot, slot) for slot in range(concurrency)]
     next_pid = concurrency
+    value: Any   # an invocation's: None for a read, the new value for a write, [old, new] for a cas
     while len(ops) < n_ops:
         t, slot, pid = heapq.heappop(heap)
         key = key_names[int(rand() * keys)]

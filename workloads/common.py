@@ -56,7 +56,7 @@ class LazyChecker:
 
         return registry.get(self.name, **self.kwargs)
 
-    def check(self, test: Run, history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
+    def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
         return self.build().check(test, history, opts)
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from faultline.dbs import get_db
 from faultline.dbs import names as db_names
+from faultline.dbs.api import DB
 from faultline.workloads.api import Entry, OffersWorkloads, Workload
 
 
@@ -46,7 +47,7 @@ def _txn(kind: str, opts: Mapping[str, Any]) -> Workload:
     return workload_for(kind, opts)
 
 
-def offered(db: Any) -> dict[str, Entry]:
+def offered(db: DB) -> dict[str, Entry]:
     """The workloads `db` offers of its own (workloads.api.OffersWorkloads), by name."""
     if not isinstance(db, OffersWorkloads):
         return {}

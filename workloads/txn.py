@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultline import gen
+from faultline.core import Op, Run
 from faultline.workloads.api import Workload
 from faultline.workloads.common import LazyChecker
 
@@ -75,10 +76,10 @@ def workload_for(kind: str, opts: Mapping[str, Any]) -> Workload:
     write_f = KINDS[kind]
     pool = KeyPool(size=int(opts.get("key_count", 5)), writes_per_key=int(opts.get("writes_per_key", 32)))
 
-    def txn(ctx: gen.Context) -> dict[str, Any]:
+    def txn(ctx: gen.Context) -> Op:
         return {"f": "txn", "value": transaction(pool, write_f, ctx.rng, int(opts.get("max_txn_length", 4)))}
 
-    def final_read(ctx: gen.Context) -> dict[str, Any]:
+    def final_read(ctx: gen.Context) -> Op:
         return {"f": "txn", "value": [["r", k, None] for k in sorted(pool.used)]}
 
     g: gen.Gen = gen.repeat(txn)
@@ -96,13 +97,13 @@ class _NoClient:
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Run) -> None:
         raise RuntimeError(f"the {test.db.name} DB has no client for {self.kind} transactions")
 
-    def open(self, test: Any, node: str) -> Any:
+    def open(self, test: Run, node: str) -> _NoClient:
         return self
 
-    def invoke(self, test: Any, op: dict[str, Any]) -> dict[str, Any]:
+    def invoke(self, test: Run, op: Op) -> Op:
         return {**op, "type": "fail", "error": "no transactional client"}
 
     def close(self) -> None:

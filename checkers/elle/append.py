@@ -223,9 +223,9 @@ def _versions(ix: _Index, tx: Txns, inf: Inference, readers: dict[tuple[Any, Any
         pos = ix.pos.get(k)
         if pos is not None and v in pos:
             continue
-        order = ix.order.get(k)
-        prev = (k, order[-1]) if order else (k, INIT)
-        pw = writer.get(prev) if order else None
+        key_order = ix.order.get(k)
+        prev = (k, key_order[-1]) if key_order else (k, INIT)
+        pw = writer.get(prev) if key_order else None
         if pw is not None and pw != w:
             ww_s.append(pw)
             ww_d.append(w)

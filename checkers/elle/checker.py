@@ -50,6 +50,7 @@ from faultline.checkers.elle.graph import (
 from faultline.checkers.elle.inference import Inference
 from faultline.checkers.elle.svg import draw
 from faultline.checkers.elle.txns import FAIL, INFO, OK, ElleInputError, Txns, parse
+from faultline.core import Op
 
 MAX_CASES = 100  # cases kept per anomaly type in the result; `counts` has the totals
 _GATES = {"G0": 0, "G1c": 1, "G-single-item": 2, "G-nonadjacent-item": 2, "G2-item": 3}
@@ -239,7 +240,7 @@ def _counts(tx: Txns) -> dict[str, int]:
     return {"ok": tx.type.count(OK), "info": tx.type.count(INFO), "fail": tx.type.count(FAIL)}
 
 
-def check(history: Sequence[dict[str, Any]], kind: str, consistency_models: Sequence[str] | None = None,
+def check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: Sequence[str] | None = None,
           cycle_search_timeout: float = 1.0, wfr_keys: bool = False) -> dict[str, Any]:
     """Checks a transactional history; `kind` is "list-append" or "rw-register".
 
@@ -256,7 +257,7 @@ def check(history: Sequence[dict[str, Any]], kind: str, consistency_models: Sequ
             gc.enable()
 
 
-def _check(history: Sequence[dict[str, Any]], kind: str, consistency_models: Sequence[str] | None,
+def _check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: Sequence[str] | None,
            cycle_search_timeout: float, wfr_keys: bool) -> dict[str, Any]:
     t0 = time.monotonic()
     claimed = canonical(consistency_models or DEFAULT)
@@ -317,7 +318,7 @@ class _Elle:
         self.defaults = {"consistency_models": list(models) if models else None,
                          "cycle_search_timeout": cycle_search_timeout, "wfr_keys": wfr_keys}
 
-    def check(self, test: Mapping[str, Any], history: list[dict[str, Any]], opts: Mapping[str, Any]) -> dict[str, Any]:
+    def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
         o = _opts(self.defaults, test or {}, opts or {})
         return check(history, self.kind, o["consistency_models"], float(o["cycle_search_timeout"]),
                      bool(o["wfr_keys"]))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -11,7 +11,7 @@ def _v(x: Any) -> str:
     return json.dumps(x, default=str)
 
 
-def txn_text(op: dict[str, Any]) -> str:
+def txn_text(op: Mapping[str, Any]) -> str:
     """One transaction as `index 7 (process 1): [["append", 250, 10], ...]`."""
     return f"index {op.get('index')} (process {op.get('process')}, {op.get('type')}): {_v(op.get('value'))}"
 

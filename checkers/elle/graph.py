@@ -62,9 +62,9 @@ class Edges:
         if not srcs:
             z = np.zeros(0, dtype=np.int64)
             return z, z.copy(), z.copy()
-        src, dst, bit = np.concatenate(srcs), np.concatenate(dsts), np.concatenate(bits)
+        src, dst, bit_of = np.concatenate(srcs), np.concatenate(dsts), np.concatenate(bits)
         keep = src != dst
-        return src[keep], dst[keep], bit[keep]
+        return src[keep], dst[keep], bit_of[keep]
 
 
 def add_process_edges(tx: Txns, edges: Edges) -> None:

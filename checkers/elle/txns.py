@@ -7,7 +7,7 @@ invocation order); the checker works on these ids, and keeps the ops only to rep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +71,7 @@ def validate(tx: Txns) -> None:
                 raise ElleInputError(f"op {tx.op[t].get('index')}: micro-op {m!r}: f must be append, r or w")
 
 
-def parse(history: Sequence[dict[str, Any]]) -> Txns:
+def parse(history: Sequence[Mapping[str, Any]]) -> Txns:
     """Pairs each process's invocation with its next completion; unmatched invocations are `info`.
 
     Ids follow invocation order. An ok completion's micro-ops are used (they hold the reads); an info or
@@ -128,7 +128,7 @@ def _completion_only(tx: Txns, op: dict[str, Any]) -> int:
     return len(tx.type) - 1
 
 
-def detect_kind(history: Sequence[dict[str, Any]]) -> str | None:
+def detect_kind(history: Sequence[Mapping[str, Any]]) -> str | None:
     """"list-append", "rw-register", or None when the history holds no Elle-style transactions."""
     seen = False
     fs: set[str] = set()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from faultline.core import TestSpec
 
 HELP = "run a campaign: a matrix of workloads x nemeses x bugs x seeds, each cell with an expectation"
 DESCRIPTION = (
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"    {verdict_word(rec.valid)} (expected {rec.expect}): {mark} in {rec.elapsed_s:.0f} s; "
                       f"run {rec.run_dir}", highlight=False)
 
-    def run_fn(test: dict[str, Any], store: Any) -> Any:
+    def run_fn(test: TestSpec, store: Any) -> Any:
         return run_once(test, store, quiet=args.quiet)
 
     try:

@@ -164,6 +164,7 @@ def _run_checker(path: str, loaded: LoadedHistory, choice: Choice, args: argpars
         from faultline.checkers import linearizability
 
         model = choice.model
+        assert model is not None   # a linearizable choice always names its model (inference.Choice)
         semantics = args.semantics or loaded.semantics
         init_value = init if args.init is not None else (
             loaded.init if model == loaded.model else None)

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
 HELP = "bring a cluster up or down (docker, local namespaces, ssh hosts); show status and logs; build the image"
 DESCRIPTION = (
@@ -72,6 +74,12 @@ def _err(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+class _ReportsProgress(Protocol):
+    """`up` as the built-in backends offer it: with the spec they were made with, telling `log` each step."""
+
+    def up(self, spec: Any = None, log: Callable[[str], None] = ...) -> None: ...
+
+
 def _find(args: argparse.Namespace):
     """The (kind, name) the user means: explicit flags, or the only cluster that is up."""
     from faultline.cluster.backends import KINDS, list_clusters
@@ -105,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from faultline.cluster.backends import attach, make_backend, remove_everything
+    from faultline.cluster.base import NodeBackend
     from faultline.controller.errors import UsageError
 
     if args.action == "image":
@@ -137,8 +146,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             backend = make_backend(kind, spec, hosts=args.hosts)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
+        assert isinstance(backend, NodeBackend)   # --cluster offers only the built-in docker, local and ssh
         t0 = time.monotonic()
-        backend.up(log=lambda s: _err(f"  {s}"))
+        cast(_ReportsProgress, backend).up(log=lambda s: _err(f"  {s}"))
         desc = backend.describe()
         desc["daemons"] = {n: "started" if backend.process_argv(n) else "-" for n in backend.nodes()}
         if args.json:
@@ -155,6 +165,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     kind, name = _find(args)
     backend = attach(kind, name)
+    assert isinstance(backend, NodeBackend)   # _find looks only at the built-in kinds, all node backends
     if args.action == "down":
         backend.down()
         print(f"cluster {name} ({kind}) removed")
@@ -177,11 +188,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     # status
     desc = backend.describe()
     desc["daemons"] = {}
-    for n in backend.nodes():
+    for node in backend.nodes():
         try:
-            desc["daemons"][n] = backend.daemon_status(n)
+            desc["daemons"][node] = backend.daemon_status(node)
         except Exception as exc:
-            desc["daemons"][n] = f"unknown ({type(exc).__name__})"
+            desc["daemons"][node] = f"unknown ({type(exc).__name__})"
     leader = _leader(backend)
     desc["leader"] = leader
     if args.json:
@@ -206,8 +217,12 @@ def _leader(backend) -> str | None:
     except UnknownDB:  # nothing, a stand-in, or a DB this installation cannot import
         return None
     from faultline.core import Run, TestSpec
+    from faultline.dbs.api import Primaries
 
-    primaries = db.primaries(Run(TestSpec(name=backend.spec.name, workload="", db=backend.spec.db), db, backend))
+    if not isinstance(db, Primaries):  # a DB without the capability cannot say who leads
+        return None
+    test = Run(TestSpec(name=backend.spec.name, workload="", db=backend.spec.db), db, backend)
+    primaries = db.primaries(test)
     return primaries[0] if primaries else None
 
 

@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"score: warning: {w}", file=sys.stderr)
     counts = result.runs["verdict"].value_counts()
+    assert result.out_dir is not None   # set when the scores are written, which score_store always does
     print(f"score: {len(result.runs)} runs, {result.total_events:,} ops in {result.seconds:.1f} s "
           f"({result.total_events / max(result.seconds, 1e-9):,.0f} ops/s): "
           f"{counts.get('true', 0)} valid, {counts.get('false', 0)} invalid, {counts.get('unknown', 0)} unknown; "

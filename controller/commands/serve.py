@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = server.server_address[:2]
+    assert isinstance(host, str)   # the bound address as the socket reports it: text for an IP socket
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -27,7 +27,8 @@ class CatalogClient(KVClient):
     read_fs = frozenset({"list-tables", "describe-table", "locate-tables", "master-replicas"})
 
     def apply(self, test: Run, op: Op) -> Op:
-        f, v = op["f"], op.get("value")
+        f = op["f"]
+        v: Any = op.get("value")
         if f == "create-table":
             # one tablet and no wait for its leader: this workload is about the catalog, not the tablets
             self.conn.create_table(run_name(test, v), num_tablets=1, wait=False)
@@ -52,7 +53,7 @@ class CatalogClient(KVClient):
                 missing = [t.tablet_id for t in locs.tablets if not any(r.role == "LEADER" for r in t.replicas)]
                 if missing or not locs.tablets:
                     leaderless[name] = missing
-            value = {"tables": len(names), "leaderless": leaderless}
+            value: dict[str, Any] = {"tables": len(names), "leaderless": leaderless}
             if leaderless:
                 return {**op, "type": "fail", "value": value, "error": f"{len(leaderless)} tables have tablets "
                         "with no leader known to the leader master"}

@@ -8,6 +8,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from faultline.cluster.api import Hosts
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
 from faultline.dbs.base import ProcessDB
@@ -33,7 +34,7 @@ class StoreDB(ProcessDB):
     name = "store"
     # the generic workloads, whose key-value clients speak the node client's API through `connector`
     workloads = frozenset({"register", "set", "bank"})
-    nemeses = None   # every generic fault
+    nemeses: frozenset[str] | None = None   # every generic fault
     packages: tuple[str, ...] = ()
     # the node's gRPC runtime, pinned to the host's versions so the stubs generated here match
     python_packages = ("grpcio", "protobuf")
@@ -138,7 +139,8 @@ class StoreDB(ProcessDB):
         """A KuduClient on the master DNS names, resolved through the backend so that the client follows a
         name moved by master-replace; on the store's in-memory fake cluster, the fake's own client."""
         backend = test.backend
-        own = getattr(backend, "store_client", None)   # the in-memory fake (dbs/store/fake.py) carries a store
+        # the in-memory fake (dbs/store/fake.py) carries a store
+        own: Callable[[], Any] | None = getattr(backend, "store_client", None)
         if own is not None:
             return own
         timeout = float(test.spec.op_timeout_s)
@@ -152,7 +154,7 @@ class StoreDB(ProcessDB):
         return connect
 
 
-def host_resolver(backend: Any) -> Callable[[str], str]:
+def host_resolver(backend: Hosts) -> Callable[[str], str]:
     """How the host reaches a name the cluster hands out: node and DNS names through the backend;
     addresses (tablet servers advertise theirs) and unknown names pass through unchanged."""
     import ipaddress

@@ -17,10 +17,10 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from faultline.cluster.base import PACKET_KINDS, ClusterSpec, fill_template
 from faultline.core import Run, TestSpec
@@ -41,6 +41,8 @@ from faultline.node.tool.output import (
     format_master_list,
     format_table_list,
 )
+
+T = TypeVar("T")
 
 
 class FakeIndeterminate(IndeterminateError):
@@ -408,7 +410,7 @@ class FakeClient:
             raise FakeUnavailable("no leader reachable (fake)")
         return self.rng.choice(["refuse", "lost-before", "lost-after"])
 
-    def _write(self, apply: Any) -> Any:
+    def _write(self, apply: Callable[[], T]) -> T:
         mode = self._enter(True)
         if mode == "refuse":
             raise FakeUnavailable("not the leader (fake)")
@@ -424,7 +426,8 @@ class FakeClient:
         t = self.b.tables.get(table)
         if t is None:
             raise NotFoundError(f"table {table} not found")
-        return t["rows"]
+        rows: dict[Any, Any] = t["rows"]
+        return rows
 
     def _set_row(self, table: str, key: Any, value: Any) -> None:
         self._rows(table)[key] = value
@@ -503,7 +506,7 @@ class FakeClient:
     def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
         return self.batch(table, [("cas", key, expected, new)], timeout)[0][0]
 
-    def batch(self, table: str, ops: Sequence[tuple], timeout: float | None = None) -> list[tuple[bool, Any]]:
+    def batch(self, table: str, ops: Sequence[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, Any]]:
         """("put", k, v), ("delete", k), ("cas", k, expected, new): all apply or none (one tablet here)."""
         def apply() -> list[tuple[bool, Any]]:
             rows = self._rows(table)
@@ -525,7 +528,7 @@ class FakeClient:
             return [(True, p) for p in prev]
         return self._write(apply)
 
-    def scan(self, table: str, start: Any = None, end: Any = None, timeout: float | None = None) -> list[tuple]:
+    def scan(self, table: str, start: Any = None, end: Any = None, timeout: float | None = None) -> list[tuple[Any, ...]]:
         self._enter(False)
         with self.b.lock:
             return sorted(self._rows(table).items(), key=lambda kv: (isinstance(kv[0], str), kv[0]))

@@ -14,10 +14,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from faultline.node.server.fs import format_fs
+
+if TYPE_CHECKING:
+    from faultline.node.client import KuduClient
+
+T = TypeVar("T")
 
 BIND_FAILED = "cannot bind"  # what a node logs when its port was taken (node/server/rpc.py make_server)
 
@@ -59,7 +66,7 @@ class NodeProc:
     advertise: str        # host:port others use (may be a DNS name)
     uuid: str
     log_path: Path
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     extra: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)   # on top of the cluster's (e.g. a clock offset file)
 
@@ -151,7 +158,8 @@ class MiniCluster:
         n = self.nodes[name]
         deadline = time.monotonic() + timeout
         with grpc.insecure_channel(n.bind) as ch:
-            stub = common_pb2_grpc.GenericStub(ch)
+            # protoc's gRPC stubs (common_pb2_grpc.py) come without annotations
+            stub = common_pb2_grpc.GenericStub(ch)  # type: ignore[no-untyped-call]
             while time.monotonic() < deadline:
                 if not n.alive():
                     raise RuntimeError(f"{name} exited during start:\n{self.logs(name, 20)}")
@@ -202,21 +210,21 @@ class MiniCluster:
         for name in list(self.nodes):
             self.kill(name)
 
-    def tool(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    def tool(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "faultline.node", "tool", *args], capture_output=True, text=True,
                               timeout=timeout, env=self.env, cwd=str(self.base))
 
     def masters_arg(self) -> str:
         return ",".join(self.master_addrs)
 
-    def client(self, timeout: float = 10.0):
+    def client(self, timeout: float = 10.0) -> KuduClient:
         from faultline.node.client import KuduClient
 
         return KuduClient(self.master_addrs, default_timeout_s=timeout)
 
-    def wait_for(self, pred, timeout: float, what: str, interval: float = 0.2):
+    def wait_for(self, pred: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
         deadline = time.monotonic() + timeout
-        last_exc = None
+        last_exc: Exception | None = None
         while time.monotonic() < deadline:
             try:
                 v = pred()

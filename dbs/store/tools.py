@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from faultline.cluster.api import ClusterBackend
 from faultline.core import Run
 from faultline.dbs.base import node_of_host
 from faultline.dbs.store.layout import MASTER, TSERVER, tool_argv
@@ -19,7 +20,7 @@ from faultline.nemesis.base import NemesisError, backend, first_up, log, role_no
 from faultline.node.tool.output import parse_master_list, parse_table_list
 
 
-def run_tool(b: Any, node: str, args: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
+def run_tool(b: ClusterBackend, node: str, args: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
     """`python -m faultline.node tool ARGS` on `node`, through the backend's Remote."""
     argv = [*b.env_argv(node), *b.expand(node, tool_argv(args))]
     return b.remote.exec(node, argv, timeout)
@@ -64,7 +65,7 @@ def _master_rows(rc: int, out: str) -> list[tuple[str, str, str, bool]]:
         return []
 
 
-def master_rows_from(b: Any, runners: Sequence[str], timeout: float) -> list[tuple[str, str, str, bool]]:
+def master_rows_from(b: ClusterBackend, runners: Sequence[str], timeout: float) -> list[tuple[str, str, str, bool]]:
     """`tool master list --json` of every master, run on the first of `runners` whose tool answers:
     (uuid, addr, role, voter) per master; [] when none does within `timeout` in all."""
     deadline = time.monotonic() + timeout
@@ -83,7 +84,7 @@ def master_rows_from(b: Any, runners: Sequence[str], timeout: float) -> list[tup
     return []
 
 
-def leader_master(b: Any, timeout: float = 10) -> str | None:
+def leader_master(b: ClusterBackend, timeout: float = 10) -> str | None:
     """The node whose master leads the catalog, as the masters report it (asked from the masters first,
     then the tablet servers); None when none answers or none leads. The one leader lookup of the store."""
     for _, addr, role, _ in master_rows_from(b, [*b.nodes(MASTER), *b.nodes(TSERVER)], timeout):

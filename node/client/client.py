@@ -20,7 +20,7 @@ import time
 import uuid as uuid_mod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -225,7 +225,8 @@ class KuduClient:
             return
         self._masters_learned = now
         try:
-            resp = self.pool.call(addr, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=2.0)
+            resp = cast(pb.ListMastersResponse, self.pool.call(addr, pbg.MasterStub, "ListMasters",
+                                                               pb.ListMastersRequest(), timeout=2.0))
         except grpc.RpcError:
             return
         for m in resp.masters:
@@ -298,8 +299,9 @@ class KuduClient:
         """The masters' catalog replica held by the master at `addr`, as that master itself reports it (not
         routed to the leader): its role, term and indexes. None if it holds none; RpcError if unreachable."""
         catalog = "0" * 32   # the masters' own Raft group has a well-known id (node/master/catalog.py)
-        resp = self.pool.call(addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=catalog),
-                              timeout=timeout)
+        resp = cast(pb.ListTabletsResponse, self.pool.call(
+            addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=catalog),
+            timeout=timeout))
         return next((r for r in resp.replicas if r.tablet_id == catalog), None)
 
     def list_tservers(self, timeout: float | None = None) -> pb.ListTServersResponse:
@@ -464,14 +466,17 @@ class KuduClient:
         deadline = self._deadline(timeout)
         groups: dict[int, list[int]] = {}
         for i, op in enumerate(parsed):
-            groups.setdefault(self._partition(table, from_pb(op.key), deadline), []).append(i)
+            # every parsed op carries a key (set from a checked Scalar above), never an empty Value
+            groups.setdefault(self._partition(table, cast(Scalar, from_pb(op.key)), deadline), []).append(i)
         out: list[tuple[bool, Scalar | None]] = [(False, None)] * len(parsed)
         indeterminate: IndeterminateError | None = None
         for part, idxs in groups.items():
             sub = [parsed[i] for i in idxs]
+
+            def build(tid: str, sub: list[pb.RowOp] = sub) -> pb.WriteRequest:
+                return pb.WriteRequest(tablet_id=tid, ops=sub)
             try:
-                resp = self._tablet_call(table, part, "Write", lambda tid, sub=sub: pb.WriteRequest(tablet_id=tid, ops=sub),
-                                         deadline, write=True)
+                resp = self._tablet_call(table, part, "Write", build, deadline, write=True)
             except IndeterminateError as exc:
                 indeterminate = exc
                 continue
@@ -497,7 +502,8 @@ class KuduClient:
         for part in range(meta.info.num_tablets):
             resp = self._tablet_call(table, part, "Scan", lambda tid: pb.ScanRequest(tablet_id=tid, start=to_pb(start),
                                                                                      end=to_pb(end)), deadline, False)
-            rows.extend((from_pb(r.key), from_pb(r.value)) for r in resp.rows)
+            # a stored row always has a key and a value (a delete removes the row)
+            rows.extend((cast(Scalar, from_pb(r.key)), cast(Scalar, from_pb(r.value))) for r in resp.rows)
         rows.sort(key=lambda kv: sort_key(kv[0]))
         return rows
 

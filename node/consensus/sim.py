@@ -615,9 +615,9 @@ class Simulation:
         if rng.random() < p.p_bounce:
             live = self._live()
             if live:
-                victim = rng.choice(live)
-                self._crash(victim)
-                self._restart(victim)
+                bounced = rng.choice(live)
+                self._crash(bounced)
+                self._restart(bounced)
         if rng.random() < p.p_partition:
             self._partition()
         elif rng.random() < p.p_heal and self.graph.number_of_edges() < len(self.graph) * (len(self.graph) - 1) // 2:

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from io import BufferedRandom
 from pathlib import Path
 
 from faultline.node.bugs import Bug, BugSet
@@ -144,7 +145,7 @@ class Wal:
         self._busy = False  # a batch is being written (by the appender or by write()); guarded by _cv
         self._closed = False
         self._segments: list[_Segment] = []
-        self._file = None  # open handle of the last segment
+        self._file: BufferedRandom | None = None  # open handle of the last segment
         self._next_start = (start_index, start_prev_term)  # for an empty log
         self.recovery = self._recover()
         self._thread = threading.Thread(target=self._appender, name=f"wal-appender-{self.path.name}", daemon=True)

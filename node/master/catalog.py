@@ -85,7 +85,11 @@ class CatalogCache:
         self.raw: dict[str, str] = {}    # row key -> row value, for CAS expectations
 
     def clear(self) -> None:
-        self.__init__()
+        # fresh maps rather than emptied ones: a caller may still hold the old ones
+        self.tables = {}
+        self.by_name = {}
+        self.tablets = {}
+        self.raw = {}
 
     def load(self, rows: list[tuple[Any, Any]]) -> None:
         self.clear()

@@ -18,6 +18,7 @@ import uuid as uuidlib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 
@@ -148,7 +149,8 @@ class MasterServer:
             existing = None
             for a in others:
                 try:
-                    resp = self.host.pool.call(a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=1.0)
+                    resp = cast(pb.ListMastersResponse, self.host.pool.call(
+                        a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=1.0))
                     if resp.masters:
                         existing = resp
                         break
@@ -156,7 +158,8 @@ class MasterServer:
                     pass
                 if a not in uuids:
                     try:
-                        ping = self.host.pool.call(a, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=1.0)
+                        ping = cast(cpb.PingResponse, self.host.pool.call(a, cpbg.GenericStub, "Ping",
+                                                                          cpb.PingRequest(), timeout=1.0))
                         uuids[a] = ping.server.uuid
                     except grpc.RpcError:
                         pass
@@ -368,8 +371,8 @@ class MasterServer:
             if not results[0].ok:
                 raise MasterError(grpc.StatusCode.ALREADY_EXISTS, f"table {name!r} already exists")
         log.info("created table %s (%s) with %d tablets x %d", name, table_id, num_tablets, replication)
-        for t in tablets:
-            self._send_creates(t)
+        for tab in tablets:
+            self._send_creates(tab)
         return table_id
 
     def delete_table(self, name: str, table_id: str = "") -> None:
@@ -459,7 +462,9 @@ class MasterServer:
         if add:
             if not uuid:
                 try:
-                    uuid = self.host.pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=3.0).server.uuid
+                    ping = cast(cpb.PingResponse, self.host.pool.call(addr, cpbg.GenericStub, "Ping",
+                                                                      cpb.PingRequest(), timeout=3.0))
+                    uuid = ping.server.uuid
                 except grpc.RpcError as exc:
                     raise MasterError(grpc.StatusCode.UNAVAILABLE,
                                       f"NEW_MASTER_UNREACHABLE: cannot reach {addr}: {exc.code().name}") from None
@@ -650,7 +655,8 @@ class MasterServer:
         failed = set(st.failed_peers)
         voters = [p for p in cfg.peers if p.member_type == MemberType.VOTER]
         nonvoters = [p for p in cfg.peers if p.member_type == MemberType.NON_VOTER]
-        addr = self.tserver_addr(ts) or cfg.peer(ts).address if cfg.peer(ts) else self.tserver_addr(ts)
+        peer = cfg.peer(ts)
+        addr = (self.tserver_addr(ts) or peer.address) if peer else self.tserver_addr(ts)
         change = None
         bad_nv = [p for p in nonvoters if p.uuid in failed]
         bad_v = [p for p in voters if p.uuid in failed]

@@ -15,9 +15,9 @@ import logging
 import threading
 import time
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -90,8 +90,9 @@ def write_superblock(layout: FsLayout, sb: Superblock) -> None:
 # ---------------------------------------------------------------------- tablet copy (client side)
 def fetch_copy(pool: ChannelPool, source_addr: str, tablet_id: str, requestor: str,
                timeout: float = 30.0) -> pb.BeginCopySessionResponse:
-    return pool.call(source_addr, pbg.ConsensusStub, "BeginCopySession",
-                     pb.BeginCopySessionRequest(tablet_id=tablet_id, requestor_uuid=requestor), timeout=timeout)
+    return cast(pb.BeginCopySessionResponse, pool.call(
+        source_addr, pbg.ConsensusStub, "BeginCopySession",
+        pb.BeginCopySessionRequest(tablet_id=tablet_id, requestor_uuid=requestor), timeout=timeout))
 
 
 def end_copy(pool: ChannelPool, source_addr: str, session_id: str) -> None:
@@ -177,7 +178,10 @@ class ReplicaHost:
         state, snap, si, st = storage.load(config_from_dict(sb.initial_config))
         r = Replica(self.uuid, sb.tablet_id, storage, state, snap, si, st, self.opts, self.transport.send,
                     self.advertise, on_event=self._on_event, on_apply=self._on_apply)
-        r.log_anchor = lambda tid=sb.tablet_id: self.log_anchor(tid)
+
+        def anchor(tid: str = sb.tablet_id) -> int | None:
+            return self.log_anchor(tid)
+        r.log_anchor = anchor
         r.flags = self.flags
         with self.lock:
             self.replicas[sb.tablet_id] = r
@@ -383,7 +387,7 @@ class ReplicaHost:
         """Hand each message to its replica; returns (replica, ticket) for Replica.wait_handled."""
         return self.deliver_messages(batch.messages)
 
-    def deliver_messages(self, messages) -> list[tuple[Replica, int]]:
+    def deliver_messages(self, messages: Sequence[pb.ConsensusMessage]) -> list[tuple[Replica, int]]:
         by_tablet: dict[str, list[bytes]] = {}
         for m in messages:
             if m.to_uuid != self.uuid:
@@ -478,6 +482,7 @@ class ConsensusService(pbg.ConsensusServicer):
         r = self.host.get(tablet_id)
         if r is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"tablet {tablet_id} not found on {self.host.uuid}")
+        assert r is not None   # context.abort raised
         return r
 
     def ChangeConfig(self, request, context):

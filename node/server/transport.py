@@ -14,8 +14,9 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import grpc
 
@@ -57,9 +58,10 @@ class _Sender:
                 batch = [self.q.popleft() for _ in range(min(MAX_BATCH, len(self.q)))]
             try:
                 on_reply = self.t.on_reply
-                ack = self.t.pool.call(self.addr, pbg.ConsensusStub, "Send",
-                                       pb.ConsensusBatch(messages=batch, reply_in_ack=on_reply is not None),
-                                       timeout=SEND_TIMEOUT_S)
+                ack = cast(pb.ConsensusAck, self.t.pool.call(
+                    self.addr, pbg.ConsensusStub, "Send",
+                    pb.ConsensusBatch(messages=batch, reply_in_ack=on_reply is not None),
+                    timeout=SEND_TIMEOUT_S))
                 failures = 0
                 if on_reply is not None and ack.messages:
                     on_reply(ack.messages)
@@ -83,7 +85,7 @@ class ReplySlot:
 
 class Transport:
     def __init__(self, pool: ChannelPool,
-                 on_reply: Callable[[list[pb.ConsensusMessage]], None] | None = None) -> None:
+                 on_reply: Callable[[Sequence[pb.ConsensusMessage]], object] | None = None) -> None:
         self.pool = pool
         self.on_reply = on_reply   # delivers messages that came back in an ack; None: never ask for them
         self.stopped = False

@@ -157,7 +157,7 @@ class TabletState:
             return data, self.applied_index, self.applied_term
 
     def restore(self, data: bytes, index: int, term: int) -> None:
-        snap = json.loads(data) if data else {"rows": {}, "schema_version": 0}
+        snap: dict[str, Any] = json.loads(data) if data else {"rows": {}, "schema_version": 0}
         with self.lock:
             self.rows = dict(snap["rows"])
             self._sorted = sorted((sort_key(decode_key(k)), k) for k in self.rows)

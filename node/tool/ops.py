@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -201,9 +201,11 @@ class _SourceStatus:
 
 def _source_status(pool: ChannelPool, addr: str) -> _SourceStatus | None:
     try:
-        ping = pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
-        resp = pool.call(addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=SYS_TABLET),
-                         timeout=RPC_TIMEOUT)
+        ping = cast(cpb.PingResponse, pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(),
+                                                timeout=RPC_TIMEOUT))
+        resp = cast(pb.ListTabletsResponse, pool.call(
+            addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=SYS_TABLET),
+            timeout=RPC_TIMEOUT))
     except grpc.RpcError:
         return None
     st = next((r for r in resp.replicas if r.tablet_id == SYS_TABLET), None)
@@ -231,8 +233,10 @@ def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> st
         return sources[0]
     if len(sources) == 1:
         src = sources[0]
-        resp = pool.call(src, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=RPC_TIMEOUT)
-        ping = pool.call(src, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
+        resp = cast(pb.ListMastersResponse, pool.call(src, pbg.MasterStub, "ListMasters",
+                                                      pb.ListMastersRequest(), timeout=RPC_TIMEOUT))
+        ping = cast(cpb.PingResponse, pool.call(src, cpbg.GenericStub, "Ping", cpb.PingRequest(),
+                                                timeout=RPC_TIMEOUT))
         leader = [m for m in resp.masters if m.role == "LEADER"]
         if not resp.masters:
             raise ToolFailure(f"{src} has no master catalog to copy")
@@ -410,8 +414,9 @@ def _leader_status(c: KuduClient, tid: str, deadline: float) -> tuple[str, pb.Re
         loc = _find_tablet(c, tid)
         for r in loc.replicas:
             try:
-                resp = c.pool.call(r.addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=tid),
-                                   timeout=3.0)
+                resp = cast(pb.ListTabletsResponse, c.pool.call(
+                    r.addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=tid),
+                    timeout=3.0))
             except grpc.RpcError:
                 continue
             for st in resp.replicas:
@@ -429,13 +434,16 @@ def _tserver(c: KuduClient, uuid: str) -> pb.TServerInfo:
     raise ToolFailure(f"tablet server {uuid} is not known to the masters")
 
 
-def _change(c: KuduClient, tid: str, typ: int, peer: pb.RaftPeer, timeout: float = 30.0) -> int:
+def _change(c: KuduClient, tid: str, typ: pb.ChangeConfigRequest.Type, peer: pb.RaftPeer,
+            timeout: float = 30.0) -> int:
     deadline = time.monotonic() + timeout
     while True:
         addr, st = _leader_status(c, tid, deadline)
         try:
-            resp = c.pool.call(addr, pbg.ConsensusStub, "ChangeConfig", pb.ChangeConfigRequest(
-                tablet_id=tid, type=typ, peer=peer, cas_config_index=st.committed_config.index), timeout=15.0)
+            req = pb.ChangeConfigRequest(tablet_id=tid, type=typ, peer=peer,
+                                         cas_config_index=st.committed_config.index)
+            resp = cast(pb.ChangeConfigResponse,
+                        c.pool.call(addr, pbg.ConsensusStub, "ChangeConfig", req, timeout=15.0))
             return resp.config_index
         except grpc.RpcError as exc:
             d = exc.details() or ""
@@ -576,12 +584,13 @@ def ksck_report(masters: list[str], rounds: int = 3) -> dict[str, Any]:
 def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
     problems: list[str] = []
     out: dict[str, Any] = {"masters": [], "tservers": [], "tables": {}}
-    leaders = set()
+    leaders: set[str] = set()
     for a in masters:
         try:
-            resp = c.pool.call(a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=5.0)
-            out["masters"].append({"addr": a, "config": [(m.uuid, m.addr, m.role) for m in resp.masters]})
-            leaders.update(m.uuid for m in resp.masters if m.role == "LEADER")
+            mresp = cast(pb.ListMastersResponse,
+                         c.pool.call(a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=5.0))
+            out["masters"].append({"addr": a, "config": [(m.uuid, m.addr, m.role) for m in mresp.masters]})
+            leaders.update(m.uuid for m in mresp.masters if m.role == "LEADER")
         except grpc.RpcError as exc:
             problems.append(f"master {a} unreachable: {exc.code().name}")
     if len(leaders) != 1:
@@ -610,8 +619,9 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
             statuses: dict[str, pb.ReplicaStatus] = {}
             for r in t.replicas:
                 try:
-                    resp = c.pool.call(r.addr, pbg.ConsensusStub, "ListReplicas",
-                                       pb.ListTabletsRequest(tablet_id=t.tablet_id), timeout=3.0)
+                    resp = cast(pb.ListTabletsResponse, c.pool.call(
+                        r.addr, pbg.ConsensusStub, "ListReplicas",
+                        pb.ListTabletsRequest(tablet_id=t.tablet_id), timeout=3.0))
                     for st in resp.replicas:
                         if st.state == "RUNNING":
                             statuses[r.uuid] = st
@@ -640,8 +650,9 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
                 time.sleep(0.3)
                 for r in behind:
                     try:
-                        resp = c.pool.call(r.addr, pbg.ConsensusStub, "ListReplicas",
-                                           pb.ListTabletsRequest(tablet_id=t.tablet_id), timeout=3.0)
+                        resp = cast(pb.ListTabletsResponse, c.pool.call(
+                            r.addr, pbg.ConsensusStub, "ListReplicas",
+                            pb.ListTabletsRequest(tablet_id=t.tablet_id), timeout=3.0))
                         for st in resp.replicas:
                             if st.state == "RUNNING":
                                 statuses[r.uuid] = st
@@ -661,7 +672,7 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
                 problems.append(f"{where}: master's config differs from the leader's")
             if lst.failed_peers:
                 problems.append(f"{where}: leader reports failed peers {list(lst.failed_peers)}")
-    known = set()
+    known: set[str] = set()
     for name in out["tables"]:
         try:
             known.update(t.tablet_id for t in c.table_locations(name).tablets)
@@ -671,7 +682,8 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
         if not s.live:
             continue
         try:
-            resp = c.pool.call(s.addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(), timeout=3.0)
+            resp = cast(pb.ListTabletsResponse, c.pool.call(s.addr, pbg.ConsensusStub, "ListReplicas",
+                                                            pb.ListTabletsRequest(), timeout=3.0))
         except grpc.RpcError:
             continue
         for st in resp.replicas:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from typing import cast
 
 import grpc
 
@@ -64,8 +65,8 @@ class _MasterStream:
             report += [pb.ReplicaStatus(tablet_id=t, state="DELETED") for t in gone]
         req = pb.HeartbeatRequest(uuid=self.hb.host.uuid, addr=self.hb.host.advertise,
                                   report=pb.TabletReport(full=full, replicas=report))
-        resp = self.hb.host.pool.call(self.addr, pbg.MasterStub, "Heartbeat", req,
-                                      timeout=max(1.0, 2 * self.hb.interval_s))
+        resp = cast(pb.HeartbeatResponse, self.hb.host.pool.call(self.addr, pbg.MasterStub, "Heartbeat", req,
+                                                                 timeout=max(1.0, 2 * self.hb.interval_s)))
         if full:
             self.sent = dict(cur)
         else:

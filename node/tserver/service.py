@@ -64,6 +64,7 @@ class TabletServerService(pbg.TabletServerServicer):
         r = self.host.get(tablet_id)
         if r is None or r.stopped():
             context.abort(grpc.StatusCode.NOT_FOUND, f"tablet {tablet_id} not found on {self.host.uuid}")
+        assert r is not None   # context.abort raised
         return r
 
     # ------------------------------------------------------------------ data path

@@ -17,6 +17,7 @@ passed, then heal. The completion records the tablet, the old and new leader, an
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any
 
@@ -33,7 +34,7 @@ class LeaderBlipNemesis:
 
     def __init__(self, max_s: float = 10.0, poll_s: float = 0.1) -> None:
         self.max_s, self.poll_s = max_s, poll_s
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
 
     def setup(self, test: Run) -> LeaderBlipNemesis:
         self.rng = nemesis_rng(test, "leader-blip")

@@ -47,6 +47,7 @@ C (the newer-term leader) and B (the voter both need):
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -66,7 +67,7 @@ class _StagedElection:
 
     def __init__(self, hold_s: float = 5.0, wait_s: float = 15.0) -> None:
         self.hold_s, self.wait_s = hold_s, wait_s
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
         # (tablet, replica addresses) of a stage begun and not yet restored: the heal restores it too, so a
         # run stopped mid-stage never leaves failure detection off or a crash point armed
         self.unrestored: dict[str, list[str]] = {}
@@ -319,7 +320,7 @@ class _Stage:
         self.step_down_leaders()
         for _ in range(tries):
             time.sleep(0.5)   # entries already on the wire land; without a leader nothing new is appended
-            statuses = {a: self.status(a) for a in self.addrs}
+            statuses: dict[str, Any] = {a: self.status(a) for a in self.addrs}   # None: no answer
             if any(st is None for st in statuses.values()):
                 raise NemesisError("a replica does not answer")
             ends = {a: (int(st.last_term), int(st.last_index)) for a, st in statuses.items()}
@@ -334,7 +335,7 @@ class _Stage:
             self.steps.append(f"logs end at {told}: {self.node[longest]} leads again to even them")
 
             def even(lead: str = longest) -> bool:
-                sts = {a: self.status(a) for a in self.addrs}
+                sts: dict[str, Any] = {a: self.status(a) for a in self.addrs}   # None: no answer
                 return all(st is not None for st in sts.values()) and sts[lead].role == "LEADER" \
                     and len({(st.last_term, st.last_index) for st in sts.values()}) == 1
 
@@ -400,7 +401,11 @@ class _Stage:
         deadline = time.monotonic() + self.wait_s
         while time.monotonic() < deadline:
             term = self.elect(addr)
-            if term > above and wait_until(lambda t=term: _leads(self.status(addr), t), 2.0, 0.05, "leads"):
+
+            def leads(t: int = term) -> bool:
+                return _leads(self.status(addr), t)
+
+            if term > above and wait_until(leads, 2.0, 0.05, "leads"):
                 self.steps.append(f"{self.node[addr]} leads term {term} on {self.node[voter]}'s vote")
                 return term
             self.steps.append(f"{self.node[addr]} ran in term {term}: not leading")
@@ -423,12 +428,21 @@ class _Stage:
 
         for a in self.addrs:
             if not self.alive(a):
-                _quietly(lambda a=a: self.backend.start(str(self.node[a])), f"start {self.node[a]}")
-                wait_until(lambda a=a: self.alive(a), 15.0, 0.2, "server back")
+                def start(a: str = a) -> None:
+                    self.backend.start(str(self.node[a]))
+
+                def answers(a: str = a) -> bool:
+                    return self.alive(a)
+
+                _quietly(start, f"start {self.node[a]}")
+                wait_until(answers, 15.0, 0.2, "server back")
         _quietly(self.backend.heal_network, "heal")
         for a in self.addrs:
             for k, v in RuntimeFlags().as_text().items():
-                _quietly(lambda a=a, k=k, v=v: self.set_flag(a, k, v), f"{k} back to {v} on {a}")
+                def set_back(a: str = a, k: str = k, v: str = v) -> None:
+                    self.set_flag(a, k, v)
+
+                _quietly(set_back, f"{k} back to {v} on {a}")
         self.steps.append("every server running, network healed, flags back to their defaults")
 
 

@@ -18,6 +18,7 @@ both too.
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Any
 
@@ -34,7 +35,7 @@ class LearnerPartitionNemesis:
 
     def __init__(self, tool_timeout_s: float = 45.0) -> None:
         self.tool_timeout_s = tool_timeout_s
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
         self.lock = threading.Lock()
         self.learners: dict[str, str] = {}   # tablet id -> uuid of the NON_VOTER we added, not yet removed
         self.uuids: dict[str, str] = {}       # tablet server node -> uuid

@@ -15,6 +15,7 @@ stop-power-loss makes sure every victim runs again (a restart that failed is ret
 
 from __future__ import annotations
 
+import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -41,7 +42,7 @@ class PowerLossNemesis:
     fs = frozenset({"start-power-loss", "stop-power-loss"})
 
     def __init__(self) -> None:
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
         self.pending: set[str] = set()   # victims not yet seen running again
         self.lock = threading.Lock()
 
@@ -54,6 +55,7 @@ class PowerLossNemesis:
         pool = of_this_run(test, ts)
         if not pool:
             return []
+        assert self.rng is not None
         t = self.rng.choice(pool)
         nodes = sorted(t["replica_nodes"])
         return pick_subset(nodes, "all" if subset == "tablet-all" else "majority", self.rng)
@@ -61,6 +63,7 @@ class PowerLossNemesis:
     def victims(self, test: Run, targets: str, subset: str) -> list[str]:
         if subset not in SUBSETS:
             raise NemesisError(f"unknown power-loss subset {subset!r}; valid: {', '.join(SUBSETS)}")
+        assert self.rng is not None
         if subset.startswith("tablet-"):
             return self._tablet_replicas(test, subset) or pick_subset(role_nodes(test, "tservers"), "majority",
                                                                       self.rng)

@@ -15,8 +15,9 @@ rebuild succeeded (docs/controller.md).
 
 from __future__ import annotations
 
+import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from faultline.core import Op, Run
 from faultline.dbs.store.layout import MASTER, MASTER_PORT, master_dns
@@ -45,6 +46,21 @@ from faultline.nemesis.base import (
     wait_until,
 )
 from faultline.node.master.catalog import SYS_TABLET as SYS_CATALOG_TABLET  # the masters' catalog tablet
+
+if TYPE_CHECKING:
+    from faultline.cluster.base import ClusterSpec
+
+
+class _KeepsSpec(Protocol):
+    """A backend that keeps the cluster spec it runs: every backend the store runs on (the node backends
+    and the fake) does, though the cluster protocols do not say so."""
+
+    spec: ClusterSpec
+
+
+def _cluster_spec(test: Run) -> ClusterSpec:
+    """The spec the cluster runs now (master-migrate grows its masters)."""
+    return cast(_KeepsSpec, backend(test)).spec
 
 
 def _fs_dir(test: Run, node: str) -> str:
@@ -77,7 +93,7 @@ class MembershipNemesis:
     fs = frozenset({"membership"})
 
     def __init__(self) -> None:
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
 
     def setup(self, test: Run) -> MembershipNemesis:
         self.rng = nemesis_rng(test, "membership")
@@ -88,6 +104,7 @@ class MembershipNemesis:
         ts = tablets(test)
         if not ts:
             return done(op, {"action": action, "skipped": "no tablet reported by ksck"}, kind="fail")
+        assert self.rng is not None
         t = self.rng.choice(ts)
         servers = role_nodes(test, "tservers")
         holders = [n for n in t["replica_nodes"] if n]
@@ -136,7 +153,7 @@ def _uuid(test: Run, node: str) -> str:
 
 # the operator's repairs, each an op of its own: the masters' run once every fault is stopped and healed
 # (NemesisPackage.repair_generator); unsafe_change_config right after the majority loss it recovers from
-UNSAFE_CHANGE_CONFIG = {"f": "unsafe-change-config", "value": None}
+UNSAFE_CHANGE_CONFIG: Op = {"f": "unsafe-change-config", "value": None}
 
 
 def master_repairs(fault: str) -> tuple[Op, ...]:
@@ -173,7 +190,7 @@ class MasterLeaderReturnNemesis:
 
     def __init__(self, hold_s: float = 4.0, wait_s: float = 20.0) -> None:
         self.hold_s, self.wait_s = hold_s, wait_s
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
 
     def setup(self, test: Run) -> MasterLeaderReturnNemesis:
         self.rng = nemesis_rng(test, "master-leader-return")
@@ -187,6 +204,7 @@ class MasterLeaderReturnNemesis:
         if leader is None or not others:
             return done(op, {"skipped": "no leader master, or no other voter"}, kind="fail")
         steps: list[str] = []
+        assert self.rng is not None
         other = self.rng.choice(others)
         away = hand_master_leadership(test, other, names[other], steps, self.wait_s)
         if away:
@@ -227,7 +245,7 @@ class MasterReplaceNemesis:
         self.healthy_s = healthy_s   # a started replacement catches up in seconds: longer is a finding
         self.lead_after = lead_after
         self.settle_s = settle_s
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
         # a replacement made but not started yet: {"node", "name", "uuid", "copied"}
         self.pending: dict[str, Any] | None = None
 
@@ -237,7 +255,7 @@ class MasterReplaceNemesis:
 
     @staticmethod
     def _names(test: Run) -> list[str]:
-        n_masters = backend(test).spec.role(MASTER).count  # the cluster's, which master-migrate grows
+        n_masters = _cluster_spec(test).role(MASTER).count  # the cluster's, which master-migrate grows
         return [master_dns(i) for i in range(1, n_masters + 1)]
 
     def _destroy_and_rename(self, test: Run, name: str, victim: str, uuid: str,
@@ -311,6 +329,7 @@ class MasterReplaceNemesis:
         holders = {name: dns_holder(test, name) for name in names}
         roles = master_roles(test)
         leader = master_leader(test)
+        assert self.rng is not None
         name = self.rng.choice(names)
         victim = holders[name]
         uuid = _uuids_by_name(roles).get(name)
@@ -513,6 +532,7 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
         if old is None or any(h is None for h in holders.values()) or set(uuids) < set(names):
             return done(op, {"skipped": "no leader master, or a master without holder or uuid"}, kind="fail")
         masters = role_nodes(test, "masters")
+        assert self.rng is not None
         b.partition(gr.isolate_one(masters, self.rng, node=holders[old]))
         steps.append(f"cut off the leader {old} ({holders[old]})")
         try:
@@ -535,7 +555,7 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
             b.partition(gr.isolate_one(role_nodes(test, "masters"), self.rng, node=holders[x]))
             steps.append(f"cut off {x} ({holders[x]}) instead")
             self._start(test, replacement, steps)
-            after = {"name": None}
+            after: dict[str, str | None] = {"name": None}
 
             def reelected() -> bool:
                 after["name"] = self._leader_among(test, replacement, [old, c])
@@ -591,7 +611,7 @@ class MasterMigrateNemesis:
         tool(test, a, ["local_replica", "cmeta", "rewrite_raft_config", SYS_CATALOG_TABLET, *config,
                        "--fs-dir", _fs_dir(test, a)], timeout=60)
         steps.append("rewrite_raft_config on " + a)
-        b.spec.role(MASTER).count = 3  # from now on every node process starts with the three master addresses
+        _cluster_spec(test).role(MASTER).count = 3  # from now on every node process starts with the three master addresses
         b.start(a)
         for node, _ in new_nodes:
             tool(test, node, ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, f"{master_dns(1)}:{MASTER_PORT}",
@@ -619,7 +639,7 @@ class TserverReplaceNemesis:
 
     def __init__(self, wait_s: float = 180) -> None:
         self.wait_s = wait_s
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
 
     def setup(self, test: Run) -> TserverReplaceNemesis:
         self.rng = nemesis_rng(test, "tserver-replace")
@@ -630,6 +650,7 @@ class TserverReplaceNemesis:
         servers = role_nodes(test, "tservers")
         if len(servers) <= 3:
             return done(op, {"skipped": "needs more than 3 tablet servers to re-replicate"}, kind="fail")
+        assert self.rng is not None
         victim = self.rng.choice(servers)
         b.stop(victim)
         b.destroy(victim)
@@ -658,7 +679,7 @@ class MajorityLossNemesis:
     def __init__(self, wait_s: float = 180, lag_s: float = 4.0) -> None:
         self.wait_s = wait_s
         self.lag_s = lag_s
-        self.rng = None
+        self.rng: random.Random | None = None  # set by setup
         self.lost: dict[str, Any] | None = None   # the loss the repair has yet to recover from
 
     def setup(self, test: Run) -> MajorityLossNemesis:
@@ -680,6 +701,7 @@ class MajorityLossNemesis:
         ts = [t for t in full if t["tablet"] in mine] or full   # a tablet the workload writes to, if known
         if not ts:
             return done(op, {"skipped": "no tablet with three known replicas"}, kind="fail")
+        assert self.rng is not None
         t = self.rng.choice(ts)
         holders = [n for n in t["replica_nodes"] if n]
         # a follower survives: cut off, it lags while the leader and the other follower keep committing
