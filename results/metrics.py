@@ -101,7 +101,7 @@ def pair_latencies(cl: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> dict[str, Any]:
-    """Every per-run number of the scorecard, from one run's history rows (results.parquet.SCHEMA)."""
+    """Every per-run number of the scorecard, from one run's history rows (history.parquet.SCHEMA)."""
     df = df[df["time"].notna()].sort_values("index", kind="stable")  # Spark gives a group's rows in any order
     events = len(df)
     out: dict[str, Any] = {"run_id": run_id, "events": events}

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from faultline.core import Op
+from faultline.history import parquet
 from faultline.pages.layout import head
 from faultline.pages.story import find_part, story, story_html
-from faultline.results import metrics, parquet
+from faultline.results import metrics
 from faultline.results.store import RunDir
 
 MAX_ROWS = 20  # rows of a list of records shown in the evidence

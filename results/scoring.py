@@ -23,8 +23,8 @@ import pandas as pd
 
 from faultline.checkers.api import merge_valid
 from faultline.checkers.inference import WORKLOAD_CHECKERS
+from faultline.history.parquet import frame_to_ops, read_history_frame, read_problems
 from faultline.results import metrics
-from faultline.results.parquet import frame_to_ops, read_history_frame, read_problems
 from faultline.results.scorecard import GROUP_COLUMNS, RUN_COLUMNS, campaign_expectations, render_html
 from faultline.results.store import RunDir, Store, StoreError
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from faultline.history.parquet import SCHEMA, frame_to_ops, table_to_frame
 from faultline.results import metrics
-from faultline.results.parquet import SCHEMA, frame_to_ops, table_to_frame
 from faultline.results.scoring import (
     OP_COLUMNS,
     Progress,
@@ -41,7 +41,7 @@ PLANS = ("runs", "groups")
 def load_store(spark: Any, path: Path | str, progress: Progress | None = None) -> tuple[Any, Any]:
     """(runs, history) as Spark DataFrames: one row per run, and every op of every run with its `run_id`.
 
-    The history columns are results.parquet.SCHEMA's plus `run_id`. On a standalone cluster the store
+    The history columns are history.parquet.SCHEMA's plus `run_id`. On a standalone cluster the store
     must be readable at the same path on every worker (a shared filesystem)."""
     runs_pd = prepare_runs(path, progress)
     return _frames(spark, runs_pd)

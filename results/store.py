@@ -197,7 +197,7 @@ class RunDir:
     def history(self) -> list[Op]:
         """The ops: from history.parquet when it is at least as new as history.jsonl, else from the JSONL
         (a truncated last line, as a crashed run leaves, is dropped with a warning)."""
-        from faultline.results import parquet
+        from faultline.history import parquet
 
         if self.parquet_is_fresh():
             return parquet.read_history_parquet(self.parquet_path)
@@ -212,7 +212,7 @@ class RunDir:
 
     def ensure_parquet(self) -> Path:
         """Writes history.parquet for a run that lacks one (old or crashed runs); returns its path."""
-        from faultline.results import parquet
+        from faultline.history import parquet
 
         if not self.parquet_is_fresh():
             if not self.history_path.exists():
@@ -259,7 +259,7 @@ class RunDir:
         report and the other pages are the caller's to publish (`results.publish.publish`), so storing a
         verdict never waits on, or fails with, drawing it.
         """
-        from faultline.results import parquet
+        from faultline.history import parquet
 
         data = dict(results)
         data.setdefault("valid", "unknown")

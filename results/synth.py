@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from faultline.results import parquet
+from faultline.history import parquet
 from faultline.results.publish import publish
 from faultline.results.store import RunDir, Store, now_stamp
 

@@ -27,7 +27,7 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("faultline.")}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("faultline"):
-            for a in node.names:  # `from faultline.results import parquet` imports a module
+            for a in node.names:  # `from faultline.results import store` imports a module
                 sub = f"{node.module}.{a.name}"
                 is_module = (ROOT / Path(*sub.split(".")[1:])).with_suffix(".py").exists()
                 out.add(sub if is_module else node.module)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from faultline.checkers.linearizability import check
-from faultline.results import parquet
+from faultline.history import parquet
 from faultline.results.scoring import score_pandas
 from faultline.results.spark import score
 from faultline.results.store import Store

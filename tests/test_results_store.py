@@ -12,7 +12,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from faultline.results import metrics, parquet
+from faultline.history import parquet
+from faultline.results import metrics
 from faultline.results.publish import publish
 from faultline.results.store import STAMP_RE, RunDir, Store, StoreError, open_run
 from faultline.results.synth import synth_run, synth_store
