@@ -1,1 +1,2 @@
-"""Test doubles and harnesses: the in-memory fake cluster, the placeholder daemon, a loopback MiniCluster."""
+"""Test doubles that belong to no DB: the placeholder daemon (a TCP stand-in for a node's process). The
+store's in-memory fake cluster and loopback mini-cluster live with the store (dbs/store/)."""

@@ -1,6 +1,6 @@
 """The bundled store as a DB plug-in: its DB class (db.py), cluster layout (layout.py), admin-tool calls
-(tools.py), its own faults (faults/), its catalog workload (catalog.py), and its in-memory fake cluster and
-loopback mini-cluster for testing the harness (fake.py, minicluster.py).
+(tools.py), its own faults (faults/), its catalog workload (catalog.py), its in-memory fake cluster and
+loopback mini-cluster for testing the harness (fake.py, minicluster.py), and `faultline sim` (sim_command.py).
 
 Only this package imports the store's implementation, `faultline.node`. It sits above the generic nemesis
 and workload layers, whose building blocks its faults and workload use, as a DB's own test project does in
