@@ -54,17 +54,24 @@ def get_db(spec: str | None = None) -> DB:
     return cast(DB, db)  # a user's object, checked above for the core protocol's methods
 
 
+def loadable() -> list[DB]:
+    """Every registered DB this installation can load (one whose module cannot be imported here is left
+    out), for help texts and campaign files, which name what any DB offers."""
+    out = []
+    for name in REGISTRY:
+        try:
+            out.append(get_db(name))
+        except UnknownDB:
+            continue
+    return out
+
+
 def all_bugs() -> dict[str, str]:
-    """The injectable bugs of every registered DB that has them (dbs.api.Bugs), by name, for help texts
-    and campaign files; a DB whose module cannot be imported here is left out."""
+    """The injectable bugs of every loadable DB that has them (dbs.api.Bugs), by name."""
     from faultline.dbs.api import Bugs
 
     out: dict[str, str] = {}
-    for name in REGISTRY:
-        try:
-            db = get_db(name)
-        except UnknownDB:
-            continue
+    for db in loadable():
         if isinstance(db, Bugs):
             out.update({k: v for k, v in db.bugs.items() if k not in out})
     return out

@@ -16,8 +16,7 @@ from typing import Any
 
 from faultline import gen
 from faultline.core import Op, Run
-from faultline.dbs import get_db
-from faultline.dbs import names as db_names
+from faultline.dbs import get_db, loadable
 from faultline.dbs.api import DB, Kill, Pause, Primaries
 from faultline.nemesis import faults
 from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
@@ -123,11 +122,8 @@ def all_entries() -> dict[str, Entry]:
     """The generic nemeses and those of every registered DB, for help texts and campaign files (a DB whose
     module cannot be imported here is left out)."""
     out = dict(NEMESES)
-    for name in db_names():
-        try:
-            out.update({k: v for k, v in offered(get_db(name)).items() if k not in out})
-        except Exception:
-            continue
+    for db in loadable():
+        out.update({k: v for k, v in offered(db).items() if k not in out})
     return out
 
 

@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from faultline.dbs import get_db
-from faultline.dbs import names as db_names
+from faultline.dbs import get_db, loadable
 from faultline.dbs.api import DB
 from faultline.workloads.api import Entry, OffersWorkloads, Workload
 
@@ -63,11 +62,8 @@ def all_entries() -> dict[str, Entry]:
     """The generic workloads and those of every registered DB, for help texts and campaign files (a DB
     whose module cannot be imported here is left out)."""
     out = dict(WORKLOADS)
-    for name in db_names():
-        try:
-            out.update({k: v for k, v in offered(get_db(name)).items() if k not in out})
-        except Exception:
-            continue
+    for db in loadable():
+        out.update({k: v for k, v in offered(db).items() if k not in out})
     return out
 
 
