@@ -20,6 +20,10 @@ it began. Rules:
   (`locate-tables`, retried for a while): a master that keeps answering that a tablet has no leader in a
   healed cluster has lost track of it (KUDU-1374's class). When no locate attempt got an answer at all,
   the verdict cannot be valid: it is unknown.
+- a table a `locate-tables` listed and then found gone (NOT_FOUND, named in the answer's `vanished`) is
+  explained only by a delete of that table invoked before the locate completed; otherwise the master lost
+  a table it had just listed (`vanished`). The workload leaves such a table out of its answer rather than
+  failing the whole check, so a table it deleted itself does not interrupt the timed rules below.
 - after healing, every master holds what the leader committed (`master-replicas`, each master asked
   directly under the address clients use, retried for a while): a master left behind for good keeps the
   catalog on fewer copies than it claims (KUDU-1620's class: a replaced master nobody reaches by name).
@@ -106,7 +110,7 @@ class CatalogChecker:
                     (locates if f == "locate-tables" else replicas).append(p.completion)
         errors: dict[str, list[Any]] = {"lost": [], "duplicated": [], "resurrected": [], "version_regressed": [],
                                         "unexpected": [], "leaderless": [], "masters_diverged": [],
-                                        "never_caught_up": []}
+                                        "never_caught_up": [], "vanished": []}
         evidence: list[int] = []   # history positions of the ops that showed a violation
 
         def note(position: int) -> int:
@@ -135,6 +139,9 @@ class CatalogChecker:
                 if n > 1 and t not in doubled:
                     doubled.add(t)
                     errors["duplicated"].append({"table": t, "count": n, "listing_index": note(comp)})
+        for p in checks["locate-tables"]:
+            for t in _unexplained_vanished(p, pos, delete_invokes):
+                errors["vanished"].append({"table": t, "locate_index": note(pos[id(p.completion)])})
         bound = float(opts.get("live_bound_s", LIVE_BOUND_S))
         intervals, _ = nemesis_intervals(history)
         for key, since, p in _persisting(checks["locate-tables"], _leaderless_keys, intervals, bound):
@@ -206,6 +213,17 @@ class CatalogChecker:
         elif unlocated:
             out["error"] = "no locate-tables answered after healing: cannot tell whether every tablet has a leader"
         return out
+
+
+def _unexplained_vanished(p: Any, pos: Mapping[int, int], delete_invokes: Mapping[Any, list[int]]) -> list[Any]:
+    """Tables a locate listed and then found gone (NOT_FOUND) with no delete of theirs invoked before the
+    locate completed: only such a delete may make a listed table vanish."""
+    c = p.completion
+    v = c.get("value") if c is not None else None
+    if not isinstance(v, Mapping) or not v.get("vanished"):
+        return []
+    done = pos[id(c)]
+    return [t for t in v["vanished"] if not any(i < done for i in delete_invokes.get(t, ()))]
 
 
 def _leaderless_keys(value: Mapping[str, Any]) -> set[tuple[Any, Any]]:

@@ -6,8 +6,11 @@ whose `f` starts with one of HEAL_PREFIXES ends a fault (`stop-partition`,
 rest (`start-partition` ... `stop-partition`); any other nemesis op begins a
 fault that lasts until the next heal, unless its completion's value says
 `"transient": true` (the nemesis left nothing of its own behind: the fault ends
-with the op, and what the cluster does next is the store's doing). An op that
-failed with a `skipped` value did nothing: it is no fault at all.
+with the op, and what the cluster does next is the store's doing). Such an op may
+also say `"watched_s": S`: it spent its last S seconds only watching the cluster
+(waiting for it to report healthy), so its fault ended S seconds before its
+completion. An op that failed with a `skipped` value did nothing: it is no fault
+at all.
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ def nemesis_intervals(history: list[Op]) -> tuple[list[Interval], list[tuple[flo
             iv = Interval(name, op_time(p.invoke), None, p.invoke, None)
             intervals.append(iv)
             if is_transient(p.completion):
-                iv.end, iv.end_op = op_time(p.done), p.done
+                iv.end, iv.end_op = max(iv.start, op_time(p.done) - _watched_s(p.completion)), p.done
             else:
                 open_[name] = iv
     return intervals, heals
@@ -158,6 +161,15 @@ def is_transient(completion: Op | None) -> bool:
     came back, a master replaced and caught up), so its interval ends with it rather than at the heal."""
     v = completion.get("value") if completion is not None else None
     return isinstance(v, Mapping) and v.get("transient") is True
+
+
+def _watched_s(completion: Op | None) -> float:
+    """Seconds a transient op spent only watching at its end: 0 unless it says so (and has a time)."""
+    v = completion.get("value") if completion is not None else None
+    w = v.get("watched_s") if isinstance(v, Mapping) else None
+    ok = isinstance(w, int | float) and not isinstance(w, bool) and 0 <= w < 1e6
+    timed = completion is not None and isinstance(completion.get("time"), int | float)
+    return float(w) if ok and timed else 0.0
 
 
 def did_nothing(completion: Op | None) -> bool:

@@ -286,6 +286,9 @@ class SSHRemote:
 
     def _drain(self, node: str, chan, argv: Sequence[str], timeout: float,
                stdin: bytes | None) -> tuple[int, bytes, bytes]:
+        """Reads both streams to the channel's EOF, then takes the exit status, all within `timeout`.
+
+        SSH may deliver the exit status before the last data: the status alone never ends the read."""
         if stdin:
             chan.sendall(stdin)
         chan.shutdown_write()
@@ -295,23 +298,25 @@ class SSHRemote:
             while True:
                 if chan.recv_ready():
                     out += chan.recv(65536)
-                    continue
-                if chan.recv_stderr_ready():
+                elif chan.recv_stderr_ready():
                     err += chan.recv_stderr(65536)
-                    continue
-                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                    # the exit status can arrive before the last data: drain once more
-                    while chan.recv_ready():
-                        out += chan.recv(65536)
-                    while chan.recv_stderr_ready():
-                        err += chan.recv_stderr(65536)
-                    return chan.recv_exit_status(), bytes(out), bytes(err)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
-                select.select([chan], [], [], min(left, 0.5))
+                elif chan.eof_received or chan.closed:
+                    break
+                else:
+                    self._wait(node, chan, argv, timeout, deadline)
+            # after EOF the channel's pipe stays readable: wait on the status event, not on select
+            if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
+                raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
+            return chan.recv_exit_status(), bytes(out), bytes(err)
         finally:
             chan.close()
+
+    @staticmethod
+    def _wait(node: str, chan, argv: Sequence[str], timeout: float, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
+        select.select([chan], [], [], min(left, 0.2))
 
     def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
         # `timeout` on the host too: the command dies with our deadline instead of lingering

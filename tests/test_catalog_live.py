@@ -141,3 +141,31 @@ def test_the_timed_rule_reaches_into_the_checks_after_the_last_fault() -> None:
     r = CatalogChecker().check({}, ops(*CREATE, *_leader_return(3), *leaderless, *LISTED), {})
     assert r["valid"] is False and r["leaderless_count"] == 1 and r["leaderless"][0]["live"] is True, r
     assert r["first_anomaly"]["time"] == int(40.5 * S)   # seen at 15.5 s, the check begun at 40 s proves it
+
+
+def test_a_replacement_that_only_watched_at_its_end_ended_its_fault_when_it_stopped_acting() -> None:
+    """`watched_s`: the replace op's last seconds only waited for health, so the timed rule counts from
+    before the op completed; without it, from the completion."""
+    from faultline.checkers.ops import nemesis_intervals
+
+    def replace(watched: float | None) -> tuple[tuple[Any, ...], ...]:
+        value: dict[str, Any] = {"replacement": "m4", "transient": True, "healthy": False}
+        if watched is not None:
+            value["watched_s"] = watched
+        return ((2, "nemesis", "invoke", "replace-master", None), (14, "nemesis", "info", "replace-master", value))
+
+    lagging = [e for t in range(5, 31, 2) for e in _replicas(t, "master-2:7051 lags the leader master-1:7051")]
+    watched = ops(*CREATE, *replace(10), *lagging, *HEAL, *LISTED)
+    assert nemesis_intervals(watched)[0][0].end == 4.0
+    r = CatalogChecker().check({}, watched, {})
+    # seen from the check completed at 5.5 s; the first check begun 20 s after that (at 27 s) proves it
+    assert r["valid"] is False and r["masters_diverged"][0]["since_s"] == 5.5, r
+    assert r["first_anomaly"]["time"] == int(27.5 * S)
+    plain = ops(*CREATE, *replace(None), *lagging, *HEAL, *LISTED)
+    assert nemesis_intervals(plain)[0][0].end == 14.0
+    late = CatalogChecker().check({}, plain, {})
+    # the op ends at 14 s: the first answer after it completes at 15.5 s, and no check begins 20 s later
+    assert "first_anomaly" not in late or late["first_anomaly"]["time"] > int(35 * S)
+    # nonsense is ignored, never trusted: a negative or non-numeric watch changes nothing
+    for bad in (-3, "10", True):
+        assert nemesis_intervals(ops(*CREATE, *replace(bad), *HEAL))[0][0].end == 14.0  # type: ignore[arg-type]

@@ -152,6 +152,29 @@ def test_catalog_tablets_must_find_a_leader_after_healing() -> None:
     assert u["valid"] == "unknown" and "locate" in u["error"]
 
 
+def test_catalog_a_table_may_vanish_from_a_locate_only_under_its_own_delete() -> None:
+    c = CatalogChecker()
+
+    def locate(at: int, vanished: list[str]) -> tuple:
+        return ((at, 6, "invoke", "locate-tables", None),
+                (at + 1, 6, "ok", "locate-tables", {"tables": 2, "leaderless": {}, "vanished": vanished}))
+    # t1 was listed and then answered NOT_FOUND while its delete (invoked before the locate completed) ran
+    racing = ((4, 2, "invoke", "delete-table", "t1"), (5, 6, "invoke", "locate-tables", None),
+              (6, 2, "ok", "delete-table", "t1"),
+              (7, 6, "ok", "locate-tables", {"tables": 2, "leaderless": {}, "vanished": ["t1"]}))
+    ok = c.check({}, ops((0, 0, "invoke", "create-table", "t0"), (1, 0, "ok", "create-table", "t0"),
+                         (2, 1, "invoke", "create-table", "t1"), (3, 1, "ok", "create-table", "t1"), *racing,
+                         (20, 4, "invoke", "list-tables", None), (21, 4, "ok", "list-tables", ["t0"])), {})
+    assert ok["valid"] is True and ok["vanished_count"] == 0
+    # t0 vanished and nobody ever deleted it: the master lost a table it had just listed
+    r = c.check({}, _catalog(["t0"], locate(8, ["t0"])), {})
+    assert r["valid"] is False and r["vanished"] == [{"table": "t0", "locate_index": 9}]
+    assert r["first_anomaly"]["f"] == "locate-tables"
+    # a delete invoked only after the locate completed does not explain it
+    late = (*locate(8, ["t0"]), (10, 7, "invoke", "delete-table", "t0"), (11, 7, "ok", "delete-table", "t0"))
+    assert c.check({}, _catalog([], late), {})["vanished_count"] == 1
+
+
 def test_catalog_every_master_must_catch_up_after_healing() -> None:
     c = CatalogChecker()
 

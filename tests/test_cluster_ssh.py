@@ -6,6 +6,7 @@ stdout+stderr without deadlock, reconnect after a dropped session, and the same 
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -109,6 +110,20 @@ def test_large_output_timeout_and_reconnect(cluster) -> None:
     assert cluster.remote.exec("t1", ["echo", "back"], 10)[1] == "back\n"
     cluster.remote.put("t1", "/var/lib/faultline/up.bin", bytes(range(256)) * 100)
     assert cluster.remote.get("t1", "/var/lib/faultline/up.bin") == bytes(range(256)) * 100
+
+
+SHORT_TAIL_RUNS = int(os.environ.get("FAULTLINE_SSH_TAIL_RUNS", "25"))
+
+
+def test_both_streams_read_to_their_end_every_time(cluster) -> None:
+    """Both streams large, then an immediate exit: the exit status can reach us before the last data, so a
+    reader that stops at the status loses a tail now and then. Run it many times: every byte, every time."""
+    script = ("head -c 1500000 /dev/zero | tr '\\0' a & head -c 1500000 /dev/zero | tr '\\0' b >&2; wait; "
+              "printf END; printf END >&2")
+    for attempt in range(SHORT_TAIL_RUNS):
+        rc, out, err = cluster.remote.exec_bytes("t1", ["sh", "-c", script], 60)
+        assert (rc, len(out), len(err)) == (0, 1_500_003, 1_500_003), f"run {attempt}"
+        assert out.endswith(b"aEND") and err.endswith(b"bEND"), f"run {attempt}"
 
 
 def test_move_master_name_and_lifecycle(cluster) -> None:

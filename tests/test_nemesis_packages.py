@@ -102,6 +102,8 @@ def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
     assert handover[handover.index("--new-leader") + 1] == v["uuid"]
     assert v["replacement_leads"] is True
     assert any(m["addr"] == f"{name}:7051" and m["role"] == "LEADER" for m in b.master_rows())
+    # after the handover it only watched: the fault's interval ends that long before the completion
+    assert isinstance(v["watched_s"], float) and 0 <= v["watched_s"] < 5
 
 
 def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_moves_the_cut(test: dict) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from faultline import gen
 from faultline.core import Op, Run
+from faultline.node.client import NotFoundError, catalog_lags
 from faultline.workloads.api import Entry, Workload
 from faultline.workloads.common import KVClient, LazyChecker, run_name
 
@@ -47,13 +48,20 @@ class CatalogClient(KVClient):
         if f == "locate-tables":
             # the master's answer for each tablet: a leader, or none (a definite answer, unlike an error)
             leaderless: dict[str, list[str]] = {}
+            vanished: list[str] = []   # listed, then NOT_FOUND: the checker asks whether a delete explains it
             names = sorted(self._names(test))
             for name in names:
-                locs = self.conn.table_locations(run_name(test, name))
+                try:
+                    locs = self.conn.table_locations(run_name(test, name))
+                except NotFoundError:
+                    vanished.append(name)
+                    continue
                 missing = [t.tablet_id for t in locs.tablets if not any(r.role == "LEADER" for r in t.replicas)]
                 if missing or not locs.tablets:
                     leaderless[name] = missing
             value: dict[str, Any] = {"tables": len(names), "leaderless": leaderless}
+            if vanished:
+                value["vanished"] = vanished
             if leaderless:
                 return {**op, "type": "fail", "value": value, "error": f"{len(leaderless)} tables have tablets "
                         "with no leader known to the leader master"}
@@ -82,8 +90,6 @@ class CatalogClient(KVClient):
                 return {"error": error}
             return {"role": st.role, "term": int(st.term), "last_index": int(st.last_index),
                     "commit_index": int(st.commit_index)}
-
-        from faultline.node.client import catalog_lags
 
         answers = {addr: ask(addr) for addr in self.conn.masters}
         problems = [f"{a}: {error}" for a, (_, error) in answers.items() if error is not None]

@@ -162,21 +162,32 @@ def master_repairs(fault: str) -> tuple[Op, ...]:
     return tuple({"f": f, "value": {"for": fault}} for f in ("recopy-master", "rebuild-lagging-masters"))
 
 
-def hand_master_leadership(test: Run, name: str, uuid: str, steps: list[str], wait_s: float = 20.0) -> bool:
-    """Asks the leader master to transfer leadership to `uuid` (the master under DNS name `name`); True
-    once the masters say it leads."""
-    def leads() -> bool:
-        return any(role == "LEADER" and addr.rsplit(":", 1)[0] == name for _, addr, role, _ in master_roles(test))
+def master_leads(test: Run, name: str) -> bool:
+    """True when the masters say the master under DNS name `name` leads."""
+    return any(role == "LEADER" and addr.rsplit(":", 1)[0] == name for _, addr, role, _ in master_roles(test))
 
-    if leads():
+
+def request_master_leadership(test: Run, name: str, uuid: str, steps: list[str]) -> bool:
+    """Asks the leader master to transfer leadership to `uuid` (the master under DNS name `name`); True
+    when it leads already (nothing asked)."""
+    if master_leads(test, name):
         return True
     runner = first_up(test, role_nodes(test, "masters"))
     rc, out, err = tool(test, runner, ["tablet", "leader_step_down", masters_arg(test), SYS_CATALOG_TABLET,
                                        "--new-leader", uuid], timeout=30, check=False)
     steps.append(f"leader_step_down --new-leader {uuid}: {(out if rc == 0 else err or out).strip()[-200:]}")
-    ok = wait_until(leads, wait_s, 0.5, f"{name} leading")
+    return False
+
+
+def await_master_leadership(test: Run, name: str, steps: list[str], wait_s: float) -> bool:
+    ok = wait_until(lambda: master_leads(test, name), wait_s, 0.5, f"{name} leading")
     steps.append(f"{name} leads" if ok else f"{name} does not lead")
     return ok
+
+
+def hand_master_leadership(test: Run, name: str, uuid: str, steps: list[str], wait_s: float = 20.0) -> bool:
+    """Leadership moved to the master under `name`; True once the masters say it leads."""
+    return request_master_leadership(test, name, uuid, steps) or await_master_leadership(test, name, steps, wait_s)
 
 
 class MasterLeaderReturnNemesis:
@@ -321,9 +332,6 @@ class MasterReplaceNemesis:
                 self.pending["error"] = str(exc)
             return done(op, {"steps": steps, "error": str(exc)}, kind="info")
 
-    def _hand_leadership(self, test: Run, name: str, uuid: str, steps: list[str]) -> bool:
-        return hand_master_leadership(test, name, uuid, steps, min(self.wait_s, 20.0))
-
     def _replace(self, test: Run, op: Op, steps: list[str]) -> Op:
         names = self._names(test)
         holders = {name: dns_holder(test, name) for name in names}
@@ -365,11 +373,18 @@ class MasterReplaceNemesis:
                                    if n != name and f"{n}:{MASTER_PORT}" != seen)])
         self._copy_state(test, replacement, uuid, source, steps)
         self._start(test, replacement, steps)
+        acted = time.monotonic()   # when the operator last did something; after it, the op only watches
         healthy = wait_until(lambda: masters_healthy(test, len(names)), self.healthy_s, 1.0, "masters healthy")
-        leads = healthy and self.lead_after and self._hand_leadership(test, name, uuid, steps)
-        # the replacement runs with its copy: what is left unhealthy from here on is the store's doing
+        leads = False
+        if healthy and self.lead_after:
+            leads = request_master_leadership(test, name, uuid, steps)
+            acted = time.monotonic()
+            leads = leads or await_master_leadership(test, name, steps, min(self.wait_s, 20.0))
+        # the replacement runs with its copy: what is left unhealthy from here on is the store's doing, and
+        # the fault ended with the operator's last action (the checker's timed rules count from there)
         value = {"name": name, "dead": victim, "uuid": uuid, "replacement": replacement, "leader": now["leader"],
-                 "steps": steps, "healthy": healthy, "replacement_leads": leads, "transient": True}
+                 "steps": steps, "healthy": healthy, "replacement_leads": leads, "transient": True,
+                 "watched_s": round(time.monotonic() - acted, 3)}
         return done(op, value, kind="ok" if healthy else "info")
 
     def _catalog_laggards(self, test: Run, client: Any) -> tuple[str | None, list[str]]:
