@@ -172,10 +172,10 @@ def _set(name: str, res: Mapping[str, Any], h: _History) -> Story:
     parts = []
     if lost:
         parts.append(f"{lost} of {acked if acked is not None else '?'} acknowledged adds were lost "
-                     "(missing from every read begun a stability window after they were last seen)")
+                     "(missing from every read begun after the last one that showed them)")
     if res.get("unconfirmed_lost_count"):
         parts.append(f"{res['unconfirmed_lost_count']} acknowledged adds were missing from the last reads, too "
-                     "soon after they were last seen to call them lost")
+                     "soon after they were last seen (within the stability window) to call them lost")
     for k, what in (("unexpected_count", "elements read that were never added"),
                     ("duplicated_count", "elements read more than once")):
         if res.get(k):
@@ -195,7 +195,8 @@ def _set(name: str, res: Mapping[str, Any], h: _History) -> Story:
     if res.get("first_lost_detected_s") is not None:
         lines.append(f"The first loss was proven {float(res['first_lost_detected_s']):.3f} s into the run.")
     if res.get("recovered_count"):
-        lines.append(f"{res['recovered_count']} adds whose outcome was unknown did make it (not an error).")
+        lines.append(f"{res['recovered_count']} adds never acknowledged were read anyway (recovered; not an "
+                     "error).")
     rows = [[v(x), h.when(acked_at[v(x)]) if v(x) in acked_at else "–"] for x in list(res.get("lost") or [])]
     return Story(head, lines, [("Lost elements (first 50)", ["element", "acknowledged at"], rows)] if rows else [])
 

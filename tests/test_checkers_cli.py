@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from faultline.controller.cli import main
 
 ETCD = "anchors/porcupine/etcd"
@@ -71,3 +73,26 @@ def test_console_script_help_and_argparse_errors() -> None:
     proc = subprocess.run([sys.executable, "-m", "faultline", "check", "x", "--model", "nope"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 254
+
+
+def test_stability_window_flag(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--stability-window SECONDS turns the set checker's window on; off by default; bad values are 254."""
+    ops = [{"type": "invoke", "process": 0, "f": "add", "value": 1, "time": 0},
+           {"type": "ok", "process": 0, "f": "add", "value": 1, "time": 10**9},
+           {"type": "invoke", "process": 1, "f": "read", "value": None, "time": 2 * 10**9},
+           {"type": "ok", "process": 1, "f": "read", "value": [], "time": 3 * 10**9}]
+    p = tmp_path / "set.jsonl"
+    p.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    rc, lines, _ = run_cli([str(p)], capsys)
+    assert rc == 1 and lines[0]["model"] == "set" and lines[0]["evidence"]["lost"] == [1]
+    rc, lines, _ = run_cli([str(p), "--stability-window", "5"], capsys)
+    assert rc == 2 and lines[0]["evidence"]["unconfirmed_lost"] == [1]
+    rc, lines, _ = run_cli([str(p), "--stability-window", "0.5"], capsys)
+    assert rc == 1 and lines[0]["evidence"]["stability_window_s"] == 0.5
+    for bad in ("-1", "nan", "inf", "-inf"):
+        rc, lines, err = run_cli([str(p), f"--stability-window={bad}"], capsys)
+        assert rc == 254 and not lines, bad
+        assert len(err.strip().splitlines()) == 1 and "--stability-window must be a finite number >= 0" in err
+    with pytest.raises(SystemExit) as exc:
+        run_cli([str(p), "--stability-window", "soon"], capsys)
+    assert exc.value.code == 254 and "--stability-window" in capsys.readouterr().err

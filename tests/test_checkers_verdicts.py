@@ -227,14 +227,17 @@ def test_a_set_history_from_our_store_is_checked_as_a_set(tmp_path: Path,
     (run / "test.json").unlink()  # without the test map, the fs and the read's list say the same
     rc, lines, _ = _run([str(h)], capsys)
     assert rc == 0 and lines[0]["model"] == "set" and "reads of element lists" in lines[0]["inferred"]
-    # the acknowledged add of 1 missing from a read begun 10 s later, past the stability window: lost
+    # the acknowledged add of 1 missing from a read begun 10 s later, past a 5-s stability window: lost
     late = [_op("invoke", 2, "read", None, index=5, time=10**10), _op("ok", 2, "read", [2], index=6, time=10**10 + 1)]
     _jsonl(h, [*ops[:-2], *late])
-    rc, lines, _ = _run([str(h)], capsys)
+    rc, lines, _ = _run([str(h), "--stability-window", "5"], capsys)
     assert rc == 1 and lines[0]["evidence"]["lost"] == [1]
-    _jsonl(h, [*ops[:-1], _op("ok", 2, "read", [2], index=6, time=7)])  # missing, but too soon to tell
-    rc, lines, _ = _run([str(h)], capsys)
+    _jsonl(h, [*ops[:-1], _op("ok", 2, "read", [2], index=6, time=7)])  # missing 4 ns after the ack
+    rc, lines, _ = _run([str(h)], capsys)   # no window by default: Jepsen's rule, lost
+    assert rc == 1 and lines[0]["evidence"]["lost"] == [1] and lines[0]["evidence"]["stability_window_s"] is None
+    rc, lines, _ = _run([str(h), "--stability-window", "5"], capsys)   # too soon to tell
     assert rc == 2 and lines[0]["valid"] == "unknown" and lines[0]["evidence"]["unconfirmed_lost"] == [1]
+    assert lines[0]["evidence"]["stability_window_s"] == 5
 
 
 def test_inference_from_fs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

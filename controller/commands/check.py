@@ -56,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consistency-models", default=None, metavar="M[,M...]",
                    help="transactional histories (elle-*): the models the system claims (default "
                         "strict-serializable, or a Jepsen store's test.edn)")
+    p.add_argument("--stability-window", type=float, default=None, metavar="SECONDS",
+                   help="set checker: call an element lost only once a read that began SECONDS after it was "
+                        "last seen missed it too; a loss no read confirms that late is 'unknown' (default: "
+                        "off, Jepsen's rule; histories without times ignore it; other checkers ignore it)")
     p.add_argument("--cycle-search-timeout", type=float, default=1.0, metavar="S",
                    help="transactional histories: seconds to search each strongly connected component "
                         "for cycles of each kind (default 1); past it that search is 'unknown'")
@@ -177,7 +181,8 @@ def _run_checker(path: str, loaded: LoadedHistory, choice: Choice, args: argpars
         return out, res
     from faultline.checkers import registry
 
-    checker = registry.get(choice.checker)
+    kwargs = {"stability_window_s": args.stability_window} if choice.checker == "set" else {}
+    checker = registry.get(choice.checker, **kwargs)
     if any("key" in op for op in ops if op.get("process") != "nemesis"):
         from faultline.checkers.api import PerKey
 
@@ -193,6 +198,7 @@ def _run_checker(path: str, loaded: LoadedHistory, choice: Choice, args: argpars
 
 def run(args: argparse.Namespace) -> int:
     import json
+    import math
     import sys
     import warnings
 
@@ -210,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--time-limit must be positive")
     if args.cycle_search_timeout <= 0:
         raise UsageError("--cycle-search-timeout must be positive")
+    if args.stability_window is not None and not (math.isfinite(args.stability_window) and args.stability_window >= 0):
+        raise UsageError(f"--stability-window must be a finite number >= 0, not {args.stability_window:g}")
     if args.consistency_models:
         from faultline.checkers.elle.consistency import canonical
 
