@@ -8,11 +8,12 @@ V ?=
 PIP_QUIET := $(if $(V),,-qq)
 QUIET_ENV := $(if $(V),,PYTHONWARNINGS=ignore PIP_DISABLE_PIP_VERSION_CHECK=1)
 
-.PHONY: help install system-deps stubs image test lint demo bench clean
+.PHONY: help install system-deps stubs image test check lint demo bench clean
 
 help:
 	@echo "make demo     install everything, then run the main job (see README)"
 	@echo "make test     install everything, then run the whole test suite"
+	@echo "make check    the inner loop: the fast tier (no Docker, Spark, root, Chromium or real clusters), both cores"
 	@echo "make lint     ruff over the tree, the layer contract (import-linter), then the types (mypy)"
 	@echo "make image    build (or reuse) the node image"
 	@echo "make bench    run the benchmarks (results go to docs/benchmarks.md by hand)"
@@ -37,6 +38,12 @@ image: install
 
 test: install image
 	$(VENV)/bin/pytest --chaos $(PYTEST_ARGS)
+
+# The fast tier: every test but those needing Docker, Spark, root or Chromium, and the integration tests
+# that start real processes (`make test` runs them all). Spread over the cores by pytest-xdist.
+CHECK_MARKS := not docker and not spark and not root and not chromium and not slow and not integration
+check: $(VENV)/.installed stubs
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(or $(JOBS),auto) -m "$(CHECK_MARKS)" $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

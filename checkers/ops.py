@@ -167,9 +167,10 @@ def _watched_s(completion: Op | None) -> float:
     """Seconds a transient op spent only watching at its end: 0 unless it says so (and has a time)."""
     v = completion.get("value") if completion is not None else None
     w = v.get("watched_s") if isinstance(v, Mapping) else None
-    ok = isinstance(w, int | float) and not isinstance(w, bool) and 0 <= w < 1e6
     timed = completion is not None and isinstance(completion.get("time"), int | float)
-    return float(w) if ok and timed else 0.0
+    if not timed or not isinstance(w, int | float) or isinstance(w, bool) or not 0 <= w < 1e6:
+        return 0.0
+    return float(w)
 
 
 def did_nothing(completion: Op | None) -> bool:

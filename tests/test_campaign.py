@@ -87,6 +87,7 @@ expect = "valid"
     assert {r.opts["nemesis"] for r in camp.runs} == {"partition", "kill,pause"}
 
 
+@pytest.mark.integration
 def test_campaign_meets_expectations_and_resumes_without_repeating(tmp_path: Path) -> None:
     camp = cp.load(write(tmp_path, FAKE_CAMPAIGN), store_override=tmp_path / "store")
     assert len(camp.runs) == 4
@@ -120,6 +121,7 @@ def test_campaign_meets_expectations_and_resumes_without_repeating(tmp_path: Pat
         assert Path(rec.run_dir, "results.json").exists()
 
 
+@pytest.mark.integration
 def test_cli_dry_run_and_bad_file_exit_codes(tmp_path: Path) -> None:
     path = write(tmp_path, FAKE_CAMPAIGN)
     out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
@@ -133,6 +135,7 @@ def test_cli_dry_run_and_bad_file_exit_codes(tmp_path: Path) -> None:
     assert "valid: register" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.integration
 def test_select_narrows_cells_and_overrides_seeds_keeping_keys(tmp_path: Path) -> None:
     camp = cp.load(write(tmp_path, FAKE_CAMPAIGN))
     only = cp.select(camp, cells=["st*"])
@@ -191,6 +194,7 @@ def test_a_run_cut_short_never_meets_a_valid_expectation(tmp_path: Path) -> None
     assert {r.cell: r.valid for r in records.values()} == {"good": True, "stale": False}
 
 
+@pytest.mark.integration
 def test_summary_piped_keeps_full_cell_names_and_says_what_was_met_and_what_next(tmp_path: Path) -> None:
     """Output that is not a terminal (a CI log, `| cat`) keeps the table at 120 columns or more."""
     text = (FAKE_CAMPAIGN.replace("seeds = [1, 2]", "seeds = [1]")

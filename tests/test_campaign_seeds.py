@@ -47,6 +47,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
+@pytest.mark.integration
 def test_random_seeds_run_and_are_recorded_in_store_and_summary(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(CAMPAIGN)
@@ -67,6 +68,7 @@ def test_random_seeds_run_and_are_recorded_in_store_and_summary(tmp_path: Path) 
     assert state["drawn_seeds"][:2] == seeds and len(state["drawn_seeds"]) == 3 and len(state["runs"]) == 3
 
 
+@pytest.mark.integration
 def test_bad_seeds_are_one_line_and_exit_254(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(CAMPAIGN)

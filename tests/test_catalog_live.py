@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from faultline.checkers.catalog import CatalogChecker
 from faultline.controller import testspec
 from faultline.controller.runner import run_test
@@ -124,6 +126,7 @@ def _run(bugs: list[str], seed: int) -> Any:
                     None, install_signals=False)
 
 
+@pytest.mark.integration
 def test_catalog_on_the_fake_cluster_checks_while_faults_run() -> None:
     out = _run([], seed=3)
     assert out.valid is True, out.results["workload"]

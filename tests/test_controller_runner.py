@@ -229,6 +229,7 @@ def _wait_for_history(store: Path, min_lines: int, timeout: float = 60) -> Path:
     raise AssertionError("the run never wrote its history")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: int) -> None:
     store = tmp_path / "store"
@@ -276,6 +277,7 @@ def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
     assert p.returncode == 254 and "not a run directory" in p.stderr
 
 
+@pytest.mark.integration
 def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_path: Path) -> None:
     test = testspec.build_test({"cluster": "fake", "workload": "register", "nemesis": "partition",
                                 "time_limit": 1, "nemesis_interval": 0.2, "concurrency": 3, "seed": 2})

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration   # real runs in subprocesses, signalled
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -544,3 +544,28 @@ def test_master_leader_return_hands_the_leadership_away_and_back(test: dict) -> 
     assert next(m["addr"] for m in b.master_rows() if m["role"] == "LEADER").startswith(first)
     assert v["transient"] is True   # nothing left behind: the catalog checker's timed rules start at once
 
+
+
+def test_master_leader_return_waits_for_a_first_leader_instead_of_skipping(test: dict) -> None:
+    """Early in a run on a loaded machine the masters may still be electing: the run's one leadership
+    return waits (bounded) for a leader rather than skipping, which would leave the run with no fault."""
+    from faultline.dbs.store.faults import topology
+
+    real = topology.master_roles
+    calls = {"n": 0}
+
+    def electing_at_first(run: Any) -> Any:
+        calls["n"] += 1
+        roles = real(run)
+        return [(u, a, "FOLLOWER", v) for u, a, _, v in roles] if calls["n"] <= 2 else roles
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(topology, "master_roles", electing_at_first)
+        done = MasterLeaderReturnNemesis(hold_s=0, wait_s=3).setup(test).invoke(test, {"f": "master-leader-return"})
+    assert done["type"] == "ok" and done["value"]["returned"] is True, done
+    assert calls["n"] > 2
+    # with no leader at all within the bound it still skips, as before
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(topology, "master_roles", lambda run: [(u, a, "FOLLOWER", v) for u, a, _, v in real(run)])
+        skipped = MasterLeaderReturnNemesis(hold_s=0, wait_s=1).setup(test).invoke(test, {"f": "master-leader-return"})
+    assert skipped["type"] == "fail" and "skipped" in skipped["value"]

@@ -206,6 +206,7 @@ def test_strobe_never_breaks_the_tick_loop(tmp_path: Path) -> None:
         r.stop()
 
 
+@pytest.mark.integration
 def test_minicluster_serves_writes_after_a_clock_bump(tmp_path: Path) -> None:
     """One tablet server's clock jumps +5 s (its election timer fires at once), another's goes back 5 s
     (its timers stall): the tablet keeps taking writes and loses none."""

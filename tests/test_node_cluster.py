@@ -18,6 +18,8 @@ from faultline.node.client import (
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
 
+pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):

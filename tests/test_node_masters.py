@@ -17,6 +17,8 @@ from faultline.node.protos import common_pb2 as cpb
 from faultline.node.protos import common_pb2_grpc as cpbg
 from faultline.node.server.rpc import HOSTS_ENV, ChannelPool, split_addr
 
+pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+
 
 class _Ping(cpbg.GenericServicer):
     def __init__(self, uuid: str) -> None:

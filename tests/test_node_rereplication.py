@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
+
+pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
 
 
 def _configs(cl, table: str) -> dict[str, list]:

@@ -195,6 +195,7 @@ def test_replica_create_write_restart(tmp_path):
         host.stop()
 
 
+@pytest.mark.integration
 def test_data_directory_is_locked_by_a_running_server(tmp_path):
     from faultline.dbs.store.minicluster import MiniCluster
 
@@ -212,6 +213,7 @@ def test_data_directory_is_locked_by_a_running_server(tmp_path):
         c.stop_all()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("fsync", ["always", "never"])
 def test_power_loss_on_every_tablet_server(tmp_path, fsync):
     """Kill every tablet server and cut each data directory back to what reached fsync (node.log's

@@ -36,6 +36,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return found
 
 
+@pytest.mark.integration   # builds the wheel and installs it into fresh virtualenvs
 def test_wheel_holds_one_top_level_package_with_stubs_and_entry_points(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"faultline", "-".join(wheel.name.split("-")[:2]) + ".dist-info"}
@@ -72,6 +73,7 @@ def test_faultline_plugin_is_loaded(request):
 '''
 
 
+@pytest.mark.integration   # builds the wheel and installs it into fresh virtualenvs
 def test_installed_wheel_lives_beside_a_project_with_its_own_controller_and_results(wheel: Path,
                                                                                    tmp_path: Path) -> None:
     venv = tmp_path / "venv"

@@ -27,6 +27,8 @@ from faultline.dbs.store.faults.power import PowerLossNemesis
 from faultline.nemesis import registry
 from faultline.node.server.fs import format_fs, lock_dir
 
+pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+
 
 def _tool(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "faultline.node", "tool", *args], capture_output=True, text=True, timeout=60)

@@ -208,7 +208,16 @@ class MasterLeaderReturnNemesis:
         return self
 
     def invoke(self, test: Run, op: Op) -> Op:
-        roles = master_roles(test)
+        seen: dict[str, list[tuple[str, str, str, bool]]] = {"roles": []}
+
+        def led() -> bool:
+            # a cluster still electing its first leader (a loaded machine, early in a run) is waited for:
+            # skipping would leave the run without its one fault
+            seen["roles"] = roles = master_roles(test)
+            return any(role == "LEADER" for _, _, role, _ in roles) and len(roles) > 1
+
+        wait_until(led, self.wait_s, 0.5, "a leader master")
+        roles = seen["roles"]
         names = _uuids_by_name(roles)
         leader = next((addr.rsplit(":", 1)[0] for _, addr, role, _ in roles if role == "LEADER"), None)
         others = sorted(addr.rsplit(":", 1)[0] for _, addr, role, voter in roles if role != "LEADER" and voter)
@@ -335,6 +344,7 @@ class MasterReplaceNemesis:
     def _replace(self, test: Run, op: Op, steps: list[str]) -> Op:
         names = self._names(test)
         holders = {name: dns_holder(test, name) for name in names}
+        wait_until(lambda: master_leader(test) is not None, self.wait_s, 0.5, "a leader master")
         roles = master_roles(test)
         leader = master_leader(test)
         assert self.rng is not None
