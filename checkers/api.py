@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Protocol
 
+from faultline.checkers.ops import BadOp
 from faultline.core import Op
 
 Valid = bool | Literal["unknown"]
@@ -65,7 +66,13 @@ class PerKey:
             if k not in groups:
                 groups[k] = list(nemesis)
             groups[k].append(op)
-        results = {k: self.checker.check(test, ops, opts) for k, ops in groups.items()}
+        results = {}
+        for k, ops in groups.items():
+            try:
+                results[k] = self.checker.check(test, ops, opts)
+            except BadOp as exc:  # the position in the whole history, so a reader can name the line
+                bad = ops[exc.position]
+                raise BadOp(next(i for i, op in enumerate(history) if op is bad), str(exc)) from None
         order = sorted(results, key=lambda k: (results[k].get("valid") is not False, repr(k)))
         return {"valid": merge_valid(r.get("valid", "unknown") for r in results.values()),
                 "key_count": len(results),

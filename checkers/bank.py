@@ -2,7 +2,8 @@
 
 The total and the accounts come from the constructor, the test dict or opts
 (`{"accounts": [...], "total": N}`; `accounts` may also be a count); without a
-total, the first successful read's sum is taken as the truth.
+total, the first successful read's sum is taken as the truth. A successful read
+whose value is not a map of balances raises ops.BadOp (bad input, as elsewhere).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from faultline.checkers.ops import pairs
+from faultline.checkers.ops import BadOp, pairs
 from faultline.core import Op
 
 
@@ -41,7 +42,9 @@ class BankChecker:
                 continue
             bal = p.completion.get("value")
             if not isinstance(bal, Mapping):
-                continue
+                # not a shape a read of balances can have: bad input, neither a violation nor a pass
+                at = next(i for i, op in enumerate(history) if op is p.completion)
+                raise BadOp(at, f"a bank read's value is a map of account to balance, not {bal!r}")
             reads += 1
             balances = {str(k): v for k, v in bal.items()}
             nums = [v for v in balances.values() if isinstance(v, int | float)]

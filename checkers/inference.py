@@ -68,6 +68,13 @@ def _read_values(ops: list[Mapping[str, Any]], f: str = "read") -> list[Any]:
             op.get("value") is not None]
 
 
+def _repeated_amounts(ops: list[Mapping[str, Any]]) -> bool:
+    """Every add invocation adds an integer and some integer is added twice: increments, not elements."""
+    amounts = [op.get("value") for op in ops if op.get("f") == "add" and op.get("type") == "invoke"]
+    return (bool(amounts) and all(isinstance(v, int) and not isinstance(v, bool) for v in amounts)
+            and len(set(amounts)) < len(amounts))
+
+
 def _register_model(fmt_model: str | None) -> str:
     return fmt_model if fmt_model in ("register", "cas-register") else "cas-register"
 
@@ -90,6 +97,9 @@ def _from_ops(ops: list[Mapping[str, Any]], fmt_model: str | None) -> Choice | N
             return Choice("set", None, f"{why}, reads of element lists")
         if reads and all(isinstance(v, int) and not isinstance(v, bool) for v in reads):
             return Choice("counter", None, f"{why}, reads of numbers")
+        if not reads and _repeated_amounts(ops):
+            return Choice("counter", None, f"{why}, no read, the same numbers added again: a counter's "
+                                           "increments (a set's adds name distinct elements)")
         return None
     if fs <= {"get", "put", "append"} and fs & {"get", "put"}:
         return Choice("linearizable", "kv", why)
@@ -137,6 +147,8 @@ CHECKER_FS: dict[str, frozenset[str]] = {
     "counter": frozenset({"add", "read"}),
     "bank": frozenset({"read", "transfer"}),
     "unique-ids": frozenset({"generate"}),
+    "catalog": frozenset({"create-table", "delete-table", "alter-table", "describe-table", "list-tables",
+                          "locate-tables", "master-replicas"}),
 }
 
 

@@ -31,11 +31,12 @@ COMMANDS: list[tuple[str, str]] = [
 
 
 class FaultlineParser(argparse.ArgumentParser):
-    """argparse, but a usage mistake exits 254 (Jepsen's 'bad arguments') instead of 2."""
+    """argparse, but a usage mistake is one line (bad input always is: core.errors) and exits 254 (Jepsen's
+    'bad arguments') instead of 2. Number options take core.options' types, which refuse nan, inf and
+    values out of range here."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> FaultlineParser:

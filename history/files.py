@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ class Source:
     format: str
     consistency_models: list[str] | None = None
     warnings: list[str] = field(default_factory=list)
+    path: str | None = None  # the history file itself (a store directory's history.edn)
+    lines: Sequence[int] = ()  # the line each op came from (for error messages)
 
 
 def _test_map(path: Path) -> tuple[list[str] | None, list[str]]:
@@ -47,11 +50,13 @@ def _test_map(path: Path) -> tuple[list[str] | None, list[str]]:
 
 def from_loaded(loaded: history.LoadedHistory) -> Source:
     """A Source from a history `history.load` already read."""
-    return Source(ops=loaded.ops, format=loaded.format, warnings=list(loaded.warnings))
+    return Source(ops=loaded.ops, format=loaded.format, warnings=list(loaded.warnings), path=loaded.path,
+                  lines=loaded.lines)
 
 
-def load(path: str | os.PathLike[str], fmt: str = "auto") -> Source:
-    """Reads a history file or a Jepsen store directory; raises history.HistoryFormatError if malformed."""
+def load(path: str | os.PathLike[str], fmt: str = "auto", strict: bool = True) -> Source:
+    """Reads a history file or a Jepsen store directory; raises history.HistoryFormatError if malformed
+    (with `strict`, also if a completion has no invocation: history.load)."""
     p = Path(path)
     models: list[str] | None = None
     notes: list[str] = []
@@ -59,11 +64,12 @@ def load(path: str | os.PathLike[str], fmt: str = "auto") -> Source:
         hist = p / "history.edn"
         if not hist.is_file():
             raise history.HistoryFormatError(p, None, "a directory must be a Jepsen store with history.edn")
-        loaded = history.load(hist, "jepsen-edn" if fmt == "auto" else fmt)
+        loaded = history.load(hist, "jepsen-edn" if fmt == "auto" else fmt, strict=strict)
         models, notes = _test_map(p / "test.edn")
     else:
-        loaded = history.load(p, fmt)
-    return Source(ops=loaded.ops, format=loaded.format, consistency_models=models, warnings=[*loaded.warnings, *notes])
+        loaded = history.load(p, fmt, strict=strict)
+    return Source(ops=loaded.ops, format=loaded.format, consistency_models=models, warnings=[*loaded.warnings, *notes],
+                  path=loaded.path, lines=loaded.lines)
 
 
 def test_map(history_path: str | Path) -> dict[str, Any] | None:

@@ -481,13 +481,16 @@ class BoundedHTTPServer(HTTPServer):
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, workers: int = WORKERS,
                  max_waiting: int = MAX_WAITING, idle_timeout_s: float = CONNECTION_TIMEOUT_S) -> None:
-        super().__init__(address, handler)
+        # everything server_close needs exists before binding: a bind that fails (the port taken, a host
+        # that does not resolve) calls server_close, and no thread starts until the socket is bound
         self.idle_timeout_s, self.max_waiting = idle_timeout_s, max_waiting
         self._incoming: queue.SimpleQueue[tuple[socket.socket, Any]] = queue.SimpleQueue()
         self._ready: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)
         self._closing = threading.Event()
+        self._threads: list[threading.Thread] = []
+        super().__init__(address, handler)
         self._threads = [threading.Thread(target=self._wait_loop, name="serve-wait", daemon=True)]
         self._threads += [threading.Thread(target=self._work_loop, name=f"serve-{i}", daemon=True) for i in range(workers)]
         for t in self._threads:

@@ -86,6 +86,40 @@ def test_unknown_or_missing_f_is_bad_input(tmp_path: Path, capsys: pytest.Captur
     assert rc == EXIT_BAD_INPUT and f"{p}:1:" in err and "set checker has no operation 'write'" in err
 
 
+def test_the_catalog_checker_refuses_a_history_of_other_ops(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A register history under --checker catalog was once "unknown" (exit 2: no listing), where every
+    other checker refuses an f it does not know."""
+    p = _jsonl(tmp_path / "h.jsonl", _call(0, "write", 1, 1) + _call(0, "read", None, 1))
+    rc, lines, err = _run([str(p), "--checker", "catalog"], capsys)
+    assert not lines and _refused(rc, err, f"{p}:1:", "the catalog checker has no operation 'write'"), err
+    tables = _call(0, "create-table", "t0", "t0") + _call(0, "list-tables", None, ["t0"])
+    rc, lines, err = _run([str(_jsonl(tmp_path / "c.jsonl", tables)), "--checker", "catalog"], capsys)
+    assert rc == 0 and lines[0]["valid"] is True, err
+
+
+def test_a_bank_read_that_is_not_a_map_is_refused_naming_its_line(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A read of [5 5] was once skipped without a word (valid on the other reads)."""
+    transfer = {"from": "a", "to": "b", "amount": 1}
+    ops = (_call(0, "transfer", transfer, transfer) + _call(1, "read", None, {"a": 4, "b": 6})
+           + _call(1, "read", None, [4, 6]))
+    p = _jsonl(tmp_path / "h.jsonl", ops)
+    for extra in ([], ["--checker", "bank"]):
+        rc, lines, err = _run([str(p), *extra], capsys)
+        assert not lines and _refused(rc, err, f"{p}:6:", "map of account to balance, not [4, 6]"), err
+    from faultline.checkers.bank import BankChecker
+    from faultline.checkers.ops import BadOp
+
+    with pytest.raises(BadOp) as exc:
+        BankChecker().check({}, ops, {})
+    assert exc.value.position == 5
+    keyed = [{**op, "key": k} for k, part in (("k1", ops[:4]), ("k2", ops)) for op in part]
+    p = _jsonl(tmp_path / "keyed.jsonl", keyed)  # each key checked alone: the line is still the file's
+    rc, lines, err = _run([str(p), "--checker", "bank"], capsys)
+    assert not lines and _refused(rc, err, f"{p}:10:", "not [4, 6]"), err
+
+
 def test_cas_without_old_and_new_names_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = _jsonl(tmp_path / "h.jsonl", _call(0, "write", 1, 1) + _call(0, "cas", 3, 3))
     rc, _, err = _run([str(p), "--model", "cas-register"], capsys)
@@ -253,6 +287,25 @@ def test_inference_from_fs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         assert rc == 0 and lines[0]["model"] == model, (name, lines, err)
     rc, _, err = _run([str(_jsonl(tmp_path / "adds.jsonl", _call(0, "add", 1, 1)))], capsys)
     assert rc == EXIT_BAD_INPUT and "--checker" in err  # set or counter? no read says
+
+
+def test_adds_of_repeated_amounts_without_a_read_are_a_counter(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Jepsen's counter adds the same amounts again and again (elle-cli's counter files: adds of 1, no read);
+    a set adds each element once, so distinct adds without a read still say nothing."""
+    counter = _call(0, "add", 1, 1) + _call(1, "add", 2, 2) + _call(0, "add", 1, 1)
+    rc, lines, err = _run([str(_jsonl(tmp_path / "c.jsonl", counter))], capsys)
+    assert rc == 0 and lines[0]["model"] == "counter" and lines[0]["evidence"]["final_upper_bound"] == 4, err
+    assert "no read" in lines[0]["inferred"]
+    failed_reads = [*counter, _op("invoke", 2, "read"), _op("fail", 2, "read")]
+    rc, lines, _ = _run([str(_jsonl(tmp_path / "f.jsonl", failed_reads))], capsys)
+    assert rc == 0 and lines[0]["model"] == "counter"
+    distinct = _call(0, "add", 1, 1) + _call(1, "add", 2, 2)
+    rc, _, err = _run([str(_jsonl(tmp_path / "d.jsonl", distinct))], capsys)
+    assert rc == EXIT_BAD_INPUT and "--checker" in err
+    elements = _call(0, "add", "a", "a") + _call(1, "add", "a", "a")  # repeated, but not numbers
+    rc, _, err = _run([str(_jsonl(tmp_path / "e.jsonl", elements))], capsys)
+    assert rc == EXIT_BAD_INPUT and "--checker" in err
 
 
 # ---------------------------------------------------------------- independent [k v] tuples
@@ -436,16 +489,17 @@ def test_every_reference_history_gets_its_verdict_with_no_flags(shared_dir: Path
 
 def test_every_elle_cli_file_gets_its_verdict_or_a_refusal(shared_dir: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """elle-cli's files with no flags beyond the ones VERDICTS.tsv gives: the expected verdict, except where
-    nothing in the file says which checker fits (a counter with no read, a long-fork history: reads of
-    key groups alone), which are refused, never guessed, and get their verdict with --checker."""
+    """elle-cli's files with no flags beyond the ones VERDICTS.tsv gives: the expected verdict (the counter
+    files, adds of 1 and no read, by their repeated amounts), except where nothing in the file says which
+    checker fits (a long-fork history: reads of key groups alone), which is refused, never guessed, and
+    gets its verdict with --checker."""
     import csv
     import shlex
 
     base = shared_dir / "anchors" / "elle-cli"
     with open(base / "VERDICTS.tsv", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
-    refused_ok = {"histories/jepsen/counter.edn", "histories/jepsen/counter.json", "histories/jepsen/long-fork.edn"}
+    refused_ok = {"histories/jepsen/long-fork.edn"}
     wrong = []
     for r in rows:
         words = shlex.split(r["model/opts"].replace("(", "").replace(")", ""))
@@ -459,8 +513,9 @@ def test_every_elle_cli_file_gets_its_verdict_or_a_refusal(shared_dir: Path,
         if not ok:
             wrong.append((r["file"], expected, rc, err))
     assert not wrong, wrong
-    rc, lines, _ = _run([str(base / "histories/jepsen/counter.edn"), "--checker", "counter"], capsys)
-    assert rc == 0 and lines[0]["valid"] is True
+    for name in ("counter.edn", "counter.json"):
+        rc, lines, _ = _run([str(base / "histories/jepsen" / name)], capsys)
+        assert lines[0]["model"] == "counter" and "no read" in lines[0]["inferred"]
     rc, lines, _ = _run([str(base / "histories/jepsen/long-fork.edn"), "--checker", "long-fork"], capsys)
     assert rc == 1 and lines[0]["valid"] is False
 

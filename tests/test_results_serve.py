@@ -368,3 +368,26 @@ def test_chromium_crawls_every_link_from_the_index(demo_site: tuple[str, Path], 
             assert browser.load(base + path) == []
             browser.screenshot(tmp_path / f"{name}.png", height=800)
             assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_taken_port_or_a_host_that_does_not_resolve_is_one_line_and_254(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both once crashed (exit 255, a traceback): the failed bind closed a server that had no `_closing`."""
+    from faultline.controller.cli import main
+
+    (tmp_path / "store").mkdir()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    threads = threading.active_count()
+    try:
+        with pytest.raises(OSError):
+            make_server(tmp_path / "store", "127.0.0.1", port)
+        for host, p in (("127.0.0.1", port), ("no-such-host.invalid", 0)):
+            assert main(["serve", str(tmp_path / "store"), "--host", host, "--port", str(p)]) == 254
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith(f"faultline serve: error: cannot listen on {host}:"), err
+    finally:
+        taken.close()
+    assert threading.active_count() == threads  # no worker started for a server that never bound

@@ -254,4 +254,5 @@ def test_synth_cli(tmp_path: Path) -> None:
     assert "3/3 runs" in out.stderr and len(Store(tmp_path / "s").runs()) == 3
     bad = subprocess.run([sys.executable, "-m", "faultline", "synth", str(tmp_path / "s"), "--runs", "0", "--ops",
                           "5"], capture_output=True, text=True, env=env, timeout=120)
-    assert bad.returncode == 254 and "must be >= 1" in bad.stderr
+    assert bad.returncode == 254 and "must be a whole number > 0" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -95,8 +95,11 @@ def test_failing_seed_prints_trace_and_replays(capsys):
 def test_bad_input_is_exit_254(capsys):
     assert main(["sim", "--inject-bug", "no-such-bug"]) == 254
     assert main(["sim", "--inject-bug", "no-fsync"]) == 254  # a storage bug: not in the core
-    assert main(["sim", "--seeds", "0"]) == 254
-    assert main(["sim", "--nodes", "0"]) == 254
+    for option in ("--seeds", "--nodes"):  # refused while the options are parsed (core.options)
+        with pytest.raises(SystemExit) as exit_:
+            main(["sim", option, "0"])
+        assert exit_.value.code == 254
+    assert main(["sim", "--nodes", "16"]) == 254
     err = capsys.readouterr().err
     assert "no-such-bug" in err and "Traceback" not in err
 

@@ -282,7 +282,7 @@ def _check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: 
         anomalies["empty-transaction-graph"] = [{"explanation": "no transaction completed ok"}]
     names = set(anomalies) - INFORMATIONAL - UNKNOWN
     no, also_not = boundary(names)
-    return {
+    out: dict[str, Any] = {
         "valid": _verdict(run, names, empty), "checker": f"elle-{kind}", "consistency_models": claimed,
         "anomaly_types": sorted(anomalies), "not": no, "also_not": also_not,
         "anomalies": {k: v[:MAX_CASES] for k, v in sorted(anomalies.items())},
@@ -293,6 +293,19 @@ def _check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: 
                   "largest_scc": max((len(c) for c in comps), default=0)},
         "stats": inf.stats, "elapsed_s": round(time.monotonic() - t0, 6),
     }
+    blind = sum(1 for i in tx.inv if i < 0)
+    if blind:
+        out["without_invocation"] = blind
+        if run.rt:
+            out["notes"] = [_blind_note(blind, len(tx))]
+    return out
+
+
+def _blind_note(blind: int, n: int) -> str:
+    """Says what a history of completions alone leaves unchecked: the realtime order into them."""
+    return (f"{blind} of {n} transactions have no invocation in the history (completions alone): each may "
+            "have begun at any time before it completed, so no realtime order leads into it; the realtime part "
+            "of the claimed models is checked with the orders that remain")
 
 
 def _opts(defaults: Mapping[str, Any], test: Mapping[str, Any], opts: Mapping[str, Any]) -> dict[str, Any]:

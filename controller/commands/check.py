@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from faultline.core import options
 
 if TYPE_CHECKING:
     from faultline.checkers.inference import Choice
@@ -18,8 +21,8 @@ DESCRIPTION = (
     "implies its semantics. The checker and model are inferred from the history (its fs, its values, the "
     "test.json beside it) unless given. Exit code: 0 all valid, 1 any invalid, 2 any unknown "
     "(e.g. the time limit ran out) and none invalid, 254 bad arguments, a malformed/missing file, or a "
-    "history no checker can judge (an op its model does not know, a completion without an invocation, "
-    "a checker that cannot be inferred)."
+    "history no checker can judge (an op its model does not know, a completion without an invocation "
+    "outside a transactional history of completions alone, a checker that cannot be inferred)."
 )
 
 SEMANTICS_HELP = (
@@ -38,9 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", choices=sorted(MODELS), help="the sequential model for linearizability (default: inferred "
                    "from the history, see --checker)")
     p.add_argument("--format", default="auto", choices=["auto", *FORMATS], help="input format (default auto)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=options.positive_float, default=None, metavar="S",
                    help="give up after S seconds per file with valid 'unknown' (default: no limit)")
-    p.add_argument("--max-memory", type=float, default=2048, metavar="MB",
+    p.add_argument("--max-memory", type=options.positive_float, default=2048, metavar="MB",
                    help="give up with 'unknown' when the search's memo outgrows MB (default 2048)")
     p.add_argument("--semantics", choices=["jepsen", "knossos", "porcupine"], help=SEMANTICS_HELP)
     p.add_argument("--init", default=None, metavar="JSON", help="the model's initial value as JSON (e.g. 0, null, '\"\"')")
@@ -56,11 +59,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consistency-models", default=None, metavar="M[,M...]",
                    help="transactional histories (elle-*): the models the system claims (default "
                         "strict-serializable, or a Jepsen store's test.edn)")
-    p.add_argument("--stability-window", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--stability-window", type=options.non_negative_float, default=None, metavar="SECONDS",
                    help="set checker: call an element lost only once a read that began SECONDS after it was "
                         "last seen missed it too; a loss no read confirms that late is 'unknown' (default: "
                         "off, Jepsen's rule; histories without times ignore it; other checkers ignore it)")
-    p.add_argument("--cycle-search-timeout", type=float, default=1.0, metavar="S",
+    p.add_argument("--cycle-search-timeout", type=options.positive_float, default=1.0, metavar="S",
                    help="transactional histories: seconds to search each strongly connected component "
                         "for cycles of each kind (default 1); past it that search is 'unknown'")
 
@@ -86,6 +89,7 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
 
     from faultline import history as hist
     from faultline.checkers import inference
+    from faultline.checkers.elle.txns import detect_kind
     from faultline.checkers.ops import BadOp
     from faultline.history import files
 
@@ -93,13 +97,20 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     # inferred from the history.
     models = args.consistency_models.split(",") if args.consistency_models else None
     if (args.checker or "").startswith("elle-") or os.path.isdir(path):
-        return _run_elle(path, files.load(path, args.format), args.checker, models, args.cycle_search_timeout,
-                         args.html)
-    loaded = hist.load(path, args.format)
+        src = files.load(path, args.format, strict=False)
+        if not _completions_alone(src.ops):
+            hist.check_pairs(src.ops, src.lines, src.path or path)
+        return _run_elle(path, src, args.checker, models, args.cycle_search_timeout, args.html)
+    loaded = hist.load(path, args.format, strict=False)
+    unpaired = _completions_alone(loaded.ops) and not args.model and detect_kind(loaded.ops) is not None
+    if not unpaired:
+        hist.check_pairs(loaded.ops, loaded.lines, path)
     try:
         choice = _choose(path, loaded, args)
     except inference.CannotInfer as exc:
         raise hist.HistoryFormatError(path, None, str(exc)) from None
+    if unpaired and not choice.checker.startswith("elle-"):
+        hist.check_pairs(loaded.ops, loaded.lines, path)  # only Elle's checkers take completions alone
     if choice.checker.startswith("elle-"):
         return _run_elle(path, files.from_loaded(loaded), choice.checker, models, args.cycle_search_timeout,
                          args.html)
@@ -124,6 +135,21 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
         render_html(res, loaded.ops, dest)
         out["counterexample"] = str(dest)
     return out
+
+
+def _completions_alone(ops: Sequence[Mapping[str, Any]]) -> bool:
+    """A history of client completions with no invocation at all, as Elle's README and its own tests write
+    transactional histories. Only the Elle checkers take one (each completion stands for a transaction
+    whose invocation is unknown: no realtime order leads into it); anything else pairs every completion
+    with its invocation (history.check_pairs)."""
+    client = False
+    for op in ops:
+        if op.get("process") == "nemesis":
+            continue
+        if op.get("type") == "invoke":
+            return False
+        client = True
+    return client
 
 
 ELLE_KINDS = {"elle-list-append": "list-append", "elle-rw-register": "rw-register"}
@@ -212,12 +238,6 @@ def run(args: argparse.Namespace) -> int:
             init = json.loads(args.init)
         except ValueError:
             raise UsageError(f"--init {args.init!r} is not valid JSON") from None
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
-    if args.cycle_search_timeout <= 0:
-        raise UsageError("--cycle-search-timeout must be positive")
-    if args.stability_window is not None and not (math.isfinite(args.stability_window) and args.stability_window >= 0):
-        raise UsageError(f"--stability-window must be a finite number >= 0, not {args.stability_window:g}")
     if args.consistency_models:
         from faultline.checkers.elle.consistency import canonical
 

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
+from faultline.core import options
+
 HELP = "bring a cluster up or down (docker, local namespaces, ssh hosts); show status and logs; build the image"
 DESCRIPTION = (
     "Clusters of a DB (the bundled store by default: masters and tablet servers): 'up' starts it on Docker (default), in network "
@@ -34,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common(up, "default")
     up.add_argument("--db", default=None, metavar="NAME",
                     help="the DB to run: a registered name (default store) or package.module:Attribute")
-    up.add_argument("--masters", type=int, default=3, help="number of masters (default 3)")
-    up.add_argument("--tservers", type=int, default=5, help="number of tablet servers (default 5)")
+    up.add_argument("--masters", type=options.positive_int, default=3, help="number of masters (default 3)")
+    up.add_argument("--tservers", type=options.positive_int, default=5, help="number of tablet servers (default 5)")
     up.add_argument("--hosts", metavar="FILE", help="ssh backend: TOML hosts file (see docs/cluster.md)")
     up.add_argument("--daemon", choices=["node", "placeholder", "none"], default="node",
                     help="store only: what runs on each node: the store (node, default), a TCP stand-in "
@@ -63,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common(sh, None)
     sh.add_argument("node", help="node name (m1, t3, ...)")
     sh.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (default: an interactive shell)")
-    sh.add_argument("--timeout", type=float, default=60, help="seconds for a command (default 60)")
+    sh.add_argument("--timeout", type=options.positive_float, default=60, help="seconds for a command (default 60)")
 
     im = sub.add_parser("image", help="build the node image unless it is cached")
     im.add_argument("--db", default=None, metavar="NAME", help="whose packages go in (default store)")

@@ -8,6 +8,7 @@ import sys
 import time
 
 from faultline.controller.errors import UsageError, exit_code_for
+from faultline.core import options
 
 HELP = "score every run in a store on Spark: metrics, verdicts, a per-(workload, nemesis, bug) scorecard"
 DESCRIPTION = (
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Spark master: local[*] (default), local[N], or spark://HOST:7077 for a standalone "
                              "cluster (the store must be at the same path on every worker)")
     parser.add_argument("--out", metavar="DIR", default=None, help="output directory (default STORE/_score)")
-    parser.add_argument("--time-limit", type=float, default=None, metavar="S",
+    parser.add_argument("--time-limit", type=options.positive_float, default=None, metavar="S",
                         help="seconds per (run, key) linearizability check; beyond it the verdict is unknown")
     parser.add_argument("--engine", choices=("spark", "pandas"), default="spark",
                         help="pandas: the single-process baseline, same metrics without Spark")
@@ -52,8 +53,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"store {store} is not a directory")
     if not MASTER_RE.match(args.master):
         raise UsageError(f"bad --master {args.master!r}: use local[*], local[N] or spark://HOST:PORT")
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
     from faultline.results.engines import score_store
     from faultline.results.store import Store
 

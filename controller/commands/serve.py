@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from faultline.controller.errors import UsageError
+from faultline.core import options
 
 HELP = "browse a store in a web browser: runs, verdicts, reports, plots, files, zip downloads"
 DESCRIPTION = (
@@ -23,7 +24,7 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("store", metavar="STORE", help="store directory")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    parser.add_argument("--port", type=options.port, default=8080, help="port (default 8080; 0 picks a free one)")
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                         help="also answer requests for this host name (repeatable; e.g. the machine's DNS name)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
@@ -33,8 +34,6 @@ def run(args: argparse.Namespace) -> int:
     from faultline.results.serve import make_server
     from faultline.results.store import StoreError
 
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"bad port {args.port}")
     try:
         server = make_server(args.store, args.host, args.port, verbose=args.verbose, allow_hosts=args.allow_host)
     except StoreError as exc:

@@ -7,6 +7,7 @@ import sys
 import time
 
 from faultline.controller.errors import UsageError
+from faultline.core import options
 
 HELP = "write synthetic runs (clients, faults, optional injected anomalies) into a store"
 DESCRIPTION = (
@@ -18,38 +19,18 @@ DESCRIPTION = (
 )
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {n}")
-    return n
-
-
-def _rate(text: str) -> float:
-    try:
-        r = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= r <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {r}")
-    return r
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("store", metavar="STORE", help="store directory (created if missing)")
-    parser.add_argument("--runs", type=_positive, required=True, metavar="N", help="number of runs to write")
-    parser.add_argument("--ops", type=_positive, required=True, metavar="M",
+    parser.add_argument("--runs", type=options.positive_int, required=True, metavar="N", help="number of runs to write")
+    parser.add_argument("--ops", type=options.positive_int, required=True, metavar="M",
                         help="client operations per run (each is an invocation and a completion line)")
-    parser.add_argument("--anomaly-rate", type=_rate, default=0.2, metavar="R",
+    parser.add_argument("--anomaly-rate", type=options.fraction, default=0.2, metavar="R",
                         help="fraction of runs with injected stale reads (default 0.2)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed; the same seed gives the same store")
-    parser.add_argument("--concurrency", type=_positive, default=5, help="concurrent clients per run (default 5)")
-    parser.add_argument("--keys", type=_positive, default=8, help="independent register keys per run (default 8)")
+    parser.add_argument("--seed", type=options.integer, default=0, metavar="S", help="seed; the same seed gives the same store")
+    parser.add_argument("--concurrency", type=options.positive_int, default=5, help="concurrent clients per run (default 5)")
+    parser.add_argument("--keys", type=options.positive_int, default=8, help="independent register keys per run (default 8)")
     parser.add_argument("--reports", action="store_true", help="also write report.html for every run (slower)")
-    parser.add_argument("--jobs", type=_positive, default=None, help="worker processes (default: one per CPU)")
+    parser.add_argument("--jobs", type=options.positive_int, default=None, help="worker processes (default: one per CPU)")
 
 
 def run(args: argparse.Namespace) -> int:

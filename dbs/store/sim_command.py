@@ -7,6 +7,7 @@ import json
 import sys
 import time
 
+from faultline.core import options
 from faultline.core.errors import EXIT_INVALID, EXIT_VALID, UsageError
 
 HELP = "deterministic simulation of the Raft core: faults, invariants after every step, liveness"
@@ -20,12 +21,12 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=int, default=None, metavar="N",
+    parser.add_argument("--seeds", type=options.positive_int, default=None, metavar="N",
                         help="how many seeds to run: 0..N-1 (default 100, or 1 with --seed)")
-    parser.add_argument("--seed", type=int, default=None, metavar="S",
+    parser.add_argument("--seed", type=options.integer, default=None, metavar="S",
                         help="run only this seed (with --seeds N: seeds S..S+N-1) and print its trace on failure")
-    parser.add_argument("--nodes", type=int, default=5, help="servers at the start, all voters (default 5)")
-    parser.add_argument("--steps", type=int, default=None, metavar="K",
+    parser.add_argument("--nodes", type=options.positive_int, default=5, help="servers at the start, all voters (default 5)")
+    parser.add_argument("--steps", type=options.non_negative_int, default=None, metavar="K",
                         help="ticks of faults per seed before the network heals (default 250)")
     parser.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
                         help="enable a consensus bug from node/bugs.py (repeatable); the run should then fail")
