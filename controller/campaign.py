@@ -22,6 +22,10 @@ alternatives, a number that is not finite and positive, or a name that would lea
 one error naming the key and what it must be. Progress is kept in
 `campaign.json` in the campaign's store after every run, so an interrupted campaign resumes where it
 stopped and never repeats a finished run.
+
+N hosts split a campaign with `--shard I/N` (`shard_runs`): each runs a fixed share of the planned runs,
+computed from the cells, seeds and time limits alone, and keeps its progress in its own
+`campaign.shard-I-of-N.json`, so shards may share one store.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -38,6 +43,7 @@ from typing import Any
 from faultline.checkers.detection import first_anomaly, history_index_times
 from faultline.controller.errors import UsageError
 from faultline.core import TestSpec, inputs
+from faultline.results.store import campaign_state_name, campaign_state_paths, temp_path
 
 EXPECTATIONS = ("valid", "invalid")
 
@@ -144,6 +150,7 @@ class Campaign:
     runs: list[PlannedRun]
     source: Path
     drawn_seeds: list[int] | None = None  # seeds drawn at random for this invocation (--seeds random:N)
+    shard: Shard | None = None  # the share of the campaign this host runs (--shard I/N); None: all of it
 
 
 MAX_DRAWN_SEEDS = 1000
@@ -164,22 +171,86 @@ def draw_seeds(n: int) -> list[int]:
 
 
 def parse_seeds(text: str) -> tuple[list[int], bool]:
-    """`--seeds`: `1,2,3` (those seeds) or `random:N` (N drawn now); (seeds, drawn)."""
+    """`--seeds`: `1,2,3` (those seeds), `@FILE` (the seeds listed in FILE) or `random:N` (N drawn now);
+    (seeds, drawn)."""
     text = text.strip()
     if text.startswith("random:"):
         count = text[len("random:"):].strip()
         if not count.isdigit():
             raise UsageError(f"--seeds random:N wants a whole number N, got {text!r}")
         return draw_seeds(int(count)), True
+    if text.startswith("@"):
+        return read_seed_file(text[1:]), False
+    return _seed_list(text.split(","), repr(text)), False
+
+
+def read_seed_file(path: str | Path) -> list[int]:
+    """A seed file: integers separated by commas, spaces or newlines; `#` starts a comment. Every host of
+    a sharded campaign reads the same file, so all of them plan the same runs."""
     try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--seeds @{path}: cannot read the seed file ({getattr(exc, 'strerror', None) or exc})") from None
+    words = [w for line in text.splitlines() for w in line.split("#", 1)[0].replace(",", " ").split()]
+    return _seed_list(words, f"in the seed file {str(path)!r}")
+
+
+def _seed_list(words: Sequence[str], where: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in words if s.strip()]
     except ValueError:
-        raise UsageError(f"--seeds wants integers separated by commas or random:N, got {text!r}") from None
+        raise UsageError(f"--seeds wants integers separated by commas, @FILE or random:N, got {where}") from None
     if not seeds:
-        raise UsageError("--seeds is empty")
+        raise UsageError(f"--seeds is empty ({where})")
     if len(set(seeds)) != len(seeds):
-        raise UsageError(f"--seeds lists a seed twice: {text!r}")
-    return seeds, False
+        raise UsageError(f"--seeds lists a seed twice: {where}")
+    return seeds
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count` (1-based): the share of a campaign one of `count` hosts runs."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def parse_shard(text: str) -> Shard:
+    """`--shard I/N`: 1 <= I <= N."""
+    m = SHARD_RE.match(text)
+    if not m:
+        raise UsageError(f"--shard wants I/N (this host's share, e.g. 1/3 on the first of three hosts), not {text!r}")
+    index, count = int(m.group(1)), int(m.group(2))
+    if count < 1:
+        raise UsageError(f"--shard {text.strip()}: N, the number of shards, must be at least 1")
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard {text.strip()}: I must be from 1 to {count}")
+    return Shard(index, count)
+
+
+def shard_runs(runs: Sequence[PlannedRun], shard: Shard) -> list[PlannedRun]:
+    """The runs of `shard`: ordered by (cell, seed, time limit), every N-th from the I-th. A pure function
+    of the runs' cells, seeds and time limits, never of the host, the time or the order of the file or of
+    the seeds, so every host computes the same split and the shards' runs are disjoint and cover them all;
+    each shard gets within one run of the same number, and a cell with at least N seeds is spread over
+    every shard."""
+    ordered = sorted(runs, key=lambda r: (r.cell, r.seed, r.time_limit))
+    return ordered[shard.index - 1::shard.count]
+
+
+def apply_shard(campaign: Campaign, shard: Shard) -> Campaign:
+    """The campaign narrowed to one shard's runs; its progress goes to that shard's own state file."""
+    runs = shard_runs(campaign.runs, shard)
+    if not runs:
+        raise UsageError(f"--shard {shard}: the campaign plans only {len(campaign.runs)} run(s), so shard "
+                         f"{shard.index} has none; use at most {len(campaign.runs)} shards")
+    return replace(campaign, runs=runs, shard=shard)
 
 
 def select(campaign: Campaign, cells: Sequence[str] = (), seeds: Sequence[int] | None = None) -> Campaign:
@@ -326,11 +397,13 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
 # ---- progress file -------------------------------------------------------------------------------
 
 def state_path(campaign: Campaign) -> Path:
-    return campaign.store / "campaign.json"
+    """campaign.json, or the shard's own campaign.shard-I-of-N.json: shards sharing a store never write one
+    file, so neither can lose the other's records."""
+    shard = (campaign.shard.index, campaign.shard.count) if campaign.shard else None
+    return campaign.store / campaign_state_name(shard)
 
 
-def load_state(campaign: Campaign) -> dict[str, RunRecord]:
-    path = state_path(campaign)
+def _read_state(path: Path) -> dict[str, RunRecord]:
     if not path.exists():
         return {}
     try:
@@ -340,13 +413,34 @@ def load_state(campaign: Campaign) -> dict[str, RunRecord]:
     return {r["key"]: RunRecord(**r) for r in raw.get("runs", [])}
 
 
+def load_state(campaign: Campaign) -> dict[str, RunRecord]:
+    """The records of this campaign's own state file (the ones it saves back)."""
+    return _read_state(state_path(campaign))
+
+
+def load_other_states(campaign: Campaign) -> dict[str, RunRecord]:
+    """The records of the store's other state files (other shards, or the whole campaign run unsharded):
+    a run one of them finished is not run again."""
+    own = state_path(campaign)
+    records: dict[str, RunRecord] = {}
+    for path in campaign_state_paths(campaign.store):
+        if path.name != own.name:
+            try:
+                records.update(_read_state(path))
+            except OSError:  # renamed over while being read (NFS: a stale handle): that shard's runs are its own
+                continue
+    return records
+
+
 def save_state(campaign: Campaign, records: Mapping[str, RunRecord]) -> None:
     """Atomic: a crash while saving leaves the previous state intact."""
     path = state_path(campaign)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
+    tmp = temp_path(path)
     body: dict[str, Any] = {"campaign": campaign.name, "source": str(campaign.source),
                             "runs": [asdict(r) for r in records.values()]}
+    if campaign.shard:
+        body["shard"] = str(campaign.shard)
     before = _drawn_before(path)
     drawn = before + [s for s in campaign.drawn_seeds or [] if s not in before]
     if drawn:
@@ -382,16 +476,18 @@ RunFn = Callable[[TestSpec, Path], Any]
 
 
 def execute(campaign: Campaign, run_fn: RunFn, *, on_start: Callable[[PlannedRun, int, int], None] | None = None,
-            on_done: Callable[[RunRecord], None] | None = None) -> dict[str, RunRecord]:
-    """Runs every planned run not yet finished, saving progress after each. `run_fn(test, store)`
-    returns an Outcome (controller.runner). A run cut short by Ctrl-C is not recorded, so a resume
-    runs it again; KeyboardInterrupt propagates after the state is saved."""
+            on_done: Callable[[RunRecord], None] | None = None, others: bool = True) -> dict[str, RunRecord]:
+    """Runs every planned run not yet finished, saving progress after each; returns the planned runs'
+    records. `run_fn(test, store)` returns an Outcome (controller.runner). A run cut short by Ctrl-C is
+    not recorded, so a resume runs it again; KeyboardInterrupt propagates after the state is saved. With
+    `others`, runs recorded in the store's other state files (other shards) count as finished too."""
     import time
 
     from faultline.controller import testspec
 
     records = load_state(campaign)
-    todo = [r for r in campaign.runs if r.key not in records]
+    elsewhere = load_other_states(campaign) if others else {}
+    todo = [r for r in campaign.runs if r.key not in records and r.key not in elsewhere]
     for n, planned in enumerate(todo, 1):
         if on_start:
             on_start(planned, n, len(todo))
@@ -417,7 +513,8 @@ def execute(campaign: Campaign, run_fn: RunFn, *, on_start: Callable[[PlannedRun
         save_state(campaign, records)
         if on_done:
             on_done(record)
-    return records
+    found = {**elsewhere, **records}
+    return {r.key: found[r.key] for r in campaign.runs if r.key in found}
 
 
 @dataclass

@@ -3,20 +3,21 @@
 
 It renders the card dict, not a `ScoreResult`, so it depends on no engine and can redraw a card read
 back from scorecard.json: the web view (results/serve.py) renders the same card with its own links and
-navigation. A campaign's store also holds campaign.json (controller/campaign.py), whose expectations the
-card's header reports.
+navigation. A campaign's store also holds campaign.json, or one progress file per shard
+(controller/campaign.py), whose expectations the card's header reports.
 """
 
 from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from faultline.pages.layout import head
+from faultline.results.store import campaign_state_paths
 
 GROUP_COLUMNS = ["workload", "nemesis", "bug", "runs", "valid", "invalid", "unknown", "detection_rate",
                  "median_first_anomaly_s", "availability", "ok_rate", "lat_p99_ms", "recover_max_s", "warnings"]
@@ -48,29 +49,54 @@ def verdict_word(v: Any) -> str:
     return "unknown"
 
 
-def campaign_expectations(store: Path | str) -> dict[str, Any] | None:
-    """What campaign.json in `store` says about expectations: the campaign's name, how many runs met
-    theirs, and per run id (`<test-name>/<stamp>`) what was expected and whether it was met. None for a
-    store that holds no campaign (or an unreadable campaign.json)."""
-    path = Path(store) / "campaign.json"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    records = raw.get("runs") if isinstance(raw, dict) else None
-    if not isinstance(records, list):
+def campaign_expectations(store: Path | str, label: str = "") -> dict[str, Any] | None:
+    """What the campaign progress files in `store` say about expectations: the campaign's name, how many
+    runs met theirs, and per run id (`<test-name>/<stamp>`, after `label/` if given) what was expected and
+    whether it was met. campaign.json and the shards' campaign.shard-I-of-N.json are read together; a run
+    recorded in two (a run done again) counts once, as its latest record. None for a store that holds no
+    campaign (or only unreadable progress files)."""
+    names: list[str] = []
+    latest: dict[str, Mapping[str, Any]] = {}
+    for path in campaign_state_paths(store):
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        records = raw.get("runs") if isinstance(raw, dict) else None
+        if not isinstance(records, list):
+            continue
+        if isinstance(raw.get("campaign"), str) and raw["campaign"] not in names:
+            names.append(raw["campaign"])
+        for r in records:
+            if isinstance(r, Mapping):
+                key = str(r.get("key", id(r)))
+                if key not in latest or _stamp(r) >= _stamp(latest[key]):
+                    latest[key] = r
+    if not names and not latest:
         return None
     runs: dict[str, dict[str, Any]] = {}
-    met = total = 0
-    for r in records:
-        if not isinstance(r, Mapping):
-            continue
-        total += 1
-        met += r.get("expectation_met") is True
+    for r in latest.values():
         if isinstance(r.get("run_dir"), str):
-            rid = "/".join(Path(r["run_dir"]).parts[-2:])
+            rid = "/".join([label, *Path(r["run_dir"]).parts[-2:]] if label else Path(r["run_dir"]).parts[-2:])
             runs[rid] = {"expect": r.get("expect"), "met": r.get("expectation_met") is True, "cell": r.get("cell")}
-    return {"campaign": raw.get("campaign"), "met": met, "total": total, "runs": runs}
+    met = sum(r.get("expectation_met") is True for r in latest.values())
+    return {"campaign": ", ".join(names) or None, "met": met, "total": len(latest), "runs": runs}
+
+
+def _stamp(record: Mapping[str, Any]) -> str:
+    run_dir = record.get("run_dir")
+    return Path(run_dir).name if isinstance(run_dir, str) else ""
+
+
+def merge_expectations(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Several stores' expectations (each keyed with its store's label) as one: the stores of the
+    shards of one campaign scored together."""
+    found = [p for p in parts if p]
+    if not found:
+        return None
+    names = list(dict.fromkeys(n for p in found for n in str(p.get("campaign") or "").split(", ") if n))
+    return {"campaign": ", ".join(names) or None, "met": sum(p["met"] for p in found),
+            "total": sum(p["total"] for p in found), "runs": {k: v for p in found for k, v in p["runs"].items()}}
 
 
 def _fmt(v: Any, col: str, row: Mapping[str, Any] | None = None) -> str:
@@ -102,10 +128,21 @@ def expectations_line(expectations: Mapping[str, Any] | None) -> str:
     return f"<span id='expectations' style='{MET_STYLE[met == total]}'>{word}: {met}/{total}</span>"
 
 
-def render_html(card: dict[str, Any], run_link: str | None = "../{run_id}/report.html",
+def _stores_line(card: Mapping[str, Any]) -> str:
+    """Where the runs came from: the store, or every store scored together with the label of its runs."""
+    e = html.escape
+    stores = card.get("stores") or []
+    if len(stores) > 1:
+        listed = ", ".join(f"<code>{e(str(s.get('label')))}</code> = <code>{e(str(s.get('path')))}</code>"
+                           for s in stores)
+        return f"<span id='stores'>stores: {listed}</span>"
+    return f"<span>store: <code>{e(str(card.get('store')))}</code></span>"
+
+
+def render_html(card: dict[str, Any], run_link: str | Callable[[str], str] | None = "../{run_id}/report.html",
                 nav: str = "", expectations: Mapping[str, Any] | None = None) -> str:
     """The scorecard as one HTML page with no external resources; every value is escaped. `run_link`
-    makes each run id a link (formatted with the quoted id), `nav` is HTML put above the title, and
+    makes each run id a link (formatted with the quoted id, or a function of the id), `nav` is HTML put above the title, and
     `expectations` is `campaign_expectations`' answer (else the card's own, if it has one)."""
     e = html.escape
     expectations = expectations if expectations is not None else card.get("expectations")
@@ -118,8 +155,9 @@ def render_html(card: dict[str, Any], run_link: str | None = "../{run_id}/report
              f"<span>runs: <b id='nruns'>{card['runs']}</b> ({counts['valid']} valid, {counts['invalid']} "
              f"invalid, {counts['unknown']} unknown)</span>",
              f"<span>history events: {card['events']:,}</span>",
-             f"<span>engine: {e(card['engine'])}, {card['seconds']:.1f} s</span>",
-             f"<span>store: <code>{e(str(card.get('store')))}</code></span></p>",
+             f"<span id='engine'>engine: {e(card['engine'])}, {card['seconds']:.1f} s"
+             + (f" ({e(card['engine_reason'])})" if card.get("engine_reason") else "") + "</span>",
+             _stores_line(card), "</p>",
              f"<h2>Per workload, nemesis and bug</h2><table id='groups' style='{TABLE_STYLE}'><tr>"]
     parts += [f"<th>{e(LABELS.get(c, c))}</th>" for c in GROUP_COLUMNS]
     parts.append("</tr>")
@@ -139,7 +177,8 @@ def render_html(card: dict[str, Any], run_link: str | None = "../{run_id}/report
             if c == "run_id":
                 text = text.replace("/", "/<wbr>")
                 if run_link:
-                    text = f"<a href='{e(run_link.format(run_id=quote(str(r[c]))))}'>{text}</a>"
+                    href = run_link(str(r[c])) if callable(run_link) else run_link.format(run_id=quote(str(r[c])))
+                    text = f"<a href='{e(href)}'>{text}</a>"
             elif c == "expect" and "met" in row:
                 text = f"{text}, <span style='{MET_STYLE[row['met']]}'>{'met' if row['met'] else 'NOT met'}</span>"
             cells.append(_cell(c, text))

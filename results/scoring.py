@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -25,14 +27,21 @@ from faultline.checkers.api import merge_valid
 from faultline.checkers.inference import WORKLOAD_CHECKERS
 from faultline.history.parquet import frame_to_ops, read_history_frame, read_problems
 from faultline.results import metrics
-from faultline.results.scorecard import GROUP_COLUMNS, RUN_COLUMNS, campaign_expectations, render_html
-from faultline.results.store import RunDir, Store, StoreError
+from faultline.results.scorecard import (
+    GROUP_COLUMNS,
+    RUN_COLUMNS,
+    campaign_expectations,
+    merge_expectations,
+    render_html,
+)
+from faultline.results.store import RunDir, Store, StoreError, temp_path
 
 # workload -> the checker model its history is checked against
 # (other workloads, e.g. set or bank, keep the verdict their own checkers recorded in results.json)
 OP_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis", "key", "process_json", "key_json",
               "value_json", "node_json", "error_json", "extra_json"]
 Progress = Callable[[str], None]
+Stores = Path | str | Sequence[Path | str]  # one store, or several scored together (the shards of a campaign)
 
 
 @dataclass
@@ -43,6 +52,7 @@ class ScoreResult:
     groups: pd.DataFrame  # one row per (workload, nemesis, bug)
     out_dir: Path | None = None
     engine: str = "spark"
+    engine_reason: str = ""  # why this engine scored the store (results.engines.choose_engine)
     seconds: float = 0.0
     total_events: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -63,6 +73,52 @@ def model_for(test: dict[str, Any]) -> str | None:
     if isinstance(m, str):
         return m
     return WORKLOAD_CHECKERS.get(str(test.get("workload")), (None, None))[1]
+
+
+def store_paths(stores: Stores) -> list[Path]:
+    """The stores to score, absolute; one given twice is an error (its runs would count twice)."""
+    paths = [Path(stores)] if isinstance(stores, str | Path) else [Path(s) for s in stores]
+    if not paths:
+        raise StoreError("no store to score")
+    seen: dict[Path, Path] = {}
+    for p in paths:
+        key = p.resolve()
+        if key in seen:
+            raise StoreError(f"store {p} is given twice (as {seen[key]} too)")
+        seen[key] = p
+    return [p.absolute() for p in paths]
+
+
+def store_labels(paths: Sequence[Path]) -> list[str]:
+    """A short distinct name per store, put before its run ids when several are scored together (two hosts
+    may each have made a run `<test>/<stamp>` with the same name): the folder's name, else its parent's
+    and its own, else numbered. One store: no label, run ids stay as they are."""
+    if len(paths) == 1:
+        return [""]
+    names = [p.name or "store" for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{p.parent.name}-{p.name}" if p.parent.name else p.name or "store" for p in paths]
+    labels: list[str] = []
+    for name in names:
+        label, n = name, 1
+        while label in labels:
+            n += 1
+            label = f"{name}-{n}"
+        labels.append(label)
+    return labels
+
+
+def prepare_stores(stores: Stores, progress: Progress | None = None) -> pd.DataFrame:
+    """The runs table of one or several stores; with several, each run id starts with its store's label
+    (`store_labels`), so ids stay distinct whatever the stores hold."""
+    paths = store_paths(stores)
+    frames = []
+    for label, path in zip(store_labels(paths), paths, strict=True):
+        runs = prepare_runs(path, progress)
+        if label:
+            runs["run_id"] = label + "/" + runs["run_id"]
+        frames.append(runs)
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def prepare_runs(path: Path | str, progress: Progress | None = None) -> pd.DataFrame:
@@ -192,16 +248,19 @@ def _checker_errors(kv: pd.DataFrame) -> dict[str, str]:
 
 
 def score_pandas(
-    path: Path | str,
+    path: Stores,
     out_dir: Path | str | None = None,
     *,
     time_limit: float | None = None,
     gap_s: float = metrics.OUTAGE_GAP_S,
     progress: Progress | None = None,
+    reason: str = "",
 ) -> ScoreResult:
-    """The single-process baseline: the same metrics and verdicts, one run after another, no Spark."""
+    """The single-process baseline: the same metrics and verdicts, one run after another, no Spark.
+    `path` is a store or several; `reason` says why this engine was chosen (on the scorecard)."""
     started = time.monotonic()
-    runs_pd = prepare_runs(path, progress)
+    out_dir = out_dir if out_dir is not None else default_out_dir(path)  # before the work: several stores need one
+    runs_pd = prepare_stores(path, progress)
     met_rows, kv_rows = [], []
     for n, (rid, pq_path, model) in enumerate(zip(runs_pd["run_id"], runs_pd["parquet"], runs_pd["model"],
                                                   strict=True), 1):
@@ -215,7 +274,7 @@ def score_pandas(
     met = pd.DataFrame(met_rows, columns=[c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")])
     kv = pd.DataFrame(kv_rows, columns=[c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")])
     scores, groups = finish_scores(runs_pd, met, kv)
-    result = ScoreResult(scores, groups, engine="pandas", seconds=time.monotonic() - started,
+    result = ScoreResult(scores, groups, engine="pandas", engine_reason=reason, seconds=time.monotonic() - started,
                          total_events=int(scores["events"].fillna(0).sum()),
                          warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w])
     write_scores(result, path, out_dir, progress)
@@ -238,12 +297,17 @@ def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
     return [{c: _clean(v) for c, v in zip(cols, row, strict=True)} for row in df[cols].itertuples(index=False)]
 
 
-def scorecard_dict(result: ScoreResult, store: Path | None = None) -> dict[str, Any]:
-    """scorecard.json: the run's totals, one entry per (workload, nemesis, bug), every run's main numbers."""
+def scorecard_dict(result: ScoreResult, store: Stores | None = None) -> dict[str, Any]:
+    """scorecard.json: the run's totals, one entry per (workload, nemesis, bug), every run's main numbers.
+    Several stores scored together are listed under `stores` with the labels their run ids start with."""
+    paths = store_paths(store) if store is not None else []
+    labels = store_labels(paths) if paths else []
     return {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
-        "store": str(store) if store else None,
+        "store": str(paths[0]) if len(paths) == 1 else None,
+        "stores": [{"label": label, "path": str(p)} for label, p in zip(labels, paths, strict=True)],
         "engine": result.engine,
+        "engine_reason": result.engine_reason,
         "seconds": round(result.seconds, 3),
         "runs": len(result.runs),
         "events": result.total_events,
@@ -251,26 +315,52 @@ def scorecard_dict(result: ScoreResult, store: Path | None = None) -> dict[str, 
         "groups": _records(result.groups, GROUP_COLUMNS),
         "run_scores": _records(result.runs, RUN_COLUMNS),
         "warnings": result.warnings,
-        "expectations": campaign_expectations(store) if store else None,
+        "expectations": merge_expectations([campaign_expectations(p, label) for label, p in
+                                            zip(labels, paths, strict=True)]) if paths else None,
     }
 
 
-def write_scores(result: ScoreResult, store: Path | str, out_dir: Path | str | None = None,
+def default_out_dir(store: Stores) -> Path:
+    """STORE/_score for one store; several stores have no place of their own, so they need one given."""
+    paths = store_paths(store)
+    if len(paths) > 1:
+        raise StoreError("scoring several stores together needs an output directory (--out DIR)")
+    return paths[0] / "_score"
+
+
+def _report_links(store: Stores, out: Path) -> Callable[[str], str]:
+    """run id -> its report, relative to the scorecard's folder (wherever --out put it)."""
+    paths = store_paths(store)
+    by_label = dict(zip(store_labels(paths), paths, strict=True))
+
+    def link(run_id: str) -> str:
+        label, rest = run_id.split("/", 1) if len(paths) > 1 else ("", run_id)
+        target = by_label.get(label, paths[0]) / rest / "report.html"
+        return quote(os.path.relpath(target, out.absolute()))
+
+    return link
+
+
+def write_scores(result: ScoreResult, store: Stores, out_dir: Path | str | None = None,
                  progress: Progress | None = None) -> Path:
-    """Writes scores.parquet, scorecard.json and scorecard.html to `out_dir` (default STORE/_score)."""
-    out = Path(out_dir) if out_dir is not None else Path(store) / "_score"
+    """Writes scores.parquet, scorecard.json and scorecard.html to `out_dir` (default STORE/_score), each
+    under a temporary name first: a reader, or a second scoring of the same store, never sees half a file."""
+    out = Path(out_dir) if out_dir is not None else default_out_dir(store)
     out.mkdir(parents=True, exist_ok=True)
     runs = result.runs.copy()
     for c in runs.columns:  # mixed object columns -> strings, so the Parquet schema is stable
         if runs[c].dtype == object and c not in ("seed",):
             runs[c] = runs[c].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
     runs["seed"] = pd.to_numeric(runs["seed"], errors="coerce").astype("Int64")
-    tmp = out / ".scores.parquet.tmp"
+    tmp = temp_path(out / "scores.parquet")
     runs.to_parquet(tmp, index=False)
     tmp.replace(out / "scores.parquet")
-    card = scorecard_dict(result, Path(store))
-    (out / "scorecard.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
-    (out / "scorecard.html").write_text(render_html(card), encoding="utf-8")
+    card = scorecard_dict(result, store)
+    page = render_html(card, run_link=_report_links(store, out))
+    for name, text in (("scorecard.json", json.dumps(card, indent=2) + "\n"), ("scorecard.html", page)):
+        tmp = temp_path(out / name)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out / name)
     result.out_dir = out
     say(progress, f"wrote {out / 'scores.parquet'}, {out / 'scorecard.json'}, {out / 'scorecard.html'}")
     return out

@@ -27,8 +27,10 @@ from faultline.results.scoring import (
     OP_COLUMNS,
     Progress,
     ScoreResult,
+    Stores,
+    default_out_dir,
     finish_scores,
-    prepare_runs,
+    prepare_stores,
     say,
     score_run,
     write_scores,
@@ -38,12 +40,13 @@ METRIC_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis"]
 PLANS = ("runs", "groups")
 
 
-def load_store(spark: Any, path: Path | str, progress: Progress | None = None) -> tuple[Any, Any]:
+def load_store(spark: Any, path: Stores, progress: Progress | None = None) -> tuple[Any, Any]:
     """(runs, history) as Spark DataFrames: one row per run, and every op of every run with its `run_id`.
 
-    The history columns are history.parquet.SCHEMA's plus `run_id`. On a standalone cluster the store
-    must be readable at the same path on every worker (a shared filesystem)."""
-    runs_pd = prepare_runs(path, progress)
+    The history columns are history.parquet.SCHEMA's plus `run_id`. `path` is a store or several (their
+    run ids then start with each store's label). On a standalone cluster the stores must be readable at
+    the same paths on every worker (a shared filesystem)."""
+    runs_pd = prepare_stores(path, progress)
     return _frames(spark, runs_pd)
 
 
@@ -54,14 +57,26 @@ def _frames(spark: Any, runs_pd: pd.DataFrame) -> tuple[Any, Any]:
 
 def _history(spark: Any, runs_pd: pd.DataFrame) -> Any:
     """Every run's history.parquet as one DataFrame with a `run_id` column taken from the file's path
-    (test names and stamps are restricted to characters that file URIs leave as they are)."""
+    (test names and stamps are restricted to characters that file URIs leave as they are). Runs of
+    several stores are read one store at a time, each adding its label before the ids."""
     from pyspark.sql import functions as F
 
-    paths = [str(Path(p).absolute()) for p in runs_pd["parquet"].dropna().tolist()]
-    if not paths:
+    by_prefix: dict[str, list[str]] = {}  # store label ("" for one store) -> its runs' Parquet files
+    for rid, pq_path in zip(runs_pd["run_id"], runs_pd["parquet"], strict=True):
+        if isinstance(pq_path, str):
+            parts = str(rid).split("/")  # [label,] test, stamp
+            by_prefix.setdefault("/".join(parts[:-2]), []).append(str(Path(pq_path).absolute()))
+    frames = []
+    for prefix, paths in by_prefix.items():
+        hist = spark.read.schema(_arrow_to_spark(SCHEMA)).parquet(*paths)
+        rid = F.regexp_extract(F.input_file_name(), r"([^/]+/[^/]+)/history\.parquet$", 1)
+        frames.append(hist.withColumn("run_id", F.concat(F.lit(prefix + "/"), rid) if prefix else rid))
+    if not frames:
         return spark.createDataFrame([], schema=_history_schema())
-    hist = spark.read.schema(_arrow_to_spark(SCHEMA)).parquet(*paths)
-    return hist.withColumn("run_id", F.regexp_extract(F.input_file_name(), r"([^/]+/[^/]+)/history\.parquet$", 1))
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
 
 
 def to_pandas_exact(sdf: Any) -> pd.DataFrame:
@@ -147,16 +162,18 @@ class _StageProgress:
 
 def score(
     spark: Any,
-    path: Path | str,
+    path: Stores,
     out_dir: Path | str | None = None,
     *,
     time_limit: float | None = None,
     gap_s: float = metrics.OUTAGE_GAP_S,
     plan: str = "runs",
     progress: Progress | None = None,
+    reason: str = "",
 ) -> ScoreResult:
-    """Scores every run in the store on `spark`; writes scores.parquet, scorecard.json and scorecard.html
-    to `out_dir` (default STORE/_score). `time_limit` bounds each key's check (then "unknown").
+    """Scores every run in the store (or stores) on `spark`; writes scores.parquet, scorecard.json and
+    scorecard.html to `out_dir` (default STORE/_score; needed for several stores). `time_limit` bounds
+    each key's check (then "unknown"); `reason` says on the scorecard why Spark was chosen.
 
     plan "runs" (default): one executor task per run reads its history.parquet and computes its metrics and
     each key's verdict; no history crosses the network, so it scales with executors.
@@ -165,14 +182,15 @@ def score(
     if plan not in PLANS:
         raise ValueError(f"unknown plan {plan!r}; choose one of {', '.join(PLANS)}")
     started = time.monotonic()
-    runs_pd = prepare_runs(path, progress)
+    out_dir = out_dir if out_dir is not None else default_out_dir(path)  # before the work: several stores need one
+    runs_pd = prepare_stores(path, progress)
     say(progress, f"scoring {len(runs_pd)} runs on Spark ({spark.sparkContext.master}, plan {plan})")
     if plan == "runs":
         met, kv = _score_by_run(spark, runs_pd, time_limit, gap_s, progress)
     else:
         met, kv = _score_by_groups(spark, runs_pd, time_limit, gap_s, progress)
     scores, groups = finish_scores(runs_pd, met, kv)
-    result = ScoreResult(scores, groups, engine=f"spark {spark.sparkContext.master} ({plan})",
+    result = ScoreResult(scores, groups, engine=f"spark {spark.sparkContext.master} ({plan})", engine_reason=reason,
                          seconds=time.monotonic() - started, total_events=int(scores["events"].fillna(0).sum()),
                          warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w])
     write_scores(result, path, out_dir, progress)

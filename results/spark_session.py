@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,9 @@ def get_session(master: str = "local[2]", app_name: str = "faultline", shuffle_p
     Errors still reach Python as exceptions."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if log_file is not None and master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to a loopback" warning
+    if (master.startswith("local") and log_file is not None) or is_loopback_cluster(master):
+        # no "hostname resolves to a loopback" warning; a cluster on this machine reaches the driver there
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     builder = (
@@ -38,6 +41,38 @@ def get_session(master: str = "local[2]", app_name: str = "faultline", shuffle_p
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def is_loopback_cluster(master: str) -> bool:
+    """A standalone master on this machine (spark://127.0.0.1:P or spark://localhost:P)."""
+    return bool(re.match(r"^spark://(127\.0\.0\.1|localhost)(:\d+)?$", master))
+
+
+def executors(session: Any) -> int:
+    """How many executors have joined the application (the driver not counted)."""
+    return max(0, int(session.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1)
+
+
+def wait_for_executors(session: Any, timeout_s: float = 180.0, say: Callable[[str], None] | None = None) -> int:
+    """Waits until at least one executor has joined a cluster application; a job submitted before that
+    would wait silently for ever. Raises UsageError after `timeout_s` (no worker registered with the
+    master, or none with enough free cores and memory)."""
+    from faultline.core.errors import UsageError
+
+    master = session.sparkContext.master
+    if master.startswith("local"):
+        return 0
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while (n := executors(session)) == 0:
+        if time.monotonic() > deadline:
+            raise UsageError(f"no executor joined from {master} in {timeout_s:.0f} s: is a worker registered with "
+                             "that master, with a free core and spark.executor.memory (1g) free?")
+        if say and not told:
+            say(f"waiting for executors from {master}")
+            told = True
+        time.sleep(0.5)
+    return n
 
 
 @contextlib.contextmanager

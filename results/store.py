@@ -5,10 +5,15 @@ Layout (docs/results.md)::
     STORE/<test-name>/<YYYYMMDDTHHMMSS.fffZ>/   test.json history.jsonl results.json history.parquet report.html ...
     STORE/latest -> <test-name>/<stamp>          STORE/<test-name>/latest -> <stamp>
     STORE/index.jsonl                            one summary line per finished run (appended, last line wins)
+    STORE/campaign.json, STORE/campaign.shard-I-of-N.json   a campaign's progress (controller/campaign.py)
 
 The index exists so that listing a campaign of thousands of runs never opens a history; a run that
 crashed before `finish` has no index line, so `Store.runs()` also picks up run directories the index
 does not know, from their small `test.json`.
+
+Several processes, on one host or on several sharing the store over NFS, may write runs into it at once:
+a run directory is claimed by `mkdir` (atomic, also on NFS), so two runs never get the same id, and every
+file is written under a temporary name of its own and renamed.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import fcntl
 import json
 import os
 import re
+import socket
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +36,10 @@ from faultline.core import Op
 STAMP_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 INDEX_NAME = "index.jsonl"
+# a campaign's progress: campaign.json, or one file per shard when hosts split it (--shard I/N), so shards
+# sharing a store never write the same file
+CAMPAIGN_STATE = "campaign.json"
+SHARD_STATE_RE = re.compile(r"^campaign\.shard-(\d+)-of-(\d+)\.json$")
 
 
 class StoreError(Exception):
@@ -73,9 +84,32 @@ def _read_object(path: Path) -> dict[str, Any] | str:
     return data
 
 
+def campaign_state_name(shard: tuple[int, int] | None = None) -> str:
+    """The progress file of a campaign, or of shard (i, n) of it."""
+    return CAMPAIGN_STATE if shard is None else f"campaign.shard-{shard[0]}-of-{shard[1]}.json"
+
+
+def campaign_state_paths(root: Path | str) -> list[Path]:
+    """Every campaign progress file in a store: campaign.json first, then the shards' in order."""
+    root = Path(root)
+    try:
+        shards = sorted((tuple(int(g) for g in m.groups()), p) for p in root.iterdir()
+                        if (m := SHARD_STATE_RE.match(p.name)) and p.is_file())
+    except OSError:
+        shards = []
+    whole = root / CAMPAIGN_STATE
+    return ([whole] if whole.is_file() else []) + [p for _, p in shards]
+
+
+def temp_path(path: Path) -> Path:
+    """A temporary name beside `path` that no other writer uses: hosts sharing a store (NFS) may have the
+    same pid, and threads of one process share theirs."""
+    return path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
 def _write_json_atomic(path: Path, data: Any) -> None:
     """Readers (the web view, a concurrent score) never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path)
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2, sort_keys=True, default=str)
         fh.write("\n")
@@ -83,9 +117,7 @@ def _write_json_atomic(path: Path, data: Any) -> None:
 
 
 def _symlink_atomic(link: Path, target: str) -> None:
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
+    tmp = temp_path(link)
     os.symlink(target, tmp)
     os.replace(tmp, link)
 
@@ -276,7 +308,7 @@ class RunDir:
 
 
 class Store:
-    """A directory of runs; many writers (parallel runs of a campaign) may share it."""
+    """A directory of runs; many writers (parallel runs, shards of a campaign on several hosts) may share it."""
 
     def __init__(self, root: Path | str, *, create: bool = True) -> None:
         self.root = Path(root)
@@ -367,7 +399,7 @@ class Store:
     def rebuild_index(self) -> int:
         """Rewrites the index from the run directories (after copying runs in by hand)."""
         infos = [run.info() for run in self.run_dirs()]
-        tmp = self.index_path.with_name(f".{INDEX_NAME}.{os.getpid()}.tmp")
+        tmp = temp_path(self.index_path)
         with open(tmp, "w", encoding="utf-8") as fh:
             for info in infos:
                 fh.write(json.dumps(info.to_dict(), sort_keys=True) + "\n")

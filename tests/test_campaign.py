@@ -164,7 +164,7 @@ def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path)
     path = write(tmp_path, text)
     store = tmp_path / "store"
     out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(path), "--store", str(store),
-                          "--quiet"], capture_output=True, text=True, timeout=600)
+                          "--quiet", "--engine", "spark"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "expectation not met: good|seed=1" in out.stdout
     assert (store / "_score" / "scorecard.html").exists()

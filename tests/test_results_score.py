@@ -140,3 +140,24 @@ def test_score_cli_errors_and_pandas_engine(tmp_path: Path) -> None:
     assert "1 valid, 1 invalid" in out.stderr
     assert (tmp_path / "o" / "scorecard.html").exists()
     assert parquet.SCHEMA  # the module imports without Spark
+
+
+@pytest.mark.spark
+def test_several_stores_scored_together_by_both_plans_equal_pandas(spark: object, tmp_path: Path) -> None:
+    """Two hosts' stores, the same folder name on each: run ids keep their store, numbers match pandas."""
+    stores = [tmp_path / "h1" / "store", tmp_path / "h2" / "store"]
+    synth_store(stores[0], runs=2, ops=300, anomaly_rate=0.5, seed=21, keys=3, jobs=1)
+    synth_store(stores[1], runs=2, ops=300, anomaly_rate=0.5, seed=22, keys=3, jobs=1)
+    baseline = score_pandas(stores, tmp_path / "pandas")
+    ids = sorted(baseline.runs["run_id"])
+    assert len(ids) == 4 and {i.split("/")[0] for i in ids} == {"h1-store", "h2-store"}
+    for plan in ("runs", "groups"):
+        result = score(spark, stores, tmp_path / plan, plan=plan)
+        a = result.runs.set_index("run_id").sort_index()
+        b = baseline.runs.set_index("run_id").sort_index()
+        assert list(a.index) == ids
+        for col in ("events", "verdict", "first_anomaly_s", "lat_p99_ms", "availability", "keys"):
+            assert a[col].astype(object).where(a[col].notna(), None).tolist() == \
+                b[col].astype(object).where(b[col].notna(), None).tolist(), (plan, col)
+        card = json.loads((tmp_path / plan / "scorecard.json").read_text())
+        assert [s["label"] for s in card["stores"]] == ["h1-store", "h2-store"] and card["store"] is None

@@ -6,15 +6,19 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from faultline.controller.errors import UsageError
+
 if TYPE_CHECKING:
     from faultline.core import TestSpec
 
 HELP = "run a campaign: a matrix of workloads x nemeses x bugs x seeds, each cell with an expectation"
 DESCRIPTION = (
     "Runs every cell of a campaign file one after another, each on a fresh cluster, then scores the "
-    "campaign's store on Spark and prints a summary table. Progress is saved after every run: run the "
-    "same command again to resume an interrupted campaign (finished runs are skipped). Exit 0 only if "
-    "every cell met its expectation. See campaigns/ci.toml for the file format."
+    "campaign's store (pandas for a small store, else Spark) and prints a summary table. Progress is saved "
+    "after every run: run the same command again to resume an interrupted campaign (finished runs are "
+    "skipped). With --shard I/N, N hosts split the campaign, each running the same command with its own I; "
+    "they may share one store. Exit 0 only if every cell met its expectation. See campaigns/ci.toml for the "
+    "file format and docs/campaigns.md."
 )
 
 
@@ -23,13 +27,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help="store directory (default: the file's `store`, else store/campaign-NAME)")
     parser.add_argument("--cluster", choices=["docker", "local", "ssh"],
                         help="override the cluster backend of every cell")
-    parser.add_argument("--master", default="local[2]", help="Spark master for scoring (default local[2])")
-    parser.add_argument("--no-score", action="store_true", help="skip the Spark scoring at the end")
+    parser.add_argument("--master", default=None,
+                        help="Spark master for scoring (default local[*]); giving one scores on Spark")
+    parser.add_argument("--engine", choices=("auto", "spark", "pandas"), default="auto",
+                        help="scoring engine: auto (default) scores a small store with pandas, a large one on Spark")
+    parser.add_argument("--no-score", action="store_true", help="skip the scoring at the end")
     parser.add_argument("--restart", action="store_true", help="forget saved progress and run every cell again")
     parser.add_argument("--cell", action="append", default=[], metavar="PATTERN",
                         help="run only the cells whose name matches this glob (repeatable)")
-    parser.add_argument("--seeds", metavar="N,N,...|random:N",
-                        help="override every cell's seeds: a list, e.g. 1,2,3, or random:N for N fresh seeds")
+    parser.add_argument("--seeds", metavar="N,N,...|@FILE|random:N",
+                        help="override every cell's seeds: a list, e.g. 1,2,3; @FILE, the seeds listed in FILE; "
+                             "or random:N for N fresh seeds")
+    parser.add_argument("--shard", metavar="I/N",
+                        help="run only shard I of N: a fixed share of the runs, the same on every host, so N hosts "
+                             "(each with its own I) split the campaign; the shards may share one store")
     parser.add_argument("--dry-run", action="store_true", help="validate the file and list the runs, run nothing")
     parser.add_argument("--quiet", action="store_true", help="no live progress, only the summary")
     parser.add_argument("--verbose", action="store_true", help="also show the JVM's and Spark's own log output")
@@ -42,27 +53,44 @@ def run(args: argparse.Namespace) -> int:
     from faultline.controller.runner import run_once
 
     console = make_console(stderr=True)
+    shard = cp.parse_shard(args.shard) if args.shard is not None else None
+    if shard and args.seeds and args.seeds.strip().startswith("random:"):
+        raise UsageError("--seeds random:N draws other seeds on every host, so the shards would not split one "
+                         "campaign: draw them once (--seeds random:N --dry-run prints them) and give every "
+                         "shard the same list, --seeds 1,2,3 or --seeds @FILE")
     camp = cp.load(args.campaign, args.store)
     seeds, drawn = cp.parse_seeds(args.seeds) if args.seeds else (None, False)
     if args.cell or seeds:
         camp = cp.select(camp, cells=args.cell, seeds=seeds)
+    planned_total = len(camp.runs)
+    if shard:
+        camp = cp.apply_shard(camp, shard)
     if drawn:
         camp.drawn_seeds = seeds
         # said first, so an interrupted campaign can be resumed with the same seeds
-        console.print(f"seeds drawn at random: {','.join(map(str, seeds or []))}")
+        line = f"seeds drawn at random: {','.join(map(str, seeds or []))}"
+        if args.dry_run:
+            print(line)  # on stdout, for a seed file every shard can read (docs/campaigns.md)
+        else:
+            console.print(line)
     if args.cluster:
         for planned in camp.runs:
             planned.opts["cluster"] = args.cluster
     if args.dry_run:
         for planned in camp.runs:
             print(f"{planned.key}\texpect {planned.expect}")
-        print(f"{len(camp.runs)} runs; store {camp.store}")
+        share = f" (shard {shard} of {planned_total})" if shard else ""
+        print(f"{len(camp.runs)} runs{share}; store {camp.store}; progress in {cp.state_path(camp).name}")
         return 0
     if args.restart and cp.state_path(camp).exists():
         cp.state_path(camp).unlink()
-    done_before = len(cp.load_state(camp))
+    finished = {} if args.restart else {**cp.load_other_states(camp), **cp.load_state(camp)}
+    done_before = sum(r.key in finished for r in camp.runs)
     if done_before:
         console.print(f"resuming: {done_before} of {len(camp.runs)} runs already finished in {camp.store}")
+    if shard:
+        console.print(f"shard {shard}: {len(camp.runs)} of the campaign's {planned_total} runs; "
+                      f"progress in {cp.state_path(camp)}")
 
     def on_start(planned: cp.PlannedRun, n: int, total: int) -> None:
         console.print(f"[bold][{n}/{total}][/bold] {planned.key} (expect {planned.expect})")
@@ -76,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         return run_once(test, store, quiet=args.quiet)
 
     try:
-        records = cp.execute(camp, run_fn, on_start=on_start, on_done=on_done)
+        records = cp.execute(camp, run_fn, on_start=on_start, on_done=on_done, others=not args.restart)
     except KeyboardInterrupt:
         again = (f"the same command with --seeds {','.join(map(str, camp.drawn_seeds))}" if camp.drawn_seeds
                  else "the same command")
@@ -84,11 +112,15 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
     score_dir = None
-    if not args.no_score:
+    if shard and not args.no_score:
+        # a shard's store holds part of the campaign (or shares it with shards still running)
+        console.print(f"shard {shard}: not scored here; once every shard has finished: faultline score {camp.store} "
+                      "if the shards share this store, else faultline score STORE1 STORE2 ... --out DIR",
+                      highlight=False)
+    elif not args.no_score:
         from faultline.results.engines import score_store
 
-        console.print(f"scoring {camp.store} on Spark ({args.master})")
-        result = score_store(camp.store, engine="spark", master=args.master, verbose=args.verbose,
+        result = score_store(camp.store, engine=args.engine, master=args.master, verbose=args.verbose,
                              app_name=f"faultline-campaign-{camp.name}", progress=lambda m: console.print(f"  {m}"))
         score_dir = result.out_dir
     summary = cp.summarize(camp, records)
@@ -105,7 +137,7 @@ def print_summary(camp: Any, summary: list[Any], records: dict[str, Any], score_
     from faultline.controller.progress import command, console
 
     out = console()
-    table = Table(title=f"campaign {camp.name}")
+    table = Table(title=f"campaign {camp.name}" + (f", shard {camp.shard}" if camp.shard else ""))
     for col in ("cell", "expect", "runs", "valid", "invalid", "unknown", "met", "median detection (s)"):
         table.add_column(col, no_wrap=col == "cell")
     for s in summary:
