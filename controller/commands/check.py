@@ -224,7 +224,6 @@ def _run_checker(path: str, loaded: LoadedHistory, choice: Choice, args: argpars
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import math
     import sys
     import warnings
 
