@@ -36,8 +36,12 @@ stubs: $(VENV)/.installed
 image: install
 	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image; fi
 
+# Two passes, every test once: what needs no Docker, Spark, root or Chromium spread over the cores
+# (pytest-xdist), then the rest one at a time (their clusters and timings must not share the cores).
+ALONE_MARKS := docker or spark or root or chromium
 test: install image
-	$(VENV)/bin/pytest --chaos $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --chaos -n $(or $(JOBS),auto) -m "not ($(ALONE_MARKS))" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --chaos -m "$(ALONE_MARKS)" $(PYTEST_ARGS)
 
 # The fast tier: every test but those needing Docker, Spark, root or Chromium, and the integration tests
 # that start real processes (`make test` runs them all). Spread over the cores by pytest-xdist.

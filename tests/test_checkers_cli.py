@@ -90,10 +90,8 @@ def test_stability_window_flag(tmp_path: Path, capsys) -> None:  # type: ignore[
     assert rc == 2 and lines[0]["evidence"]["unconfirmed_lost"] == [1]
     rc, lines, _ = run_cli([str(p), "--stability-window", "0.5"], capsys)
     assert rc == 1 and lines[0]["evidence"]["stability_window_s"] == 0.5
-    for bad in ("-1", "nan", "inf", "-inf"):
-        rc, lines, err = run_cli([str(p), f"--stability-window={bad}"], capsys)
-        assert rc == 254 and not lines, bad
-        assert len(err.strip().splitlines()) == 1 and "--stability-window must be a finite number >= 0" in err
-    with pytest.raises(SystemExit) as exc:
-        run_cli([str(p), "--stability-window", "soon"], capsys)
-    assert exc.value.code == 254 and "--stability-window" in capsys.readouterr().err
+    for bad in ("-1", "nan", "inf", "-inf", "soon"):
+        with pytest.raises(SystemExit) as exc:
+            run_cli([str(p), f"--stability-window={bad}"], capsys)
+        err = capsys.readouterr().err
+        assert exc.value.code == 254 and len(err.strip().splitlines()) == 1 and "--stability-window" in err, bad
