@@ -327,3 +327,30 @@ def test_bad_flags_and_data_directories_stop_at_the_edge(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "mkdir", refuse)
     with pytest.raises(fs.FsError, match=f"cannot format {tmp_path / 'ro'}: Permission denied"):
         fs.format_fs(tmp_path / "ro")
+
+
+def test_atomic_write_from_two_threads_at_once_never_loses_its_temporary_file(tmp_path) -> None:
+    """A tablet copy and its tombstone may write one tablet's metadata at the same moment: each writer has
+    its own temporary file, so neither rename finds its file already moved away."""
+    import threading
+
+    from faultline.node.server.fs import atomic_write
+
+    target = tmp_path / "meta" / "tablet"
+    errors: list[BaseException] = []
+
+    def write(tag: bytes) -> None:
+        try:
+            for _ in range(300):
+                atomic_write(target, tag * 64, fsync=False)
+        except BaseException as exc:   # noqa: BLE001 - the test reports whatever a writer hit
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in (b"a", b"b", b"c")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:1]
+    assert target.read_bytes() in (b"a" * 64, b"b" * 64, b"c" * 64)
+    assert [p.name for p in target.parent.iterdir()] == ["tablet"]   # no temporary file left behind

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,9 @@ class FsError(Exception):
 def atomic_write(path: Path, data: bytes, fsync: bool = True) -> None:
     """Write `data` to `path` so readers see either the old file or the new one, never a mix."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    # one temporary name per writer: two threads writing the same file (a tablet copy and its tombstone)
+    # must not rename each other's temporary file away (FileNotFoundError in the second replace)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
