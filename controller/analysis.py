@@ -227,7 +227,8 @@ def _log_lines(logs: Any) -> list[str]:
     out = [f"  logs: {bad} unexpected and {ok} expected matching lines in {logs.get('files')} files"]
     first = (logs.get("unexpected_matches") or [None])[0]
     if isinstance(first, dict):
-        out.append(f"  first: {first.get('node')} {first.get('file')}:{first.get('line')}: {str(first.get('text'))[:160]}")
+        out.append(f"  first: {first.get('node')} {first.get('file')}:{first.get('line')}: {str(first.get('text'))[:160]}"
+                   + (f" (in: {str(first['after_text'])[:160]})" if first.get("after_text") else ""))
     return out
 
 
