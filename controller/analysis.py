@@ -10,15 +10,17 @@ from __future__ import annotations
 import logging
 import traceback
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from faultline.checkers.api import Compose
 from faultline.checkers.availability import Availability
 from faultline.checkers.detection import first_anomaly, history_index_times
+from faultline.checkers.logs import LogPatternChecker, NodeLogs
 from faultline.checkers.stats import Stats
 from faultline.core import Op, TestSpec
+from faultline.dbs.api import LogPattern, LogPatterns
 from faultline.results.publish import publish
 from faultline.results.store import RunDir, open_run
 from faultline.workloads.api import Workload
@@ -26,11 +28,13 @@ from faultline.workloads.api import Workload
 log = logging.getLogger("faultline.analysis")
 
 
-def check(spec: TestSpec, workload: Workload, history: list[Op]) -> dict[str, Any]:
+def check(spec: TestSpec, workload: Workload, history: list[Op], logs: NodeLogCheck | None = None) -> dict[str, Any]:
     """The workload's checker decides the verdict; the generic ones (stats, availability) are evidence.
 
     Availability and op counts describe a run; they do not say whether the system was correct, so they
-    never turn a verdict invalid. A run in which no client op succeeded proves nothing: "unknown". An
+    never turn a verdict invalid. A run in which no client op succeeded proves nothing: "unknown". The
+    log checker (`logs`: the DB's patterns and the nodes' log lines) turns it invalid when a node logged a
+    crash, corruption or a broken invariant no fault explains; its "unknown" (no logs) changes nothing. An
     invalid run records its time to detection (checkers.detection).
     """
     opts = {"time_limit": spec.check_time_limit}
@@ -42,12 +46,53 @@ def check(spec: TestSpec, workload: Workload, history: list[Op]) -> dict[str, An
                                                 for o in history):
         results["valid"] = "unknown"
         results["note"] = "no client operation succeeded"
+    if logs is not None:
+        try:
+            log_checker = LogPatternChecker(logs.patterns, logs.files)
+        except ValueError as exc:  # the DB declared a bad pattern: say so, decide nothing
+            results["logs"] = {"valid": "unknown", "error": str(exc)}
+        else:
+            results["logs"] = Guarded(log_checker).check(plain, history, opts)
+        if results["logs"].get("valid") is False:
+            results["valid"] = False
     if results.get("valid") is False:
         # the completion of the first op that proved an anomaly, in seconds since the run began
         t, what = first_anomaly(results, history_index_times(history))
         results["time_to_detection_s"] = None if t is None else round(t, 3)
         results["first_anomaly"] = what
     return results
+
+
+class NodeLogCheck:
+    """What the log checker reads: the DB's patterns and each node's log lines (read lazily)."""
+
+    def __init__(self, patterns: list[LogPattern], files: NodeLogs) -> None:
+        self.patterns, self.files = patterns, files
+
+
+def node_log_check(db: Any, nodes_dir: Path) -> NodeLogCheck | None:
+    """The log check of a run whose nodes' files were collected into `nodes_dir` (RUN/nodes/<node>/...):
+    every `*.log` file there. None when the DB declares no patterns (dbs.api.LogPatterns)."""
+    try:
+        patterns = db.log_patterns() if isinstance(db, LogPatterns) else []
+    except Exception as exc:  # a user's DB: its patterns are missing, the run is still checked
+        log.error("the DB's log_patterns() failed: %s: %s", type(exc).__name__, exc)
+        return None
+    if not patterns:
+        return None
+    files: dict[str, dict[str, Iterator[str]]] = {}
+    if nodes_dir.is_dir():
+        for node in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
+            logs = sorted(f for f in node.rglob("*.log") if f.is_file())
+            if logs:
+                files[node.name] = {str(f.relative_to(node)): _lines(f) for f in logs}
+    return NodeLogCheck(patterns, files)
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """A log file's lines, read only when the checker gets to them (a log may be large)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        yield from f
 
 
 class Guarded:
@@ -81,7 +126,7 @@ def write_outputs(run_dir: RunDir, spec: TestSpec, history: list[Op], results: d
 
 # keys of results.json that a new check replaces; every other key (the run's `faults`, `residue`,
 # `not_healed`, `cut_short`, `_run`, ...) is the run's own record and survives a re-analysis
-REPLACED_BY_CHECK = frozenset({"valid", "skipped", "note", "reanalyzed"})
+REPLACED_BY_CHECK = frozenset({"valid", "skipped", "note", "reanalyzed", "logs"})
 
 
 def reanalyze(run_path: str | Path) -> dict[str, Any]:
@@ -101,8 +146,9 @@ def reanalyze(run_path: str | Path) -> dict[str, Any]:
     except (TypeError, KeyError) as exc:
         raise ValueError(f"{run.path}/test.json does not describe a test: {exc}") from None
     history = read_jsonl(run.history_path) if Path(run.history_path).exists() else []
-    workload = get_workload(spec.workload, spec.workload_opts, db=_db_of(spec))
-    results = check(spec, workload, history)
+    db = _db_of(spec)
+    workload = get_workload(spec.workload, spec.workload_opts, db=db)
+    results = check(spec, workload, history, node_log_check(db, run.nodes_dir))
     try:
         old = run.load_results() or {}
     except (OSError, ValueError):
@@ -156,6 +202,7 @@ def describe(results: Mapping[str, Any], run_dir: Path | str | None = None) -> l
         rec = av.get("max_recovery_s")
         lines.append(f"  availability: {100 * av['ok_fraction']:.1f}% of ops ok, longest outage "
                      f"{av.get('longest_outage_s')} s" + ("" if rec is None else f", slowest recovery {rec} s"))
+    lines += _log_lines(results.get("logs"))
     for key, label in (("cut_short", "cut short"), ("skipped", "checking"), ("note", "note")):
         if results.get(key):
             lines.append(f"  {label}: {results[key]}")
@@ -168,6 +215,21 @@ def describe(results: Mapping[str, Any], run_dir: Path | str | None = None) -> l
     if run_dir is not None:
         lines.append(f"  report: {Path(run_dir) / 'report.html'}")
     return lines
+
+
+def _log_lines(logs: Any) -> list[str]:
+    """The log checker's finding in a line or two (nothing when it did not run)."""
+    if not isinstance(logs, dict):
+        return []
+    if logs.get("valid") == "unknown":
+        return [f"  logs: unknown ({logs.get('error') or logs.get('note') or 'no verdict'})"]
+    bad, ok = logs.get("unexpected_match_count", 0), logs.get("expected_match_count", 0)
+    out = [f"  logs: {bad} unexpected and {ok} expected matching lines in {logs.get('files')} files"]
+    first = (logs.get("unexpected_matches") or [None])[0]
+    if isinstance(first, dict):
+        out.append(f"  first: {first.get('node')} {first.get('file')}:{first.get('line')}: {str(first.get('text'))[:160]}"
+                   + (f" (in: {str(first['after_text'])[:160]})" if first.get("after_text") else ""))
+    return out
 
 
 def _db_of(spec: Any) -> Any:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from faultline import gen
-from faultline.controller.analysis import check, write_outputs
+from faultline.controller.analysis import NodeLogCheck, check, node_log_check, write_outputs
 from faultline.controller.interpreter import STOP_SIGNALS, CutShort, Interpreter, Interrupts, Worker
 from faultline.controller.recorder import Recorder
 from faultline.core import Op, Run, TestSpec
@@ -211,7 +211,8 @@ def run_test(
         if cluster_up and run_dir is not None and not interrupts.abort:
             _collect_logs(backend, run_dir)
         _phase(progress, "checking")
-        results = _check_unless_aborted(spec, workload, recorder.ops, interrupts)
+        logs = node_log_check(test.db, run_dir.nodes_dir) if run_dir is not None else None
+        results = _check_unless_aborted(spec, workload, recorder.ops, interrupts, logs)
         if interrupts.stop and (cut_short is None or cut_short.startswith("interrupted")):
             cut_short = interrupts.why()  # with the count of signals, not only the first
         if not_healed:
@@ -290,14 +291,15 @@ def _step(what: str, fn: Callable[[], Any], interrupts: Interrupts, skipped: lis
         skipped.append(what)
 
 
-def _check_unless_aborted(spec: TestSpec, workload: Workload, ops: list[Op], interrupts: Interrupts) -> dict[str, Any]:
+def _check_unless_aborted(spec: TestSpec, workload: Workload, ops: list[Op], interrupts: Interrupts,
+                          logs: NodeLogCheck | None = None) -> dict[str, Any]:
     """The checkers' verdict; after a second stop signal none is computed (`faultline analyze` can), and a
     third one during the check stops it."""
     if interrupts.abort:
         return {"valid": "unknown", "skipped": f"{interrupts.why()}: checking skipped; run `faultline analyze`"}
     interrupts.interruptible = True
     try:
-        return check(spec, workload, ops)
+        return check(spec, workload, ops, logs)
     except KeyboardInterrupt:
         return {"valid": "unknown", "skipped": f"{interrupts.why()}: checking stopped; run `faultline analyze`"}
     finally:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from faultline.cluster.base import ClusterSpec
@@ -123,6 +124,32 @@ class LogFiles(Protocol):
         ...
 
 
+# The faults that damage a node's files on purpose (their nemesis names; a fault "ran" when a nemesis op
+# `f` equal to the name, or to start-<name>, did not fail). A DB's own message that it found such damage is
+# expected under them: the DB did its job.
+FILE_CORRUPTION_FAULTS = frozenset({"file-corrupt", "file-truncate", "file-bitflip"})
+
+
+@dataclass(frozen=True)
+class LogPattern:
+    """A line in a node's log that means a crash, corrupted data or a broken invariant.
+
+    `regex` is searched (Python `re`) in each line; `expected_under` names the faults under which the line
+    is the DB detecting what the fault did (a checksum error after its file was corrupted), not a bug."""
+
+    name: str
+    regex: str
+    meaning: str
+    expected_under: frozenset[str] = frozenset()
+
+
+@runtime_checkable
+class LogPatterns(Protocol):
+    """A DB that says which lines in its nodes' logs are bad news (checkers/logs.py reads them)."""
+
+    def log_patterns(self) -> list[LogPattern]: ...
+
+
 @runtime_checkable
 class Bugs(Protocol):
     """A DB with bugs that a test can turn on (`--inject-bug`), to prove the checkers catch them."""
@@ -133,4 +160,5 @@ class Bugs(Protocol):
 
 def capability_names(db: object) -> list[str]:
     """The optional capabilities `db` implements, by protocol name (for messages and docs)."""
-    return [p.__name__ for p in (Kill, Pause, Primaries, Leaders, LogFiles, Bugs) if isinstance(db, p)]
+    return [p.__name__ for p in (Kill, Pause, Primaries, Leaders, LogFiles, LogPatterns, Bugs)
+            if isinstance(db, p)]

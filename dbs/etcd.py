@@ -17,6 +17,7 @@ from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
+from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import Indeterminate, ProcessDB, common_notes, supported_nemeses
 
 ROLE = "etcd"
@@ -116,6 +117,22 @@ def _decode(raw: bytes) -> Any:
         return text
 
 
+# etcd 3.4 logs through capnslog by default (`--logger=capnslog`; zap's JSON lines with --logger=zap, the
+# default from 3.5): "<date> <time> <level letter> | <package>: <message>", CRITICAL being "C", which its
+# Panic and Fatal calls write before they panic or exit. Go's runtime writes "panic: " and "fatal error: "
+# at the start of a line on stderr. etcd's WAL and snapshot readers fail with "wal: crc mismatch" and
+# "snap: crc mismatch" (ErrCRCMismatch) on a record whose checksum does not match.
+LOG_PATTERNS = [
+    LogPattern("go-panic", r"^panic: ", "the Go runtime: an unrecovered panic"),
+    LogPattern("go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"),
+    LogPattern("capnslog-critical", r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ C \| ",
+               "a CRITICAL line (etcd's panic or fatal log call)"),
+    LogPattern("zap-panic-or-fatal", r'"level":"(?:dpanic|panic|fatal)"', "a zap panic or fatal line"),
+    LogPattern("crc-mismatch", r"\b(?:wal|snap): crc mismatch", "etcd found a WAL or snapshot record with a bad checksum",
+               expected_under=FILE_CORRUPTION_FAULTS),
+]
+
+
 class EtcdDB(ProcessDB):
     """etcd 3.4 from Debian, `members` (db option, default 3) members named e1.., one per container."""
 
@@ -125,6 +142,9 @@ class EtcdDB(ProcessDB):
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("etcd-server",)
     options = {"members": "how many members: 1, 3, 5 or 7 (default 3)"}
+
+    def log_patterns(self) -> list[LogPattern]:
+        return list(LOG_PATTERNS)
 
     def validate(self, opts: Mapping[str, Any]) -> None:
         members = _members(opts)

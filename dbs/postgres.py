@@ -15,6 +15,7 @@ from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Op, Run
+from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
 
 ROLE = "postgres"
@@ -181,6 +182,19 @@ class PostgresTxnClient:
         raise ValueError(f"{self.kind}: unknown micro-op {f!r}")
 
 
+# The server logs to stderr as "<time> <zone> [<pid>] <LEVEL>:  <message>" (PostgreSQL 15's default
+# log_line_prefix '%m [%p] '). PANIC stops every session and the postmaster; a backend that dies of a
+# signal is reported by the postmaster as "... (PID n) was terminated by signal N: <name>"; a page whose
+# header or checksum is damaged is "invalid page in block N of relation PATH" (ERRCODE_DATA_CORRUPTED).
+LOG_PATTERNS = [
+    LogPattern("panic", r"\bPANIC:\s", "PostgreSQL panicked (a PANIC stops the whole server)"),
+    LogPattern("backend-crash", r"was terminated by signal \d+: (?:Segmentation fault|Aborted|Bus error|"
+               r"Illegal instruction|Floating point exception)", "a server process crashed"),
+    LogPattern("invalid-page", r"invalid page in block \d+ of relation", "PostgreSQL read a damaged data page",
+               expected_under=FILE_CORRUPTION_FAULTS),
+]
+
+
 class PostgresDB(ProcessDB):
     """One PostgreSQL 15 server, p1."""
 
@@ -194,6 +208,9 @@ class PostgresDB(ProcessDB):
         "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
         "partition-bridge", "partition-primary")}}
     packages = ("postgresql-15",)
+
+    def log_patterns(self) -> list[LogPattern]:
+        return list(LOG_PATTERNS)
 
     def validate(self, opts: Mapping[str, Any]) -> None:
         level = opts.get("isolation", "serializable")

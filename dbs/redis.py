@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from faultline.cluster.base import ClusterSpec, NodeBackend, RoleSpec
 from faultline.core import Run, ops
+from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import ProcessDB, common_notes, supported_nemeses
 
 REDIS, SENTINEL = "redis", "sentinel"
@@ -63,6 +64,24 @@ def _write_conf(text: str, conf: str) -> list[str]:
     return ["sh", "-c", script, "sh", "{dir}", text, conf, role, "{name}"]
 
 
+# Redis logs "<pid>:<role> <day> <month> <year> <time> <mark> <message>". A crash (a signal, a failed
+# assertion, serverPanic) writes "=== REDIS BUG REPORT START: Cut & paste starting from here ===", an
+# assertion "=== ASSERTION FAILED ===", serverPanic "Guru Meditation: ...". Loading a damaged append-only
+# file fails with "Bad file format reading the append only file ..." (or "Unexpected end of file reading
+# the append only file" when it is truncated and aof-load-truncated is off), a damaged RDB file with
+# "Wrong RDB checksum ..." or "Short read or OOM loading DB. Unrecoverable error, aborting now." (aof.c,
+# rdb.c, debug.c in Redis 7).
+LOG_PATTERNS = [
+    LogPattern("bug-report", r"=== REDIS BUG REPORT START", "Redis crashed and wrote its bug report"),
+    LogPattern("assertion", r"=== ASSERTION FAILED ===", "a Redis assertion failed"),
+    LogPattern("panic", r"Guru Meditation: ", "Redis panicked (serverPanic)"),
+    LogPattern("bad-aof", r"Bad file format reading the append only file|Unexpected end of file reading the "
+               r"append only file", "Redis found its append-only file damaged", expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern("bad-rdb", r"Wrong RDB checksum|Short read or OOM loading DB", "Redis found its RDB file damaged",
+               expected_under=FILE_CORRUPTION_FAULTS),
+]
+
+
 class RedisSentinelDB(ProcessDB):
     """One primary, two replicas and three sentinels, each in a container of its own."""
 
@@ -71,6 +90,9 @@ class RedisSentinelDB(ProcessDB):
     nemeses = supported_nemeses(clock=False)
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("redis-server", "redis-sentinel")
+
+    def log_patterns(self) -> list[LogPattern]:
+        return list(LOG_PATTERNS)
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)

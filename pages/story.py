@@ -71,7 +71,7 @@ def story(name: str, result: Mapping[str, Any], history: list[Op]) -> Story:
     """The story of one checker's failing (or unknown) result."""
     h = _History(history)
     for test, tell in (("failure", _linearizability), ("acknowledged_creates", _catalog), ("lost_count", _set),
-                       ("wrong_total_count", _bank), ("anomaly_types", _elle)):
+                       ("wrong_total_count", _bank), ("anomaly_types", _elle), ("unexpected_matches", _logs)):
         part = find_part(result, test)
         if part is not None:
             return tell(name, part, h)
@@ -285,6 +285,31 @@ def _cycle_svg(case: Mapping[str, Any] | None) -> str:
         return draw([f"T{i + 1}" for i in range(len(ops))], ops, case["steps"], str(case.get("type", "")))
     except (KeyError, TypeError, ValueError, IndexError):
         return ""  # a result from another version: the words and the table still tell it
+
+
+def _logs(name: str, res: Mapping[str, Any], h: _History) -> Story:
+    """The log checker: lines in the nodes' logs that mean a crash, corruption or a broken invariant."""
+    if res.get("valid") is not False:
+        return Story(f"{name}: {res.get('error') or res.get('note') or 'no verdict'}.")
+    bad = [m for m in res.get("unexpected_matches") or [] if isinstance(m, Mapping)]
+    n = res.get("unexpected_match_count", len(bad))
+    s = Story(f"{name}: {n} line(s) in the nodes' logs mean a crash, corrupted data or a broken invariant, "
+              "and no fault that ran explains them.")
+    for m in bad[:EXAMPLES]:
+        when = m.get("time") or (f"after {m['after']}" if m.get("after") else "no time")
+        s.lines.append(f"{m.get('node')} {m.get('file')} line {m.get('line')} ({when}): {m.get('meaning')}: "
+                       f"{m.get('text')}" + (f" (in: {m['after_text']})" if m.get("after_text") else ""))
+    cols = ["node", "file", "line", "time", "patterns", "text"]
+    rows = [[m.get("node"), m.get("file"), m.get("line"), m.get("time") or m.get("after") or "",
+             ", ".join(map(str, m.get("patterns") or [])), m.get("text")] for m in bad]
+    s.tables.append(("every unexpected line listed", cols, rows))
+    ok = [m for m in res.get("expected_matches") or [] if isinstance(m, Mapping)]
+    if ok:
+        s.tables.append(("lines expected under the faults that ran", [*cols, "expected under"],
+                         [[m.get("node"), m.get("file"), m.get("line"), m.get("time") or m.get("after") or "",
+                           ", ".join(map(str, m.get("patterns") or [])), m.get("text"),
+                           ", ".join(map(str, m.get("expected_under") or []))] for m in ok]))
+    return s
 
 
 def _generic(name: str, res: Mapping[str, Any]) -> Story:

@@ -11,6 +11,7 @@ from typing import Any
 from faultline.cluster.api import Hosts
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
+from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import ProcessDB
 from faultline.dbs.store.layout import DAEMONS, DATA, MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, tool_argv
 from faultline.dbs.store.tools import leader_master, master_leader, run_tablets, tablet_leaders
@@ -24,6 +25,21 @@ def _node_argv(role: str, opts: Mapping[str, Any]) -> list[str]:
     for bug in opts.get("bugs") or []:
         argv += ["--inject-bug", str(bug)]
     return argv
+
+
+# The daemons log "<date> <time>,<ms> <role> <LEVEL> <logger>: <message>" (node/__main__.py). Python
+# writes "Traceback (most recent call last):" for an exception nobody caught, and `log.exception` for one
+# a daemon caught but did not expect; the Raft core raises ConsensusInvariantError when driven into a
+# state Raft forbids; a replica whose core or storage failed logs that it stops; a daemon whose metadata
+# or WAL is damaged refuses to start (node/server/process.py).
+LOG_PATTERNS = [
+    LogPattern("traceback", r"^Traceback \(most recent call last\):", "a Python exception in a store daemon"),
+    LogPattern("consensus-invariant", r"ConsensusInvariantError", "the Raft core broke one of Raft's invariants"),
+    LogPattern("replica-stopped", r"(?:consensus core failed|handling a ready batch failed); stopping this replica",
+               "a replica stopped after its consensus core or its storage failed"),
+    LogPattern("corrupt-metadata", r"refusing to start: corrupt or foreign metadata",
+               "a daemon found its metadata or WAL damaged", expected_under=FILE_CORRUPTION_FAULTS),
+]
 
 
 class StoreDB(ProcessDB):
@@ -40,6 +56,9 @@ class StoreDB(ProcessDB):
     python_packages = ("grpcio", "protobuf")
     target_roles: Mapping[str, str] = {"masters": MASTER, "tservers": TSERVER}
     bugs: Mapping[str, str] = BUGS
+
+    def log_patterns(self) -> list[LogPattern]:
+        return list(LOG_PATTERNS)
 
     # ------------------------------------------------------------------ the cluster
     def validate(self, opts: Mapping[str, Any]) -> None:
