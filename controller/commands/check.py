@@ -89,9 +89,11 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     # inferred from the history.
     models = args.consistency_models.split(",") if args.consistency_models else None
     if (args.checker or "").startswith("elle-") or os.path.isdir(path):
-        return _run_elle(path, files.load(path, args.format), args.checker, models, args.cycle_search_timeout,
-                         args.html)
-    loaded = hist.load(path, args.format)
+        with hist.frozen_reads():
+            src = files.load(path, args.format)
+        return _run_elle(path, src, args.checker, models, args.cycle_search_timeout, args.html)
+    with hist.frozen_reads():
+        loaded = hist.load(path, args.format)
     try:
         choice = _choose(path, loaded, args)
     except inference.CannotInfer as exc:
