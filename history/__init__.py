@@ -206,7 +206,7 @@ def _parse_jsonl(src: _ByteLines, col: _Collector, tolerate_truncated_tail: bool
                 if type(t) is str and type(f) is str and type(op.get("process")) is int and "value" in op \
                         and type(op.get("index")) is int and t in types:
                     op["type"], op["f"] = types[t], intern(f)
-                    ops.append(op)
+                    ops.append(cast(Op, op))   # checked above: an op of the history format
                     continue
             ops.append(norm(op, path, n, len(ops), True))
     _jsonl_end(src, col, tolerate_truncated_tail)
