@@ -7,7 +7,6 @@ history (our `test.json`, else a Jepsen `test.edn`) is what `checkers.inference`
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any
 
 from faultline import history
 from faultline.core import Op
-from faultline.history import edn
+from faultline.history import edn, jsoncodec
 
 
 @dataclass
@@ -79,7 +78,7 @@ def test_map(history_path: str | Path) -> dict[str, Any] | None:
     try:
         js = folder / "test.json"
         if js.is_file():
-            data = json.loads(js.read_text(encoding="utf-8"))
+            data = jsoncodec.loads(js.read_bytes())
             return data if isinstance(data, dict) else None
         te = folder / "test.edn"
         if te.is_file():

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from faultline.core import Op
+from faultline.history import jsoncodec
 
 SCHEMA_VERSION = "1"
 PROBLEMS_KEY = "faultline.jsonl.problems"
@@ -61,21 +62,35 @@ class JsonlRead:
 
 def read_jsonl(path: Path | str, *, tolerate_truncated_tail: bool = True, strict: bool = False) -> JsonlRead:
     """Reads a history.jsonl. A truncated or malformed line is dropped with a warning (a crashed run
-    leaves a torn last line); `strict` raises instead."""
+    leaves a torn last line); `strict` raises instead. Lines end as in a text reader (\\r\\n and a lone
+    \\r end one too), and text that is not UTF-8 reads with replacement characters."""
     ops: list[Op] = []
     out = JsonlRead(ops)
-    loads = json.loads
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        lines = fh.readlines()
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    lines = data.split(b"\n")
+    if not lines[-1]:
+        lines.pop()  # the file ends with a newline
     last = len(lines) - 1
-    for n, line in enumerate(lines):
+    decode, fast_errors = jsoncodec.decode_fast, jsoncodec.FAST_ERRORS
+    for n, raw in enumerate(lines):
+        try:
+            op = decode(raw)
+            if type(op) is dict:
+                ops.append(cast(Op, op))   # a line of our history format
+                continue
+        except fast_errors:
+            pass
+        line = raw.decode("utf-8", "replace") + ("\n" if n < last or data.endswith(b"\n") else "")
         if not line.strip():
             continue
         try:
-            op = loads(line)
+            op = json.loads(line)
             if not isinstance(op, dict):
                 raise ValueError("not a JSON object")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             tail = n == last
             msg = f"{path}:{n + 1}: {'truncated last line' if tail else 'malformed line'} ({exc})"
             if strict or (tail and not tolerate_truncated_tail):
@@ -180,7 +195,7 @@ def read_problems(parquet_path: Path | str) -> list[str]:
     """The JSONL problems recorded when this Parquet file was written (empty if none)."""
     meta = pq.read_schema(parquet_path).metadata or {}
     raw = meta.get(PROBLEMS_KEY.encode())
-    return json.loads(raw) if raw else []
+    return jsoncodec.loads(raw) if raw else []
 
 
 def read_history_frame(parquet_path: Path | str, columns: list[str] | None = None) -> Any:
@@ -212,7 +227,7 @@ def _exact_columns(df: Any) -> Any:
 
 
 def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[Op]:
-    loads = json.loads
+    loads = jsoncodec.loads
     pos = {n: i for i, n in enumerate(names)}
     i_index, i_time, i_type, i_f, i_extra = (pos[n] for n in ("index", "time", "type", "f", "extra_json"))
     variants = [(n, pos[f"{n}_json"]) for n in VARIANT_FIELDS]

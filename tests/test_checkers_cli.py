@@ -95,3 +95,58 @@ def test_stability_window_flag(tmp_path: Path, capsys) -> None:  # type: ignore[
             run_cli([str(p), f"--stability-window={bad}"], capsys)
         err = capsys.readouterr().err
         assert exc.value.code == 254 and len(err.strip().splitlines()) == 1 and "--stability-window" in err, bad
+
+
+@pytest.mark.parametrize("depth", [150, 1030, 5000])
+@pytest.mark.parametrize("name", ["deep.jsonl", "deep.txt"])
+def test_a_first_line_nested_deep_is_refused_with_the_format_detected(tmp_path: Path, capsys, depth: int,  # type: ignore[no-untyped-def]
+                                                                    name: str) -> None:
+    """Format detection parses the first line: 5,000 levels once crashed it (RecursionError, exit 255).
+    1,030 is past orjson's limit of 1,024 and below Python's recursion limit."""
+    p = tmp_path / name
+    p.write_text('{"type": "invoke", "process": 0, "f": "write", "value": ' + "[" * depth + "]" * depth + "}\n")
+    rc, lines, err = run_cli([str(p)], capsys)
+    assert rc == 254 and not lines and err.strip() == \
+        f"faultline check: error: {p}:1: a value nested deeper than 100 levels", err
+
+
+def test_an_unknown_edn_tag_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    p = tmp_path / "h.edn"
+    p.write_text("[{:process 0, :type :invoke, :f :write, :value 1}\n"
+                 " {:process 0, :type :ok, :f :write, :value #foo/bar 1}]\n")
+    rc, lines, err = run_cli([str(p)], capsys)
+    assert rc == 254 and not lines and len(err.strip().splitlines()) == 1
+    assert f"{p}:2: malformed EDN: unknown EDN tag #foo/bar" in err
+    p.write_text("[#jepsen.history.Op{:process 0, :type :invoke, :f :write, :value 1, :time #inst \"2026-11-26\"}\n"
+                 " #jepsen.history.Op{:process 0, :type :ok, :f :write, :value 1}]\n")
+    rc, lines, _ = run_cli([str(p), "--model", "register"], capsys)
+    assert rc == 0 and lines[0]["valid"] is True
+
+
+def _nul_padded_run(tmp_path: Path) -> Path:
+    """A stored run whose history.jsonl ends as a crash in the middle of a write leaves it: a cut line, then
+    NUL bytes up to the size the file system had already given the file."""
+    from faultline.results.synth import synth_store
+
+    (run,) = synth_store(tmp_path / "store", runs=1, ops=100, anomaly_rate=0.0, jobs=1)
+    hist = run / "history.jsonl"
+    data = hist.read_bytes()
+    hist.write_bytes(data[:-30] + b"\0" * 4096)
+    return run
+
+
+def test_check_and_analyze_take_a_nul_padded_history_as_a_cut_one(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Both once refused the run: binary data (NUL bytes), exit 254."""
+    run = _nul_padded_run(tmp_path)
+    lines_in_file = (run / "history.jsonl").read_bytes().count(b"\n")
+    rc, lines, err = run_cli([str(run / "history.jsonl")], capsys)
+    assert rc == 0 and lines[0]["valid"] is True, err
+    assert len(lines[0]["warnings"]) == 1
+    assert f":{lines_in_file + 1}: ignoring a truncated last line and the 4096 NUL bytes" in lines[0]["warnings"][0]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rc = main(["analyze", "--json", str(run)])
+    out, err = capsys.readouterr()
+    assert rc == 0 and json.loads(out)["valid"] is True, err

@@ -125,3 +125,122 @@ def test_detection(tmp_path: Path) -> None:
     assert history.detect_format("INFO  jepsen.util - 0\t:invoke\t:read\tnil") == "porcupine-etcd"
     with pytest.raises(ValueError, match="unknown history format"):
         load(tmp_path / "a.edn", "xml")
+
+
+# ---------------------------------------------------------------- the fast codecs read as the stdlib did
+
+
+def test_jsonl_values_beyond_strict_json_read_and_write_back(tmp_path: Path) -> None:
+    """msgspec refuses NaN and the infinities and prints them as null; json reads and writes them, and so
+    do the history files. Integers beyond 64 bits stay exact (orjson would turn them into floats)."""
+    import math
+
+    ops = [{"index": 0, "type": "invoke", "process": 0, "f": "write", "value": [math.nan, math.inf, -math.inf]},
+           {"index": 1, "type": "ok", "process": 0, "f": "write", "value": 2**70, "error": {True: None}}]
+    p = write_jsonl(ops, tmp_path / "h.jsonl")
+    text = p.read_text()
+    assert "NaN" in text and "Infinity" in text and str(2**70) in text and '"true":null' in text
+    back = read_jsonl(p)
+    assert math.isnan(back[0]["value"][0]) and back[0]["value"][1:] == [math.inf, -math.inf]
+    assert back[1]["value"] == 2**70 and back[1]["error"] == {"true": None}
+    with JsonlWriter(tmp_path / "w.jsonl") as w:
+        for op in ops:
+            w.write(op)
+    assert (tmp_path / "w.jsonl").read_text() == text
+
+
+def test_jsonl_lines_end_as_the_text_readers_ended_them(tmp_path: Path) -> None:
+    """\\r\\n and a lone \\r end a line (universal newlines), a blank line is skipped, and the line number
+    of an error counts them so."""
+    p = tmp_path / "h.jsonl"
+    lines = [json.dumps(op) for op in OPS[:3]]
+    p.write_bytes((lines[0] + "\r\n" + lines[1] + "\r" + "  \n" + lines[2] + "\r").encode())
+    assert read_jsonl(p) == OPS[:3]
+    p.write_bytes((lines[0] + "\r" + lines[1] + "\r\n{oops}\r\n").encode())
+    with pytest.raises(HistoryFormatError, match=r"h\.jsonl:3: not valid JSON"):
+        read_jsonl(p)
+
+
+# ---------------------------------------------------------------- a crash leaves NUL bytes at the end
+
+
+def _nul_padded(tmp_path: Path, tail: bytes) -> Path:
+    p = tmp_path / "history.jsonl"
+    p.write_bytes("".join(json.dumps(op) + "\n" for op in OPS[:3]).encode() + tail)
+    return p
+
+
+@pytest.mark.parametrize(("tail", "kept"), [(b"\0" * 5000, 3), (b'{"index": 3, "ty' + b"\0" * 300, 3),
+                                            (json.dumps(OPS[3]).encode() + b"\0" * 7, 4)])
+def test_a_nul_padded_end_is_dropped_like_a_cut_last_line(tmp_path: Path, tail: bytes, kept: int) -> None:
+    """A crash in the middle of a write can leave the file longer than what was written, the rest NUL
+    bytes: after valid lines they are dropped with one warning, with a cut line before them (a whole op
+    whose newline was lost is kept)."""
+    p = _nul_padded(tmp_path, tail)
+    with pytest.warns(UserWarning, match=r"history\.jsonl:4: ignoring .*NUL bytes that end the file") as caught:
+        ops = read_jsonl(p)
+    assert ops == OPS[:kept] and len(caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert load(p, strict=False).format == "jsonl"
+    with pytest.raises(HistoryFormatError, match=r"history\.jsonl:4: binary data \(NUL bytes\)"):
+        read_jsonl(p, tolerate_truncated_tail=False)
+
+
+def test_nul_bytes_anywhere_else_are_still_refused(tmp_path: Path) -> None:
+    p = _nul_padded(tmp_path, b"\0\0" + json.dumps(OPS[3]).encode() + b"\n")
+    with pytest.raises(HistoryFormatError, match=r"history\.jsonl:4: binary data \(NUL bytes\)"):
+        read_jsonl(p)
+    p.write_bytes(b"\0" * 10_000)  # nothing valid before them: not a history at all
+    with pytest.raises(HistoryFormatError, match=r"history\.jsonl:1: binary data \(NUL bytes\)"):
+        load(p)
+    p.write_bytes(b"garbage\0\0")
+    with pytest.raises(HistoryFormatError, match=r"history\.jsonl:1: not valid JSON"):
+        read_jsonl(p)
+
+
+# ---------------------------------------------------------------- EDN tags
+
+
+def test_edn_tags_jepsen_histories_use_are_read() -> None:
+    text = ('#jepsen.history.Op{:index 0, :type :invoke, :process 0, :f :read, :value nil}\n'
+            '#knossos.op.Op{:type :ok, :f :read, :value #{1 2}, :time #inst "2026-11-26T00:00:00.000-00:00",'
+            ' :id #uuid "f81d4fae-7dec-11d0-a765-00a0c91e6bf6", :error #error {:cause "boom"},'
+            ' :obj #object [java.lang.Object 0x1 "x"]}')
+    a, b = edn.loads_all(text)
+    assert a == {"index": 0, "type": "invoke", "process": 0, "f": "read", "value": None}
+    assert b["value"] == [1, 2] and b["time"] == "2026-11-26T00:00:00.000-00:00"
+    assert b["id"] == "f81d4fae-7dec-11d0-a765-00a0c91e6bf6" and b["error"] == {"cause": "boom"}
+    assert b["obj"] == ["java.lang.Object", "0x1", "x"]
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("[1\n #foo/bar 1]", "line 2: unknown EDN tag #foo/bar"),
+    ("#foo 1", "line 1: unknown EDN tag #foo"),
+    ('#inst 5', "#inst must be followed by a string"),
+    ("#jepsen.history.Op [1]", "#jepsen.history.Op must be followed by a map"),
+    ('#"regex"', "unknown EDN dispatch '#'"),
+    ("#:ns{:a 1}", "unknown EDN dispatch '#:ns'"),
+    ("[#inst]", "#inst must be followed by a string"),
+    ("#inst", "#inst with no value after it"),
+])
+def test_an_unknown_edn_tag_is_an_error_naming_it(text: str, needle: str) -> None:
+    """A tag we cannot know the meaning of was once dropped without a word, its value kept."""
+    with pytest.raises(edn.EdnError, match=needle):
+        edn.loads_all(text)
+
+
+def test_an_unknown_tag_in_a_history_names_its_line(tmp_path: Path) -> None:
+    p = tmp_path / "h.edn"
+    p.write_text("[{:process 0, :type :invoke, :f :write, :value 1}\n"
+                 " {:process 0, :type :ok, :f :write, :value #foo/bar 1}]\n")
+    with pytest.raises(HistoryFormatError) as exc:
+        load(p)
+    assert str(exc.value).startswith(f"{p}:2: malformed EDN: unknown EDN tag #foo/bar")
+
+
+def test_edn_strings_over_several_lines_keep_their_line_numbers() -> None:
+    vals = list(edn.iter_values(['[{:a "one\n', 'two" :b 1}\n', ' {:a 2 ; c "\n', ' :b "x"}]\n'], spread=True))
+    assert vals == [(2, {"a": "one\ntwo", "b": 1}), (4, {"a": 2, "b": "x"})]
+    with pytest.raises(edn.EdnError, match="line 2: unterminated string"):
+        edn.loads_all('[1\n "abc\n def')

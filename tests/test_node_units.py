@@ -343,7 +343,7 @@ def test_atomic_write_from_two_threads_at_once_never_loses_its_temporary_file(tm
         try:
             for _ in range(300):
                 atomic_write(target, tag * 64, fsync=False)
-        except BaseException as exc:   # noqa: BLE001 - the test reports whatever a writer hit
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(t,)) for t in (b"a", b"b", b"c")]

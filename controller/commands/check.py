@@ -97,11 +97,13 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     # inferred from the history.
     models = args.consistency_models.split(",") if args.consistency_models else None
     if (args.checker or "").startswith("elle-") or os.path.isdir(path):
-        src = files.load(path, args.format, strict=False)
+        with hist.frozen_reads():
+            src = files.load(path, args.format, strict=False)
         if not _completions_alone(src.ops):
             hist.check_pairs(src.ops, src.lines, src.path or path)
         return _run_elle(path, src, args.checker, models, args.cycle_search_timeout, args.html)
-    loaded = hist.load(path, args.format, strict=False)
+    with hist.frozen_reads():
+        loaded = hist.load(path, args.format, strict=False)
     unpaired = _completions_alone(loaded.ops) and not args.model and detect_kind(loaded.ops) is not None
     if not unpaired:
         hist.check_pairs(loaded.ops, loaded.lines, path)
