@@ -73,6 +73,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 # ---- the split ----------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_shard_specs_parse_and_bad_ones_are_one_line_254(tmp_path: Path) -> None:
     assert cp.parse_shard("2/3") == cp.Shard(2, 3) and cp.parse_shard(" 1 / 1 ") == cp.Shard(1, 1)
     for bad, needle in (("0/2", "I must be from 1 to 2"), ("3/2", "I must be from 1 to 2"), ("x", "wants I/N"),
@@ -122,6 +123,7 @@ def test_shards_split_the_runs_the_same_way_whatever_the_order_or_host(tmp_path:
     assert "2 runs (shard 2/3 of 6)" in first.stdout and "campaign.shard-2-of-3.json" in first.stdout
 
 
+@pytest.mark.integration
 def test_random_seeds_are_drawn_once_and_shared_through_a_seed_file(tmp_path: Path) -> None:
     path = write(tmp_path)
     out = cli("campaign", str(path), "--dry-run", "--shard", "1/2", "--seeds", "random:4")
@@ -304,6 +306,7 @@ def verdicts(card: dict[str, Any]) -> list[tuple[Any, ...]]:
                    g["detection_rate"]) for g in card["groups"])
 
 
+@pytest.mark.integration
 def test_cli_shards_on_the_fake_cluster_into_two_stores_and_into_one(tmp_path: Path) -> None:
     path = write(tmp_path, CAMPAIGN.replace("seeds = [1, 2, 3]", "seeds = [1, 2]"))
     base = [sys.executable, "-m", "faultline", "campaign", str(path), "--quiet"]

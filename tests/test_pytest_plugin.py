@@ -27,6 +27,7 @@ def test_chaos_tests_are_deselected_without_the_flag(pytester: pytest.Pytester) 
     result.assert_outcomes(deselected=2)
 
 
+@pytest.mark.integration
 def test_chaos_runs_pass_and_fail_with_a_useful_message(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_chaos=CHAOS_TESTS)
     store = pytester.path / "store"

@@ -110,6 +110,7 @@ def test_liveness_failure_is_reported():
     assert not r.ok and r.kind == "liveness"
 
 
+@pytest.mark.integration
 def test_two_thousand_seeds_pass(capsys):
     """The issue's bar: `faultline sim --seeds 2000` passes on the correct core, in CI, every time."""
     assert main(["sim", "--seeds", "2000", "--quiet"]) == 0
