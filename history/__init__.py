@@ -9,7 +9,8 @@ initial value the format implies.
 
 A leaf package: it imports nothing else of Faultline but core's `Op`, the type of what it reads, so the
 recorder, the checkers' callers, the pages and the results all read and write histories the same way. `edn`
-is the EDN codec; `files` reads a Jepsen store directory and the test map beside a history.
+is the EDN codec; `jsoncodec` the JSON one (msgspec, with json's meaning); `files` reads a Jepsen store
+directory and the test map beside a history.
 """
 
 from __future__ import annotations
