@@ -47,12 +47,14 @@ print(f"{time.perf_counter() - t:.4f} {time.process_time() - c:.4f} {len(h.ops)}
 """
 
 WRITE = r"""
-import sys, time, warnings
+import gc, sys, time, warnings
 from pathlib import Path
 from faultline import history
 warnings.simplefilter("ignore")
 kind, src, dest = sys.argv[1:4]
 ops = history.load(src, "auto").ops
+gc.collect()
+gc.freeze()  # the ops to write are not the writer's garbage to walk (in a run, they come one at a time)
 t, c = time.perf_counter(), time.process_time()
 if kind == "jsonl":
     history.write_jsonl(ops, dest)

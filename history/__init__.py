@@ -9,7 +9,8 @@ initial value the format implies.
 
 A leaf package: it imports nothing else of Faultline but core's `Op`, the type of what it reads, so the
 recorder, the checkers' callers, the pages and the results all read and write histories the same way. `edn`
-is the EDN codec; `files` reads a Jepsen store directory and the test map beside a history.
+is the EDN codec; `jsoncodec` the JSON one (msgspec, with json's meaning); `files` reads a Jepsen store
+directory and the test map beside a history.
 """
 
 from __future__ import annotations
@@ -257,12 +258,16 @@ _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8's continuation bytes: the rest
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a history is parsed: the parsed ops hold no cycles, and each
-    collection would walk every op made so far (most of the time reading took, before)."""
+    collection would walk every op made so far (most of the time reading took, before). At the end the new
+    objects go straight to the oldest generation (`gc.freeze()` then `gc.unfreeze()`: no walk), else the
+    next young collection would walk them all, and the next middle one again."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
+        gc.unfreeze()
         if was:
             gc.enable()
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -103,55 +104,78 @@ def read_jsonl(path: Path | str, *, tolerate_truncated_tail: bool = True, strict
     return out
 
 
+_encode = msgspec.json.Encoder().encode
+_ABSENT = object()
+
+
 def _json_text(v: Any) -> str:
+    """The text `_dumps` gives `v` (a string's through msgspec, which writes the same text faster)."""
     t = type(v)
     if t is int:
         return str(v)
+    if t is str:
+        try:
+            return _encode(v).decode()
+        except UnicodeEncodeError:  # a lone surrogate: json escapes it
+            return _dumps(v)
     if v is None:
         return "null"
     return _dumps(v)
 
 
-def _variant(values: list[Any], present: list[bool]) -> list[str | None]:
-    return [(str(v) if type(v) is int else _json_text(v)) if p else None for v, p in zip(values, present, strict=True)]
+def _core_columns(ops: list[Mapping[str, Any]]) -> tuple[dict[str, list[Any]], list[dict[str, Any] | None]]:
+    """index, time, type and f, and each op's fields outside the schema (or of an unusual type) for
+    extra_json, in one pass over the ops."""
+    index: list[int] = []
+    typed: dict[str, list[Any]] = {"time": [], "type": [], "f": []}
+    checks = [(typed[name].append, name, typ) for name, typ in CORE_FIELDS.items() if name != "index"]
+    extras: list[dict[str, Any] | None] = []
+    known = KNOWN
+    for pos, op in enumerate(ops):
+        ex = None if op.keys() <= known else {k: op[k] for k in op.keys() - known}
+        i = op.get("index", _ABSENT)
+        if type(i) is int:
+            index.append(i)
+        else:
+            index.append(pos)
+            ex = ex or {}
+            if i is not _ABSENT:
+                ex["index"] = i
+        for append, name, typ in checks:
+            v = op.get(name, _ABSENT)
+            if type(v) is typ:
+                append(v)
+            else:
+                append(None)
+                if v is not _ABSENT:
+                    ex = ex or {}
+                    ex[name] = v
+        if i is _ABSENT:
+            ex = ex or {}
+            ex["__no_index__"] = True
+        extras.append(ex)
+    return {"index": index, **typed}, extras
 
 
 def ops_to_table(ops: Iterable[Mapping[str, Any]]) -> pa.Table:
     """Arrow table in SCHEMA for a list of op dicts (column by column: this runs over millions of ops)."""
     ops = ops if isinstance(ops, list) else list(ops)
-    cols: dict[str, list[Any]] = {}
-    extras: list[dict[str, Any] | None] = [None] * len(ops)
-    known = KNOWN
-    for pos, op in enumerate(ops):
-        odd = op.keys() - known
-        ex = {k: op[k] for k in odd} if odd else None
-        for name, typ in CORE_FIELDS.items():
-            if name in op and type(op[name]) is not typ:
-                ex = ex or {}
-                ex[name] = op[name]
-        if "index" not in op:
-            ex = ex or {}
-            ex["__no_index__"] = True
-        extras[pos] = ex
-    idx = [op.get("index") for op in ops]
-    cols["index"] = [i if type(i) is int else pos for pos, i in enumerate(idx)]
-    for name, typ in CORE_FIELDS.items():
-        if name != "index":
-            cols[name] = [v if type(v) is typ else None for v in (op.get(name) for op in ops)]
+    cols, extras = _core_columns(ops)
+    text = _json_text
     for name in VARIANT_FIELDS:
-        present = [name in op for op in ops]
-        values = [op.get(name) for op in ops]
-        cols[f"{name}_json"] = _variant(values, present)
+        values = [op.get(name, _ABSENT) for op in ops]
+        cols[f"{name}_json"] = [None if v is _ABSENT else text(v) for v in values]
         if name == "process":
             cols["process"] = [v if type(v) is int else None for v in values]
             cols["is_nemesis"] = [v == "nemesis" for v in values]
         elif name == "key":
-            cols["key"] = [v if type(v) is str else (str(v) if type(v) is int else (None if v is None else _dumps(v)))
+            cols["key"] = [v if type(v) is str else (str(v) if type(v) is int else
+                                                     (None if v is None or v is _ABSENT else _dumps(v)))
                            for v in values]
         elif name == "value":
             cols["value_int"] = [v if type(v) is int else None for v in values]
         else:
-            cols[name] = [v if type(v) is str else (None if v is None else _dumps(v)) for v in values]
+            cols[name] = [v if type(v) is str else (None if v is None or v is _ABSENT else _dumps(v)) for v in values]
     cols["extra_json"] = [None if e is None else _dumps(e) for e in extras]
     return pa.Table.from_pydict({n: cols[n] for n in SCHEMA.names}, schema=SCHEMA)
 

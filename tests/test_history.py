@@ -7,6 +7,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from faultline import history
 from faultline.history import HistoryFormatError, JsonlWriter, edn, load, read_jsonl, to_edn, write_jsonl
@@ -244,3 +246,23 @@ def test_edn_strings_over_several_lines_keep_their_line_numbers() -> None:
     assert vals == [(2, {"a": "one\ntwo", "b": 1}), (4, {"a": 2, "b": "x"})]
     with pytest.raises(edn.EdnError, match="line 2: unterminated string"):
         edn.loads_all('[1\n "abc\n def')
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.text(max_size=4) | st.integers() | st.booleans() | st.none(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON)
+def test_the_fast_codec_means_what_json_means(v: object) -> None:
+    """msgspec where it can, json where it differs: every value reads and writes as with json alone."""
+    from faultline.history import jsoncodec
+
+    text = json.dumps(v, separators=(",", ":"))
+    want = repr(json.loads(text))
+    assert repr(jsoncodec.loads(text.encode())) == repr(jsoncodec.loads(text)) == want
+    assert repr(json.loads(jsoncodec.dumps(v))) == want
