@@ -23,7 +23,7 @@ import sys
 import warnings
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -256,36 +256,30 @@ _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8's continuation bytes: the rest
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def _gc_paused(keep_frozen: bool = False) -> Iterator[None]:
     """The cyclic garbage collector off while a history is parsed: the parsed ops hold no cycles, and each
     collection would walk every op made so far (most of the time reading took, before). At the end the new
     objects go straight to the oldest generation (`gc.freeze()` then `gc.unfreeze()`: no walk), else the
-    next young collection would walk them all, and the next middle one again."""
+    next young collection would walk them all, and the next middle one again. With `keep_frozen` they
+    stay frozen (`frozen_reads`)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         gc.freeze()
-        gc.unfreeze()
+        if not keep_frozen:
+            gc.unfreeze()
         if was:
             gc.enable()
 
 
-@contextmanager
-def frozen_reads() -> Iterator[None]:
+def frozen_reads() -> AbstractContextManager[None]:
     """Around the reads of a process that keeps what it reads to its end (`faultline check`): no collection
     while reading, then `gc.freeze()`, so that no later collection walks the ops again (a full one walks
     every op: seconds for a million). Not for a process that reads and drops histories for long: frozen
     objects are still freed by reference counting, but a cycle among them would never be."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was:
-            gc.enable()
+    return _gc_paused(keep_frozen=True)
 
 
 def _os_error(path: str | os.PathLike[str], exc: OSError) -> HistoryFormatError:
