@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from faultline.checkers.ops import pairs
 from faultline.core import Op
 
 LINE_CHARS = 300      # a matched line is kept up to this many characters
@@ -69,25 +70,10 @@ def line_time(line: str) -> str | None:
     return None
 
 
-def faults_that_ran(history: Sequence[Op]) -> set[str]:
+def faults_that_ran(history: list[Op]) -> set[str]:
     """The fault names the nemesis ops show ran: each op's `f` and, for start-X, X. An op that failed did
     nothing; an invocation with no completion may have."""
-    ran: set[str] = set()
-    pending: str | None = None
-    for op in history:
-        if op.get("process") != "nemesis" or not isinstance(op.get("f"), str):
-            continue
-        if op.get("type") == "invoke":
-            if pending is not None:
-                ran.add(pending)
-            pending = op["f"]
-        elif op.get("type") != "fail":
-            ran.add(op["f"])
-            pending = None
-        else:
-            pending = None
-    if pending is not None:
-        ran.add(pending)
+    ran = {p.f for p in pairs(history, nemesis=True) if isinstance(p.f, str) and p.type != "fail"}
     return ran | {f.removeprefix("start-") for f in ran}
 
 

@@ -11,6 +11,7 @@ import logging
 import traceback
 import warnings
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +64,12 @@ def check(spec: TestSpec, workload: Workload, history: list[Op], logs: NodeLogCh
     return results
 
 
+@dataclass(frozen=True)
 class NodeLogCheck:
     """What the log checker reads: the DB's patterns and each node's log lines (read lazily)."""
 
-    def __init__(self, patterns: list[LogPattern], files: NodeLogs) -> None:
-        self.patterns, self.files = patterns, files
+    patterns: list[LogPattern]
+    files: NodeLogs
 
 
 def node_log_check(db: Any, nodes_dir: Path) -> NodeLogCheck | None:
