@@ -344,9 +344,16 @@ class MasterReplaceNemesis:
     def _replace(self, test: Run, op: Op, steps: list[str]) -> Op:
         names = self._names(test)
         holders = {name: dns_holder(test, name) for name in names}
-        wait_until(lambda: master_leader(test) is not None, self.wait_s, 0.5, "a leader master")
+        found: dict[str, str | None] = {"leader": None}
+
+        def led() -> bool:
+            # a cluster still electing its first leader is waited for (bounded), as master-leader-return does
+            found["leader"] = master_leader(test)
+            return found["leader"] is not None
+
+        wait_until(led, self.wait_s, 0.5, "a leader master")
         roles = master_roles(test)
-        leader = master_leader(test)
+        leader = found["leader"]
         assert self.rng is not None
         name = self.rng.choice(names)
         victim = holders[name]
