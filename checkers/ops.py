@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultline.core import Op
+from faultline.core.inputs import is_non_negative_number
 
 HEAL_PREFIXES = ("stop", "heal", "resume", "recover", "restore", "end")
 
@@ -168,9 +169,7 @@ def _watched_s(completion: Op | None) -> float:
     v = completion.get("value") if completion is not None else None
     w = v.get("watched_s") if isinstance(v, Mapping) else None
     timed = completion is not None and isinstance(completion.get("time"), int | float)
-    if not timed or not isinstance(w, int | float) or isinstance(w, bool) or not 0 <= w < 1e6:
-        return 0.0
-    return float(w)
+    return float(w) if timed and w is not None and is_non_negative_number(w) and w < 1e6 else 0.0
 
 
 def did_nothing(completion: Op | None) -> bool:
