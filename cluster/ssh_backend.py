@@ -205,6 +205,10 @@ class _AcceptNew:
                 f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
+def _timed_out(node: str, argv: Sequence[str], timeout: float) -> RemoteTimeout:
+    return RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
+
+
 class SSHRemote:
     """One paramiko connection per node, opened lazily, reopened when it drops."""
 
@@ -306,7 +310,7 @@ class SSHRemote:
                     self._wait(node, chan, argv, timeout, deadline)
             # after EOF the channel's pipe stays readable: wait on the status event, not on select
             if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
-                raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
+                raise _timed_out(node, argv, timeout)
             return chan.recv_exit_status(), bytes(out), bytes(err)
         finally:
             chan.close()
@@ -315,14 +319,14 @@ class SSHRemote:
     def _wait(node: str, chan, argv: Sequence[str], timeout: float, deadline: float) -> None:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
+            raise _timed_out(node, argv, timeout)
         select.select([chan], [], [], min(left, 0.2))
 
     def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
         # `timeout` on the host too: the command dies with our deadline instead of lingering
         rc, out, err = self.exec_bytes(node, ["timeout", "-k", "2", f"{max(timeout, 0.1):.1f}", *argv], timeout + 5)
         if rc == 124:
-            raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s")
+            raise _timed_out(node, argv, timeout)
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
     def put(self, node: str, path: str, data: bytes) -> None:
