@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultline.checkers.models import freeze, thaw
+from faultline.checkers.ops import is_nemesis
 from faultline.core import Op
 
 NS = 1_000_000_000
@@ -106,7 +107,7 @@ def _brief(op: Op) -> dict[str, Any]:
 
 
 def _client(history: list[Op], fs: tuple[str, str]) -> Iterable[tuple[int, Op]]:
-    return ((pos, op) for pos, op in enumerate(history) if op.get("process") != "nemesis" and op.get("f") in fs)
+    return ((pos, op) for pos, op in enumerate(history) if not is_nemesis(op) and op.get("f") in fs)
 
 
 class SetChecker:
