@@ -124,6 +124,21 @@ class LogFiles(Protocol):
         ...
 
 
+@runtime_checkable
+class DataFiles(Protocol):
+    """A DB whose nodes keep their durable state in files, which the disk faults reach (`lose-unfsynced`
+    holds writes below `data_dirs` until fsync and can drop them; `file-corrupt` damages `data_files`).
+
+    Plain data by cluster role, written as role templates like a process's argv (`{dir}` is the node's
+    directory), so the cluster layer can mount the disk layer before any process starts."""
+
+    # role -> the directories holding that role's durable state (each gets its own disk layer)
+    data_dirs: Mapping[str, tuple[str, ...]]
+    # role -> glob patterns (inside data_dirs) of the files a file-corrupt fault may damage, most telling
+    # first (the write-ahead log before the data files)
+    data_files: Mapping[str, tuple[str, ...]]
+
+
 # The faults that damage a node's files on purpose (their nemesis names; a fault "ran" when a nemesis op
 # `f` equal to the name, or to start-<name>, did not fail). A DB's own message that it found such damage is
 # expected under them: the DB did its job.
@@ -160,5 +175,5 @@ class Bugs(Protocol):
 
 def capability_names(db: object) -> list[str]:
     """The optional capabilities `db` implements, by protocol name (for messages and docs)."""
-    return [p.__name__ for p in (Kill, Pause, Primaries, Leaders, LogFiles, LogPatterns, Bugs)
+    return [p.__name__ for p in (Kill, Pause, Primaries, Leaders, LogFiles, DataFiles, LogPatterns, Bugs)
             if isinstance(db, p)]

@@ -142,6 +142,8 @@ class EtcdDB(ProcessDB):
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("etcd-server",)
     options = {"members": "how many members: 1, 3, 5 or 7 (default 3)"}
+    data_dirs = {ROLE: ("{dir}/data",)}
+    data_files = {ROLE: ("{dir}/data/member/wal/*.wal", "{dir}/data/member/snap/db")}
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)

@@ -208,6 +208,8 @@ class PostgresDB(ProcessDB):
         "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
         "partition-bridge", "partition-primary")}}
     packages = ("postgresql-15",)
+    data_dirs = {ROLE: ("{dir}/pgdata",)}
+    data_files = {ROLE: ("{dir}/pgdata/pg_wal/0000*", "{dir}/pgdata/base/*/[0-9]*")}
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)

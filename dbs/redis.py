@@ -90,6 +90,8 @@ class RedisSentinelDB(ProcessDB):
     nemeses = supported_nemeses(clock=False)
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("redis-server", "redis-sentinel")
+    data_dirs = {REDIS: ("{dir}/data",)}
+    data_files = {REDIS: ("{dir}/data/appendonlydir/*.aof", "{dir}/data/dump.rdb")}
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)

@@ -56,6 +56,10 @@ class StoreDB(ProcessDB):
     python_packages = ("grpcio", "protobuf")
     target_roles: Mapping[str, str] = {"masters": MASTER, "tservers": TSERVER}
     bugs: Mapping[str, str] = BUGS
+    data_dirs: Mapping[str, tuple[str, ...]] = {MASTER: (DATA,), TSERVER: (DATA,)}
+    data_files: Mapping[str, tuple[str, ...]] = {
+        MASTER: (f"{DATA}/wals/*/wal-*.seg", f"{DATA}/cmeta/*"),
+        TSERVER: (f"{DATA}/wals/*/wal-*.seg", f"{DATA}/cmeta/*", f"{DATA}/tablet-meta/*")}
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)
