@@ -224,12 +224,20 @@ def run_test(
         if cluster_up:
             # what the faults left behind after healing (rules, paused nodes, clock offsets): must be empty
             results["residue"] = _residue(backend)
-        if run_dir is not None:
-            _phase(progress, "writing")
-            write_outputs(run_dir, spec, recorder.ops, results)
+        teardown = None
         if cluster_up and not spec.leave_cluster_running and not spec.reuse_cluster:
-            _phase(progress, "teardown")
-            _guard("cluster down", backend.down)
+            # the cluster is no longer needed: it goes down while the plots and pages are drawn (mostly
+            # Docker's time against mostly ours, so the two overlap on two cores)
+            teardown = threading.Thread(target=_guard, args=("cluster down", backend.down), name="teardown")
+            teardown.start()
+        try:
+            if run_dir is not None:
+                _phase(progress, "writing")
+                write_outputs(run_dir, spec, recorder.ops, results)
+        finally:
+            if teardown is not None:
+                _phase(progress, "teardown")
+                teardown.join()
     finally:
         if progress is not None:
             progress.stop()

@@ -35,14 +35,26 @@ def _quantile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[i]
 
 
+def _figure() -> tuple[Any, Any]:
+    """One 10x4-inch figure with fixed margins. Built without pyplot (whose import and global state cost
+    about 1.5 s per run) and without tight_layout (about 0.5 s per plot): the labels here are short and
+    the same in every plot, so fixed margins fit them."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4), dpi=90)
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.13, top=0.91)
+    return fig, fig.add_subplot()
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """Renders `fig` to PNG (a Figure made without pyplot draws with the headless Agg canvas)."""
+    fig.savefig(path)
+    return path
+
+
 def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] | None = None,
                 bucket_s: float | None = None) -> list[Path]:
     """Draws the three plots into `out_dir` (created if needed); returns the paths written."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     timed = has_times(history)
@@ -56,7 +68,7 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     written: list[Path] = []
 
     # latency-raw: one point per completed op, by f and outcome
-    fig, ax = plt.subplots(figsize=(10, 4), dpi=90)
+    fig, ax = _figure()
     groups: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     for p in ps:
         lat = op_time(p.done) - op_time(p.invoke)
@@ -75,13 +87,10 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("latency (ms)" if timed else "latency (ops)")
     ax.set_title(title or "latency")
-    fig.tight_layout()
-    written.append(out / "latency-raw.png")
-    fig.savefig(written[-1])
-    plt.close(fig)
+    written.append(_save(fig, out / "latency-raw.png"))
 
     # latency-quantiles: per bucket, 0.5 / 0.95 / 0.99 / max of ok latencies
-    fig, ax = plt.subplots(figsize=(10, 4), dpi=90)
+    fig, ax = _figure()
     buckets: dict[int, list[float]] = defaultdict(list)
     for p in ps:
         if p.type == "ok":
@@ -98,13 +107,10 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("ok latency (ms)" if timed else "ok latency (ops)")
     ax.set_title((title + ": " if title else "") + "latency quantiles")
-    fig.tight_layout()
-    written.append(out / "latency-quantiles.png")
-    fig.savefig(written[-1])
-    plt.close(fig)
+    written.append(_save(fig, out / "latency-quantiles.png"))
 
     # rate: completions per second by outcome
-    fig, ax = plt.subplots(figsize=(10, 4), dpi=90)
+    fig, ax = _figure()
     counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for p in ps:
         counts[p.type][int((op_time(p.done) - t0) // bucket)] += 1
@@ -119,8 +125,5 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("ops / s" if timed else "ops / op")
     ax.set_title((title + ": " if title else "") + "throughput")
-    fig.tight_layout()
-    written.append(out / "rate.png")
-    fig.savefig(written[-1])
-    plt.close(fig)
+    written.append(_save(fig, out / "rate.png"))
     return written
