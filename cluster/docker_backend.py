@@ -197,13 +197,24 @@ class DockerBackend(NodeBackend):
         return self.info[name]
 
     def _create_network(self) -> None:
-        self.subnet = _free_subnet(self.client)
+        """A bridge network on a free /24. Two clusters coming up at once may both pick the same free
+        subnet; Docker refuses the second ("overlaps"), which then takes the next one."""
+        import docker.errors
         import docker.types
 
-        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
-            subnet=str(self.subnet), gateway=str(self.subnet.network_address + 1))])
-        self.client.networks.create(self.network, driver="bridge", ipam=ipam, check_duplicate=True,
-                                    labels={f"{LABEL}.managed": "1", f"{LABEL}.cluster": self.spec.name})
+        taken: list[ipaddress.IPv4Network] = []
+        while True:
+            self.subnet = _free_subnet(self.client, taken)
+            ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+                subnet=str(self.subnet), gateway=str(self.subnet.network_address + 1))])
+            try:
+                self.client.networks.create(self.network, driver="bridge", ipam=ipam, check_duplicate=True,
+                                            labels={f"{LABEL}.managed": "1", f"{LABEL}.cluster": self.spec.name})
+                return
+            except docker.errors.APIError as exc:
+                if "overlap" not in str(exc).lower() or len(taken) >= 16:
+                    raise
+                taken.append(self.subnet)
 
     def _alloc_ip(self) -> str:
         """A fresh address, never one a destroyed node had: a replacement reachable at its predecessor's
@@ -340,11 +351,12 @@ class DockerBackend(NodeBackend):
         return out
 
 
-def _free_subnet(client) -> ipaddress.IPv4Network:
-    """A /24 in 10.210.0.0/16 that no Docker network and no host route uses (checked, not assumed)."""
+def _free_subnet(client, taken: Sequence[ipaddress.IPv4Network] = ()) -> ipaddress.IPv4Network:
+    """A /24 in 10.210.0.0/16 that no Docker network, no host route and nothing in `taken` uses (checked,
+    not assumed)."""
     import subprocess
 
-    used: list[ipaddress.IPv4Network] = []
+    used: list[ipaddress.IPv4Network] = list(taken)
     for net in client.api.networks():
         for cfg in (net.get("IPAM") or {}).get("Config") or []:
             with contextlib.suppress(Exception):

@@ -354,3 +354,33 @@ def test_an_unknown_kind_names_the_valid_ones(registered: list[str]) -> None:
 def test_ssh_needs_a_hosts_file() -> None:
     with pytest.raises(ClusterError, match="needs --hosts FILE"):
         backends.make_backend("ssh", _SPEC)
+
+
+def test_a_cluster_network_racing_another_for_a_subnet_takes_the_next() -> None:
+    """Two clusters coming up at once pick the same free /24; Docker refuses the second with an overlap
+    error, and that one moves to the next free subnet instead of failing the run."""
+    import docker.errors
+
+    from faultline.cluster.docker_backend import DockerBackend
+
+    class Networks:
+        def __init__(self) -> None:
+            self.created: list[str] = []
+
+        def create(self, name: str, ipam: Any, **kw: Any) -> None:
+            self.created.append(ipam["Config"][0]["Subnet"])
+            if len(self.created) == 1:  # another cluster took the first free subnet a moment ago
+                raise docker.errors.APIError("Pool overlaps with other one on this address space")
+
+    class Api:
+        def networks(self) -> list[dict[str, Any]]:
+            return []
+
+    class Client:
+        api = Api()
+        networks = Networks()
+
+    b = DockerBackend(ClusterSpec.from_mapping({"name": "race", "roles": [{"role": "a", "count": 1, "prefix": "a"}]}), client=Client(), image="x")
+    b._create_network()
+    first, second = Client.networks.created
+    assert str(b.subnet) == second and second != first
