@@ -34,7 +34,7 @@ stubs: $(VENV)/.installed
 	@$(PY) -c "from faultline.node.protos._compile import compile_protos; compile_protos()"
 
 image: install
-	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image; fi
+	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image --every-db; fi
 
 # Two passes, every test once: what needs no Docker, Spark, root or Chromium spread over the cores
 # (pytest-xdist), then the rest one at a time (their clusters and timings must not share the cores).

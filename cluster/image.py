@@ -100,6 +100,35 @@ def image_tag(packages: Sequence[str] = (), python_packages: Sequence[str] = ())
     return f"{IMAGE_REPO}:{digest}"
 
 
+def _recipe_hash() -> str:
+    """The inputs of an image other than its packages: two images with the same recipe hash differ only
+    in what is installed, so one whose packages include another's can stand in for it."""
+    recipe = {"suite": SUITE, "recipe": RECIPE_VERSION, "excludes": DPKG_EXCLUDES}
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _content_labels(packages: Sequence[str], python_packages: Sequence[str]) -> dict[str, str]:
+    return {f"{IMAGE_LABEL}.recipe": _recipe_hash(),
+            f"{IMAGE_LABEL}.packages": ",".join(image_packages(packages)),
+            f"{IMAGE_LABEL}.py": ",".join(py_dep_pins(python_packages))}
+
+
+def covering_image(packages: Sequence[str] = (), python_packages: Sequence[str] = ()) -> str | None:
+    """A local node image of the same recipe that has every package asked for (Debian's and the pinned
+    wheels), whatever else it has: `make image` builds one for every DB at once, and each DB's runs use
+    it instead of building an image of their own (a minute each on two cores)."""
+    want_deb, want_py = set(image_packages(packages)), set(py_dep_pins(python_packages))
+    found = []
+    for img in _docker().images.list(name=IMAGE_REPO, filters={"label": f"{IMAGE_LABEL}.recipe={_recipe_hash()}"}):
+        labels = img.labels or {}
+        deb = set(filter(None, labels.get(f"{IMAGE_LABEL}.packages", "").split(",")))
+        py = set(filter(None, labels.get(f"{IMAGE_LABEL}.py", "").split(",")))
+        tags = [t for t in img.tags if t.startswith(f"{IMAGE_REPO}:")]
+        if tags and want_deb <= deb and want_py <= py:
+            found.append((len(deb) + len(py), tags[0]))
+    return min(found)[1] if found else None
+
+
 # ---------------------------------------------------------------- apt sources of this machine
 
 def _one_line_sources(text: str) -> list[tuple[str, str, list[str]]]:
@@ -211,8 +240,8 @@ def image_exists(tag: str) -> bool:
 
 def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (), rebuild: bool = False,
                 log: Callable[[str], None] = lambda s: None) -> BuildReport:
-    """Build the node image for a DB's packages unless an image with the same input hash exists (or
-    `rebuild`)."""
+    """Build the node image for a DB's packages unless an image with the same input hash exists, or one
+    of the same recipe with all of those packages and more (covering_image), or `rebuild`."""
     t0 = time.monotonic()
     tag = image_tag(packages, python_packages)
     pins = py_dep_pins(python_packages)
@@ -224,6 +253,9 @@ def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (
         raise ImageBuildError(f"step 'connect to docker' failed: {exc}") from exc
     if not rebuild and image_exists(tag):
         return BuildReport(tag, False, time.monotonic() - t0)
+    covering = None if rebuild else covering_image(packages, python_packages)
+    if covering is not None:
+        return BuildReport(covering, False, time.monotonic() - t0)
     if shutil.which("mmdebstrap") is None:
         raise ImageBuildError("step 'find mmdebstrap' failed: mmdebstrap is not installed "
                               "(run scripts/system-deps.sh)")
@@ -262,6 +294,7 @@ def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (
             "ENV PYTHONDONTWRITEBYTECODE=1",
             "ENV PYTHONPATH=/opt/faultline",
             f"LABEL {IMAGE_LABEL}={version}",
+            *(f"LABEL {k}={v}" for k, v in _content_labels(packages, python_packages).items()),
             'CMD ["sleep", "infinity"]',
         ]
         log("  docker import ...")

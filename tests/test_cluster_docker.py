@@ -279,3 +279,21 @@ def test_residue_reports_what_faults_leave(cluster) -> None:
         cluster.resume("t5")
         cluster.set_clock_offset("m2", 0)
     assert cluster.residue() == []
+
+
+def test_every_db_runs_on_the_one_image_make_image_builds(capsys: pytest.CaptureFixture[str]) -> None:
+    """`make image` (`faultline cluster image --every-db`) builds one image with every DB's packages;
+    each DB's runs then find it and build nothing of their own (a minute per DB on two cores)."""
+    from faultline.cluster.image import build_image, covering_image
+    from faultline.controller.cli import main
+    from faultline.dbs import loadable
+
+    assert main(["cluster", "image", "--every-db"]) == 0
+    union = capsys.readouterr().out.split()[0]
+    for db in loadable():
+        spec = db.cluster_spec("image", {})
+        assert covering_image(spec.packages, spec.python_packages) is not None, db.name
+        assert build_image(spec.packages, spec.python_packages).built is False, db.name
+    assert covering_image(["redis-server"]) is not None  # a user's DB whose packages are among them
+    assert covering_image(["no-such-package-in-any-db"]) is None
+    assert union.startswith("faultline-node:")

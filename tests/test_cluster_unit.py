@@ -384,3 +384,9 @@ def test_a_cluster_network_racing_another_for_a_subnet_takes_the_next() -> None:
     b._create_network()
     first, second = Client.networks.created
     assert str(b.subnet) == second and second != first
+
+
+def test_image_for_every_db_and_for_one_db_at_once_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["cluster", "image", "--every-db", "--db", "etcd"]) == 254
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--every-db" in err

@@ -144,7 +144,8 @@ def interrupt(case: Case, tmp: Path, clean_with_all: bool) -> list[str]:
         if case.phase.startswith("fault:"):
             f = case.phase.removeprefix("fault:")
             watch = NemesisWatch(store)
-            reached = wait_for(lambda: watch.in_flight(f), 90) or wait_for(lambda: run.saw_phase("heal"), 60)
+            # a fault applied between two looks is missed; the heal right after it is the next best moment
+            reached = wait_for(lambda: watch.in_flight(f) or run.saw_phase("heal"), 150)
         else:
             reached = wait_for(lambda: run.saw_phase(case.phase), 120)
         if not reached or run.proc.poll() is not None:

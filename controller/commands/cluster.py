@@ -69,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     im = sub.add_parser("image", help="build the node image unless it is cached")
     im.add_argument("--db", default=None, metavar="NAME", help="whose packages go in (default store)")
+    im.add_argument("--every-db", action="store_true",
+                    help="one image with every registered DB's packages, which each DB's runs then use "
+                         "instead of building their own (what `make image` builds)")
     im.add_argument("--rebuild", action="store_true", help="build even if an image with the same inputs exists")
 
 
@@ -121,9 +124,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.action == "image":
         from faultline.cluster.image import ImageBuildError, build_image
 
-        spec = _db(args).cluster_spec("image", {})
+        packages, python_packages = _image_packages(args)
         try:
-            rep = build_image(spec.packages, spec.python_packages, args.rebuild, log=_err)
+            rep = build_image(packages, python_packages, args.rebuild, log=_err)
         except ImageBuildError as exc:
             raise UsageError(f"image build: {exc}") from exc
         print(f"{rep.tag} built in {rep.seconds:.1f} s" if rep.built else f"{rep.tag} is up to date")
@@ -202,6 +205,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     else:
         _print_status(backend, desc, leader)
     return 0
+
+
+def _image_packages(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The Debian and Python packages of the image asked for: one DB's, or (`--every-db`) all of theirs."""
+    from faultline.controller.errors import UsageError
+    from faultline.dbs import loadable
+
+    if args.every_db and args.db:
+        raise UsageError("--every-db and --db name different images: give one of them")
+    specs = ([db.cluster_spec("image", {}) for db in loadable()] if args.every_db
+             else [_db(args).cluster_spec("image", {})])
+    return ([p for s in specs for p in s.packages], [p for s in specs for p in s.python_packages])
 
 
 def _db(args: argparse.Namespace):
