@@ -138,7 +138,7 @@ class EtcdDB(ProcessDB):
 
     name = "etcd"
     workloads = frozenset({"register", "set"})
-    nemeses = supported_nemeses(clock=False)
+    nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS   # the data files are declared below
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("etcd-server",)
     options = {"members": "how many members: 1, 3, 5 or 7 (default 3)"}
