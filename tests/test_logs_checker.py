@@ -51,6 +51,8 @@ SAMPLES: dict[str, dict[str, str]] = {
         "replica-stopped": "2024-05-01 10:00:00,123 tserver ERROR faultline.node.replica: abc: consensus core "
                            "failed; stopping this replica",
         "corrupt-metadata": "tserver: refusing to start: corrupt or foreign metadata: cmeta bad header",
+        "damaged-entry": "2026-11-26 04:08:34,203 master ERROR faultline.tablet: damaged log entry 5 (term 1, "
+                         "1271 bytes) is not a valid write; skipping it",
     },
 }
 # everyday lines no pattern may catch

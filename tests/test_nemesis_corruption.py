@@ -296,3 +296,17 @@ def test_a_tablet_handed_a_damaged_entry_says_so(caplog: pytest.LogCaptureFixtur
     import re
 
     assert re.search(pat.regex, caplog.records[0].getMessage())
+
+
+def test_etcds_own_detection_of_a_flipped_bit_is_expected_under_the_fault() -> None:
+    """The line etcd 3.4.23 wrote when its WAL had bits flipped while it was stopped (measured)."""
+    from faultline.checkers.logs import LogPatternChecker
+    from faultline.dbs.etcd import LOG_PATTERNS
+
+    line = "2026-11-26 04:20:34.693188 C | etcdmain: walpb: crc mismatch"
+    checker = LogPatternChecker(LOG_PATTERNS, {"e2": {"faultline/logs/etcd.log": [line]}})
+    ran = [{"type": "invoke", "f": "file-bitflip", "process": "nemesis", "time": 1},
+           {"type": "ok", "f": "file-bitflip", "process": "nemesis", "time": 2}]
+    got = checker.check({}, ran, {})
+    assert got["valid"] is True and got["expected_matches"][0]["expected_under"] == ["file-bitflip"]
+    assert checker.check({}, [], {})["valid"] is False   # the same line with no such fault: a finding
