@@ -20,6 +20,7 @@ from faultline.controller.errors import UsageError
 from faultline.dbs.api import FILE_CORRUPTION_FAULTS, FILE_CORRUPTION_KINDS
 from faultline.dbs.store import StoreDB
 from faultline.nemesis import filedamage
+from faultline.nemesis.base import NemesisError
 from faultline.nemesis.corruption import FileCorruptNemesis, damage_bytes, pick_file, plan
 from faultline.node.bugs import BUGS
 from faultline.node.consensus import Entry, EntryType
@@ -187,6 +188,28 @@ def test_a_db_that_refuses_to_start_stays_down_and_the_op_says_why(tmp_path: Pat
     assert [e for e in test.backend.events if e[0] == "start"] == [("start", hit["node"])]
 
 
+def test_a_node_stopped_by_an_op_that_failed_is_started_by_the_op_or_the_heal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    test = local_run(tmp_path)
+    nem = FileCorruptNemesis("file-zero").setup(test)
+    value = {"kind": "zero", "mode": "stopped", "subset": "one", "targets": "all"}
+    victim = nem._doomed(test)[0]
+    real = nem._run
+
+    def damage_fails(test: Any, node: str, req: Any) -> Any:
+        if req["op"] == "damage":
+            raise NemesisError(f"file-corrupt damage on {node} failed (exit 1): disk gone")
+        return real(test, node, req)
+
+    monkeypatch.setattr(nem, "_run", damage_fails)
+    with pytest.raises(NemesisError, match="failed"):
+        nem.invoke(test, {"f": "file-zero", "value": value})
+    assert test.backend.events == [("kill", victim), ("start", victim)] and nem.stopped == set()
+    nem.stopped.add(victim)   # as an op cut off between its kill and its start leaves it
+    nem.heal(test)
+    assert test.backend.events[-1] == ("start", victim) and nem.stopped == set()
+
+
 def test_rollback_copies_an_earlier_copy_back(tmp_path: Path) -> None:
     test = local_run(tmp_path)
     nem = FileCorruptNemesis("file-rollback").setup(test)
@@ -217,6 +240,17 @@ class NoFilesStore(StoreDB):
 
 class NoDataFilesAtAll:
     """A user's DB with no DataFiles capability: only what the refusal needs."""
+
+    name = "plain"
+    nemeses = None
+
+
+def test_a_db_without_the_capability_is_told_which_it_lacks() -> None:
+    from faultline.nemesis.registry import refusal
+
+    assert "needs the DB capability DataFiles, Kill" in (refusal(NoDataFilesAtAll(), "file-corrupt") or "")
+    assert "declares no data files" in (refusal(NoFilesStore(), "file-bitflip") or "")
+    assert refusal(StoreDB(), "file-bitflip") is None
 
 
 @pytest.mark.parametrize("nemesis", sorted(FILE_CORRUPTION_FAULTS))
