@@ -53,6 +53,7 @@ MAX_ZERO = 64
 MAX_CUT = 1024
 EXEC_TIMEOUT_S = 60.0
 SNAPSHOT_DIR = "corrupt-snapshots"
+NO_FILE = "no data file with data on this node yet"
 
 
 def plan(kind: str, data_end: int, rng: random.Random) -> dict[str, Any]:
@@ -141,21 +142,17 @@ class FileCorruptNemesis:
             for p in picks:
                 self.rng.shuffle(p)
             # the first of each role first: `one` always hits the same node of a target
-            self.doomed = [n for i in range(max(map(len, picks), default=0)) for p in picks if i < len(p)
-                           for n in p[i:i + 1]]
+            self.doomed = [p[i] for i in range(max(map(len, picks), default=0)) for p in picks if i < len(p)]
         return self.doomed
 
     def _one(self, test: Run, node: str, kind: str, mode: str) -> dict[str, Any]:
         """Damages one file on `node` (stopping the DB around it in mode `stopped`); what was done."""
         assert self.rng is not None
-        step = "restore" if kind == "rollback" and node in self.snapshots else "damage"
-        if kind == "rollback" and step == "damage":
+        if kind == "rollback" and node not in self.snapshots:
             return {"node": node, **self._snapshot(test, node)}
-        target: tuple[str, int] | None = None
-        if kind != "rollback":
-            target = pick_file(self._run(test, node, {"op": "list", "globs": self._globs(test, node)}), self.rng)
-            if target is None:
-                return {"node": node, "file": None, "note": "no data file with data on this node yet"}
+        target = None if kind == "rollback" else self._pick(test, node)
+        if kind != "rollback" and target is None:
+            return {"node": node, "file": None, "note": NO_FILE}
         if mode == "stopped":
             with self.lock:
                 self.stopped.add(node)  # before the kill: a crash in between still gets healed
@@ -175,14 +172,18 @@ class FileCorruptNemesis:
 
     def _snapshot(self, test: Run, node: str) -> dict[str, Any]:
         """The first rollback op on a node: a copy of one data file, which a later one copies back."""
-        assert self.rng is not None
-        target = pick_file(self._run(test, node, {"op": "list", "globs": self._globs(test, node)}), self.rng)
+        target = self._pick(test, node)
         if target is None:
-            return {"file": None, "note": "no data file with data on this node yet"}
+            return {"file": None, "note": NO_FILE}
         copy = str(Path(backend(test).node_dir(node)) / SNAPSHOT_DIR / Path(target[0]).name)
         res = self._run(test, node, {"op": "snapshot", "path": target[0], "to": copy})
         self.snapshots[node] = (target[0], copy)
         return {"file": target[0], "step": "snapshot", "copy": copy, "size": res["size_after"]}
+
+    def _pick(self, test: Run, node: str) -> tuple[str, int] | None:
+        """A file of the node's data files to damage (pick_file), listed on the node; None: none has data."""
+        assert self.rng is not None
+        return pick_file(self._run(test, node, {"op": "list", "globs": self._globs(test, node)}), self.rng)
 
     def _globs(self, test: Run, node: str) -> list[str]:
         """The node's data file globs (its role's, filled in for the node)."""
