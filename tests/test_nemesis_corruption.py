@@ -344,3 +344,29 @@ def test_etcds_own_detection_of_a_flipped_bit_is_expected_under_the_fault() -> N
     got = checker.check({}, ran, {})
     assert got["valid"] is True and got["expected_matches"][0]["expected_under"] == ["file-bitflip"]
     assert checker.check({}, [], {})["valid"] is False   # the same line with no such fault: a finding
+
+
+def test_a_running_replica_will_not_ship_a_damaged_wal_as_a_tablet_copy(caplog: pytest.LogCaptureFixture) -> None:
+    """A file damaged under a running tablet server (file-corrupt's `running` mode): a tablet copy that
+    reads it back gets a clean DATA_LOSS error, and the log line is the store's detection."""
+    import threading
+
+    import grpc
+
+    from faultline.dbs.store.db import LOG_PATTERNS
+    from faultline.node.server.host import HostError, ReplicaHost
+
+    def damaged(_index: int) -> list[Entry]:
+        raise WalCorruption("wal-1.seg: entry 7 at byte 900 is damaged (CRC mismatch)")
+
+    replica = SimpleNamespace(lock=threading.Lock(), tablet=SimpleNamespace(snapshot=lambda: (b"{}", 3, 1)),
+                              storage=SimpleNamespace(entries_after=damaged))
+    host = object.__new__(ReplicaHost)
+    host.get = lambda tablet_id: replica  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR, logger="faultline.node.host"), pytest.raises(HostError) as exc:
+        host.begin_copy_session("t1")
+    assert exc.value.code == grpc.StatusCode.DATA_LOSS
+    (pat,) = [p for p in LOG_PATTERNS if p.name == "damaged-wal-read"]
+    import re
+
+    assert re.search(pat.regex, caplog.records[0].getMessage()) and pat.expected_under == FILE_CORRUPTION_FAULTS
