@@ -139,10 +139,13 @@ class DataFiles(Protocol):
     data_files: Mapping[str, tuple[str, ...]]
 
 
-# The faults that damage a node's files on purpose (their nemesis names; a fault "ran" when a nemesis op
-# `f` equal to the name, or to start-<name>, did not fail). A DB's own message that it found such damage is
-# expected under them: the DB did its job.
-FILE_CORRUPTION_FAULTS = frozenset({"file-corrupt", "file-truncate", "file-bitflip"})
+# The ways nemesis/corruption.py damages a data file, after Jepsen's nemesis/file: flip random bits,
+# truncate the tail, zero a range, roll the file back to a copy taken earlier.
+FILE_CORRUPTION_KINDS = ("bitflip", "truncate", "zero", "rollback")
+# The faults that damage a node's files on purpose (their nemesis names: `file-corrupt`, any kind, and
+# `file-<kind>`, one kind; a fault "ran" when a nemesis op `f` equal to the name, or to start-<name>, did not
+# fail). A DB's own message that it found such damage is expected under them: the DB did its job.
+FILE_CORRUPTION_FAULTS = frozenset({"file-corrupt", *(f"file-{k}" for k in FILE_CORRUPTION_KINDS)})
 
 
 @dataclass(frozen=True)

@@ -120,15 +120,17 @@ def _decode(raw: bytes) -> Any:
 # etcd 3.4 logs through capnslog by default (`--logger=capnslog`; zap's JSON lines with --logger=zap, the
 # default from 3.5): "<date> <time> <level letter> | <package>: <message>", CRITICAL being "C", which its
 # Panic and Fatal calls write before they panic or exit. Go's runtime writes "panic: " and "fatal error: "
-# at the start of a line on stderr. etcd's WAL and snapshot readers fail with "wal: crc mismatch" and
-# "snap: crc mismatch" (ErrCRCMismatch) on a record whose checksum does not match.
+# at the start of a line on stderr. etcd's WAL and snapshot readers fail with "wal: crc mismatch",
+# "walpb: crc mismatch" and "snap: crc mismatch" (ErrCRCMismatch) on a record whose checksum does not
+# match; a member whose WAL had bits flipped while it was stopped logs, measured with 3.4.23,
+# "C | etcdmain: walpb: crc mismatch" and exits.
 LOG_PATTERNS = [
     LogPattern("go-panic", r"^panic: ", "the Go runtime: an unrecovered panic"),
     LogPattern("go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"),
     LogPattern("capnslog-critical", r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ C \| ",
                "a CRITICAL line (etcd's panic or fatal log call)"),
     LogPattern("zap-panic-or-fatal", r'"level":"(?:dpanic|panic|fatal)"', "a zap panic or fatal line"),
-    LogPattern("crc-mismatch", r"\b(?:wal|snap): crc mismatch", "etcd found a WAL or snapshot record with a bad checksum",
+    LogPattern("crc-mismatch", r"\b(?:wal|walpb|snap|snappb): crc mismatch", "etcd found a WAL or snapshot record with a bad checksum",
                expected_under=FILE_CORRUPTION_FAULTS),
 ]
 
@@ -138,7 +140,7 @@ class EtcdDB(ProcessDB):
 
     name = "etcd"
     workloads = frozenset({"register", "set"})
-    nemeses = supported_nemeses(clock=False)
+    nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS   # the data files are declared below
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("etcd-server",)
     options = {"members": "how many members: 1, 3, 5 or 7 (default 3)"}

@@ -203,7 +203,7 @@ class PostgresDB(ProcessDB):
     options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
     nemeses = supported_nemeses(clock=True) - {"partition", "partition-one", "partition-halves",
                                                "partition-majority", "partition-ring", "partition-bridge",
-                                               "partition-primary"}
+                                               "partition-primary"} | FILE_CORRUPTION_FAULTS
     nemesis_notes = {**common_notes(None), **{p: "a single-node DB has no peers to be cut off from" for p in (
         "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
         "partition-bridge", "partition-primary")}}

@@ -87,7 +87,7 @@ class RedisSentinelDB(ProcessDB):
 
     name = "redis-sentinel"
     workloads = frozenset({"set", "register"})
-    nemeses = supported_nemeses(clock=False)
+    nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS   # the data files are declared below
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("redis-server", "redis-sentinel")
     data_dirs = {REDIS: ("{dir}/data",)}

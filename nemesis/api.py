@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from faultline.core import Op, Run
 
@@ -47,13 +47,15 @@ class NemesisPackage:
 class Entry:
     """One nemesis: the name users type, a line for `--help`, what builds its package from the interval
     between a fault's start and stop (seconds), the DB capabilities it needs (dbs/api.py protocols: a DB
-    without one refuses it before anything starts), and the DB that offers it (None: a generic fault)."""
+    without one refuses it before anything starts), the DB that offers it (None: a generic fault), and a
+    further test of the DB (`refuse(db)`: why it cannot take the fault, None when it can)."""
 
     name: str
     help: str
     factory: Callable[[float], NemesisPackage]
     needs: tuple[type, ...] = ()
     db: str | None = None
+    refuse: Callable[[Any], str | None] | None = None
 
 
 @runtime_checkable

@@ -17,10 +17,11 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.dbs import get_db, loadable
-from faultline.dbs.api import DB, Kill, Pause, Primaries
+from faultline.dbs.api import DB, FILE_CORRUPTION_KINDS, DataFiles, Kill, Pause, Primaries
 from faultline.nemesis import faults
 from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
 from faultline.nemesis.base import PRIMARIES, ROLES, choice_op
+from faultline.nemesis.corruption import MODES, declared_files, file_corrupt_package
 from faultline.nemesis.grudge import SHAPES
 
 ALL_SUBSETS = ("one", "minority", "majority", "leaders")
@@ -84,6 +85,19 @@ def _shape_package(shape: str) -> Callable[[float], NemesisPackage]:
     return lambda i: partition_package([shape], i)
 
 
+_KIND_HELP = {
+    "bitflip": "random bits flipped",
+    "truncate": "the tail cut off",
+    "zero": "a range zeroed",
+    "rollback": "an older copy copied back",
+}
+
+
+def _file_package(kind: str) -> Callable[[float], NemesisPackage]:
+    """The factory of the package that damages files one way, the DB stopped around it (bound here)."""
+    return lambda i: file_corrupt_package(f"file-{kind}", [kind], ["stopped"], ["one"], i)
+
+
 def _entries() -> list[Entry]:
     return [
         Entry("none", "no faults", lambda i: NemesisPackage(nemesis=Noop())),
@@ -100,6 +114,11 @@ def _entries() -> list[Entry]:
         Entry("packet", "delay, reordering, loss, duplication or a rate limit on some nodes' links",
               packet_package),
         Entry("clock", "clock bumps and strobes", clock_package),
+        Entry("file-corrupt", "a data file of one node or a minority damaged (any kind), with the DB running "
+              "or stopped", lambda i: file_corrupt_package("file-corrupt", FILE_CORRUPTION_KINDS, MODES, ("one", "minority"), i),
+              needs=(DataFiles, Kill), refuse=declared_files),
+        *(Entry(f"file-{k}", f"{_KIND_HELP[k]} in a data file of one node, the DB stopped meanwhile",
+                _file_package(k), needs=(DataFiles, Kill), refuse=declared_files) for k in FILE_CORRUPTION_KINDS),
     ]
 
 
@@ -140,6 +159,9 @@ def refusal(db: Any, name: str) -> str | None:
     missing = [cap.__name__ for cap in entry.needs if not isinstance(db, cap)]
     if missing:
         return f"{name} needs the DB capability {', '.join(missing)} (dbs/api.py), which the {db.name} DB lacks"
+    why_not = entry.refuse(db) if entry.refuse is not None else None
+    if why_not:
+        return f"{name}: {why_not}"
     allowed = getattr(db, "nemeses", None)
     if name != "none" and entry.db is None and allowed is not None and name not in allowed:
         why = (getattr(db, "nemesis_notes", None) or {}).get(name)

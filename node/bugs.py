@@ -36,6 +36,8 @@ class Bug(StrEnum):
                           "leader serves reads from local state without a read-index round (KUDU-1188's class)")
     # storage (node/log)
     NO_FSYNC = ("no-fsync", "WAL and consensus metadata are never fsynced (Kudu's own default)")
+    NO_WAL_CHECKSUM = ("no-wal-checksum",
+                       "the WAL reader accepts an entry whose checksum does not match (damaged data is replayed)")
     # masters and tablet servers (node/master, node/tserver, node/client)
     COLD_TSERVER_CACHE = ("cold-tserver-cache",
                           "new leader master serves from an in-memory cache not rebuilt from the catalog (KUDU-1358)")

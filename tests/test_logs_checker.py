@@ -51,6 +51,10 @@ SAMPLES: dict[str, dict[str, str]] = {
         "replica-stopped": "2024-05-01 10:00:00,123 tserver ERROR faultline.node.replica: abc: consensus core "
                            "failed; stopping this replica",
         "corrupt-metadata": "tserver: refusing to start: corrupt or foreign metadata: cmeta bad header",
+        "damaged-wal-read": "2026-11-26 04:08:34,203 tserver ERROR faultline.node.host: tablet 5b61: refusing to be "
+                            "a tablet copy source, its WAL is damaged: wal-1.seg: entry 7 at byte 900 is damaged",
+        "damaged-entry": "2026-11-26 04:08:34,203 master ERROR faultline.tablet: damaged log entry 5 (term 1, "
+                         "1271 bytes) is not a valid write; skipping it",
     },
 }
 # everyday lines no pattern may catch

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The spellings users type (`--inject-bug`, campaign `bug_sets`): renaming one breaks campaigns.
 SPELLINGS = {"commit-prior-term", "count-nonvoter-acks", "vote-not-durable", "follower-commit-past-batch",
              "no-vote-withholding", "stale-leader-reads", "no-fsync", "cold-tserver-cache",
-             "edge-triggered-reports", "no-dns-reresolve", "copy-from-lagging-master"}
+             "edge-triggered-reports", "no-dns-reresolve", "copy-from-lagging-master", "no-wal-checksum"}
 
 
 def test_the_registry_is_the_enumeration_with_the_same_spellings() -> None:

@@ -31,7 +31,9 @@ def _node_argv(role: str, opts: Mapping[str, Any]) -> list[str]:
 # writes "Traceback (most recent call last):" for an exception nobody caught, and `log.exception` for one
 # a daemon caught but did not expect; the Raft core raises ConsensusInvariantError when driven into a
 # state Raft forbids; a replica whose core or storage failed logs that it stops; a daemon whose metadata
-# or WAL is damaged refuses to start (node/server/process.py).
+# or WAL is damaged refuses to start (node/server/process.py), and a running one refuses to serve a
+# tablet copy from a WAL it finds damaged (node/server/host.py); a tablet that is handed a log entry that
+# is no valid write (damage that got past the WAL's checksum) says so (node/tablet/state.py).
 LOG_PATTERNS = [
     LogPattern("traceback", r"^Traceback \(most recent call last\):", "a Python exception in a store daemon"),
     LogPattern("consensus-invariant", r"ConsensusInvariantError", "the Raft core broke one of Raft's invariants"),
@@ -39,6 +41,10 @@ LOG_PATTERNS = [
                "a replica stopped after its consensus core or its storage failed"),
     LogPattern("corrupt-metadata", r"refusing to start: corrupt or foreign metadata",
                "a daemon found its metadata or WAL damaged", expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern("damaged-wal-read", r"refusing to be a tablet copy source, its WAL is damaged",
+               "a running replica found its WAL damaged when reading it back", expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern("damaged-entry", r"damaged log entry \d+ .* is not a valid write",
+               "damaged data got past the WAL's checksum into a tablet (never expected: the WAL must catch it)"),
 ]
 
 

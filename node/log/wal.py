@@ -12,7 +12,9 @@ A caller that waits for its own write anyway (a replica's driver, one `Ready` at
 `write()`, which does the work on the calling thread when nothing is queued or being written: the same
 order and the same sync, without two thread hand-offs per batch.
 
-Recovery on open replays every segment and verifies every CRC. A damaged frame at the very end of the
+Recovery on open replays every segment and verifies every CRC; so does every later read (`read_from`),
+since the file may have been damaged under the running replica. With the `no-wal-checksum` bug neither
+compares an entry's CRC, and a damaged entry is handed up as if it were intact. A damaged frame at the very end of the
 last segment is a torn write: it is cut off with a log line. Damage anywhere else, damage inside the
 part recorded as fsynced, or a gap in the indexes, is WalCorruption: the replica refuses to start.
 """
@@ -80,6 +82,11 @@ def _valid_frame_after(data: bytes, start: int, index: int) -> bool:
     return False
 
 
+def _crc_ok(crc: int, blen: int, term: int, index: int, body: bytes, check: bool) -> bool:
+    """Does a frame's CRC match its fields and body? Always yes when `check` is off (no-wal-checksum)."""
+    return not check or crc == zlib.crc32(struct.pack(">IQQ", blen, term, index) + body)
+
+
 def _decode_body(term: int, index: int, body: bytes) -> Entry:
     t = _TYPES_BACK.get(body[0]) if body else None
     if t is None:
@@ -137,6 +144,7 @@ class Wal:
         self.path.mkdir(parents=True, exist_ok=True)
         self._synclog = SyncLog(self.path)
         self.sync = fsync == "always" and not BugSet(bugs).enabled(Bug.NO_FSYNC)
+        self.check_crc = not BugSet(bugs).enabled(Bug.NO_WAL_CHECKSUM)
         self.segment_size = segment_size
         self.stats = WalStats()
         self._lock = threading.Lock()
@@ -198,7 +206,7 @@ class Wal:
                         problem = "frame runs past the end of the segment"
                     else:
                         body = data[off + FRAME.size : end]
-                        if fcrc != zlib.crc32(struct.pack(">IQQ", blen, term, index) + body):
+                        if not _crc_ok(fcrc, blen, term, index, body, self.check_crc):
                             problem = "CRC mismatch"
                         elif index != seg.first_index + len(seg.offsets):
                             problem = f"index {index} out of sequence"
@@ -275,8 +283,11 @@ class Wal:
             for i, off in enumerate(offsets):
                 if first + i < index:
                     continue
-                blen, _crc, term, idx = FRAME.unpack_from(data, off)
-                out.append(_decode_body(term, idx, data[off + FRAME.size : off + FRAME.size + blen]))
+                blen, crc, term, idx = FRAME.unpack_from(data, off)
+                body = data[off + FRAME.size : off + FRAME.size + blen]
+                if idx != first + i or not _crc_ok(crc, blen, term, idx, body, self.check_crc):
+                    raise WalCorruption(f"{path}: entry {first + i} at byte {off} is damaged (CRC mismatch)")
+                out.append(_decode_body(term, idx, body))
                 if max_entries is not None and len(out) >= max_entries:
                     return out
         return out

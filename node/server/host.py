@@ -40,7 +40,7 @@ from faultline.node.server.flags import FlagError, RuntimeFlags
 from faultline.node.server.fs import FsLayout, atomic_write
 from faultline.node.server.replica import DriverOptions, Indeterminate, Replica, config_from_pb, config_to_pb
 from faultline.node.server.rpc import ChannelPool
-from faultline.node.server.storage import ReplicaStorage
+from faultline.node.server.storage import ReplicaStorage, WalCorruption
 from faultline.node.server.transport import Transport
 
 log = logging.getLogger("faultline.node.host")
@@ -308,7 +308,12 @@ class ReplicaHost:
             raise HostError(grpc.StatusCode.NOT_FOUND, f"tablet {tablet_id} not running on {self.uuid}")
         with r.lock:
             snap, si, st = r.tablet.snapshot()
-            entries = r.storage.entries_after(si)
+            try:
+                entries = r.storage.entries_after(si)
+            except WalCorruption as exc:
+                # the file was damaged under the running replica: never ship what the CRC does not vouch for
+                log.error("tablet %s: refusing to be a tablet copy source, its WAL is damaged: %s", tablet_id, exc)
+                raise HostError(grpc.StatusCode.DATA_LOSS, f"tablet {tablet_id}: WAL damaged: {exc}") from None
             cm = r.storage.cmeta
             term = r.core.term
             committed = r.core.committed_config

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,9 @@ from typing import Any
 from faultline.node.server.values import Scalar, decode_key, encode_key, sort_key
 
 PUT, DELETE, CAS = "put", "delete", "cas"
+KINDS = ("write", "schema")   # what a replica writes to its log (noop: an empty payload)
+
+log = logging.getLogger("faultline.tablet")
 
 
 @dataclass
@@ -77,6 +81,10 @@ class TabletState:
             if index <= self.applied_index:
                 return None
             entry = decode_entry(payload)
+            if payload and entry.get("t") not in KINDS:
+                # every replica wrote this entry as a write or a schema change: the log handed up damaged data
+                log.error("damaged log entry %d (term %d, %d bytes) is not a valid write; skipping it",
+                          index, term, len(payload))
             out: list[OpResult] | None = None
             if entry.get("t") == "write":
                 out = self._apply_batch(entry["ops"])

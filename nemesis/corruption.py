@@ -1,0 +1,235 @@
+"""file-corrupt: damage a data file of one node or a minority, after Jepsen's nemesis/file.
+
+The files are those the DB names (dbs.api.DataFiles.data_files, globs by role, most telling first): the
+fault damages a file of the first glob that matches on the node (the write-ahead log, while it has one).
+Kinds (dbs.api.FILE_CORRUPTION_KINDS): `bitflip` flips 1-3 random bits, `truncate` cuts up to 1 KiB off
+the end of the file's data, `zero` overwrites 1-64 bytes with zeros, and `rollback` copies back a copy
+of the file taken by an earlier rollback op (the first one on a node takes the copy). Offsets fall in the
+file's data (before its trailing zeros: a preallocated log is mostly zeros). Mode `stopped` kills the
+node's DB, damages the file and starts it again, which makes the DB read what was damaged (a DB that then
+refuses to start has found the damage: the completion says so, and the node stays down); `running`
+damages it under the live process.
+
+The nodes hit are drawn once, at the first op, from the run's nemesis rng: a fixed minority of each role,
+so that damage never piles up on a majority of replicas, which no DB need survive. An op's `targets` (a
+role the DB names, or all) and `subset` choose among them: `minority` hits each, `one` always the same one
+of the target (so `file-<kind>`, which uses `one` only, damages one node of each role at most: a replica
+group smaller than its role, like the store's three replicas of a tablet over five tablet servers, then
+never loses two replicas to damage). Everything is planned on the controller
+(`plan`, from the seeded rng) and carried out on the node by nemesis/filedamage.py through the backend,
+and each completion records node, file, kind and offsets, so the run replays from its history.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from faultline import gen
+from faultline.core import Op, Run
+from faultline.dbs.api import FILE_CORRUPTION_KINDS, DataFiles, Kill
+from faultline.nemesis import filedamage
+from faultline.nemesis.api import NemesisPackage
+from faultline.nemesis.base import (
+    ROLES,
+    NemesisError,
+    backend,
+    bring_back,
+    done,
+    log,
+    nemesis_rng,
+    pick_subset,
+    role_nodes,
+    targets_of,
+)
+
+MODES = ("running", "stopped")
+MAX_FLIPS = 3
+MAX_ZERO = 64
+MAX_CUT = 1024
+EXEC_TIMEOUT_S = 60.0
+SNAPSHOT_DIR = "corrupt-snapshots"
+NO_FILE = "no data file with data on this node yet"
+
+
+def plan(kind: str, data_end: int, rng: random.Random) -> dict[str, Any]:
+    """The damage of `kind` to a file whose data ends at byte `data_end` (> 0), drawn from `rng`: what
+    filedamage.apply carries out, and what the history records."""
+    if data_end <= 0:
+        raise ValueError("a file with no data cannot be damaged")
+    if kind == "bitflip":
+        n = min(rng.randint(1, MAX_FLIPS), data_end)
+        return {"flips": sorted([off, rng.randrange(8)] for off in rng.sample(range(data_end), n))}
+    if kind == "zero":
+        length = rng.randint(1, min(MAX_ZERO, data_end))
+        return {"zero": [rng.randrange(data_end - length + 1), length]}
+    if kind == "truncate":
+        return {"truncate": data_end - rng.randint(1, min(MAX_CUT, data_end))}
+    raise ValueError(f"unknown damage kind {kind!r}; valid: bitflip, zero, truncate")
+
+
+def damage_bytes(data: bytes, damage: Mapping[str, Any]) -> bytes:
+    """`data` as filedamage.apply leaves a file holding it (the same damage, in memory)."""
+    out = bytearray(data)
+    for off, bit in damage.get("flips", []):
+        if off < len(out):
+            out[off] ^= 1 << bit
+    if "zero" in damage:
+        start, length = damage["zero"]
+        out[start:start + length] = bytes(len(out[start:start + length]))
+    if "truncate" in damage:
+        del out[int(damage["truncate"]):]
+    return bytes(out)
+
+
+def pick_file(listing: Sequence[Sequence[Sequence[Any]]], rng: random.Random) -> tuple[str, int] | None:
+    """A file with data from the first glob that has one (its path and data end), or None."""
+    for files in listing:
+        with_data = [(str(p), int(end)) for p, _size, end in files if int(end) > 0]
+        if with_data:
+            return rng.choice(with_data)
+    return None
+
+
+def declared_files(db: Any) -> str | None:
+    """Why `db` cannot take a disk fault (None: it can): it declares no data files."""
+    files = getattr(db, "data_files", None) if isinstance(db, DataFiles) else None
+    if not files or not any(files.values()):
+        return f"the {db.name} DB declares no data files (dbs.api.DataFiles.data_files) for a disk fault to damage"
+    return None
+
+
+class FileCorruptNemesis:
+    """`f` (file-corrupt, or file-<kind>) {kind, mode, subset, targets}: damages one data file on one node
+    or on each of a fixed minority; heal starts every node it stopped."""
+
+    def __init__(self, f: str) -> None:
+        self.fs = frozenset({f})
+        self.rng: random.Random | None = None  # set by setup
+        self.doomed: list[str] | None = None   # the fixed minority of each role hit (drawn at the first op)
+        self.snapshots: dict[str, tuple[str, str]] = {}  # node -> (file, its copy)
+        self.stopped: set[str] = set()
+        self.lock = threading.Lock()
+
+    def setup(self, test: Run) -> FileCorruptNemesis:
+        self.rng = nemesis_rng(test, "file-corrupt")
+        return self
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        assert self.rng is not None
+        v = op.get("value") or {}
+        kind, mode = str(v.get("kind", "bitflip")), str(v.get("mode", "stopped"))
+        targets, subset = targets_of(test, v), str(v.get("subset", "one"))
+        if kind not in FILE_CORRUPTION_KINDS or mode not in MODES:
+            return done(op, kind="fail", error=f"unknown kind {kind!r} or mode {mode!r}")
+        aimed = set(role_nodes(test, targets))
+        pool = [n for n in self._doomed(test) if n in aimed]
+        victims = pool[:1] if subset == "one" else sorted(pool)
+        hits = [self._one(test, n, kind, mode) for n in victims]
+        return done(op, {"kind": kind, "mode": mode, "targets": targets, "subset": subset, "damage": hits})
+
+    def _doomed(self, test: Run) -> list[str]:
+        """The nodes this fault may damage, drawn at its first op: a minority of each role with data files."""
+        assert self.rng is not None
+        if self.doomed is None:
+            b = backend(test)
+            roles = cast(DataFiles, test.db).data_files
+            picks = [pick_subset(b.nodes(role), "minority", self.rng) for role in sorted(roles) if roles[role]]
+            for p in picks:
+                self.rng.shuffle(p)
+            # the first of each role first: `one` always hits the same node of a target
+            self.doomed = [p[i] for i in range(max(map(len, picks), default=0)) for p in picks if i < len(p)]
+        return self.doomed
+
+    def _one(self, test: Run, node: str, kind: str, mode: str) -> dict[str, Any]:
+        """Damages one file on `node` (stopping the DB around it in mode `stopped`); what was done."""
+        assert self.rng is not None
+        if kind == "rollback" and node not in self.snapshots:
+            return {"node": node, **self._snapshot(test, node)}
+        target = None if kind == "rollback" else self._pick(test, node)
+        if kind != "rollback" and target is None:
+            return {"node": node, "file": None, "note": NO_FILE}
+        if mode == "stopped":
+            with self.lock:
+                self.stopped.add(node)  # before the kill: a crash in between still gets healed
+            cast(Kill, test.db).kill(test, node)
+        try:
+            if target is None:
+                path, copy = self.snapshots.pop(node)
+                out = {"file": path, "step": "restore", "copy": copy,
+                       **self._run(test, node, {"op": "restore", "path": path, "from": copy})}
+            else:
+                damage = plan(kind, target[1], self.rng)
+                out = {"file": target[0], "data_end": target[1], **damage,
+                       **self._run(test, node, {"op": "damage", "path": target[0], "damage": damage})}
+        finally:
+            refused = self._start(test, node) if mode == "stopped" else None
+        return {"node": node, **out, **({"start_refused": refused} if refused else {})}
+
+    def _snapshot(self, test: Run, node: str) -> dict[str, Any]:
+        """The first rollback op on a node: a copy of one data file, which a later one copies back."""
+        target = self._pick(test, node)
+        if target is None:
+            return {"file": None, "note": NO_FILE}
+        copy = str(Path(backend(test).node_dir(node)) / SNAPSHOT_DIR / Path(target[0]).name)
+        res = self._run(test, node, {"op": "snapshot", "path": target[0], "to": copy})
+        self.snapshots[node] = (target[0], copy)
+        return {"file": target[0], "step": "snapshot", "copy": copy, "size": res["size_after"]}
+
+    def _pick(self, test: Run, node: str) -> tuple[str, int] | None:
+        """A file of the node's data files to damage (pick_file), listed on the node; None: none has data."""
+        assert self.rng is not None
+        return pick_file(self._run(test, node, {"op": "list", "globs": self._globs(test, node)}), self.rng)
+
+    def _globs(self, test: Run, node: str) -> list[str]:
+        """The node's data file globs (its role's, filled in for the node)."""
+        b = backend(test)
+        for role, globs in cast(DataFiles, test.db).data_files.items():
+            if node in b.nodes(role):
+                return b.expand(node, list(globs))
+        return []
+
+    def _run(self, test: Run, node: str, req: Mapping[str, Any]) -> Any:
+        """One filedamage request on the node, through the backend; its JSON answer."""
+        b = backend(test)
+        python = b.expand(node, ["{python}"])[0]
+        source = Path(filedamage.__file__).read_text(encoding="utf-8")
+        rc, out, err = b.remote.exec(node, [python, "-c", source, json.dumps(req)], EXEC_TIMEOUT_S)
+        if rc != 0:
+            tail = (err.strip().splitlines() or ["no output"])[-1]
+            raise NemesisError(f"file-corrupt {req.get('op')} on {node} failed (exit {rc}): {tail}")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def _start(self, test: Run, node: str) -> str | None:
+        """Starts the DB this op stopped; None, or the last line of why it did not start. A DB that refuses
+        to start on a damaged file has found the damage: it stays down, and heal leaves it there."""
+        try:
+            cast(Kill, test.db).start(test, node)
+        except Exception as exc:
+            lines = str(exc).strip().splitlines() or [type(exc).__name__]
+            log.info("%s did not start again after its file was damaged: %s", node, lines[-1])
+            return lines[-1][:300]
+        finally:
+            with self.lock:
+                self.stopped.discard(node)
+        return None
+
+    def heal(self, test: Run) -> None:
+        bring_back(self.stopped, self.lock, lambda n: cast(Kill, test.db).start(test, n),
+                   "start again after file-corrupt")
+
+
+def file_corrupt_package(f: str, kinds: Sequence[str], modes: Sequence[str], subsets: Sequence[str],
+                        interval_s: float) -> NemesisPackage:
+    """One damage every interval, its kind, mode and subset drawn from `kinds`, `modes` and `subsets`,
+    aimed at a random target."""
+    def value(ctx: gen.Context) -> Op:
+        return {"f": f, "value": {"kind": ctx.rng.choice(list(kinds)), "mode": ctx.rng.choice(list(modes)),
+                                  "subset": ctx.rng.choice(list(subsets)),
+                                  "targets": ctx.rng.choice(list(ROLES))}}
+    sched = gen.cycle(gen.seq(gen.sleep(interval_s), gen.limit(1, gen.repeat(value))))
+    return NemesisPackage(nemesis=FileCorruptNemesis(f), generator=sched)
