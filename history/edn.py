@@ -40,8 +40,10 @@ _TOKEN = re.compile(
 _INT = re.compile(r"[+-]?\d+N?$")
 _FLOAT = re.compile(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?M?$")
 _SYMBOLIC = {"##NaN": float("nan"), "##Inf": float("inf"), "##-Inf": float("-inf")}
-# What the writer escapes: a raw carriage return would come back as a newline from a text-mode reader.
-_STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+# What the writer escapes: a raw carriage return would come back as a newline from a text-mode reader, and
+# other control characters (NUL above all, which readers take for binary data) as \uXXXX.
+_STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                                 **{chr(c): f"\\u{c:04x}" for c in (*range(0x20), 0x7f) if chr(c) not in "\n\r\t"}})
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f"}
 # Tags and what must follow them (the opening token, or '"' for a string); records are tags with a dot.
 _TAGS = {"#inst": '"', "#uuid": '"', "#error": "{", "#object": "["}
@@ -339,7 +341,7 @@ def _dump(v: Any, keyword_keys: bool, out: list[str]) -> None:
 
 
 _INTS = {int}
-_NEEDS_ESCAPE = re.compile(r'[\\"\n\r\t]').search
+_NEEDS_ESCAPE = re.compile(r'[\\"\x00-\x1f\x7f]').search
 
 
 def _dump_other(v: Any, keyword_keys: bool, out: list[str]) -> None:

@@ -543,6 +543,7 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3), max_le
 @settings(max_examples=150, deadline=None)
 @given(st.lists(VALUES, min_size=1, max_size=4), st.sampled_from(["h.jsonl", "h.json", "h.edn"]))
 @example(["a\rb\tc\n\\\"", 1.0, True, -0.0, 2**64], "h.edn")
+@example([["\x00"], "a\x01\x7fb"], "h.edn")  # control characters, NUL above all, are written escaped
 def test_values_keep_their_type_through_every_format(tmp_path_factory: pytest.TempPathFactory,
                                                      values: list[Any], name: str) -> None:
     """A value written in any format reads back with its type: true stays a boolean, 1.0 a float."""
