@@ -182,6 +182,63 @@ class PostgresTxnClient:
         raise ValueError(f"{self.kind}: unknown micro-op {f!r}")
 
 
+class PostgresQueueClient:
+    """A queue in one table (id bigserial, v bigint), each statement its own transaction: enqueue inserts a
+    row; dequeue deletes the oldest row no other transaction has locked (`FOR UPDATE SKIP LOCKED`, so
+    concurrent dequeues never wait on each other) and returns it; drain deletes every row in one statement.
+    An error from a statement that may have committed is `info`."""
+
+    def __init__(self, conn: PostgresConnection | None = None, table: str = "") -> None:
+        self.conn, self.table = conn, table
+
+    def _table(self, test: Run) -> str:
+        from faultline.workloads.common import run_name
+
+        return _ident(run_name(test, "queue"))
+
+    def setup(self, test: Run) -> None:
+        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.setup_timeout_s))
+        try:
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self._table(test)}" (id bigserial PRIMARY KEY, v bigint)')
+        except Definite:
+            pass  # made by a concurrent setup
+        finally:
+            conn.close()
+
+    def open(self, test: Run, node: str) -> PostgresQueueClient:
+        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s))
+        return PostgresQueueClient(conn, self._table(test))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        from faultline.workloads.common import completion
+
+        try:
+            return self._apply(op)
+        except Exception as exc:
+            return completion(op, exc, read_only=False)
+
+    def _apply(self, op: Op) -> Op:
+        assert self.conn is not None
+        t = self.table
+        if op["f"] == "enqueue":
+            self.conn.execute(f'INSERT INTO "{t}" (v) VALUES (%s)', (int(op["value"]),))
+            return {**op, "type": "ok"}
+        if op["f"] == "dequeue":
+            rows = self.conn.execute(f'DELETE FROM "{t}" WHERE id = (SELECT id FROM "{t}" ORDER BY id '
+                                     'FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING v', fetch=True)
+            if not rows:
+                return {**op, "type": "fail", "error": "empty"}
+            return {**op, "type": "ok", "value": int(rows[0][0])}
+        if op["f"] == "drain":
+            rows = self.conn.execute(f'DELETE FROM "{t}" RETURNING v', fetch=True)
+            return {**op, "type": "ok", "value": sorted(int(r[0]) for r in rows)}
+        raise ValueError(f"queue: unknown op {op['f']!r}")
+
+
 # The server logs to stderr as "<time> <zone> [<pid>] <LEVEL>:  <message>" (PostgreSQL 15's default
 # log_line_prefix '%m [%p] '). PANIC stops every session and the postmaster; a backend that dies of a
 # signal is reported by the postmaster as "... (PID n) was terminated by signal N: <name>"; a page whose
@@ -199,7 +256,7 @@ class PostgresDB(ProcessDB):
     """One PostgreSQL 15 server, p1."""
 
     name = "postgres"
-    workloads = frozenset({"register", "set", "list-append", "rw-register"})
+    workloads = frozenset({"register", "set", "list-append", "rw-register", "queue"})
     options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
     nemeses = supported_nemeses(clock=True) - {"partition", "partition-one", "partition-halves",
                                                "partition-majority", "partition-ring", "partition-bridge",
@@ -220,7 +277,10 @@ class PostgresDB(ProcessDB):
             raise ValueError(f"isolation must be one of {', '.join(ISOLATION)}, not {level!r}")
 
     def client(self, workload: str) -> Any:
-        """Transactions need their own client; register and set use the bundled ones over `connector`."""
+        """Transactions and queues need their own client; register and set use the bundled ones over
+        `connector`."""
+        if workload == "queue":
+            return PostgresQueueClient()
         return PostgresTxnClient(workload) if workload in ("list-append", "rw-register") else None
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:

@@ -86,7 +86,7 @@ class RedisSentinelDB(ProcessDB):
     """One primary, two replicas and three sentinels, each in a container of its own."""
 
     name = "redis-sentinel"
-    workloads = frozenset({"set", "register"})
+    workloads = frozenset({"set", "register", "queue"})
     nemeses = supported_nemeses(clock=False)
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("redis-server", "redis-sentinel")
@@ -150,7 +150,9 @@ class RedisSentinelDB(ProcessDB):
                            retry=_no_retry())
 
     def client(self, workload: str) -> Any:
-        return {"set": RedisSetClient, "register": RedisRegisterClient}[workload]()
+        clients: dict[str, type[RedisClient]] = {"set": RedisSetClient, "register": RedisRegisterClient,
+                                                 "queue": RedisQueueClient}
+        return clients[workload]() if workload in clients else None
 
 
 def _no_retry() -> Any:
@@ -255,3 +257,38 @@ class RedisRegisterClient(RedisClient):
             old, new = op["value"]
             return {**op, "type": "ok" if self.conn.eval(_CAS, 1, key, old, new) == 1 else "fail"}
         raise ValueError(f"register: unknown op {op['f']!r}")
+
+
+class RedisQueueClient(RedisClient):
+    """enqueue: RPUSH onto one list; dequeue: LPOP (nil: the queue is empty, `fail`); drain: LPOP of up to
+    1000 elements at a time until the list is empty. A drain cut off by an error is `info`, with the
+    elements it took (a pop whose answer was lost may have taken more)."""
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        key = self.key(test, "queue")
+        if op["f"] == "enqueue":
+            self.conn.rpush(key, op["value"])
+            return {**op, "type": "ok"}
+        if op["f"] == "dequeue":
+            raw = self.conn.lpop(key)
+            if raw is None:
+                return {**op, "type": "fail", "error": "empty"}
+            return {**op, "type": "ok", "value": int(raw)}
+        if op["f"] == "drain":
+            return self._drain(key, op)
+        raise ValueError(f"queue: unknown op {op['f']!r}")
+
+    def _drain(self, key: str, op: ops.Op) -> ops.Op:
+        import redis
+
+        got: list[int] = []
+        try:
+            while batch := self.conn.lpop(key, 1000):
+                got.extend(int(v) for v in batch)
+        except (redis.exceptions.RedisError, OSError) as exc:
+            if not got and isinstance(exc, redis.exceptions.ReadOnlyError):
+                raise  # a replica refused the first pop: nothing was taken (invoke makes it `fail`)
+            self.close()
+            return {**op, "type": "info", "value": got, "error": f"{type(exc).__name__}: {exc}"}
+        return {**op, "type": "ok", "value": got}

@@ -33,6 +33,8 @@ WORKLOADS: dict[str, Entry] = {e.name: e for e in (
           _module("faultline.workloads.set")),
     Entry("bank", "transfers that keep the total and every balance non-negative",
           _module("faultline.workloads.bank")),
+    Entry("queue", "enqueues and dequeues, then a drain: nothing acknowledged lost, nothing dequeued twice "
+          "(total-queue)", _module("faultline.workloads.queue")),
     Entry("list-append", "transactions appending to and reading lists, checked for isolation anomalies (Elle)",
           lambda opts: _txn("list-append", opts)),
     Entry("rw-register", "transactions writing and reading registers, checked for isolation anomalies (Elle)",
