@@ -35,6 +35,8 @@ WORKLOADS: dict[str, Entry] = {e.name: e for e in (
           _module("faultline.workloads.bank")),
     Entry("queue", "enqueues and dequeues, then a drain: nothing acknowledged lost, nothing dequeued twice "
           "(total-queue)", _module("faultline.workloads.queue")),
+    Entry("lock", "acquire, hold and release of named locks, checked against the mutex model",
+          _module("faultline.workloads.lock")),
     Entry("list-append", "transactions appending to and reading lists, checked for isolation anomalies (Elle)",
           lambda opts: _txn("list-append", opts)),
     Entry("rw-register", "transactions writing and reading registers, checked for isolation anomalies (Elle)",
