@@ -68,6 +68,24 @@ class EtcdConnection:
             success=[pb.RequestOp(request_put=pb.PutRequest(key=k, value=_encode(new)))])
         return bool(self._call(self.kv.Txn, txn, timeout).succeeded)
 
+    def batch(self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, None]]:
+        """Rows `("put", key, value)` and `("cas", key, expected, new)` in one Txn: every put happens if
+        every cas key holds its expected value, else nothing does. (applied, None) per row."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        compare = [pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=_key(table, r[1]),
+                              value=_encode(r[2])) for r in rows if r[0] == "cas"]
+        puts = [pb.RequestOp(request_put=pb.PutRequest(key=_key(table, r[1]), value=_encode(r[-1]))) for r in rows]
+        applied = bool(self._call(self.kv.Txn, pb.TxnRequest(compare=compare, success=puts), timeout).succeeded)
+        return [(applied, None) for _ in rows]
+
+    def generate(self, table: str, timeout: float | None = None) -> int:
+        """A put of one key; the revision etcd gave it (unique across the cluster: each write has its own)."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        resp = self._call(self.kv.Put, pb.PutRequest(key=_key(table, "id"), value=b"1"), timeout)
+        return int(resp.header.revision)
+
     def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
         from faultline.dbs.protos import etcd_kv_pb2 as pb
 
@@ -278,7 +296,7 @@ class EtcdDB(ProcessDB):
     """etcd 3.4 from Debian, `members` (db option, default 3) members named e1.., one per container."""
 
     name = "etcd"
-    workloads = frozenset({"register", "set", "lock"})
+    workloads = frozenset({"register", "set", "lock", "bank", "counter", "unique-ids"})
     nemeses = supported_nemeses(clock=False)
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("etcd-server",)

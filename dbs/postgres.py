@@ -46,6 +46,7 @@ class PostgresConnection:
     def __init__(self, host: str, timeout_s: float) -> None:
         self.host, self.timeout = host, timeout_s
         self.conn: Any = None
+        self.sequences = False  # made the sequence generate uses
 
     def execute(self, sql: str, args: tuple[Any, ...] = (), fetch: bool = False) -> Any:
         """One statement (its own transaction): the rows with `fetch`, else the row count."""
@@ -78,6 +79,47 @@ class PostgresConnection:
     def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
         n = self.execute(f'UPDATE "{_ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
         return bool(n == 1)
+
+    def batch(self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, None]]:
+        """Rows `("put", key, value)` and `("cas", key, expected, new)` in one transaction: all apply, or
+        none does (a cas that finds another value rolls it back). (applied, None) per row. An error before
+        COMMIT was sent is definite (the transaction aborted); one during COMMIT is not."""
+        import psycopg
+
+        t = _ident(table)
+        committing = False
+        try:
+            if self.conn is None:
+                self.conn = connect(self.host, self.timeout, autocommit=True)
+            with self.conn.transaction() as tx:
+                applied = all(self._row(t, r) for r in rows)
+                if not applied:
+                    raise psycopg.Rollback(tx)
+                committing = True
+            return [(applied, None) for _ in rows]
+        except psycopg.Error as exc:
+            self.close()
+            if committing and not isinstance(exc, psycopg.errors.SerializationFailure):
+                raise Indeterminate(f"postgres: commit: {type(exc).__name__}: {exc}") from None
+            raise Definite(f"postgres: aborted: {type(exc).__name__}: {exc}") from None
+
+    def _row(self, t: str, row: tuple[Any, ...]) -> bool:
+        """One row of a batch inside its transaction: a put always applies; a cas when the value matches."""
+        if row[0] == "put":
+            self.conn.execute(f'INSERT INTO "{t}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+                              (str(row[1]), int(row[2])))
+            return True
+        _, key, expected, new = row
+        cur = self.conn.execute(f'UPDATE "{t}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
+        return bool(cur.rowcount == 1)
+
+    def generate(self, table: str, timeout: float | None = None) -> int:
+        """The next value of the table's sequence (made on first use): never the same twice."""
+        seq = _ident(f"{table}_seq")
+        if not self.sequences:  # a concurrent CREATE may fail (definite): this generate is then `fail`
+            self.execute(f'CREATE SEQUENCE IF NOT EXISTS "{seq}"')
+            self.sequences = True
+        return int(self.execute(f"SELECT nextval('\"{seq}\"')", fetch=True)[0][0])
 
     def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
         return [(k, v) for k, v in self.execute(f'SELECT k, v FROM "{_ident(table)}"', fetch=True)]
@@ -256,7 +298,8 @@ class PostgresDB(ProcessDB):
     """One PostgreSQL 15 server, p1."""
 
     name = "postgres"
-    workloads = frozenset({"register", "set", "list-append", "rw-register", "queue"})
+    workloads = frozenset({"register", "set", "list-append", "rw-register", "queue", "bank", "counter",
+                           "unique-ids"})
     options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
     nemeses = supported_nemeses(clock=True) - {"partition", "partition-one", "partition-halves",
                                                "partition-majority", "partition-ring", "partition-bridge",

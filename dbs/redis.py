@@ -86,7 +86,7 @@ class RedisSentinelDB(ProcessDB):
     """One primary, two replicas and three sentinels, each in a container of its own."""
 
     name = "redis-sentinel"
-    workloads = frozenset({"set", "register", "queue", "lock"})
+    workloads = frozenset({"set", "register", "queue", "lock", "counter", "unique-ids"})
     options = {"lock_ttl": "seconds a lock taken by the lock workload lasts unless released (default 10)"}
     nemeses = supported_nemeses(clock=False)
     nemesis_notes = common_notes(CLOCK_REASON)
@@ -155,7 +155,8 @@ class RedisSentinelDB(ProcessDB):
 
     def client(self, workload: str) -> Any:
         clients: dict[str, type[RedisClient]] = {"set": RedisSetClient, "register": RedisRegisterClient,
-                                                 "queue": RedisQueueClient, "lock": RedisLockClient}
+                                                 "queue": RedisQueueClient, "lock": RedisLockClient,
+                                                 "counter": RedisCounterClient, "unique-ids": RedisIdsClient}
         return clients[workload]() if workload in clients else None
 
 
@@ -355,3 +356,28 @@ class RedisLockClient(RedisClient):
             # the hold had ended already (the key expired): it ends now as far as this client knows
             return {**op, "type": "ok", "value": "lost"}
         raise ValueError(f"lock: unknown op {op['f']!r}")
+
+
+class RedisCounterClient(RedisClient):
+    """add: INCRBY of one key; read: GET of it (none yet: 0)."""
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        key = self.key(test, "counter")
+        if op["f"] == "add":
+            self.conn.incrby(key, int(op["value"]))
+            return {**op, "type": "ok"}
+        if op["f"] == "read":
+            raw = self.conn.get(key)
+            return {**op, "type": "ok", "value": 0 if raw is None else int(raw)}
+        raise ValueError(f"counter: unknown op {op['f']!r}")
+
+
+class RedisIdsClient(RedisClient):
+    """generate: INCR of one key; the new value is the id."""
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        if op["f"] == "generate":
+            return {**op, "type": "ok", "value": int(self.conn.incr(self.key(test, "ids")))}
+        raise ValueError(f"unique-ids: unknown op {op['f']!r}")
