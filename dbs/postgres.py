@@ -52,9 +52,8 @@ class PostgresConnection:
         """One statement (its own transaction): the rows with `fetch`, else the row count."""
         import psycopg
 
+        self._connect()
         try:
-            if self.conn is None:
-                self.conn = connect(self.host, self.timeout, autocommit=True)
             cur = self.conn.execute(sql, args)
             return cur.fetchall() if fetch else cur.rowcount
         except psycopg.errors.SerializationFailure as exc:
@@ -64,6 +63,16 @@ class PostgresConnection:
             if isinstance(exc, psycopg.errors.DuplicateTable | psycopg.errors.UniqueViolation):
                 raise Definite(f"postgres: already exists: {exc}") from None
             raise Indeterminate(f"postgres: {type(exc).__name__}: {exc}") from None
+
+    def _connect(self) -> None:
+        """Connects if not connected; a connection refused or timed out sent no statement: Definite."""
+        import psycopg
+
+        if self.conn is None:
+            try:
+                self.conn = connect(self.host, self.timeout, autocommit=True)
+            except psycopg.Error as exc:
+                raise Definite(f"postgres: cannot connect: {type(exc).__name__}: {exc}") from None
 
     def create_table(self, name: str, **_: Any) -> None:
         self.execute(f'CREATE TABLE IF NOT EXISTS "{_ident(name)}" (k text PRIMARY KEY, v bigint)')
@@ -88,9 +97,8 @@ class PostgresConnection:
 
         t = _ident(table)
         committing = False
+        self._connect()
         try:
-            if self.conn is None:
-                self.conn = connect(self.host, self.timeout, autocommit=True)
             with self.conn.transaction() as tx:
                 applied = all(self._row(t, r) for r in rows)
                 if not applied:
