@@ -5,7 +5,6 @@ and `faultline check` choosing each workload's checker for Jepsen's own historie
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -55,19 +54,20 @@ def test_queue_enqueues_each_value_once() -> None:
     assert {o["f"] for o in ops} == {"enqueue", "dequeue"}
 
 
-def test_each_lock_worker_acquires_holds_and_releases() -> None:
-    """Per worker: acquire, then release at least the hold (3 s) later, on one key per group of five."""
-    ops = _invocations("lock", 20.0)
-    by_process: dict[Any, list[dict[str, Any]]] = {}
-    for o in ops:
-        by_process.setdefault(o["process"], []).append(o)
-    assert len(by_process) == 10
-    for mine in by_process.values():
-        fs = [o["f"] for o in mine]
-        assert fs[:4] == ["acquire", "release", "acquire", "release"], fs
-        assert all(b["time"] - a["time"] >= 3e9 for a, b in itertools.pairwise(mine) if a["f"] == "acquire")
-    keys_at_start = {o["process"]: o["key"] for o in ops[:10]}
-    assert len(set(keys_at_start.values())) == 2  # two groups of five contend for two locks
+def test_each_lock_worker_retries_until_it_holds_then_holds_and_releases() -> None:
+    """Per worker: a failed acquire is tried again 0.2 s later; an ok one is released 6 s later; groups of
+    five contend for one lock."""
+    wl = get_workload("lock", {"concurrency": 10})
+    refused = iter([True, True] + [False] * 100_000)
+    h = gen.simulate(gen.clients(gen.time_limit(20, wl.generator)), 10, latency_s=0.01,
+                     complete=lambda o: "fail" if o["process"] == 0 and o["f"] == "acquire" and next(refused) else "ok")
+    mine = [o for o in h if o["process"] == 0 and o["type"] != "invoke"]
+    assert [(o["f"], o["type"]) for o in mine[:5]] == [("acquire", "fail"), ("acquire", "fail"), ("acquire", "ok"),
+                                                       ("release", "ok"), ("acquire", "ok")]
+    assert 0.2e9 <= mine[1]["time"] - mine[0]["time"] < 0.3e9
+    assert 6e9 <= mine[3]["time"] - mine[2]["time"] < 6.1e9
+    keys_at_start = {o["process"]: o["key"] for o in h if o["type"] == "invoke" and o["time"] == 0}
+    assert len(keys_at_start) == 10 and len(set(keys_at_start.values())) == 2
 
 
 def test_counter_client_on_the_fake_store() -> None:
