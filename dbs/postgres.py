@@ -152,7 +152,8 @@ ISOLATION = ("read-committed", "repeatable-read", "serializable")
 
 class PostgresTxnClient:
     """Transactions of micro-ops at the run's isolation level (`--isolation`, default serializable), as
-    Jepsen's PostgreSQL tests run them: a key is a row; list-append appends with `UPDATE ... SET v = v ||`
+    Jepsen's PostgreSQL tests run them: a key is a row; long-fork's micro-ops are rw-register's;
+    list-append appends with `UPDATE ... SET v = v ||`
     and inserts the row when it is missing; rw-register writes by upsert; reads select the row.
 
     A transaction PostgreSQL aborted (a serialization failure, a deadlock, a duplicate insert, a statement
@@ -307,7 +308,7 @@ class PostgresDB(ProcessDB):
 
     name = "postgres"
     workloads = frozenset({"register", "set", "list-append", "rw-register", "queue", "bank", "counter",
-                           "unique-ids"})
+                           "unique-ids", "long-fork"})
     options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
     nemeses = supported_nemeses(clock=True) - {"partition", "partition-one", "partition-halves",
                                                "partition-majority", "partition-ring", "partition-bridge",
@@ -332,7 +333,7 @@ class PostgresDB(ProcessDB):
         `connector`."""
         if workload == "queue":
             return PostgresQueueClient()
-        return PostgresTxnClient(workload) if workload in ("list-append", "rw-register") else None
+        return PostgresTxnClient(workload) if workload in ("list-append", "rw-register", "long-fork") else None
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)

@@ -104,3 +104,12 @@ def test_faultline_check_infers_the_checker_of_jepsens_histories(shared_dir: Pat
     rc = main(["check", str(shared_dir / "anchors" / "elle-cli" / rel)])
     out = json.loads(capsys.readouterr().out.splitlines()[0])
     assert out["model"] == checker and out["valid"] is expected and rc == (0 if expected else 1), out
+
+
+def test_long_fork_writes_each_key_once_and_reads_whole_groups() -> None:
+    ops = _invocations("long-fork", 1.0)
+    written = [m[1] for o in ops for m in o["value"] if m[0] == "w"]
+    assert written and len(written) == len(set(written))
+    reads = [o["value"] for o in ops if o["value"][0][0] == "r"]
+    assert reads and all(len(r) == 3 and r[0][1] % 3 == 0 and [m[1] for m in r] == list(range(r[0][1], r[0][1] + 3))
+                         for r in reads)

@@ -40,6 +40,8 @@ WORKLOADS: dict[str, Entry] = {e.name: e for e in (
     Entry("counter", "increments and reads of one counter: every read between what must and may have been added",
           _module("faultline.workloads.counter")),
     Entry("unique-ids", "generate ids from the DB: no id handed out twice", _module("faultline.workloads.unique_ids")),
+    Entry("long-fork", "write-once keys and reads of key groups: no two reads see writes in opposite orders",
+          _module("faultline.workloads.long_fork")),
     Entry("list-append", "transactions appending to and reading lists, checked for isolation anomalies (Elle)",
           lambda opts: _txn("list-append", opts)),
     Entry("rw-register", "transactions writing and reading registers, checked for isolation anomalies (Elle)",
