@@ -1,8 +1,9 @@
 """PostgreSQL 15 (Debian's postgresql-15) as a DB: a single primary `p1`, spoken to with psycopg 3.
 
-The connection speaks the store's client API (get, put, cas, scan, create_table) over one table per
-workload, so the bundled register and set workloads run unchanged; each statement is its own transaction
-(autocommit). A single primary is linearizable for these operations. It runs as the `postgres` user (it
+The connection speaks the store's client API (get, put, cas, scan, create_table, batch, generate) over
+one table per workload, so the bundled register, set, bank, counter and unique-ids workloads run
+unchanged; each statement is its own transaction (autocommit), a batch one transaction, all at the run's
+isolation level (`--isolation`, default serializable). A single primary is linearizable for these operations. It runs as the `postgres` user (it
 refuses root): the daemon manager drops to it just before exec, so pause and kill reach the postmaster
 and its backends (one process group), and libfaketime, which moves its clock for clock faults, starts
 as that user (started as root, it makes a semaphore the postgres user cannot open, and postgres fails).
@@ -31,20 +32,24 @@ _INITDB = (
 )
 
 
-def connect(host: str, timeout_s: float, autocommit: bool) -> Any:
-    """A psycopg connection to the server on `host`, its statements bounded by the op timeout."""
+def connect(host: str, timeout_s: float, autocommit: bool, isolation: str | None = None) -> Any:
+    """A psycopg connection to the server on `host`, its statements bounded by the op timeout, its
+    transactions at `isolation` (one of ISOLATION; None: the server's default, read committed)."""
     import psycopg
 
+    options = f"-c statement_timeout={int(timeout_s * 1000)}"
+    if isolation:
+        options += f" -c default_transaction_isolation={isolation.replace('-', '_')}"
     return psycopg.connect(host=host, port=PORT, user=USER, dbname="postgres", autocommit=autocommit,
-                           connect_timeout=max(1, int(timeout_s)), options=f"-c statement_timeout={int(timeout_s * 1000)}")
+                           connect_timeout=max(1, int(timeout_s)), options=options)
 
 
 class PostgresConnection:
     """One psycopg connection (autocommit), reconnected after an error, with the store's client API over
     tables of (k text primary key, v bigint)."""
 
-    def __init__(self, host: str, timeout_s: float) -> None:
-        self.host, self.timeout = host, timeout_s
+    def __init__(self, host: str, timeout_s: float, isolation: str | None = None) -> None:
+        self.host, self.timeout, self.isolation = host, timeout_s, isolation
         self.conn: Any = None
         self.sequences = False  # made the sequence generate uses
 
@@ -70,7 +75,7 @@ class PostgresConnection:
 
         if self.conn is None:
             try:
-                self.conn = connect(self.host, self.timeout, autocommit=True)
+                self.conn = connect(self.host, self.timeout, autocommit=True, isolation=self.isolation)
             except psycopg.Error as exc:
                 raise Definite(f"postgres: cannot connect: {type(exc).__name__}: {exc}") from None
 
@@ -138,6 +143,11 @@ class PostgresConnection:
                 self.conn.close()
             finally:
                 self.conn = None
+
+
+def _isolation(test: Run) -> str:
+    """The run's isolation level (`--isolation`, default serializable)."""
+    return str(test.spec.db_opts.get("isolation", "serializable"))
 
 
 def _ident(name: str) -> str:
@@ -257,7 +267,8 @@ class PostgresQueueClient:
             conn.close()
 
     def open(self, test: Run, node: str) -> PostgresQueueClient:
-        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s))
+        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s),
+                                  _isolation(test))
         return PostgresQueueClient(conn, self._table(test))
 
     def close(self) -> None:
@@ -357,4 +368,4 @@ class PostgresDB(ProcessDB):
 
     def connector(self, test: Run) -> Callable[[], Any]:
         timeout = float(test.spec.op_timeout_s)
-        return lambda: PostgresConnection(test.backend.address(test.backend.nodes()[0]), timeout)
+        return lambda: PostgresConnection(test.backend.address(test.backend.nodes()[0]), timeout, _isolation(test))
