@@ -26,6 +26,11 @@ WORKLOAD_CHECKERS: dict[str, tuple[str, str | None]] = {
     "set": ("set", None),
     "bank": ("bank", None),
     "catalog": ("catalog", None),
+    "queue": ("total-queue", None),
+    "lock": ("linearizable", "mutex"),
+    "counter": ("counter", None),
+    "unique-ids": ("unique-ids", None),
+    "long-fork": ("long-fork", None),
     "list-append": ("elle-list-append", None),
     "rw-register": ("elle-rw-register", None),
 }
@@ -105,6 +110,8 @@ def _from_ops(ops: list[Mapping[str, Any]], fmt_model: str | None) -> Choice | N
         return Choice("linearizable", "kv", why)
     if fs <= {"acquire", "release"} and fs:
         return Choice("linearizable", "mutex", why)
+    if fs <= {"enqueue", "dequeue", "drain"} and fs & {"enqueue", "dequeue"}:
+        return Choice("total-queue", None, why)
     if fs == {"generate"}:
         return Choice("unique-ids", None, why)
     if fs <= {"txn", None} and fs and all(
@@ -147,6 +154,7 @@ CHECKER_FS: dict[str, frozenset[str]] = {
     "counter": frozenset({"add", "read"}),
     "bank": frozenset({"read", "transfer"}),
     "unique-ids": frozenset({"generate"}),
+    "total-queue": frozenset({"enqueue", "dequeue", "drain"}),
     "catalog": frozenset({"create-table", "delete-table", "alter-table", "describe-table", "list-tables",
                           "locate-tables", "master-replicas"}),
 }

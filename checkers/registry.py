@@ -50,6 +50,12 @@ def _unique(**kw: Any) -> Checker:
     return UniqueIds(**kw)
 
 
+def _queue(**kw: Any) -> Checker:
+    from faultline.checkers.queue import TotalQueue
+
+    return TotalQueue(**kw)
+
+
 def _catalog(**kw: Any) -> Checker:
     from faultline.checkers.catalog import CatalogChecker
 
@@ -92,6 +98,8 @@ CHECKERS: dict[str, Entry] = {e.name: e for e in (
     Entry("bank", "every read sees the same total and no negative balance", _bank),
     Entry("counter", "each read between the adds that must and may have happened", _counter),
     Entry("unique-ids", "every acknowledged generate returned a distinct id", _unique),
+    Entry("total-queue", "every acknowledged enqueue dequeued once, nothing dequeued that was never enqueued",
+          _queue),
     Entry("catalog", "created tables visible once, deleted ones gone, schema versions never regress",
           _catalog),
     Entry("stats", "completions by operation and type, invalid when nothing succeeded", _stats),

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
-from faultline.core import Run
+from faultline.core import Op, Run
 from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import Indeterminate, ProcessDB, common_notes, supported_nemeses
 
@@ -41,6 +41,7 @@ class EtcdConnection:
         # protoc's gRPC stubs (etcd_kv_pb2_grpc.py) come without annotations
         self.kv = etcd_kv_pb2_grpc.KVStub(self.channel)  # type: ignore[no-untyped-call]
         self.maintenance = etcd_kv_pb2_grpc.MaintenanceStub(self.channel)  # type: ignore[no-untyped-call]
+        self.lease = etcd_kv_pb2_grpc.LeaseStub(self.channel)  # type: ignore[no-untyped-call]
 
     # ------------------------------------------------------------------ the store's client API
     def create_table(self, name: str, **_: Any) -> None:
@@ -67,6 +68,24 @@ class EtcdConnection:
             success=[pb.RequestOp(request_put=pb.PutRequest(key=k, value=_encode(new)))])
         return bool(self._call(self.kv.Txn, txn, timeout).succeeded)
 
+    def batch(self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, None]]:
+        """Rows `("put", key, value)` and `("cas", key, expected, new)` in one Txn: every put happens if
+        every cas key holds its expected value, else nothing does. (applied, None) per row."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        compare = [pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=_key(table, r[1]),
+                              value=_encode(r[2])) for r in rows if r[0] == "cas"]
+        puts = [pb.RequestOp(request_put=pb.PutRequest(key=_key(table, r[1]), value=_encode(r[-1]))) for r in rows]
+        applied = bool(self._call(self.kv.Txn, pb.TxnRequest(compare=compare, success=puts), timeout).succeeded)
+        return [(applied, None) for _ in rows]
+
+    def generate(self, table: str, timeout: float | None = None) -> int:
+        """A put of one key; the revision etcd gave it (unique across the cluster: each write has its own)."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        resp = self._call(self.kv.Put, pb.PutRequest(key=_key(table, "id"), value=b"1"), timeout)
+        return int(resp.header.revision)
+
     def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
         from faultline.dbs.protos import etcd_kv_pb2 as pb
 
@@ -76,6 +95,43 @@ class EtcdConnection:
 
     def close(self) -> None:
         self.channel.close()
+
+    # ------------------------------------------------------------------ leases, for locks
+    def grant(self, ttl_s: int, timeout: float | None = None) -> int:
+        """A new lease of `ttl_s` seconds; its id."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        return int(self._call(self.lease.LeaseGrant, pb.LeaseGrantRequest(TTL=ttl_s), timeout).ID)
+
+    def keep_alive(self, lease_id: int, timeout: float | None = None) -> int:
+        """Renews the lease once; its new time to live (0 or less: it has expired)."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        replies = self._call(self.lease.LeaseKeepAlive, iter([pb.LeaseKeepAliveRequest(ID=lease_id)]), timeout)
+        try:
+            return int(next(replies).TTL)
+        finally:
+            replies.cancel()
+
+    def create(self, table: str, key: Any, value: Any, lease_id: int, timeout: float | None = None) -> bool:
+        """Puts the key, attached to the lease, only if it does not exist (one Txn); False: it exists."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        k = _key(table, key)
+        txn = pb.TxnRequest(
+            compare=[pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.CREATE, key=k, create_revision=0)],
+            success=[pb.RequestOp(request_put=pb.PutRequest(key=k, value=_encode(value), lease=lease_id))])
+        return bool(self._call(self.kv.Txn, txn, timeout).succeeded)
+
+    def delete_if(self, table: str, key: Any, value: Any, timeout: float | None = None) -> bool:
+        """Deletes the key if it holds `value` (one Txn); False: it does not (nothing deleted)."""
+        from faultline.dbs.protos import etcd_kv_pb2 as pb
+
+        k = _key(table, key)
+        txn = pb.TxnRequest(
+            compare=[pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=k, value=_encode(value))],
+            success=[pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k))])
+        return bool(self._call(self.kv.Txn, txn, timeout).succeeded)
 
     # ------------------------------------------------------------------ etcd's own
     def status(self, timeout: float = 2.0) -> tuple[int, int]:
@@ -94,6 +150,109 @@ class EtcdConnection:
             # any gRPC error may come after the member applied the request: indeterminate (reads that
             # fail are `fail` anyway)
             raise Indeterminate(f"etcd {self.address}: {exc.code().name}: {exc.details()}") from None
+
+
+class EtcdLockClient:
+    """acquire: a lease of `lock_ttl` seconds (db option), then a Txn that creates the lock key attached
+    to it only if the key does not exist; release: a Txn that deletes the key only if it still holds this
+    client's token (`ok` with the value "lost" when the lease had expired). While it holds a lock, a thread renews the lease every third of its TTL, as etcd's
+    own lock client does; a hold whose renewals stop (its member paused, cut off) expires with its lease
+    on the leader, and another client may take the lock while this one still believes it holds it."""
+
+    def __init__(self, conn: EtcdConnection | None = None, table: str = "lock", ttl_s: int = 10) -> None:
+        import threading
+        import uuid
+
+        self.conn, self.table, self.ttl = conn, table, ttl_s
+        self.held: dict[str, tuple[str, int]] = {}  # key -> (token, lease id), also when in doubt
+        self.prefix, self.taken = uuid.uuid4().hex[:12], 0
+        self.lock, self.stop = threading.Lock(), threading.Event()
+        self.renewer: threading.Thread | None = None
+
+    def setup(self, test: Run) -> None:
+        """Nothing to create: the lock is a key."""
+
+    def open(self, test: Run, node: str) -> EtcdLockClient:
+        from faultline.workloads.common import connect, run_name
+
+        return EtcdLockClient(connect(test), run_name(test, "lock"), lock_ttl(test.spec.db_opts))
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.renewer is not None:
+            self.renewer.join(timeout=2 * self.ttl)
+        if self.conn is not None:
+            self.conn.close()
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        from faultline.workloads.common import completion
+
+        try:
+            return self._apply(op)
+        except Exception as exc:
+            return completion(op, exc, read_only=False)
+
+    def _apply(self, op: Op) -> Op:
+        assert self.conn is not None
+        key = str(op.get("key"))
+        if op["f"] == "acquire":
+            if key in self.held:  # it holds the lock, or may: taking it again is refused, a no-op
+                return {**op, "type": "fail", "error": "held by this client"}
+            try:
+                lease = self.conn.grant(self.ttl)
+            except Indeterminate as exc:  # a lease alone takes no lock
+                return {**op, "type": "fail", "error": f"no lease: {exc}"}
+            self.taken += 1
+            token = f"{self.prefix}-{self.taken}"
+            with self.lock:
+                self.held[key] = (token, lease)  # before the Txn: an acquire in doubt may hold it
+            self._renew_in_background()
+            if self.conn.create(self.table, key, token, lease):
+                return {**op, "type": "ok"}
+            with self.lock:
+                del self.held[key]
+            return {**op, "type": "fail", "error": "held"}
+        if op["f"] == "release":
+            with self.lock:
+                token_lease = self.held.pop(key, None)
+            if token_lease is None:
+                return {**op, "type": "fail", "error": "not held"}
+            if self.conn.delete_if(self.table, key, token_lease[0]):
+                return {**op, "type": "ok"}
+            # the hold had ended already (the lease expired): it ends now as far as this client knows
+            return {**op, "type": "ok", "value": "lost"}
+        raise ValueError(f"lock: unknown op {op['f']!r}")
+
+    def _renew_in_background(self) -> None:
+        import threading
+
+        if self.renewer is None:
+            self.renewer = threading.Thread(target=self._renew, name="etcd-lease-renewer", daemon=True)
+            self.renewer.start()
+
+    def _renew(self) -> None:
+        """Renews every lease this client holds, every third of the TTL, until the client closes."""
+        while not self.stop.wait(self.ttl / 3):
+            with self.lock:
+                leases = [lease for _, lease in self.held.values()]
+            for lease in leases:
+                try:
+                    assert self.conn is not None
+                    self.conn.keep_alive(lease, timeout=self.ttl / 3)
+                except Exception:
+                    continue  # the next round tries again; a lease that expired stays expired
+
+
+def lock_ttl(opts: Mapping[str, Any], default: int = 10) -> int:
+    """The `lock_ttl` option: whole seconds (etcd's leases count in seconds); ValueError unless >= 1."""
+    raw = opts.get("lock_ttl", default)
+    try:
+        ttl = int(raw)
+    except (TypeError, ValueError):
+        ttl = 0
+    if ttl < 1 or str(raw).strip() not in (str(ttl), f"{ttl}.0"):
+        raise ValueError(f"lock_ttl must be a whole number of seconds >= 1, not {raw!r}")
+    return ttl
 
 
 def _key(table: str, key: Any) -> bytes:
@@ -139,11 +298,12 @@ class EtcdDB(ProcessDB):
     """etcd 3.4 from Debian, `members` (db option, default 3) members named e1.., one per container."""
 
     name = "etcd"
-    workloads = frozenset({"register", "set"})
+    workloads = frozenset({"register", "set", "lock", "bank", "counter", "unique-ids"})
     nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS   # the data files are declared below
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("etcd-server",)
-    options = {"members": "how many members: 1, 3, 5 or 7 (default 3)"}
+    options = {"members": "how many members: 1, 3, 5 or 7 (default 3)",
+               "lock_ttl": "whole seconds a lock's lease lasts without renewal, for the lock workload (default 10)"}
     data_dirs = {ROLE: ("{dir}/data",)}
     data_files = {ROLE: ("{dir}/data/member/wal/*.wal", "{dir}/data/member/snap/db")}
 
@@ -151,6 +311,7 @@ class EtcdDB(ProcessDB):
         return list(LOG_PATTERNS)
 
     def validate(self, opts: Mapping[str, Any]) -> None:
+        lock_ttl(opts)
         members = _members(opts)
         if members < 1 or members % 2 == 0 or members > 7:
             raise ValueError(f"members must be 1, 3, 5 or 7, not {members}")
@@ -202,6 +363,10 @@ class EtcdDB(ProcessDB):
             return self._connect(test, nodes[next(turn) % len(nodes)], timeout)
 
         return connect
+
+    def client(self, workload: str) -> Any:
+        """Locks need their own client; register and set use the bundled ones over `connector`."""
+        return EtcdLockClient() if workload == "lock" else None
 
     def _connect(self, test: Run, node: str, timeout: float) -> EtcdConnection:
         return EtcdConnection(f"{test.backend.address(node)}:{CLIENT_PORT}", timeout)

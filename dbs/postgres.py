@@ -1,8 +1,9 @@
 """PostgreSQL 15 (Debian's postgresql-15) as a DB: a single primary `p1`, spoken to with psycopg 3.
 
-The connection speaks the store's client API (get, put, cas, scan, create_table) over one table per
-workload, so the bundled register and set workloads run unchanged; each statement is its own transaction
-(autocommit). A single primary is linearizable for these operations. It runs as the `postgres` user (it
+The connection speaks the store's client API (get, put, cas, scan, create_table, batch, generate) over
+one table per workload, so the bundled register, set, bank, counter and unique-ids workloads run
+unchanged; each statement is its own transaction (autocommit), a batch one transaction, all at the run's
+isolation level (`--isolation`, default serializable). A single primary is linearizable for these operations. It runs as the `postgres` user (it
 refuses root): the daemon manager drops to it just before exec, so pause and kill reach the postmaster
 and its backends (one process group), and libfaketime, which moves its clock for clock faults, starts
 as that user (started as root, it makes a semaphore the postgres user cannot open, and postgres fails).
@@ -31,29 +32,33 @@ _INITDB = (
 )
 
 
-def connect(host: str, timeout_s: float, autocommit: bool) -> Any:
-    """A psycopg connection to the server on `host`, its statements bounded by the op timeout."""
+def connect(host: str, timeout_s: float, autocommit: bool, isolation: str | None = None) -> Any:
+    """A psycopg connection to the server on `host`, its statements bounded by the op timeout, its
+    transactions at `isolation` (one of ISOLATION; None: the server's default, read committed)."""
     import psycopg
 
+    options = f"-c statement_timeout={int(timeout_s * 1000)}"
+    if isolation:
+        options += f" -c default_transaction_isolation={isolation.replace('-', '_')}"
     return psycopg.connect(host=host, port=PORT, user=USER, dbname="postgres", autocommit=autocommit,
-                           connect_timeout=max(1, int(timeout_s)), options=f"-c statement_timeout={int(timeout_s * 1000)}")
+                           connect_timeout=max(1, int(timeout_s)), options=options)
 
 
 class PostgresConnection:
     """One psycopg connection (autocommit), reconnected after an error, with the store's client API over
     tables of (k text primary key, v bigint)."""
 
-    def __init__(self, host: str, timeout_s: float) -> None:
-        self.host, self.timeout = host, timeout_s
+    def __init__(self, host: str, timeout_s: float, isolation: str | None = None) -> None:
+        self.host, self.timeout, self.isolation = host, timeout_s, isolation
         self.conn: Any = None
+        self.sequences = False  # made the sequence generate uses
 
     def execute(self, sql: str, args: tuple[Any, ...] = (), fetch: bool = False) -> Any:
         """One statement (its own transaction): the rows with `fetch`, else the row count."""
         import psycopg
 
+        self._connect()
         try:
-            if self.conn is None:
-                self.conn = connect(self.host, self.timeout, autocommit=True)
             cur = self.conn.execute(sql, args)
             return cur.fetchall() if fetch else cur.rowcount
         except psycopg.errors.SerializationFailure as exc:
@@ -63,6 +68,16 @@ class PostgresConnection:
             if isinstance(exc, psycopg.errors.DuplicateTable | psycopg.errors.UniqueViolation):
                 raise Definite(f"postgres: already exists: {exc}") from None
             raise Indeterminate(f"postgres: {type(exc).__name__}: {exc}") from None
+
+    def _connect(self) -> None:
+        """Connects if not connected; a connection refused or timed out sent no statement: Definite."""
+        import psycopg
+
+        if self.conn is None:
+            try:
+                self.conn = connect(self.host, self.timeout, autocommit=True, isolation=self.isolation)
+            except psycopg.Error as exc:
+                raise Definite(f"postgres: cannot connect: {type(exc).__name__}: {exc}") from None
 
     def create_table(self, name: str, **_: Any) -> None:
         self.execute(f'CREATE TABLE IF NOT EXISTS "{_ident(name)}" (k text PRIMARY KEY, v bigint)')
@@ -79,6 +94,46 @@ class PostgresConnection:
         n = self.execute(f'UPDATE "{_ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
         return bool(n == 1)
 
+    def batch(self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, None]]:
+        """Rows `("put", key, value)` and `("cas", key, expected, new)` in one transaction: all apply, or
+        none does (a cas that finds another value rolls it back). (applied, None) per row. An error before
+        COMMIT was sent is definite (the transaction aborted); one during COMMIT is not."""
+        import psycopg
+
+        t = _ident(table)
+        committing = False
+        self._connect()
+        try:
+            with self.conn.transaction() as tx:
+                applied = all(self._row(t, r) for r in rows)
+                if not applied:
+                    raise psycopg.Rollback(tx)
+                committing = True
+            return [(applied, None) for _ in rows]
+        except psycopg.Error as exc:
+            self.close()
+            if committing and not isinstance(exc, psycopg.errors.SerializationFailure):
+                raise Indeterminate(f"postgres: commit: {type(exc).__name__}: {exc}") from None
+            raise Definite(f"postgres: aborted: {type(exc).__name__}: {exc}") from None
+
+    def _row(self, t: str, row: tuple[Any, ...]) -> bool:
+        """One row of a batch inside its transaction: a put always applies; a cas when the value matches."""
+        if row[0] == "put":
+            self.conn.execute(f'INSERT INTO "{t}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+                              (str(row[1]), int(row[2])))
+            return True
+        _, key, expected, new = row
+        cur = self.conn.execute(f'UPDATE "{t}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
+        return bool(cur.rowcount == 1)
+
+    def generate(self, table: str, timeout: float | None = None) -> int:
+        """The next value of the table's sequence (made on first use): never the same twice."""
+        seq = _ident(f"{table}_seq")
+        if not self.sequences:  # a concurrent CREATE may fail (definite): this generate is then `fail`
+            self.execute(f'CREATE SEQUENCE IF NOT EXISTS "{seq}"')
+            self.sequences = True
+        return int(self.execute(f"SELECT nextval('\"{seq}\"')", fetch=True)[0][0])
+
     def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
         return [(k, v) for k, v in self.execute(f'SELECT k, v FROM "{_ident(table)}"', fetch=True)]
 
@@ -88,6 +143,11 @@ class PostgresConnection:
                 self.conn.close()
             finally:
                 self.conn = None
+
+
+def _isolation(test: Run) -> str:
+    """The run's isolation level (`--isolation`, default serializable)."""
+    return str(test.spec.db_opts.get("isolation", "serializable"))
 
 
 def _ident(name: str) -> str:
@@ -102,7 +162,8 @@ ISOLATION = ("read-committed", "repeatable-read", "serializable")
 
 class PostgresTxnClient:
     """Transactions of micro-ops at the run's isolation level (`--isolation`, default serializable), as
-    Jepsen's PostgreSQL tests run them: a key is a row; list-append appends with `UPDATE ... SET v = v ||`
+    Jepsen's PostgreSQL tests run them: a key is a row; long-fork's micro-ops are rw-register's;
+    list-append appends with `UPDATE ... SET v = v ||`
     and inserts the row when it is missing; rw-register writes by upsert; reads select the row.
 
     A transaction PostgreSQL aborted (a serialization failure, a deadlock, a duplicate insert, a statement
@@ -182,6 +243,64 @@ class PostgresTxnClient:
         raise ValueError(f"{self.kind}: unknown micro-op {f!r}")
 
 
+class PostgresQueueClient:
+    """A queue in one table (id bigserial, v bigint), each statement its own transaction: enqueue inserts a
+    row; dequeue deletes the oldest row no other transaction has locked (`FOR UPDATE SKIP LOCKED`, so
+    concurrent dequeues never wait on each other) and returns it; drain deletes every row in one statement.
+    An error from a statement that may have committed is `info`."""
+
+    def __init__(self, conn: PostgresConnection | None = None, table: str = "") -> None:
+        self.conn, self.table = conn, table
+
+    def _table(self, test: Run) -> str:
+        from faultline.workloads.common import run_name
+
+        return _ident(run_name(test, "queue"))
+
+    def setup(self, test: Run) -> None:
+        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.setup_timeout_s))
+        try:
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self._table(test)}" (id bigserial PRIMARY KEY, v bigint)')
+        except Definite:
+            pass  # made by a concurrent setup
+        finally:
+            conn.close()
+
+    def open(self, test: Run, node: str) -> PostgresQueueClient:
+        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s),
+                                  _isolation(test))
+        return PostgresQueueClient(conn, self._table(test))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        from faultline.workloads.common import completion
+
+        try:
+            return self._apply(op)
+        except Exception as exc:
+            return completion(op, exc, read_only=False)
+
+    def _apply(self, op: Op) -> Op:
+        assert self.conn is not None
+        t = self.table
+        if op["f"] == "enqueue":
+            self.conn.execute(f'INSERT INTO "{t}" (v) VALUES (%s)', (int(op["value"]),))
+            return {**op, "type": "ok"}
+        if op["f"] == "dequeue":
+            rows = self.conn.execute(f'DELETE FROM "{t}" WHERE id = (SELECT id FROM "{t}" ORDER BY id '
+                                     'FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING v', fetch=True)
+            if not rows:
+                return {**op, "type": "fail", "error": "empty"}
+            return {**op, "type": "ok", "value": int(rows[0][0])}
+        if op["f"] == "drain":
+            rows = self.conn.execute(f'DELETE FROM "{t}" RETURNING v', fetch=True)
+            return {**op, "type": "ok", "value": sorted(int(r[0]) for r in rows)}
+        raise ValueError(f"queue: unknown op {op['f']!r}")
+
+
 # The server logs to stderr as "<time> <zone> [<pid>] <LEVEL>:  <message>" (PostgreSQL 15's default
 # log_line_prefix '%m [%p] '). PANIC stops every session and the postmaster; a backend that dies of a
 # signal is reported by the postmaster as "... (PID n) was terminated by signal N: <name>"; a page whose
@@ -199,7 +318,8 @@ class PostgresDB(ProcessDB):
     """One PostgreSQL 15 server, p1."""
 
     name = "postgres"
-    workloads = frozenset({"register", "set", "list-append", "rw-register"})
+    workloads = frozenset({"register", "set", "list-append", "rw-register", "queue", "bank", "counter",
+                           "unique-ids", "long-fork"})
     options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
     nemeses = supported_nemeses(clock=True) - {"partition", "partition-one", "partition-halves",
                                                "partition-majority", "partition-ring", "partition-bridge",
@@ -220,8 +340,11 @@ class PostgresDB(ProcessDB):
             raise ValueError(f"isolation must be one of {', '.join(ISOLATION)}, not {level!r}")
 
     def client(self, workload: str) -> Any:
-        """Transactions need their own client; register and set use the bundled ones over `connector`."""
-        return PostgresTxnClient(workload) if workload in ("list-append", "rw-register") else None
+        """Transactions and queues need their own client; register and set use the bundled ones over
+        `connector`."""
+        if workload == "queue":
+            return PostgresQueueClient()
+        return PostgresTxnClient(workload) if workload in ("list-append", "rw-register", "long-fork") else None
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)
@@ -245,4 +368,4 @@ class PostgresDB(ProcessDB):
 
     def connector(self, test: Run) -> Callable[[], Any]:
         timeout = float(test.spec.op_timeout_s)
-        return lambda: PostgresConnection(test.backend.address(test.backend.nodes()[0]), timeout)
+        return lambda: PostgresConnection(test.backend.address(test.backend.nodes()[0]), timeout, _isolation(test))

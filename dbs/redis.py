@@ -86,7 +86,8 @@ class RedisSentinelDB(ProcessDB):
     """One primary, two replicas and three sentinels, each in a container of its own."""
 
     name = "redis-sentinel"
-    workloads = frozenset({"set", "register"})
+    workloads = frozenset({"set", "register", "queue", "lock", "counter", "unique-ids"})
+    options = {"lock_ttl": "seconds a lock taken by the lock workload lasts unless released (default 10)"}
     nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS   # the data files are declared below
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("redis-server", "redis-sentinel")
@@ -95,6 +96,9 @@ class RedisSentinelDB(ProcessDB):
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)
+
+    def validate(self, opts: Mapping[str, Any]) -> None:
+        lock_ttl(opts)
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)
@@ -150,7 +154,22 @@ class RedisSentinelDB(ProcessDB):
                            retry=_no_retry())
 
     def client(self, workload: str) -> Any:
-        return {"set": RedisSetClient, "register": RedisRegisterClient}[workload]()
+        clients: dict[str, type[RedisClient]] = {"set": RedisSetClient, "register": RedisRegisterClient,
+                                                 "queue": RedisQueueClient, "lock": RedisLockClient,
+                                                 "counter": RedisCounterClient, "unique-ids": RedisIdsClient}
+        return clients[workload]() if workload in clients else None
+
+
+def lock_ttl(opts: Mapping[str, Any], default: float = 10.0) -> float:
+    """The `lock_ttl` option in seconds; ValueError (one line) unless it is a positive number."""
+    raw = opts.get("lock_ttl", default)
+    try:
+        ttl = float(raw)
+    except (TypeError, ValueError):
+        ttl = -1.0
+    if not 0 < ttl < 1e6:
+        raise ValueError(f"lock_ttl must be a number of seconds > 0, not {raw!r}")
+    return ttl
 
 
 def _no_retry() -> Any:
@@ -255,3 +274,110 @@ class RedisRegisterClient(RedisClient):
             old, new = op["value"]
             return {**op, "type": "ok" if self.conn.eval(_CAS, 1, key, old, new) == 1 else "fail"}
         raise ValueError(f"register: unknown op {op['f']!r}")
+
+
+class RedisQueueClient(RedisClient):
+    """enqueue: RPUSH onto one list; dequeue: LPOP (nil: the queue is empty, `fail`); drain: LPOP of up to
+    1000 elements at a time until the list is empty. A drain cut off by an error is `info`, with the
+    elements it took (a pop whose answer was lost may have taken more)."""
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        key = self.key(test, "queue")
+        if op["f"] == "enqueue":
+            self.conn.rpush(key, op["value"])
+            return {**op, "type": "ok"}
+        if op["f"] == "dequeue":
+            raw = self.conn.lpop(key)
+            if raw is None:
+                return {**op, "type": "fail", "error": "empty"}
+            return {**op, "type": "ok", "value": int(raw)}
+        if op["f"] == "drain":
+            return self._drain(key, op)
+        raise ValueError(f"queue: unknown op {op['f']!r}")
+
+    def _drain(self, key: str, op: ops.Op) -> ops.Op:
+        import redis
+
+        got: list[int] = []
+        try:
+            while batch := self.conn.lpop(key, 1000):
+                got.extend(int(v) for v in batch)
+        except (redis.exceptions.RedisError, OSError) as exc:
+            if not got and isinstance(exc, redis.exceptions.ReadOnlyError):
+                raise  # a replica refused the first pop: nothing was taken (invoke makes it `fail`)
+            self.close()
+            return {**op, "type": "info", "value": got, "error": f"{type(exc).__name__}: {exc}"}
+        return {**op, "type": "ok", "value": got}
+
+
+# Release the lock if this client's token still holds it. The shebang makes it a script that may write,
+# which a read-only replica refuses before running it (READONLY: nothing done), instead of answering
+# from its own copy of the key.
+_RELEASE = ("#!lua\nif redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end; "
+            "return 0")
+
+
+class RedisLockClient(RedisClient):
+    """acquire: `SET key token NX PX ttl` with a token of this client's own; release: a Lua script that
+    deletes the key only while it still holds the token; one that finds the token gone (the key expired)
+    is `ok` with the value "lost". A lock whose acquire was in doubt, or whose release a replica refused,
+    keeps its token, so a later release may still let it go."""
+
+    def __init__(self, db: RedisSentinelDB | None = None, test: Run | None = None) -> None:
+        import uuid
+
+        super().__init__(db, test)
+        self.tokens: dict[str, str] = {}
+        self.prefix, self.taken = uuid.uuid4().hex[:12], 0
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        key = self.key(test, f"lock-{op.get('key')}")
+        if op["f"] == "acquire":
+            if key in self.tokens:  # it holds the lock, or may: taking it again is refused, a no-op
+                return {**op, "type": "fail", "error": "held by this client"}
+            self.taken += 1
+            token = f"{self.prefix}-{self.taken}"
+            self.tokens[key] = token  # before the call: an acquire in doubt may have taken it
+            ttl_ms = int(lock_ttl(test.spec.db_opts) * 1000)
+            if self.conn.set(key, token, nx=True, px=ttl_ms):
+                return {**op, "type": "ok"}
+            del self.tokens[key]
+            return {**op, "type": "fail", "error": "held"}
+        if op["f"] == "release":
+            held = self.tokens.get(key)
+            if held is None:
+                return {**op, "type": "fail", "error": "not held"}
+            released = self.conn.eval(_RELEASE, 1, key, held)
+            del self.tokens[key]
+            if released:
+                return {**op, "type": "ok"}
+            # the hold had ended already (the key expired): it ends now as far as this client knows
+            return {**op, "type": "ok", "value": "lost"}
+        raise ValueError(f"lock: unknown op {op['f']!r}")
+
+
+class RedisCounterClient(RedisClient):
+    """add: INCRBY of one key; read: GET of it (none yet: 0)."""
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        key = self.key(test, "counter")
+        if op["f"] == "add":
+            self.conn.incrby(key, int(op["value"]))
+            return {**op, "type": "ok"}
+        if op["f"] == "read":
+            raw = self.conn.get(key)
+            return {**op, "type": "ok", "value": 0 if raw is None else int(raw)}
+        raise ValueError(f"counter: unknown op {op['f']!r}")
+
+
+class RedisIdsClient(RedisClient):
+    """generate: INCR of one key; the new value is the id."""
+
+    def apply(self, test: Run, op: ops.Op) -> ops.Op:
+        assert self.conn is not None
+        if op["f"] == "generate":
+            return {**op, "type": "ok", "value": int(self.conn.incr(self.key(test, "ids")))}
+        raise ValueError(f"unique-ids: unknown op {op['f']!r}")

@@ -506,6 +506,7 @@ class EachThread(Gen):
                 continue
             if isinstance(ans[0], Pending):
                 pending = ans[0] if pending is None else _earliest_pending(pending, ans[0])
+                states[t] = ans[1]  # keeps the deadline a sleep started
                 continue
             if best is None or soonest(best, ans) == 1:
                 best, best_t = ans, t

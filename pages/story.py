@@ -165,19 +165,23 @@ def _linearizability(name: str, res: Mapping[str, Any], h: _History) -> Story:
 
 def _set(name: str, res: Mapping[str, Any], h: _History) -> Story:
     lost, acked = int(res.get("lost_count") or 0), res.get("acknowledged_count")
+    queue = "drained" in res  # total-queue's result: enqueues that never came out
+    add = "enqueue" if queue else "add"
     acked_at: dict[str, Any] = {}
     for p in pairs(h.ops):
-        if p.f == "add" and p.type == "ok" and p.completion is not None:
+        if p.f == add and p.type == "ok" and p.completion is not None:
             acked_at.setdefault(v(p.invoke.get("value")), p.completion.get("index"))
     parts = []
     if lost:
-        parts.append(f"{lost} of {acked if acked is not None else '?'} acknowledged adds were lost "
-                     "(missing from every read begun after the last one that showed them)")
+        parts.append(f"{lost} of {acked if acked is not None else '?'} acknowledged {add}s were lost " +
+                     ("(never dequeued, nor taken by the final drain)" if queue else
+                      "(missing from every read begun after the last one that showed them)"))
     if res.get("unconfirmed_lost_count"):
         parts.append(f"{res['unconfirmed_lost_count']} acknowledged adds were missing from the last reads, too "
                      "soon after they were last seen (within the stability window) to call them lost")
-    for k, what in (("unexpected_count", "elements read that were never added"),
-                    ("duplicated_count", "elements read more than once")):
+    for k, what in (("unexpected_count", f"elements {'dequeued' if queue else 'read'} that were never {add}ed"),
+                    ("duplicated_count", "elements dequeued more often than enqueued" if queue else
+                     "elements read more than once")):
         if res.get(k):
             parts.append(f"{res[k]} {what}")
     head = f"{name}: " + ("; ".join(parts) if parts else "the final read does not match the adds") + "."

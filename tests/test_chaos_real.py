@@ -1,4 +1,7 @@
-"""Real databases in the chaos suite: every cell of campaigns/real.toml, the cells expected valid shortened to
+"""Real databases in the chaos suite: the cells of campaigns/real.toml for the register, set and transactional
+workloads, and two of the cells for Jepsen's workload library (CI's time is short; the campaign runs them
+all, over five seeds where a fault must land in the right window; Redis's failover loss is already shown by
+its set cell, so its queue cell, which needs its whole schedule, stays out), the cells expected valid shortened to
 30 s (needs --chaos). A cell that must find an anomaly keeps its whole fault schedule: Redis's 30-s form
 missed the loss once on a loaded CI machine (one cut-off window, and the failover came late).
 
@@ -17,7 +20,10 @@ from faultline.controller.campaign import load
 
 CAMPAIGN = Path(__file__).resolve().parent.parent / "campaigns" / "real.toml"
 SHORT_S = 30
-RUNS = [r for r in load(CAMPAIGN).runs if r.opts.get("seed", 1) == 1]
+FIRST_WORKLOADS = {"register", "set", "list-append", "rw-register"}
+LIBRARY_IN_CI = {"etcd-bank-partition-kill-pause", "postgres-queue-kill"}
+RUNS = [r for r in load(CAMPAIGN).runs if r.opts.get("seed", 1) == 1
+        and (r.opts["workload"] in FIRST_WORKLOADS or r.cell in LIBRARY_IN_CI)]
 
 
 @pytest.mark.chaos
@@ -41,7 +47,7 @@ def test_real_campaign_cell(planned, faultline_run) -> None:  # type: ignore[no-
             assert "snapshot-isolation" not in violated, wl
         if isolation == "read-committed":
             assert "snapshot-isolation" in violated, wl
-    if planned.opts.get("db") == "redis-sentinel":
+    if planned.opts.get("db") == "redis-sentinel" and planned.expect == "invalid":  # the lost writes, listed
         lost = run.results["workload"]["lost_count"]
-        assert lost > 0
+        assert lost > 0 and run.results["workload"]["lost"]
         assert run.run_dir is not None and str(lost) in (run.run_dir / "report.html").read_text()

@@ -131,7 +131,7 @@ def test_the_run_refuses_what_a_real_db_cannot_do_before_anything_starts() -> No
     with pytest.raises(UsageError, match="power-loss is a fault of the store DB"):
         testspec.build_test({"db": "redis-sentinel", "workload": "set", "nemesis": "power-loss"})
     with pytest.raises(UsageError, match="no client for workload 'bank'"):
-        testspec.build_test({"db": "postgres", "workload": "bank"})
+        testspec.build_test({"db": "redis-sentinel", "workload": "bank"})
     with pytest.raises(UsageError, match="no peers"):
         testspec.build_test({"db": "postgres", "workload": "register", "nemesis": "partition"})
     with pytest.raises(UsageError, match="bugs of the bundled store"):
@@ -316,7 +316,7 @@ def test_the_stores_own_workload_and_faults_are_listed_with_their_owner() -> Non
 
     assert "catalog" not in workloads.WORKLOADS and workloads.all_entries()["catalog"].db == "store"
     assert "master-replace" not in nemeses.NEMESES and nemeses.all_entries()["master-replace"].db == "store"
-    assert workloads.supported(get_db("etcd")) == ["register", "set"]
+    assert workloads.supported(get_db("etcd")) == ["register", "set", "bank", "lock", "counter", "unique-ids"]
     with pytest.raises(UsageError, match="catalog is a workload of the store DB"):
         testspec.build_test({"db": "etcd", "workload": "catalog"})
     help_text = subprocess.run([sys.executable, "-m", "faultline", "run", "--help"], capture_output=True,

@@ -185,3 +185,12 @@ def test_simulation_is_deterministic_for_a_seed() -> None:
     a = simulate(build(), 4, seed=11, latency_s=0.02)
     b = simulate(build(), 4, seed=11, latency_s=0.02)
     assert a == b and len(a) > 50
+
+
+def test_a_sleep_inside_each_thread_ends() -> None:
+    """each_thread keeps the deadline a thread's sleep started (it once asked afresh each time: never due)."""
+    gen_ = g.clients(g.each_thread(g.seq(g.once({"f": "a"}), g.sleep(1.0), g.once({"f": "b"}))))
+    h = simulate(gen_, 2, latency_s=0.01, nemesis_thread=False)
+    invoked = [(o["process"], o["f"], o["time"]) for o in h if o["type"] == "invoke"]
+    assert sorted(p for p, f, _ in invoked if f == "b") == [0, 1]
+    assert all(t >= 1e9 for _, f, t in invoked if f == "b")

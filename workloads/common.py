@@ -121,3 +121,23 @@ class KVClient:
         finally:
             conn.close()
         raise RuntimeError(f"could not create table {self.tbl(test)}: {last}")
+
+
+class DBClientOnly:
+    """The client of a workload only a DB's own client can run (transactions, queues, locks): a DB with
+    no client for it never gets this far (workloads.registry.validate refuses the pairing)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def setup(self, test: Run) -> None:
+        raise RuntimeError(f"the {test.db.name} DB has no client for {self.what}")
+
+    def open(self, test: Run, node: str) -> DBClientOnly:
+        return self
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        return {**op, "type": "fail", "error": f"no client for {self.what}"}
+
+    def close(self) -> None:
+        pass

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultline import gen
-from faultline.core import Op, Run
+from faultline.core import Op
 from faultline.workloads.api import Workload
-from faultline.workloads.common import LazyChecker
+from faultline.workloads.common import DBClientOnly, LazyChecker
 
 KINDS = {"list-append": "append", "rw-register": "w"}
 
@@ -86,25 +86,7 @@ def workload_for(kind: str, opts: Mapping[str, Any]) -> Workload:
     if opts.get("rate"):
         g = gen.stagger(1.0 / float(opts["rate"]), g)
     models = opts.get("consistency_models") or ["serializable"]
-    return Workload(client=_NoClient(kind), generator=g,
+    return Workload(client=DBClientOnly(f"{kind} transactions"), generator=g,
                     final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(final_read)), attempts=30),
                     checker=LazyChecker(f"elle-{kind}", consistency_models=list(models)))
 
-
-class _NoClient:
-    """Transactions need the DB's own client; the store has none (build_test refuses the pairing)."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def setup(self, test: Run) -> None:
-        raise RuntimeError(f"the {test.db.name} DB has no client for {self.kind} transactions")
-
-    def open(self, test: Run, node: str) -> _NoClient:
-        return self
-
-    def invoke(self, test: Run, op: Op) -> Op:
-        return {**op, "type": "fail", "error": "no transactional client"}
-
-    def close(self) -> None:
-        pass

@@ -1,0 +1,38 @@
+"""unique-ids: `generate` ops, each returning an id from the DB; checked by `unique-ids`
+(checkers/unique_ids.py): no two acknowledged generates returned the same id.
+
+The bundled client calls `generate(table)` of the DB's connection (etcd: the revision of a put;
+PostgreSQL: a sequence's next value); a DB may supply its own client instead (Redis: INCR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from faultline import gen
+from faultline.core import Op, Run
+from faultline.workloads.api import Workload
+from faultline.workloads.common import KVClient, LazyChecker
+
+GENERATE = {"f": "generate", "value": None}
+
+
+class UniqueIdsClient(KVClient):
+    table = "ids"
+
+    def setup(self, test: Run) -> None:
+        self.ensure_table(test)
+
+    def apply(self, test: Run, op: Op) -> Op:
+        if op["f"] == "generate":
+            return {**op, "type": "ok", "value": int(self.conn.generate(self.tbl(test)))}
+        raise ValueError(f"unique-ids: unknown op {op['f']!r}")
+
+
+def workload(opts: Mapping[str, Any]) -> Workload:
+    g: gen.Gen = gen.repeat(GENERATE)
+    if opts.get("rate"):
+        g = gen.stagger(1.0 / float(opts["rate"]), g)
+    return Workload(client=UniqueIdsClient(), generator=g, final_generator=None,
+                    checker=LazyChecker("unique-ids"))
