@@ -184,6 +184,9 @@ def leftovers(docker: bool = True) -> dict[str, list[str]]:
         from faultline.cluster.local_backend import leftovers as local_leftovers
 
         out.update(local_leftovers())
+    from faultline.cluster.disklayer import leftovers as disk_leftovers
+
+    out["disk layers"] = disk_leftovers()
     return {k: v for k, v in out.items() if v}
 
 
@@ -205,6 +208,9 @@ def remove_everything(log: Callable[[str], object] = print) -> int:
         from faultline.cluster.local_backend import remove_all
 
         removed += remove_all()
+    from faultline.cluster.disklayer import unmount_everything
+
+    removed += unmount_everything()
     for name in state.names("ssh"):
         try:
             attach("ssh", name).down()
