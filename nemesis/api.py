@@ -47,13 +47,16 @@ class NemesisPackage:
 class Entry:
     """One nemesis: the name users type, a line for `--help`, what builds its package from the interval
     between a fault's start and stop (seconds), the DB capabilities it needs (dbs/api.py protocols: a DB
-    without one refuses it before anything starts), and the DB that offers it (None: a generic fault)."""
+    without one refuses it before anything starts), the DB that offers it (None: a generic fault), and
+    whether it needs the disk layer (cluster/disklayer.py)."""
 
     name: str
     help: str
     factory: Callable[[float], NemesisPackage]
     needs: tuple[type, ...] = ()
     db: str | None = None
+    # the fault needs the disk layer under the DB's data directories (mounted for such runs only)
+    disk_layer: bool = False
 
 
 @runtime_checkable

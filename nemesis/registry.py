@@ -17,8 +17,8 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.dbs import get_db, loadable
-from faultline.dbs.api import DB, Kill, Pause, Primaries
-from faultline.nemesis import faults
+from faultline.dbs.api import DB, DataFiles, Kill, Pause, Primaries
+from faultline.nemesis import disk, faults
 from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
 from faultline.nemesis.base import PRIMARIES, ROLES, choice_op
 from faultline.nemesis.grudge import SHAPES
@@ -100,6 +100,11 @@ def _entries() -> list[Entry]:
         Entry("packet", "delay, reordering, loss, duplication or a rate limit on some nodes' links",
               packet_package),
         Entry("clock", "clock bumps and strobes", clock_package),
+        Entry("lose-unfsynced", "one node, a minority, a majority or all killed at once, what they never "
+              "fsynced dropped by the disk layer, then started again", disk.lose_unfsynced_package,
+              needs=(DataFiles, Kill), disk_layer=True),
+        Entry("lose-unfsynced-all", "every node killed at once, what they never fsynced dropped, then started",
+              lambda i: disk.lose_unfsynced_package(i, ("all",)), needs=(DataFiles, Kill), disk_layer=True),
     ]
 
 
@@ -145,6 +150,15 @@ def refusal(db: Any, name: str) -> str | None:
         why = (getattr(db, "nemesis_notes", None) or {}).get(name)
         return f"the {db.name} DB does not support nemesis {name}" + (f": {why}" if why else "")
     return None
+
+
+def disk_dirs(names: Sequence[str], db: Any) -> dict[str, list[str]]:
+    """The data directories (role -> templates) that need the disk layer for a run of `db` with these
+    nemeses: the DB's `data_dirs` when one of them needs the layer, else none (the run mounts nothing)."""
+    entries = entries_for(db)
+    if not any(entries[n].disk_layer for n in names if n in entries) or not isinstance(db, DataFiles):
+        return {}
+    return {role: list(dirs) for role, dirs in db.data_dirs.items()}
 
 
 def supported(db: Any) -> list[str]:
