@@ -165,6 +165,10 @@ def list_clusters(kinds: tuple[str, ...] = KINDS, unreachable: list[str] | None 
     for kind in ("local", "ssh"):
         if kind in kinds:
             out += [(kind, n) for n in state.names(kind)]
+    from faultline.cluster.disklayer import clusters_with_layers
+
+    # a run killed after it mounted a disk layer, before its nodes existed, leaves only the layer
+    out += [kn for kn in clusters_with_layers() if kn[0] in kinds and kn not in out]
     return out
 
 

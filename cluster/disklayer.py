@@ -262,15 +262,22 @@ def leftovers() -> list[str]:
     return [m for src, m, t in mounts() if src == PROGRAM and t.startswith("fuse")]
 
 
+def clusters_with_layers() -> list[tuple[str, str]]:
+    """(kind, cluster) of every cluster whose disk layer folder is on this machine."""
+    out = []
+    for kind in ("docker", "local", "ssh"):
+        base = layer_root(kind, "x").parent
+        out += [(kind, d.name[len(kind) + 1:]) for d in sorted(base.glob(f"{kind}-*"))] if base.is_dir() else []
+    return out
+
+
 def unmount_everything() -> int:
     """`down --all`: every cluster's disk layers, then any layer mount still left; returns how many."""
     count = 0
-    for kind in ("docker", "local", "ssh"):
-        base = layer_root(kind, "x").parent
-        for d in sorted(base.glob(f"{kind}-*")) if base.is_dir() else []:
-            with contextlib.suppress(ClusterError):
-                unmount_cluster(kind, d.name[len(kind) + 1:])
-                count += 1
+    for kind, cluster in clusters_with_layers():
+        with contextlib.suppress(ClusterError):
+            unmount_cluster(kind, cluster)
+            count += 1
     fm = next((f for f in FUSERMOUNT if shutil.which(f)), "umount")
     for m in leftovers():
         subprocess.run([fm, "-u", "-z", m] if fm != "umount" else [fm, "-l", m], capture_output=True, timeout=30)
