@@ -7,12 +7,13 @@ with iptables in a chain of our own, netem, the per-node clock offset) is the sa
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import re
 import shlex
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +54,17 @@ def fill_template(template: Sequence[str], values: Mapping[str, str],
 
 class ClusterError(RuntimeError):
     """A cluster operation failed on a node; the message names the node and the step."""
+
+
+@contextlib.contextmanager
+def disk_errors() -> Iterator[None]:
+    """A disk layer's error raised on as a ClusterError (cluster/disklayer.py sits below this module)."""
+    from faultline.cluster.disklayer import DiskLayerError
+
+    try:
+        yield
+    except DiskLayerError as exc:
+        raise ClusterError(str(exc)) from None
 
 
 class UnknownName(OSError):
@@ -466,8 +478,9 @@ class NodeBackend:
         layers = disklayer.node_layers(self.kind, self.spec.name, node)
         if not layers:
             raise ClusterError(f"{node}: no disk layer is mounted (the cluster was brought up without one)")
-        return disklayer.lose(self.kind, self.spec.name, node) if cmd == "lose" else \
-            disklayer.checkpoint(self.kind, self.spec.name, node)
+        with disk_errors():
+            return disklayer.lose(self.kind, self.spec.name, node) if cmd == "lose" else \
+                disklayer.checkpoint(self.kind, self.spec.name, node)
 
     def pause(self, node: str) -> None:
         self._daemon(node, "pause", ["--name", self._node(node).role])

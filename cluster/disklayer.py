@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from faultline.cluster import state
-from faultline.cluster.base import ClusterError
 
 PROGRAM = "faultline-disk"
 _REPO = Path(__file__).resolve().parent.parent
@@ -36,11 +35,16 @@ BUILT = _REPO / "build" / "disklayer" / "release" / PROGRAM
 FUSERMOUNT = ("fusermount3", "fusermount")
 
 
+class DiskLayerError(RuntimeError):
+    """A layer could not be mounted, commanded or unmounted; the message names the mount point. (The
+    backends raise it on as their ClusterError: this module sits below cluster/base.py.)"""
+
+
 def binary() -> Path:
-    """The layer's executable, or ClusterError saying how to build it."""
+    """The layer's executable, or DiskLayerError saying how to build it."""
     path = Path(os.environ.get("FAULTLINE_DISK_LAYER") or BUILT)
     if not os.access(path, os.X_OK):
-        raise ClusterError(f"the disk layer is not built ({path}); run `make install` (it needs cargo)")
+        raise DiskLayerError(f"the disk layer is not built ({path}); run `make install` (it needs cargo)")
     return path
 
 
@@ -52,7 +56,7 @@ def unavailable() -> str | None:
         return "this machine has no fusermount3 (Debian package fuse3)"
     try:
         binary()
-    except ClusterError as exc:
+    except DiskLayerError as exc:
         return str(exc)
     return None
 
@@ -91,10 +95,10 @@ class Layer:
                 s.sendall(cmd.encode() + b"\n")
                 line = s.makefile("rb").readline()
             except OSError as exc:
-                raise ClusterError(f"disk layer at {self.mountpoint}: {cmd} failed: {exc}") from None
+                raise DiskLayerError(f"disk layer at {self.mountpoint}: {cmd} failed: {exc}") from None
         answer = json.loads(line or b"{}")
         if not answer.get("ok"):
-            raise ClusterError(f"disk layer at {self.mountpoint}: {cmd}: {answer.get('error', 'no answer')}")
+            raise DiskLayerError(f"disk layer at {self.mountpoint}: {cmd}: {answer.get('error', 'no answer')}")
         return {"files": answer.get("files", []), "bytes": answer.get("bytes", 0)}
 
 
@@ -124,7 +128,7 @@ def mount(root: Path, mountpoint: Path | None = None, timeout: float = 15) -> La
         if proc.poll() is not None or time.monotonic() > deadline:
             tail = (root / "layer.log").read_text(errors="replace").strip()[-300:]
             unmount(layer)
-            raise ClusterError(f"the disk layer did not mount at {layer.mountpoint}: {tail or 'no output'}")
+            raise DiskLayerError(f"the disk layer did not mount at {layer.mountpoint}: {tail or 'no output'}")
         time.sleep(0.05)
     return layer
 
@@ -202,7 +206,7 @@ def unmount_cluster(kind: str, cluster: str) -> None:
             unmount(layer)
     left = residue(kind, cluster)
     if left:
-        raise ClusterError(f"disk layers of cluster {cluster} left behind: {'; '.join(left)}")
+        raise DiskLayerError(f"disk layers of cluster {cluster} left behind: {'; '.join(left)}")
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -275,7 +279,7 @@ def unmount_everything() -> int:
     """`down --all`: every cluster's disk layers, then any layer mount still left; returns how many."""
     count = 0
     for kind, cluster in clusters_with_layers():
-        with contextlib.suppress(ClusterError):
+        with contextlib.suppress(DiskLayerError):
             unmount_cluster(kind, cluster)
             count += 1
     fm = next((f for f in FUSERMOUNT if shutil.which(f)), "umount")

@@ -30,6 +30,7 @@ from faultline.cluster.base import (
     NodeBackend,
     NodeInfo,
     RemoteTimeout,
+    disk_errors,
 )
 from faultline.cluster.source import PACKAGE, PACKAGE_DIR, node_tarball
 
@@ -242,14 +243,16 @@ class DockerBackend(NodeBackend):
         dirs = self.disk_layers(node)
         if not dirs:
             return {}
-        layers = disklayer.mount_node(self.kind, self.spec.name, node, count=len(dirs))
+        with disk_errors():
+            layers = disklayer.mount_node(self.kind, self.spec.name, node, count=len(dirs))
         return {str(layer.mountpoint): {"bind": d, "mode": "rw"} for layer, d in zip(layers, dirs, strict=True)}
 
     def down(self) -> None:
         """Removes the cluster's containers and network (also ones this object did not create), then
         unmounts its disk layers."""
         remove_cluster(self.client, self.spec.name)
-        disklayer.unmount_cluster(self.kind, self.spec.name)
+        with disk_errors():
+            disklayer.unmount_cluster(self.kind, self.spec.name)
         self.remove_hosts_file()
         self.info.clear()
 

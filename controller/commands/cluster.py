@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from faultline.cluster.backends import attach, make_backend, remove_everything
-    from faultline.cluster.base import NodeBackend
+    from faultline.cluster.base import ClusterError, NodeBackend
     from faultline.controller.errors import UsageError
 
     if args.action == "image":
@@ -187,7 +187,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.action == "down" and not _has_nodes(kind, name):
         from faultline.cluster import disklayer
 
-        disklayer.unmount_cluster(kind, name)   # only its disk layers were left (a run killed early)
+        try:
+            disklayer.unmount_cluster(kind, name)   # only its disk layers were left (a run killed early)
+        except disklayer.DiskLayerError as exc:
+            raise ClusterError(str(exc)) from None
         print(f"cluster {name} ({kind}) removed")
         return 0
     backend = attach(kind, name)
