@@ -8,7 +8,7 @@ V ?=
 PIP_QUIET := $(if $(V),,-qq)
 QUIET_ENV := $(if $(V),,PYTHONWARNINGS=ignore PIP_DISABLE_PIP_VERSION_CHECK=1)
 
-.PHONY: help install system-deps stubs image test check lint demo bench clean
+.PHONY: help install system-deps stubs disklayer image test check lint demo bench clean
 
 help:
 	@echo "make demo     install everything, then run the main job (see README)"
@@ -28,7 +28,14 @@ $(VENV)/.installed: pyproject.toml setup.py checkers/_wgl.c
 	$(QUIET_ENV) $(PY) -m pip install $(PIP_QUIET) -e '.[dev]'
 	touch $@
 
-install: system-deps $(VENV)/.installed stubs
+install: system-deps $(VENV)/.installed stubs disklayer
+
+# The disk layer (cluster/disklayer-rs, Rust on the fuser crate; docs/disk.md): only runs with a disk fault
+# need it, so a machine without cargo gets a note, not a failure.
+disklayer:
+	@if command -v cargo >/dev/null 2>&1; then \
+	  cargo build --release --quiet --locked --manifest-path cluster/disklayer-rs/Cargo.toml --target-dir build/disklayer; \
+	else echo "disklayer: cargo not found; runs with a disk fault (lose-unfsynced) will be refused"; fi
 
 stubs: $(VENV)/.installed
 	@$(PY) -c "from faultline.node.protos._compile import compile_protos; compile_protos()"

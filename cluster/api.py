@@ -168,6 +168,23 @@ class Power(Nodes, Protocol):
         ...
 
 
+class Disk(Nodes, Protocol):
+    """Disk faults through the disk layer under a node's data directories (cluster/disklayer.py), mounted
+    only for a cluster whose spec names `disk_dirs`."""
+
+    def disk_layers(self, node: str) -> list[str]:
+        """The node's data directories under a disk layer (empty: none)."""
+        ...
+
+    def lose_unfsynced(self, node: str) -> dict[str, Any]:
+        """Drops what the node never fsynced (its process killed first); returns the files and bytes."""
+        ...
+
+    def disk_checkpoint(self, node: str) -> dict[str, Any]:
+        """Writes everything held for the node through to the disk."""
+        ...
+
+
 class Observation(Protocol):
     """What faults left behind, for the runner's check after it heals."""
 
@@ -176,6 +193,6 @@ class Observation(Protocol):
         ...
 
 
-class ClusterBackend(Hosts, Processes, Membership, Network, Clock, Power, Observation, Protocol):
+class ClusterBackend(Hosts, Processes, Membership, Network, Clock, Power, Disk, Observation, Protocol):
     """Every protocol above: what the real backends implement (they share cluster/base.py's NodeBackend),
     and what a backend registered in cluster/backends.py is made as."""

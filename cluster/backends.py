@@ -165,6 +165,10 @@ def list_clusters(kinds: tuple[str, ...] = KINDS, unreachable: list[str] | None 
     for kind in ("local", "ssh"):
         if kind in kinds:
             out += [(kind, n) for n in state.names(kind)]
+    from faultline.cluster.disklayer import clusters_with_layers
+
+    # a run killed after it mounted a disk layer, before its nodes existed, leaves only the layer
+    out += [kn for kn in clusters_with_layers() if kn[0] in kinds and kn not in out]
     return out
 
 
@@ -184,6 +188,9 @@ def leftovers(docker: bool = True) -> dict[str, list[str]]:
         from faultline.cluster.local_backend import leftovers as local_leftovers
 
         out.update(local_leftovers())
+    from faultline.cluster.disklayer import leftovers as disk_leftovers
+
+    out["disk layers"] = disk_leftovers()
     return {k: v for k, v in out.items() if v}
 
 
@@ -205,6 +212,9 @@ def remove_everything(log: Callable[[str], object] = print) -> int:
         from faultline.cluster.local_backend import remove_all
 
         removed += remove_all()
+    from faultline.cluster.disklayer import unmount_everything
+
+    removed += unmount_everything()
     for name in state.names("ssh"):
         try:
             attach("ssh", name).down()

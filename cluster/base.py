@@ -7,12 +7,13 @@ with iptables in a chain of our own, netem, the per-node clock offset) is the sa
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import re
 import shlex
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +54,17 @@ def fill_template(template: Sequence[str], values: Mapping[str, str],
 
 class ClusterError(RuntimeError):
     """A cluster operation failed on a node; the message names the node and the step."""
+
+
+@contextlib.contextmanager
+def disk_errors() -> Iterator[None]:
+    """A disk layer's error raised on as a ClusterError (cluster/disklayer.py sits below this module)."""
+    from faultline.cluster.disklayer import DiskLayerError
+
+    try:
+        yield
+    except DiskLayerError as exc:
+        raise ClusterError(str(exc)) from None
 
 
 class UnknownName(OSError):
@@ -123,6 +135,9 @@ class ClusterSpec:
     # libfaketime 0.9.10 (Debian bookworm) breaks CPython's time.sleep (EINVAL, or a hang when the
     # monotonic clock is faked too), so preloading it is opt-in; the offset file is always provided.
     faketime: bool = False
+    # role -> templates of the data directories that get a disk layer (cluster/disklayer.py), for a run
+    # with a disk fault only: any other run mounts nothing and pays nothing
+    disk_dirs: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any]) -> ClusterSpec:
@@ -441,6 +456,31 @@ class NodeBackend:
         if restart:
             self.start(node)
         return report
+
+    def disk_layers(self, node: str) -> list[str]:
+        """The node's data directories under a disk layer (cluster/disklayer.py), as the node sees them."""
+        role = self._role(node)
+        return self.expand(node, self.spec.disk_dirs.get(role.role, [])) if role else []
+
+    def lose_unfsynced(self, node: str) -> dict[str, Any]:
+        """Drops every write the node's disk layers hold (what it never fsynced): call it with the node's
+        process killed. Returns the files and bytes dropped."""
+        return self._disk(node, "lose")
+
+    def disk_checkpoint(self, node: str) -> dict[str, Any]:
+        """Writes everything the node's disk layers hold through to the disk."""
+        return self._disk(node, "checkpoint")
+
+    def _disk(self, node: str, cmd: str) -> dict[str, Any]:
+        from faultline.cluster import disklayer
+
+        self._node(node)
+        layers = disklayer.node_layers(self.kind, self.spec.name, node)
+        if not layers:
+            raise ClusterError(f"{node}: no disk layer is mounted (the cluster was brought up without one)")
+        with disk_errors():
+            return disklayer.lose(self.kind, self.spec.name, node) if cmd == "lose" else \
+                disklayer.checkpoint(self.kind, self.spec.name, node)
 
     def pause(self, node: str) -> None:
         self._daemon(node, "pause", ["--name", self._node(node).role])

@@ -14,6 +14,7 @@ import contextlib
 import io
 import ipaddress
 import json
+import shutil
 import tarfile
 import threading
 import time
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from faultline.cluster import disklayer
 from faultline.cluster.base import (
     LABEL,
     ClusterError,
@@ -28,6 +30,7 @@ from faultline.cluster.base import (
     NodeBackend,
     NodeInfo,
     RemoteTimeout,
+    disk_errors,
 )
 from faultline.cluster.source import PACKAGE, PACKAGE_DIR, node_tarball
 
@@ -231,9 +234,10 @@ class DockerBackend(NodeBackend):
     def _create_container(self, node: str, mount_source: bool = True) -> None:
         info = self.info[node]
         api = self.client.api
+        binds = {str(PACKAGE_DIR): {"bind": f"{SRC_MOUNT}/{PACKAGE}", "mode": "ro"}} if mount_source else {}
+        binds.update(self._disk_binds(node))
         host_config = api.create_host_config(
-            cap_add=["NET_ADMIN"], init=True, network_mode=self.network,
-            binds={str(PACKAGE_DIR): {"bind": f"{SRC_MOUNT}/{PACKAGE}", "mode": "ro"}} if mount_source else None,
+            cap_add=["NET_ADMIN"], init=True, network_mode=self.network, binds=binds or None,
         )
         net_config = api.create_networking_config({self.network: api.create_endpoint_config(
             aliases=[node, *info.dns], ipv4_address=info.address)})
@@ -244,9 +248,22 @@ class DockerBackend(NodeBackend):
         info.host = c["Id"]
         api.start(c["Id"])
 
+    def _disk_binds(self, node: str) -> dict[str, dict[str, str]]:
+        """Mounts the node's disk layers on the host (a run with a disk fault only) and returns their bind
+        mounts over its data directories: the container needs no FUSE device and no capability for them."""
+        dirs = self.disk_layers(node)
+        if not dirs:
+            return {}
+        with disk_errors():
+            layers = disklayer.mount_node(self.kind, self.spec.name, node, count=len(dirs))
+        return {str(layer.mountpoint): {"bind": d, "mode": "rw"} for layer, d in zip(layers, dirs, strict=True)}
+
     def down(self) -> None:
-        """Removes the cluster's containers and network (also ones this object did not create)."""
+        """Removes the cluster's containers and network (also ones this object did not create), then
+        unmounts its disk layers."""
         remove_cluster(self.client, self.spec.name)
+        with disk_errors():
+            disklayer.unmount_cluster(self.kind, self.spec.name)
         self.remove_hosts_file()
         self.info.clear()
 
@@ -255,6 +272,9 @@ class DockerBackend(NodeBackend):
         info = self._node(node)
         with contextlib.suppress(Exception):
             self.client.api.remove_container(info.host, force=True, v=True)
+        for layer in disklayer.node_layers(self.kind, self.spec.name, node):
+            disklayer.unmount(layer)
+        shutil.rmtree(disklayer.layer_root(self.kind, self.spec.name) / node, ignore_errors=True)
         del self.info[node]
         self._ipt.pop(node, None)
         self.sync_hosts_file()

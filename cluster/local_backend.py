@@ -23,8 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from faultline.cluster import state
-from faultline.cluster.base import ClusterError, ClusterSpec, NodeBackend, NodeInfo, RemoteTimeout
+from faultline.cluster import disklayer, state
+from faultline.cluster.base import (
+    ClusterError,
+    ClusterSpec,
+    NodeBackend,
+    NodeInfo,
+    RemoteTimeout,
+    disk_errors,
+)
 from faultline.cluster.source import host_pythonpath
 
 PREFIX = "fl-"
@@ -166,6 +173,9 @@ class LocalBackend(NodeBackend):
         _ip("-n", ns, "link", "set", "eth0", "up")
         _ip("-n", self.hub, "link", "set", f"v-{node}", "master", "br0", "up")
         Path(self.node_dir(node)).mkdir(parents=True, exist_ok=True)
+        # a disk layer (a run with a disk fault only) is mounted at the data directory itself
+        with disk_errors():
+            disklayer.mount_node(self.kind, self.spec.name, node, [Path(d) for d in self.disk_layers(node)])
         (NETNS_ETC / ns).mkdir(parents=True, exist_ok=True)
         (NETNS_ETC / ns / "hosts").touch()
 
@@ -207,6 +217,8 @@ class LocalBackend(NodeBackend):
         _kill_ns(self.hub)
         _ip("netns", "del", self.hub, check=False)
         _ip("link", "del", self.host_link, check=False)
+        with disk_errors():   # before the data goes: it is under them
+            disklayer.unmount_cluster(self.kind, self.spec.name)
         shutil.rmtree(DATA_ROOT / self.spec.name, ignore_errors=True)
         state.remove("local", self.spec.name)
         self.remove_hosts_file()
@@ -221,6 +233,9 @@ class LocalBackend(NodeBackend):
     def destroy(self, node: str) -> None:
         self._node(node)
         self._teardown_node(node)
+        for layer in disklayer.node_layers(self.kind, self.spec.name, node):
+            disklayer.unmount(layer)
+        shutil.rmtree(disklayer.layer_root(self.kind, self.spec.name) / node, ignore_errors=True)
         shutil.rmtree(self.node_dir(node), ignore_errors=True)
         del self.info[node]
         self._ipt.pop(node, None)

@@ -174,6 +174,7 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
                                                       "clock": "clock" in nemeses, **db_opts})
     except ValueError as exc:
         raise UsageError(f"{db.name} cluster: {exc}") from None
+    cluster_spec.disk_dirs = disk_layer_dirs(nemeses, db, cluster)
     quiet = opts.get("quiet_period")
     try:
         quiet = None if quiet is None else float(quiet)
@@ -205,6 +206,24 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         hosts_file=str(opts["nodes"]) if opts.get("nodes") else None,
         cluster_spec=cluster_spec.to_mapping(),
     )
+
+
+def disk_layer_dirs(nemeses: Sequence[str], db: DB, cluster: str) -> dict[str, list[str]]:
+    """The data directories that get a disk layer (a disk fault among `nemeses`), refused before anything
+    starts on a backend that cannot mount it."""
+    from faultline.cluster import disklayer
+    from faultline.nemesis import registry as nemeses_registry
+
+    dirs = nemeses_registry.disk_dirs(nemeses, db)
+    if not dirs:
+        return {}
+    if cluster not in ("docker", "local"):
+        raise UsageError(f"--cluster {cluster} cannot mount the disk layer that {', '.join(nemeses)} needs; "
+                         "use --cluster docker or local")
+    why = disklayer.unavailable()
+    if why:
+        raise UsageError(f"the disk layer that {', '.join(nemeses)} needs cannot be mounted: {why}")
+    return dirs
 
 
 def stamp(spec: TestSpec) -> TestSpec:

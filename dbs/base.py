@@ -141,9 +141,14 @@ class ProcessDB:
         return None
 
 
+# The faults through the disk layer under the DB's data directories (nemesis/disk.py): a DB takes them
+# when it declares dbs.api.DataFiles (the registry refuses them to one that does not).
+DISK_NEMESES = frozenset({"lose-unfsynced", "lose-unfsynced-all"})
+
+
 def supported_nemeses(clock: bool) -> frozenset[str]:
-    """The process-level faults, plus clock faults where libfaketime reaches the DB's processes."""
-    return PROCESS_NEMESES | {"clock"} if clock else PROCESS_NEMESES
+    """The process-level and disk faults, plus clock faults where libfaketime reaches the DB's processes."""
+    return PROCESS_NEMESES | DISK_NEMESES | ({"clock"} if clock else set())
 
 
 def common_notes(clock_reason: str | None) -> dict[str, str]:

@@ -158,6 +158,8 @@ def _ident(name: str) -> str:
 
 
 ISOLATION = ("read-committed", "repeatable-read", "serializable")
+# PostgreSQL's synchronous_commit values that matter on a single server (docs/disk.md)
+SYNC_COMMIT = ("on", "off", "local")
 
 
 class PostgresTxnClient:
@@ -320,7 +322,9 @@ class PostgresDB(ProcessDB):
     name = "postgres"
     workloads = frozenset({"register", "set", "list-append", "rw-register", "queue", "bank", "counter",
                            "unique-ids", "long-fork"})
-    options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
+    options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)",
+               "synchronous_commit": f"{', '.join(SYNC_COMMIT)} (default on); with off a commit is acknowledged "
+                                     "before its WAL is flushed, and a crash may lose it"}
     nemeses = supported_nemeses(clock=True) - {"partition", "partition-one", "partition-halves",
                                                "partition-majority", "partition-ring", "partition-bridge",
                                                "partition-primary"} | FILE_CORRUPTION_FAULTS
@@ -338,6 +342,9 @@ class PostgresDB(ProcessDB):
         level = opts.get("isolation", "serializable")
         if level not in ISOLATION:
             raise ValueError(f"isolation must be one of {', '.join(ISOLATION)}, not {level!r}")
+        sync = opts.get("synchronous_commit", "on")
+        if sync not in SYNC_COMMIT:
+            raise ValueError(f"synchronous_commit must be one of {', '.join(SYNC_COMMIT)}, not {sync!r}")
 
     def client(self, workload: str) -> Any:
         """Transactions and queues need their own client; register and set use the bundled ones over
@@ -350,7 +357,8 @@ class PostgresDB(ProcessDB):
         self.validate(opts)
         role = RoleSpec(ROLE, 1, "p", PORT,
                         argv=[f"{BIN}/postgres", "-D", "{dir}/pgdata", "-c", "listen_addresses=*",
-                              "-c", "unix_socket_directories=/tmp", "-c", "fsync=on"],
+                              "-c", "unix_socket_directories=/tmp", "-c", "fsync=on",
+                              "-c", f"synchronous_commit={opts.get('synchronous_commit', 'on')}"],
                         prepare=["sh", "-c", _INITDB, "sh", "{dir}"], prepare_unless="{dir}/pgdata/PG_VERSION",
                         user=USER)
         return ClusterSpec.from_mapping({"name": name, "roles": [role], "packages": list(self.packages),

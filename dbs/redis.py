@@ -27,6 +27,7 @@ REDIS, SENTINEL = "redis", "sentinel"
 REDIS_PORT, SENTINEL_PORT = 6379, 26379
 MASTER_NAME = "faultline"
 DOWN_AFTER_MS = 2000
+APPENDFSYNC = ("always", "everysec", "no")
 FAILOVER_TIMEOUT_MS = 10000
 CLOCK_REASON = ("libfaketime 0.9.10 aborts redis-server at start (a recursive clock_gettime during its start-up), "
                 "and redis reads no offset file of ours")
@@ -39,6 +40,7 @@ bind 0.0.0.0
 protected-mode no
 dir {dir}/data
 appendonly yes
+appendfsync {appendfsync}
 replica-announce-ip {address}
 """
 _SENTINEL_CONF = """\
@@ -93,6 +95,13 @@ class RedisSentinelDB(ProcessDB):
     packages = ("redis-server", "redis-sentinel")
     data_dirs = {REDIS: ("{dir}/data",)}
     data_files = {REDIS: ("{dir}/data/appendonlydir/*.aof", "{dir}/data/dump.rdb")}
+    options = {"appendfsync": f"when the append-only file is fsynced: {', '.join(APPENDFSYNC)} (default everysec, "
+                              "Redis's own; always fsyncs before each write is acknowledged)"}
+
+    def validate(self, opts: Mapping[str, Any]) -> None:
+        mode = opts.get("appendfsync", "everysec")
+        if mode not in APPENDFSYNC:
+            raise ValueError(f"appendfsync must be one of {', '.join(APPENDFSYNC)}, not {mode!r}")
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)
@@ -102,7 +111,8 @@ class RedisSentinelDB(ProcessDB):
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)
-        redis_conf = _REDIS_CONF.replace("{port}", str(REDIS_PORT))
+        redis_conf = _REDIS_CONF.replace("{port}", str(REDIS_PORT)).replace(
+            "{appendfsync}", str(opts.get("appendfsync", "everysec")))
         sentinel_conf = _SENTINEL_CONF.format(port=SENTINEL_PORT, dir="{dir}", address="{address}", name=MASTER_NAME,
                                               redis_port=REDIS_PORT, down=DOWN_AFTER_MS, failover=FAILOVER_TIMEOUT_MS)
         redis = RoleSpec(REDIS, 3, "r", REDIS_PORT, argv=["/usr/bin/redis-server", "{dir}/redis.conf"],

@@ -47,8 +47,9 @@ class NemesisPackage:
 class Entry:
     """One nemesis: the name users type, a line for `--help`, what builds its package from the interval
     between a fault's start and stop (seconds), the DB capabilities it needs (dbs/api.py protocols: a DB
-    without one refuses it before anything starts), the DB that offers it (None: a generic fault), and a
-    further test of the DB (`refuse(db)`: why it cannot take the fault, None when it can)."""
+    without one refuses it before anything starts), the DB that offers it (None: a generic fault), a
+    further test of the DB (`refuse(db)`: why it cannot take the fault, None when it can), and whether it
+    needs the disk layer (cluster/disklayer.py)."""
 
     name: str
     help: str
@@ -56,6 +57,8 @@ class Entry:
     needs: tuple[type, ...] = ()
     db: str | None = None
     refuse: Callable[[Any], str | None] | None = None
+    # the fault needs the disk layer under the DB's data directories (mounted for such runs only)
+    disk_layer: bool = False
 
 
 @runtime_checkable

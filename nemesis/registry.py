@@ -18,7 +18,7 @@ from faultline import gen
 from faultline.core import Op, Run
 from faultline.dbs import get_db, loadable
 from faultline.dbs.api import DB, FILE_CORRUPTION_KINDS, DataFiles, Kill, Pause, Primaries
-from faultline.nemesis import faults
+from faultline.nemesis import disk, faults
 from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
 from faultline.nemesis.base import PRIMARIES, ROLES, choice_op
 from faultline.nemesis.corruption import MODES, declared_files, file_corrupt_package
@@ -119,6 +119,11 @@ def _entries() -> list[Entry]:
               needs=(DataFiles, Kill), refuse=declared_files),
         *(Entry(f"file-{k}", f"{_KIND_HELP[k]} in a data file of one node, the DB stopped meanwhile",
                 _file_package(k), needs=(DataFiles, Kill), refuse=declared_files) for k in FILE_CORRUPTION_KINDS),
+        Entry("lose-unfsynced", "one node, a minority, a majority or all killed at once, what they never "
+              "fsynced dropped by the disk layer, then started again", disk.lose_unfsynced_package,
+              needs=(DataFiles, Kill), disk_layer=True),
+        Entry("lose-unfsynced-all", "every node killed at once, what they never fsynced dropped, then started",
+              lambda i: disk.lose_unfsynced_package(i, ("all",)), needs=(DataFiles, Kill), disk_layer=True),
     ]
 
 
@@ -167,6 +172,15 @@ def refusal(db: Any, name: str) -> str | None:
         why = (getattr(db, "nemesis_notes", None) or {}).get(name)
         return f"the {db.name} DB does not support nemesis {name}" + (f": {why}" if why else "")
     return None
+
+
+def disk_dirs(names: Sequence[str], db: Any) -> dict[str, list[str]]:
+    """The data directories (role -> templates) that need the disk layer for a run of `db` with these
+    nemeses: the DB's `data_dirs` when one of them needs the layer, else none (the run mounts nothing)."""
+    entries = entries_for(db)
+    if not any(entries[n].disk_layer for n in names if n in entries) or not isinstance(db, DataFiles):
+        return {}
+    return {role: list(dirs) for role, dirs in db.data_dirs.items()}
 
 
 def supported(db: Any) -> list[str]:

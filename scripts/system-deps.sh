@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Faultline needs on the host, only those missing.
 # mmdebstrap builds the node image; chromium drives the web-view test;
-# iproute2/iptables/faketime serve the local (netns) backend; openjdk runs Spark.
+# iproute2/iptables/faketime serve the local (netns) backend; openjdk runs Spark; fuse3 (fusermount3)
+# mounts the disk layer.
 set -euo pipefail
-pkgs=(mmdebstrap iproute2 iptables chromium openssh-client procps faketime)
+pkgs=(mmdebstrap iproute2 iptables chromium openssh-client procps faketime fuse3)
 command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -44,6 +44,7 @@ class Case:
     phase: str
     plan: tuple[str, ...]
     leave_running: bool
+    nemesis: str = "partition,kill,pause,packet"
 
     @property
     def id(self) -> str:
@@ -134,7 +135,7 @@ def interrupt(case: Case, tmp: Path, clean_with_all: bool) -> list[str]:
     name = f"flint-{uuid.uuid4().hex[:6]}"
     store = tmp / case.id
     argv = [sys.executable, "-m", "faultline", "run", "--db", "etcd", "--workload", "set", "--nemesis",
-            "partition,kill,pause,packet", "--nemesis-interval", "1", "--time-limit", "8", "--seed", str(case.seed),
+            case.nemesis, "--nemesis-interval", "1", "--time-limit", "8", "--seed", str(case.seed),
             "--cluster-name", name, "--store", str(store)]
     if case.leave_running:
         argv.append("--leave-cluster-running")
@@ -174,6 +175,9 @@ def interrupt(case: Case, tmp: Path, clean_with_all: bool) -> list[str]:
         left = cluster_objects(name)
         if left:
             problems.append(f"left on Docker: {left}")
+        layers = disk_layers_of(name)
+        if layers:
+            problems.append(f"disk layers left: {layers}")
         for hist in store.glob("*/2*/history.jsonl"):
             ana = faultline("analyze", str(hist.parent), timeout=300)
             if ana.returncode not in (0, 1, 2) or "Traceback" in ana.stderr:
@@ -183,6 +187,15 @@ def interrupt(case: Case, tmp: Path, clean_with_all: bool) -> list[str]:
             run.proc.kill()
         faultline("cluster", "down", "--name", name)
     return problems
+
+
+def disk_layers_of(name: str) -> list[str]:
+    """The run's disk layer mounts, processes and folders still on this machine."""
+    from faultline.cluster import disklayer
+
+    root = disklayer.layer_root("docker", name)
+    return ([m for m in disklayer.leftovers() if str(root) in m] + disklayer.residue("docker", name)
+            + ([str(root)] if root.exists() else []))
 
 
 def other_clusters(name: str) -> set[str]:
@@ -210,6 +223,22 @@ def test_interruptions_at_every_phase_leave_nothing_behind(tmp_path: Path) -> No
     found[alone.id] = interrupt(alone, tmp_path, clean_with_all=True)
     failures = {case: problems for case, problems in found.items() if problems}
     assert not failures, json.dumps(failures, indent=1)
+
+
+# A run with a disk fault: its disk layers (mounted on the host before the containers exist) are gone
+# after a SIGKILL while the layer drops writes (then `cluster down`) and after SIGINT while the cluster
+# comes up.
+DISK_CASES = [Case(31, "fault:lose-unfsynced", ("SIGKILL",), False, "lose-unfsynced,kill"),
+              Case(32, "cluster", ("SIGINT",), False, "lose-unfsynced")]
+
+
+@pytest.mark.docker
+@pytest.mark.root
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("case", DISK_CASES, ids=[c.id for c in DISK_CASES])
+def test_interrupted_runs_with_disk_faults_leave_no_disk_layer(tmp_path: Path, case: Case) -> None:
+    problems = interrupt(case, tmp_path, clean_with_all=False)
+    assert not problems, problems
 
 
 def test_the_cases_cover_every_phase_and_signal_plan() -> None:

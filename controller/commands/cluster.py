@@ -106,6 +106,24 @@ def _find(args: argparse.Namespace):
     return found[0]
 
 
+def _has_nodes(kind: str, name: str) -> bool:
+    """Whether the cluster has nodes to attach to (beside any disk layer it left)."""
+    from faultline.cluster import disklayer
+
+    return (kind, name) not in disklayer.clusters_with_layers() or _attachable(kind, name)
+
+
+def _attachable(kind: str, name: str) -> bool:
+    from faultline.cluster.backends import attach
+    from faultline.cluster.base import ClusterError
+
+    try:
+        attach(kind, name)
+    except ClusterError:
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     from faultline.cluster.base import ClusterError
     from faultline.controller.errors import UsageError
@@ -118,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from faultline.cluster.backends import attach, make_backend, remove_everything
-    from faultline.cluster.base import NodeBackend
+    from faultline.cluster.base import ClusterError, NodeBackend
     from faultline.controller.errors import UsageError
 
     if args.action == "image":
@@ -169,6 +187,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
 
     kind, name = _find(args)
+    if args.action == "down" and not _has_nodes(kind, name):
+        from faultline.cluster import disklayer
+
+        try:
+            disklayer.unmount_cluster(kind, name)   # only its disk layers were left (a run killed early)
+        except disklayer.DiskLayerError as exc:
+            raise ClusterError(str(exc)) from None
+        print(f"cluster {name} ({kind}) removed")
+        return 0
     backend = attach(kind, name)
     assert isinstance(backend, NodeBackend)   # _find looks only at the built-in kinds, all node backends
     if args.action == "down":

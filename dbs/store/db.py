@@ -103,7 +103,8 @@ class StoreDB(ProcessDB):
             if daemon == "node":
                 r.argv = _node_argv(role, opts)
                 r.prepare = tool_argv(["fs", "format", "--fs-dir", DATA])
-                r.prepare_unless = DATA
+                # the instance file, not the folder: a disk layer's mount point is there before the format
+                r.prepare_unless = f"{DATA}/instance"
                 r.power_cut = tool_argv(["fs", "cut_to_synced", "--json", "--fs-dir", DATA])
             elif daemon == "placeholder":
                 r.argv = ["{python}", "-m", "faultline.testing.placeholder", "--name", "{name}", "--port", "{port}"]

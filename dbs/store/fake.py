@@ -192,6 +192,16 @@ class FakeBackend:
             self._set(node, "running")
         return {"truncated": {}, "deleted": [], "restored": []}
 
+    def disk_layers(self, node: str) -> list[str]:
+        """The fake store keeps no files: no node has a disk layer."""
+        return []
+
+    def lose_unfsynced(self, node: str) -> dict[str, Any]:
+        return {"files": [], "bytes": 0}
+
+    def disk_checkpoint(self, node: str) -> dict[str, Any]:
+        return {"files": [], "bytes": 0}
+
     def pause(self, node: str) -> None:
         if self.pause_delay_s:
             time.sleep(self.pause_delay_s)
