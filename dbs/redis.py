@@ -89,25 +89,23 @@ class RedisSentinelDB(ProcessDB):
 
     name = "redis-sentinel"
     workloads = frozenset({"set", "register", "queue", "lock", "counter", "unique-ids"})
-    options = {"lock_ttl": "seconds a lock taken by the lock workload lasts unless released (default 10)"}
     nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS   # the data files are declared below
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("redis-server", "redis-sentinel")
     data_dirs = {REDIS: ("{dir}/data",)}
     data_files = {REDIS: ("{dir}/data/appendonlydir/*.aof", "{dir}/data/dump.rdb")}
     options = {"appendfsync": f"when the append-only file is fsynced: {', '.join(APPENDFSYNC)} (default everysec, "
-                              "Redis's own; always fsyncs before each write is acknowledged)"}
+                              "Redis's own; always fsyncs before each write is acknowledged)",
+               "lock_ttl": "seconds a lock taken by the lock workload lasts unless released (default 10)"}
 
     def validate(self, opts: Mapping[str, Any]) -> None:
         mode = opts.get("appendfsync", "everysec")
         if mode not in APPENDFSYNC:
             raise ValueError(f"appendfsync must be one of {', '.join(APPENDFSYNC)}, not {mode!r}")
+        lock_ttl(opts)
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)
-
-    def validate(self, opts: Mapping[str, Any]) -> None:
-        lock_ttl(opts)
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)
