@@ -1,0 +1,100 @@
+"""The speed-ups of `faultline check` keep their meaning: a subcommand's parser alone answers as the whole
+parser does, `faultline check` imports no other subcommand's dependencies, and the inlined transaction
+detection agrees with its plain definition on histories of every shape."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultline.checkers.elle.txns import detect_kind, is_mop_list
+from faultline.controller.cli import build_parser, main
+
+
+def _plain_detect_kind(history: Sequence[Mapping[str, Any]]) -> str | None:
+    """detect_kind as first written: one op at a time through is_mop_list."""
+    seen, fs, list_reads = False, set(), False
+    for op in history:
+        if not isinstance(op, dict):
+            continue
+        f = op.get("f")
+        if not ((f == "txn" or f is None) and op.get("process") != "nemesis"):
+            continue
+        value = op.get("value")
+        if value is None or value == []:
+            continue
+        if not is_mop_list(value):
+            return None
+        seen = True
+        for mf, _k, v in value:
+            fs.add(mf)
+            if mf == "r" and isinstance(v, list | tuple):
+                list_reads = True
+    if not seen:
+        return None
+    if "append" in fs or (list_reads and "w" not in fs):
+        return "list-append"
+    return "rw-register"
+
+
+_MOPS: list[Any] = [["append", 1, 2], ["r", 1, [1, 2]], ["r", 1, None], ["r", 2, 3], ["w", 2, 3], ("r", 1, (1,)),
+                    ["read", 1, 2], ["r", 1], "r", 7, ["r", 1, 2, 3], [None, 1, 2], ["append", "k", "v"]]
+_VALUES: list[Any] = [None, [], (), 5, "x", {"a": 1}]
+
+
+def _random_history(rng: random.Random) -> list[Any]:
+    ops: list[Any] = []
+    for i in range(rng.randint(0, 6)):
+        value = rng.choice(_VALUES) if rng.random() < 0.2 else \
+            [rng.choice(_MOPS) for _ in range(rng.randint(1, 4))]
+        op = {"index": i, "type": rng.choice(["invoke", "ok"]), "process": rng.choice([0, 1, "nemesis"]),
+              "f": rng.choice(["txn", "txn", None, "read"]), "value": value}
+        if rng.random() < 0.1:
+            del op["f"]
+        ops.append(op if rng.random() < 0.95 else "not an op")
+    return ops
+
+
+def test_detect_kind_agrees_with_its_plain_definition() -> None:
+    rng = random.Random(30)
+    kinds = set()
+    for _ in range(5000):
+        h = _random_history(rng)
+        kinds.add(_plain_detect_kind(h))
+        assert detect_kind(h) == _plain_detect_kind(h), h
+    assert kinds == {None, "list-append", "rw-register"}
+
+
+@pytest.mark.parametrize("argv", [["check"], ["check", "--no-such-option", "x"], ["check", "--format", "yaml", "x"],
+                                  ["score", "--engine", "gpu", "x"], ["synth"]])
+def test_a_named_command_is_refused_as_by_the_whole_parser(argv: list[str],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as whole:
+        build_parser().parse_args(argv)
+    whole_err = capsys.readouterr().err
+    with pytest.raises(SystemExit) as alone:
+        main(argv)
+    assert alone.value.code == whole.value.code == 254
+    assert capsys.readouterr().err == whole_err
+
+
+def test_check_imports_no_other_command(tmp_path: Path) -> None:
+    """Start-up is part of `faultline check`'s time: the nemeses, the store's client and networkx are not
+    needed to check a file."""
+    hist = tmp_path / "h.jsonl"
+    hist.write_text("\n".join(json.dumps(op) for op in [
+        {"index": 0, "type": "invoke", "process": 0, "f": "txn", "value": [["append", 1, 1]]},
+        {"index": 1, "type": "ok", "process": 0, "f": "txn", "value": [["append", 1, 1]]}]) + "\n")
+    code = ("import sys, runpy; sys.argv = ['faultline', 'check', sys.argv[1]]\n"
+            "try:\n    runpy.run_module('faultline', run_name='__main__')\n"
+            "except SystemExit as e:\n    print(e.code, sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('networkx', 'grpc') or m.startswith(('faultline.nemesis', 'faultline.node', 'faultline.dbs'))))")
+    out = subprocess.run([sys.executable, "-c", code, str(hist)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
