@@ -98,3 +98,51 @@ def test_check_imports_no_other_command(tmp_path: Path) -> None:
             "('networkx', 'grpc') or m.startswith(('faultline.nemesis', 'faultline.node', 'faultline.dbs'))))")
     out = subprocess.run([sys.executable, "-c", code, str(hist)], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
+
+
+def _same_partition(a: Any, b: Any) -> bool:
+    """Whether two labellings of the same nodes group them alike (labels themselves may differ)."""
+    pairs = set(zip(a.tolist(), b.tolist(), strict=True))
+    return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
+
+
+def test_compiled_components_are_scipys() -> None:
+    """The compiled Tarjan (checkers/elle/_scc.c) and scipy group nodes alike on random graphs of every
+    density, self-loops and repeated edges included, and components() lists the same components."""
+    np = pytest.importorskip("numpy")
+    from faultline.checkers.elle import graph
+
+    if graph._scc is None:
+        pytest.skip("checkers/elle/_scc.c is not built")
+    rng = np.random.default_rng(30)
+    for trial in range(300):
+        n = int(rng.integers(0, 60))
+        m = int(rng.integers(0, 3 * n + 1)) if n else 0
+        src = rng.integers(0, max(n, 1), m).astype(np.int64)
+        dst = rng.integers(0, max(n, 1), m).astype(np.int64)
+        if n == 0:
+            continue
+        kc, lc = graph.scc_labels(n, src, dst, compiled=True)
+        ks, ls = graph.scc_labels(n, src, dst, compiled=False)
+        assert kc == ks and _same_partition(lc, ls), trial
+        a, b = graph.components(n, src, dst, compiled=True), graph.components(n, src, dst, compiled=False)
+        assert [c.tolist() for c in a] == [c.tolist() for c in b], trial
+    # a long chain closed into one cycle: deep enough to overflow a recursive search
+    n = 200_000
+    src, dst = np.arange(n, dtype=np.int64), (np.arange(n, dtype=np.int64) + 1) % n
+    assert graph.scc_labels(n, src, dst)[0] == 1
+    assert graph.scc_labels(n, src[:-1], dst[:-1])[0] == n
+
+
+def test_compiled_components_refuse_bad_edges() -> None:
+    np = pytest.importorskip("numpy")
+    from faultline.checkers.elle import graph
+
+    if graph._scc is None:
+        pytest.skip("checkers/elle/_scc.c is not built")
+    with pytest.raises(ValueError):
+        graph._scc.labels(3, np.array([0, 5], dtype=np.int64), np.array([1, 2], dtype=np.int64))
+    with pytest.raises(ValueError):
+        graph._scc.labels(3, np.array([0], dtype=np.int64), np.array([1, 2], dtype=np.int64))
+    with pytest.raises(TypeError):
+        graph._scc.labels(3, np.array([0], dtype=np.int32), np.array([1], dtype=np.int32))
