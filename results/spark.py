@@ -237,8 +237,12 @@ def _batches(jobs: list[tuple[str, str, str | None]], slots: int) -> list[list[t
 
 
 def _score_batch(time_limit: float | None, gap_s: float) -> Callable[[Any], Any]:
-    """The task: each run of its batch scored by `score_run` in the executor's Python worker."""
+    """The task: each run of its batch scored by `score_run` in the executor's Python worker, on one
+    thread (Arrow's pool would otherwise read each Parquet file on every core, under the other tasks)."""
     def fn(batches: Any) -> Any:
+        import pyarrow
+
+        pyarrow.set_cpu_count(1)
         for batch in batches:
             for rid, pq_path, model in batch:
                 yield score_run(pq_path, rid, model, time_limit, gap_s)

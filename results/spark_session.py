@@ -16,12 +16,15 @@ from typing import Any
 # C2 on threads that compete with the Python workers for the cores, took 13-16 s with them against 32-56 s
 # without on the 2-core machine under load (docs/benchmarks.md, "Spark scoring").
 QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SCORING_DAEMON = "faultline.results.spark_daemon"  # Python workers forked with the scoring modules imported
 
 
 def get_session(master: str = "local[2]", app_name: str = "faultline", shuffle_partitions: int = 4,
-                log_file: Path | str | None = None, driver_java_options: str | None = None) -> Any:
+                log_file: Path | str | None = None, driver_java_options: str | None = None,
+                python_daemon: str | None = None) -> Any:
     """A SparkSession whose Python workers run this interpreter (so they see this venv's packages).
-    `driver_java_options` become spark.driver.extraJavaOptions (QUICK_JVM_OPTIONS for work done in Python).
+    `driver_java_options` become spark.driver.extraJavaOptions (QUICK_JVM_OPTIONS for work done in Python);
+    `python_daemon` is the module that forks the Python workers (SCORING_DAEMON: imports done before the fork).
 
     With `log_file`, the JVM's own output (its start-up warnings, log4j's lines) goes to that file instead
     of the terminal, and Spark logs errors only: a user sees Faultline's progress, not eight JVM warnings.
@@ -44,6 +47,8 @@ def get_session(master: str = "local[2]", app_name: str = "faultline", shuffle_p
     )
     if driver_java_options:
         builder = builder.config("spark.driver.extraJavaOptions", driver_java_options)
+    if python_daemon:
+        builder = builder.config("spark.python.daemon.module", python_daemon)
     if log_file is None:
         return builder.getOrCreate()
     with _stderr_to(Path(log_file)):  # the JVM starts here and keeps this stderr for its lifetime
