@@ -146,3 +146,33 @@ def test_compiled_components_refuse_bad_edges() -> None:
         graph._scc.labels(3, np.array([0], dtype=np.int64), np.array([1, 2], dtype=np.int64))
     with pytest.raises(TypeError):
         graph._scc.labels(3, np.array([0], dtype=np.int32), np.array([1], dtype=np.int32))
+
+
+def test_spark_batches_hold_every_run_once_and_balance(tmp_path: Path) -> None:
+    """Plan runs' batches (results.spark._batches): each run in exactly one batch, the largest batch first,
+    and no batch holding more than the largest run beyond an equal share."""
+    from faultline.results.spark import _batches
+
+    rng = random.Random(7)
+    jobs = []
+    for i in range(53):
+        f = tmp_path / f"r{i}.parquet"
+        f.write_bytes(b"x" * rng.randint(1, 5000))
+        jobs.append((f"run{i}", str(f), "cas-register" if i % 3 else None))
+    jobs.append(("gone", str(tmp_path / "missing.parquet"), None))  # unreadable: size 0, still scored
+    for slots in (1, 2, 6, 54, 80):
+        batches = _batches(jobs, slots)
+        assert sorted(j for b in batches for j in b) == sorted(jobs)
+        assert len(batches) == min(slots, len(jobs))
+        loads = [sum(Path(j[1]).stat().st_size if Path(j[1]).exists() else 0 for j in b) for b in batches]
+        assert loads == sorted(loads, reverse=True)
+        biggest = max(Path(j[1]).stat().st_size for j in jobs if Path(j[1]).exists())
+        assert loads[0] - loads[-1] <= biggest
+
+
+def test_scoring_daemon_is_pysparks_with_the_scoring_modules() -> None:
+    pytest.importorskip("pyspark")
+    out = subprocess.run([sys.executable, "-c", "import sys, faultline.results.spark_daemon as d; "
+                          "print('faultline.results.scoring' in sys.modules, callable(d.daemon.manager))"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True"], out.stderr
