@@ -22,7 +22,7 @@ help:
 system-deps:
 	@VERBOSE=$(V) bash scripts/system-deps.sh
 
-$(VENV)/.installed: pyproject.toml setup.py checkers/_wgl.c
+$(VENV)/.installed: pyproject.toml setup.py checkers/_wgl.c checkers/elle/_scc.c
 	$(PYTHON) -m venv $(VENV)
 	$(QUIET_ENV) $(PY) -m pip install $(PIP_QUIET) --upgrade pip setuptools wheel
 	$(QUIET_ENV) $(PY) -m pip install $(PIP_QUIET) -e '.[dev]'
@@ -70,4 +70,4 @@ bench: install
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache node/protos/*_pb2*.py checkers/*.so
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache node/protos/*_pb2*.py checkers/*.so checkers/elle/*.so

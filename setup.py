@@ -41,10 +41,12 @@ class BuildWithProtos(build_py):
 # The linearizability checker's compiled core; optional: without a C compiler the
 # pure-Python search (identical verdicts) is used.
 WGL = Extension("faultline.checkers._wgl", ["checkers/_wgl.c"], optional=True, extra_compile_args=["-O2"])
+# Strongly connected components for the Elle-class checkers; optional too: without it they use scipy's.
+SCC = Extension("faultline.checkers.elle._scc", ["checkers/elle/_scc.c"], optional=True, extra_compile_args=["-O2"])
 
 setup(
     packages=packages(),
     package_dir={"faultline": "."},
     cmdclass={"build_py": BuildWithProtos},
-    ext_modules=[WGL],
+    ext_modules=[WGL, SCC],
 )

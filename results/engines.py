@@ -25,7 +25,12 @@ from faultline.results.scoring import (
     store_paths,
 )
 from faultline.results.spark import score
-from faultline.results.spark_session import get_session, wait_for_executors
+from faultline.results.spark_session import (
+    QUICK_JVM_OPTIONS,
+    SCORING_DAEMON,
+    get_session,
+    wait_for_executors,
+)
 from faultline.results.store import Store
 
 ENGINES = ("auto", "spark", "pandas")
@@ -107,7 +112,10 @@ def score_store(
     master = master or DEFAULT_MASTER
     log_file = None if verbose else out / "spark.log"
     say(progress, f"starting Spark ({master})" + ("" if log_file is None else f"; its own log: {log_file}"))
-    spark = get_session(master, app_name=app_name, log_file=log_file)
+    # plan runs leaves the work to Python workers: a JVM that starts quickly is worth more than its JIT
+    quick = plan == "runs"
+    spark = get_session(master, app_name=app_name, log_file=log_file, driver_java_options=QUICK_JVM_OPTIONS if quick
+                        else None, python_daemon=SCORING_DAEMON if quick else None)
     try:
         joined = wait_for_executors(spark, say=progress)
         if joined:

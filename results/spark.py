@@ -12,7 +12,7 @@ by `results.scoring.finish_scores`, as the single-process engine (`results.scori
 
 from __future__ import annotations
 
-import json
+import heapq
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +38,7 @@ from faultline.results.scoring import (
 
 METRIC_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis"]
 PLANS = ("runs", "groups")
+TASKS_PER_CORE = 3  # plan "runs": tasks per executor core (a slow core gives up the rest of the work)
 
 
 def load_store(spark: Any, path: Stores, progress: Progress | None = None) -> tuple[Any, Any]:
@@ -217,28 +218,54 @@ def _score_by_groups(spark: Any, runs_pd: pd.DataFrame, time_limit: float | None
     return met, kv
 
 
+def _batches(jobs: list[tuple[str, str, str | None]], slots: int) -> list[list[tuple[str, str, str | None]]]:
+    """The runs in `slots` batches of about equal work (a history's file size stands for it), the largest
+    batch first: each batch is one task, and Spark starts tasks in order, so the longest ones start first
+    and no core waits alone at the end (longest processing time first)."""
+    def size(job: tuple[str, str, str | None]) -> int:
+        try:
+            return Path(job[1]).stat().st_size
+        except OSError:
+            return 0
+
+    bins: list[tuple[int, int, list[tuple[str, str, str | None]]]] = [(0, i, []) for i in range(slots)]
+    for job in sorted(jobs, key=size, reverse=True):
+        load, i, batch = heapq.heappop(bins)
+        batch.append(job)
+        heapq.heappush(bins, (load + size(job), i, batch))
+    return [batch for _, _, batch in sorted(bins, key=lambda b: (-b[0], b[1])) if batch]
+
+
+def _score_batch(time_limit: float | None, gap_s: float) -> Callable[[Any], Any]:
+    """The task: each run of its batch scored by `score_run` in the executor's Python worker, on one
+    thread (Arrow's pool would otherwise read each Parquet file on every core, under the other tasks)."""
+    def fn(batches: Any) -> Any:
+        import pyarrow
+
+        pyarrow.set_cpu_count(1)
+        for batch in batches:
+            for rid, pq_path, model in batch:
+                yield score_run(pq_path, rid, model, time_limit, gap_s)
+
+    return fn
+
+
 def _score_by_run(spark: Any, runs_pd: pd.DataFrame, time_limit: float | None, gap_s: float,
                   progress: Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    jobs = runs_pd.loc[runs_pd["parquet"].notna(), ["run_id", "parquet", "model"]].copy()
-    jobs["parquet"] = [str(Path(p).absolute()) for p in jobs["parquet"]]
+    """Plan "runs" as plain Python tasks: the driver hands each task a batch of (run, file, model) and gets
+    back the rows `score_run` made. No DataFrame of the runs, no repartition (a shuffle), no Arrow batch:
+    each of those was a job or a stage of fixed cost before the first run was scored."""
+    jobs = [(str(rid), str(Path(pq).absolute()), model if isinstance(model, str) else None)
+            for rid, pq, model in zip(runs_pd["run_id"], runs_pd["parquet"], runs_pd["model"], strict=True)
+            if isinstance(pq, str) and pq]
     met_cols = [c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")]
     key_cols = [c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")]
-    if jobs.empty:
+    if not jobs:
         return pd.DataFrame(columns=met_cols), pd.DataFrame(columns=key_cols)
-    parts = max(1, min(len(jobs), spark.sparkContext.defaultParallelism * 4))
-    sdf = spark.createDataFrame(jobs.astype(object).where(jobs.notna(), None),
-                                "run_id string, parquet string, model string").repartition(parts)
-
-    def fn(batches: Any) -> Any:
-        for pdf in batches:
-            rows = []
-            for rid, pq_path, model in zip(pdf["run_id"], pdf["parquet"], pdf["model"], strict=True):
-                met, keys = score_run(pq_path, rid, model, time_limit, gap_s)
-                met["keys_json"] = json.dumps(keys)
-                rows.append(met)
-            yield pd.DataFrame(rows, columns=[*met_cols, "keys_json"])
-
+    sc = spark.sparkContext
+    batches = _batches(jobs, max(1, min(len(jobs), sc.defaultParallelism * TASKS_PER_CORE)))
     with _StageProgress(spark, progress, "runs"):
-        out = sdf.mapInPandas(fn, metrics.RUN_SCHEMA + ", keys_json string").toPandas()
-    kv = pd.DataFrame([k for text in out["keys_json"] for k in json.loads(text)], columns=key_cols)
-    return out.drop(columns=["keys_json"]), kv
+        rows = sc.parallelize(batches, len(batches)).mapPartitions(_score_batch(time_limit, gap_s)).collect()
+    met = pd.DataFrame([m for m, _ in rows], columns=met_cols)
+    kv = pd.DataFrame([k for _, keys in rows for k in keys], columns=key_cols)
+    return met, kv

@@ -11,10 +11,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+# JVM options for a driver whose JVM does little but hand Python tasks their input (plan "runs"): the
+# client compiler alone and one GC thread. The JVM's start-up, most of it compiling Spark's own classes with
+# C2 on threads that compete with the Python workers for the cores, took 13-16 s with them against 32-56 s
+# without on the 2-core machine under load (docs/benchmarks.md, "Spark scoring").
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SCORING_DAEMON = "faultline.results.spark_daemon"  # Python workers forked with the scoring modules imported
+
 
 def get_session(master: str = "local[2]", app_name: str = "faultline", shuffle_partitions: int = 4,
-                log_file: Path | str | None = None) -> Any:
+                log_file: Path | str | None = None, driver_java_options: str | None = None,
+                python_daemon: str | None = None) -> Any:
     """A SparkSession whose Python workers run this interpreter (so they see this venv's packages).
+    `driver_java_options` become spark.driver.extraJavaOptions (QUICK_JVM_OPTIONS for work done in Python);
+    `python_daemon` is the module that forks the Python workers (SCORING_DAEMON: imports done before the fork).
 
     With `log_file`, the JVM's own output (its start-up warnings, log4j's lines) goes to that file instead
     of the terminal, and Spark logs errors only: a user sees Faultline's progress, not eight JVM warnings.
@@ -35,6 +45,10 @@ def get_session(master: str = "local[2]", app_name: str = "faultline", shuffle_p
         .config("spark.driver.memory", "2g")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    if driver_java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", driver_java_options)
+    if python_daemon:
+        builder = builder.config("spark.python.daemon.module", python_daemon)
     if log_file is None:
         return builder.getOrCreate()
     with _stderr_to(Path(log_file)):  # the JVM starts here and keeps this stderr for its lifetime

@@ -5,7 +5,9 @@ per completion, chained in history order: T -> V(T's completion) -> V(next compl
 every U invoked after that completion. A path T ~> U through virtual nodes exists exactly when T
 completed before U was invoked, so cycles (and SCCs) are those of the full realtime order. Cycle search
 works on real edges only (`realtime_pairs` gives the order among the members of one SCC).
-SCCs are computed by scipy's compiled Tarjan/Pearce (`connected_components(connection="strong")`).
+SCCs are computed by the compiled Tarjan of `_scc.c` (scipy's `connected_components(connection="strong")`
+when that is not built: scipy is imported only then, its import being a tenth of `faultline check`).
+Components are listed by their smallest node, whichever computed them.
 """
 
 from __future__ import annotations
@@ -13,10 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from faultline.checkers.elle.txns import INFO, OK, Txns
+
+SCC_ABI = 1  # the calling convention of _scc.c this module speaks
+try:
+    from faultline.checkers.elle import _scc  # type: ignore[attr-defined]
+except ImportError:  # not built (no C compiler): scipy's
+    _scc = None
+if getattr(_scc, "ABI", None) != SCC_ABI:
+    _scc = None
 
 WW, WR, RW, PR, RT = 1, 2, 4, 8, 16
 # ww and rw edges from a register version order that only process (P) or realtime (T) order implies: they
@@ -114,12 +122,30 @@ def add_realtime_chain(tx: Txns, edges: Edges) -> int:
     return m
 
 
-def components(n: int, src: np.ndarray, dst: np.ndarray) -> list[np.ndarray]:
-    """The strongly connected components with more than one node, each a sorted array of node ids."""
-    if len(src) == 0:
-        return []
+def scc_labels(n: int, src: np.ndarray, dst: np.ndarray, compiled: bool | None = None) -> tuple[int, np.ndarray]:
+    """(k, labels): the strongly connected component of each of the `n` nodes, numbered 0..k-1 in no
+    particular order. `compiled`: force (True) or refuse (False) the C core; by default it if built."""
+    if compiled is None:
+        compiled = _scc is not None
+    if compiled:
+        if _scc is None:
+            raise RuntimeError("the compiled strongly connected components (checkers/elle/_scc.c) are not built")
+        k, raw = _scc.labels(n, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64))
+        return int(k), np.frombuffer(raw, dtype=np.int64)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
     g = csr_matrix((np.ones(len(src), dtype=np.int32), (src, dst)), shape=(n, n))
     k, labels = connected_components(g, directed=True, connection="strong")
+    return int(k), labels.astype(np.int64, copy=False)
+
+
+def components(n: int, src: np.ndarray, dst: np.ndarray, compiled: bool | None = None) -> list[np.ndarray]:
+    """The strongly connected components with more than one node, each a sorted array of node ids, listed
+    by their smallest node."""
+    if len(src) == 0:
+        return []
+    k, labels = scc_labels(n, src, dst, compiled)
     if k == n:
         return []
     counts = np.bincount(labels, minlength=k)
@@ -131,7 +157,9 @@ def components(n: int, src: np.ndarray, dst: np.ndarray) -> list[np.ndarray]:
     order = np.argsort(lab, kind="stable")
     nodes, lab = nodes[order], lab[order]
     cuts = np.nonzero(np.diff(lab))[0] + 1
-    return list(np.split(nodes, cuts))
+    parts = np.split(nodes, cuts)
+    parts.sort(key=lambda c: int(c[0]))
+    return parts
 
 
 def topo_ranks(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -139,8 +167,7 @@ def topo_ranks(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     every path from u to v passes only nodes ranked between rank[u] and rank[v]."""
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    g = csr_matrix((np.ones(len(src), dtype=np.int32), (src, dst)), shape=(n, n))
-    k, labels = connected_components(g, directed=True, connection="strong")
+    k, labels = scc_labels(n, src, dst)
     cs, cd = labels[src], labels[dst]
     keep = cs != cd
     pairs = np.unique(np.stack([cs[keep], cd[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
@@ -167,8 +194,7 @@ def has_cycle(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
     """True if the graph has a cycle (a strongly connected component of two or more nodes)."""
     if len(src) == 0:
         return False
-    g = csr_matrix((np.ones(len(src), dtype=np.int32), (src, dst)), shape=(n, n))
-    k, _ = connected_components(g, directed=True, connection="strong")
+    k, _ = scc_labels(n, src, dst)
     return k < n
 
 

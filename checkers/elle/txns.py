@@ -129,23 +129,37 @@ def _completion_only(tx: Txns, op: dict[str, Any]) -> int:
 
 
 def detect_kind(history: Sequence[Mapping[str, Any]]) -> str | None:
-    """"list-append", "rw-register", or None when the history holds no Elle-style transactions."""
+    """"list-append", "rw-register", or None when the history holds no Elle-style transactions.
+
+    Every micro-op of every transaction is looked at once (`faultline check` infers the checker from a
+    whole history before reading it again to check it), so the test of each is inlined: it is
+    `is_mop_list`'s."""
     seen = False
     fs: set[str] = set()
+    add_f = fs.add
     list_reads = False
+    mop_fs = MOP_FS
     for op in history:
-        if not isinstance(op, dict) or not _is_txn(op):
+        if not isinstance(op, dict):
+            continue
+        f = op.get("f")
+        if (f != "txn" and f is not None) or op.get("process") == "nemesis":
             continue
         value = op.get("value")
         if value is None or value == []:
             continue
-        if not is_mop_list(value):
+        if not isinstance(value, list | tuple) or not value:
             return None
-        seen = True
-        for f, _k, v in value:
-            fs.add(f)
-            if f == "r" and isinstance(v, list | tuple):
+        for m in value:
+            if not isinstance(m, list | tuple) or len(m) != 3:
+                return None
+            mf = m[0]
+            if mf not in mop_fs:
+                return None
+            add_f(mf)
+            if mf == "r" and not list_reads and isinstance(m[2], list | tuple):
                 list_reads = True
+        seen = True
     if not seen:
         return None
     if "append" in fs or (list_reads and "w" not in fs):
