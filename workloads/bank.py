@@ -27,26 +27,12 @@ class BankClient(KVClient):
         return BankClient(connect(test), self.accounts, self.total)
 
     def setup(self, test: Run) -> None:
-        import time
-
         self.ensure_table(test, num_tablets=1)
-        conn = connect(test)
         per = self.total // self.accounts
         balances = [per] * self.accounts
         balances[0] += self.total - per * self.accounts
         rows = [("put", f"a{i}", b) for i, b in enumerate(balances)]
-        deadline = time.monotonic() + float(test.spec.setup_timeout_s)
-        try:
-            while True:  # an indeterminate batch is harmless here: it is idempotent and nothing else runs
-                try:
-                    conn.batch(self.tbl(test), rows)
-                    return
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-        finally:
-            conn.close()
+        self.setup_write(test, lambda conn: conn.batch(self.tbl(test), rows))
 
     def _balances(self, test: Run) -> dict[int, int]:
         rows = self.conn.scan(self.tbl(test))

@@ -95,6 +95,26 @@ class KVClient:
         """This run's table: the run tag keeps runs on a reused cluster from seeing each other's rows."""
         return run_name(test, self.table)
 
+    def setup_write(self, test: Run, write: Callable[[Any], Any]) -> None:
+        """Runs `write(conn)` once the table exists, trying again through any error until the setup timeout
+        (then the last error is raised). Only for idempotent writes at setup: nothing else runs yet, so a
+        write in doubt is simply tried again."""
+        import time
+
+        conn = connect(test)
+        deadline = time.monotonic() + float(test.spec.setup_timeout_s)
+        try:
+            while True:
+                try:
+                    write(conn)
+                    return
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        finally:
+            conn.close()
+
     def ensure_table(self, test: Run, **kwargs: Any) -> None:
         """Creates the workload's table once, retrying through transient errors (bounded)."""
         import time

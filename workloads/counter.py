@@ -17,7 +17,7 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.workloads.api import Workload
-from faultline.workloads.common import KVClient, LazyChecker, connect
+from faultline.workloads.common import KVClient, LazyChecker
 
 KEY = "counter"
 READ = {"f": "read", "value": None}
@@ -28,19 +28,7 @@ class CounterClient(KVClient):
 
     def setup(self, test: Run) -> None:
         self.ensure_table(test)
-        conn = connect(test)
-        deadline = time.monotonic() + float(test.spec.setup_timeout_s)
-        try:
-            while True:  # nothing else runs yet: a put in doubt is simply tried again
-                try:
-                    conn.put(self.tbl(test), KEY, 0)
-                    return
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-        finally:
-            conn.close()
+        self.setup_write(test, lambda conn: conn.put(self.tbl(test), KEY, 0))
 
     def apply(self, test: Run, op: Op) -> Op:
         if op["f"] == "read":
