@@ -162,6 +162,17 @@ ISOLATION = ("read-committed", "repeatable-read", "serializable")
 SYNC_COMMIT = ("on", "off", "local")
 
 
+def _create_table(test: Run, table: str, columns: str) -> None:
+    """A workload's table, made once at setup on the one server (`table` already an identifier)."""
+    conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.setup_timeout_s))
+    try:
+        conn.execute(f'CREATE TABLE IF NOT EXISTS "{table}" ({columns})')
+    except Definite:
+        pass  # made by a concurrent setup
+    finally:
+        conn.close()
+
+
 class PostgresTxnClient:
     """Transactions of micro-ops at the run's isolation level (`--isolation`, default serializable), as
     Jepsen's PostgreSQL tests run them: a key is a row; long-fork's micro-ops are rw-register's;
@@ -176,14 +187,8 @@ class PostgresTxnClient:
         self.kind, self.conn, self.table = kind, conn, table
 
     def setup(self, test: Run) -> None:
-        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.setup_timeout_s))
         column = "bigint[]" if self.kind == "list-append" else "bigint"
-        try:
-            conn.execute(f'CREATE TABLE IF NOT EXISTS "{_ident(self._table(test))}" (k bigint PRIMARY KEY, v {column})')
-        except Definite:
-            pass  # made by a concurrent setup
-        finally:
-            conn.close()
+        _create_table(test, _ident(self._table(test)), f"k bigint PRIMARY KEY, v {column}")
 
     def _table(self, test: Run) -> str:
         tag = test.spec.run_tag
@@ -260,13 +265,7 @@ class PostgresQueueClient:
         return _ident(run_name(test, "queue"))
 
     def setup(self, test: Run) -> None:
-        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.setup_timeout_s))
-        try:
-            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self._table(test)}" (id bigserial PRIMARY KEY, v bigint)')
-        except Definite:
-            pass  # made by a concurrent setup
-        finally:
-            conn.close()
+        _create_table(test, self._table(test), "id bigserial PRIMARY KEY, v bigint")
 
     def open(self, test: Run, node: str) -> PostgresQueueClient:
         conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s),
