@@ -465,22 +465,25 @@ class NodeBackend:
     def lose_unfsynced(self, node: str) -> dict[str, Any]:
         """Drops every write the node's disk layers hold (what it never fsynced): call it with the node's
         process killed. Returns the files and bytes dropped."""
-        return self._disk(node, "lose")
+        from faultline.cluster import disklayer
+
+        return self._disk(node, disklayer.lose)
 
     def disk_checkpoint(self, node: str) -> dict[str, Any]:
         """Writes everything the node's disk layers hold through to the disk."""
-        return self._disk(node, "checkpoint")
+        from faultline.cluster import disklayer
 
-    def _disk(self, node: str, cmd: str) -> dict[str, Any]:
+        return self._disk(node, disklayer.checkpoint)
+
+    def _disk(self, node: str, command: Callable[[str, str, str], dict[str, Any]]) -> dict[str, Any]:
+        """`command` (disklayer.lose or .checkpoint) on the node's layers; refused when it has none."""
         from faultline.cluster import disklayer
 
         self._node(node)
-        layers = disklayer.node_layers(self.kind, self.spec.name, node)
-        if not layers:
+        if not disklayer.node_layers(self.kind, self.spec.name, node):
             raise ClusterError(f"{node}: no disk layer is mounted (the cluster was brought up without one)")
         with disk_errors():
-            return disklayer.lose(self.kind, self.spec.name, node) if cmd == "lose" else \
-                disklayer.checkpoint(self.kind, self.spec.name, node)
+            return command(self.kind, self.spec.name, node)
 
     def pause(self, node: str) -> None:
         self._daemon(node, "pause", ["--name", self._node(node).role])

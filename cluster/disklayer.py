@@ -210,6 +210,13 @@ def unmount_cluster(kind: str, cluster: str) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def unmount_node(kind: str, cluster: str, node: str) -> None:
+    """Unmounts a node's layers and removes their folders (the node is destroyed for good)."""
+    for layer in node_layers(kind, cluster, node):
+        unmount(layer)
+    shutil.rmtree(layer_root(kind, cluster) / node, ignore_errors=True)
+
+
 def residue(kind: str, cluster: str) -> list[str]:
     """What a cluster's disk layers left behind: mounts and live layer processes, one line each."""
     root = layer_root(kind, cluster)

@@ -14,7 +14,6 @@ import contextlib
 import io
 import ipaddress
 import json
-import shutil
 import tarfile
 import threading
 import time
@@ -272,9 +271,7 @@ class DockerBackend(NodeBackend):
         info = self._node(node)
         with contextlib.suppress(Exception):
             self.client.api.remove_container(info.host, force=True, v=True)
-        for layer in disklayer.node_layers(self.kind, self.spec.name, node):
-            disklayer.unmount(layer)
-        shutil.rmtree(disklayer.layer_root(self.kind, self.spec.name) / node, ignore_errors=True)
+        disklayer.unmount_node(self.kind, self.spec.name, node)
         del self.info[node]
         self._ipt.pop(node, None)
         self.sync_hosts_file()

@@ -233,9 +233,7 @@ class LocalBackend(NodeBackend):
     def destroy(self, node: str) -> None:
         self._node(node)
         self._teardown_node(node)
-        for layer in disklayer.node_layers(self.kind, self.spec.name, node):
-            disklayer.unmount(layer)
-        shutil.rmtree(disklayer.layer_root(self.kind, self.spec.name) / node, ignore_errors=True)
+        disklayer.unmount_node(self.kind, self.spec.name, node)
         shutil.rmtree(self.node_dir(node), ignore_errors=True)
         del self.info[node]
         self._ipt.pop(node, None)
