@@ -43,12 +43,15 @@ stubs: $(VENV)/.installed
 image: install
 	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image --every-db; fi
 
-# Two passes, every test once: what needs no Docker, Spark, root or Chromium spread over the cores
-# (pytest-xdist), then the rest one at a time (their clusters and timings must not share the cores).
+# Three passes, every test once: what needs no Docker, Spark, root or Chromium spread over the cores
+# (pytest-xdist); the chaos cells of real databases, light enough to share the machine, two at a time
+# (marked `paired`, tests/chaos_cells.py); then the rest one at a time (a store cluster keeps both cores
+# busy, and timed cells must not share them). --durations names the slowest, for the CI log.
 ALONE_MARKS := docker or spark or root or chromium
 test: install image
-	$(VENV)/bin/pytest --chaos -n $(or $(JOBS),auto) -m "not ($(ALONE_MARKS))" $(PYTEST_ARGS)
-	$(VENV)/bin/pytest --chaos -m "$(ALONE_MARKS)" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --chaos -n $(or $(JOBS),auto) -m "not ($(ALONE_MARKS))" --durations=15 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --chaos -n 2 --dist worksteal -m "paired" --durations=15 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --chaos -m "($(ALONE_MARKS)) and not paired" --durations=30 $(PYTEST_ARGS)
 
 # The fast tier: every test but those needing Docker, Spark, root or Chromium, and the integration tests
 # that start real processes (`make test` runs them all). Spread over the cores by pytest-xdist.

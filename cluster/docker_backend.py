@@ -31,6 +31,7 @@ from faultline.cluster.base import (
     RemoteTimeout,
     disk_errors,
 )
+from faultline.cluster.collect import ChunkStream, extract_tar
 from faultline.cluster.source import PACKAGE, PACKAGE_DIR, node_tarball
 
 # Nodes import the package from SRC_MOUNT/faultline, bind-mounted from the host's package folder.
@@ -324,9 +325,7 @@ class DockerBackend(NodeBackend):
     # ------------------------------------------------------------------ files
     def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
         stream, _ = self.client.api.get_archive(self.container_id(node), remote_dir)
-        buf = io.BytesIO(b"".join(stream))
-        with tarfile.open(fileobj=buf) as tar:
-            tar.extractall(local_dir, filter="data")
+        extract_tar(ChunkStream(stream), local_dir)
 
     # ------------------------------------------------------------------ reattach (CLI)
     @classmethod

@@ -32,6 +32,7 @@ from faultline.cluster.base import (
     RemoteTimeout,
     disk_errors,
 )
+from faultline.cluster.collect import copy_tree_sparse
 from faultline.cluster.source import host_pythonpath
 
 PREFIX = "fl-"
@@ -253,7 +254,7 @@ class LocalBackend(NodeBackend):
         return name
 
     def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
-        shutil.copytree(remote_dir, local_dir, dirs_exist_ok=True, symlinks=True)
+        copy_tree_sparse(remote_dir, local_dir)
 
 
 def _netns_list() -> list[str]:

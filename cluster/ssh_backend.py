@@ -35,7 +35,6 @@ import os
 import select
 import shlex
 import socket
-import tarfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +50,7 @@ from faultline.cluster.base import (
     NodeInfo,
     RemoteTimeout,
 )
+from faultline.cluster.collect import extract_tar
 from faultline.cluster.source import node_tarball
 from faultline.core import inputs
 
@@ -490,8 +490,7 @@ class SSHBackend(NodeBackend):
         rc, out, err = self.remote.exec_bytes(node, ["tar", "-czf", "-", "-C", remote_dir, "."], 300)
         if rc != 0:
             raise ClusterError(f"{node}: tar {remote_dir} failed: {err.decode(errors='replace').strip()}")
-        with tarfile.open(fileobj=io.BytesIO(out), mode="r:gz") as tar:
-            tar.extractall(local_dir, filter="data")
+        extract_tar(io.BytesIO(out), local_dir, compressed=True)
 
 
 def _resolve_addr(address: str) -> str:

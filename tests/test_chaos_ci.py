@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chaos_cells import chaos_params
 
 from faultline.controller.campaign import load
 
@@ -18,7 +19,7 @@ RUNS = load(CAMPAIGN).runs
 
 @pytest.mark.chaos
 @pytest.mark.docker
-@pytest.mark.parametrize("planned", RUNS, ids=[r.key for r in RUNS])
+@pytest.mark.parametrize("planned", chaos_params(RUNS, [r.key for r in RUNS]))
 def test_ci_campaign_cell(planned, faultline_run) -> None:  # type: ignore[no-untyped-def]
     opts = {k: v for k, v in planned.opts.items() if k not in ("workload", "nemesis", "inject_bug", "cluster")}
     faultline_run(workload=planned.opts["workload"], nemesis=planned.opts["nemesis"].split(","),

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+from chaos_cells import chaos_params
 
 from faultline.controller.campaign import load
 
@@ -30,7 +31,7 @@ RUNS = [r for r in load(CAMPAIGN).runs if r.opts.get("seed", 1) == 1
 @pytest.mark.chaos
 @pytest.mark.docker
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("planned", RUNS, ids=[r.key.split("|")[0] for r in RUNS])
+@pytest.mark.parametrize("planned", chaos_params(RUNS, [r.key.split("|")[0] for r in RUNS]))
 def test_real_campaign_cell(planned, faultline_run) -> None:  # type: ignore[no-untyped-def]
     opts = {k: v for k, v in planned.opts.items() if k not in ("workload", "nemesis", "inject_bug", "cluster")}
     if planned.expect == "valid":  # a cell that must find a bug keeps its whole fault schedule
