@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+# one Redis or etcd process each: light enough to share the machine (tests/chaos_cells.py)
+pytestmark = [pytest.mark.docker, pytest.mark.paired, pytest.mark.timeout(900)]
 
 
 def faultline_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
