@@ -218,17 +218,24 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
 
 def disk_layer_dirs(nemeses: Sequence[str], db: DB, cluster: str) -> dict[str, list[str]]:
     """The data directories that get a disk layer (a disk fault among `nemeses`), refused before anything
-    starts on a backend that cannot mount it."""
+    starts on a backend that cannot mount it. Docker and local mount it on this machine, which must have
+    FUSE; the SSH backend mounts it on its hosts, which it asks for FUSE itself before it uploads anything
+    (SSHBackend.check_fuse): here only the layer must be built."""
     from faultline.cluster import disklayer
     from faultline.nemesis import registry as nemeses_registry
 
     dirs = nemeses_registry.disk_dirs(nemeses, db)
     if not dirs:
         return {}
-    if cluster not in ("docker", "local"):
+    if cluster not in ("docker", "local", "ssh"):
         raise UsageError(f"--cluster {cluster} cannot mount the disk layer that {', '.join(nemeses)} needs; "
-                         "use --cluster docker or local")
-    why = disklayer.unavailable()
+                         "use --cluster docker, local or ssh")
+    why = disklayer.unavailable() if cluster != "ssh" else None
+    if cluster == "ssh":
+        try:
+            disklayer.binary()
+        except disklayer.DiskLayerError as exc:
+            why = str(exc)
     if why:
         raise UsageError(f"the disk layer that {', '.join(nemeses)} needs cannot be mounted: {why}")
     return dirs
