@@ -329,7 +329,7 @@ class DockerBackend(NodeBackend):
     # ------------------------------------------------------------------ files
     def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
         stream, _ = self.client.api.get_archive(self.container_id(node), remote_dir)
-        extract_tar(ChunkStream(stream), local_dir)
+        extract_tar(io.BufferedReader(ChunkStream(stream)), local_dir)
 
     # ------------------------------------------------------------------ reattach (CLI)
     @classmethod
