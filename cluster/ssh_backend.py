@@ -493,12 +493,6 @@ class SSHBackend(NodeBackend):
             raise ClusterError(f"{node}: no disk layer is mounted (the cluster was brought up without one)")
         return dict(self._layers(node, {"op": "command", "cmd": cmd}))
 
-    def disk_residue(self) -> list[str]:
-        """The disk layers still mounted or running on the hosts, one line each (empty after `down`)."""
-        if not self.spec.disk_dirs:
-            return []
-        return [f"{n}: {line}" for n in self.hosts for line in self._layers(n, {"op": "residue"})]
-
     def upload_source(self, node: str) -> None:
         """The parts of the `faultline` package a node runs, as a tarball over SFTP, unpacked into
         source_dir (which then holds `faultline/`)."""
