@@ -465,25 +465,26 @@ class NodeBackend:
     def lose_unfsynced(self, node: str) -> dict[str, Any]:
         """Drops every write the node's disk layers hold (what it never fsynced): call it with the node's
         process killed. Returns the files and bytes dropped."""
-        from faultline.cluster import disklayer
-
-        return self._disk(node, disklayer.lose)
+        return self._disk(node, "lose")
 
     def disk_checkpoint(self, node: str) -> dict[str, Any]:
         """Writes everything the node's disk layers hold through to the disk."""
-        from faultline.cluster import disklayer
+        return self._disk(node, "checkpoint")
 
-        return self._disk(node, disklayer.checkpoint)
-
-    def _disk(self, node: str, command: Callable[[str, str, str], dict[str, Any]]) -> dict[str, Any]:
-        """`command` (disklayer.lose or .checkpoint) on the node's layers; refused when it has none."""
-        from faultline.cluster import disklayer
-
+    def _disk(self, node: str, cmd: str) -> dict[str, Any]:
+        """`cmd` (lose or checkpoint) to the node's layers; refused when it has none."""
         self._node(node)
+        with disk_errors():
+            return self.layer_command(node, cmd)
+
+    def layer_command(self, node: str, cmd: str) -> dict[str, Any]:
+        """`cmd` to the node's layers where they run: here, on this machine (Docker, local); the SSH
+        backend runs the same control (cluster/layerctl.py) on its hosts."""
+        from faultline.cluster import disklayer, layerctl
+
         if not disklayer.node_layers(self.kind, self.spec.name, node):
             raise ClusterError(f"{node}: no disk layer is mounted (the cluster was brought up without one)")
-        with disk_errors():
-            return command(self.kind, self.spec.name, node)
+        return layerctl.command_node(disklayer.layer_root(self.kind, self.spec.name) / node, cmd)
 
     def pause(self, node: str) -> None:
         self._daemon(node, "pause", ["--name", self._node(node).role])

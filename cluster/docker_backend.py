@@ -185,10 +185,12 @@ class DockerBackend(NodeBackend):
                 self.down()
             raise
 
-    def add_sshd_node(self, name: str, authorized_key: str) -> NodeInfo:
-        """A container running sshd (for the SSH backend's tests): root login with this public key only."""
+    def add_sshd_node(self, name: str, authorized_key: str, fuse: bool = False) -> NodeInfo:
+        """A container running sshd (for the SSH backend's tests): root login with this public key only.
+        With `fuse` it plays a host that has FUSE (/dev/fuse and SYS_ADMIN, so the SSH backend can mount
+        its disk layer there): only such a test fixture gets them, never a node container."""
         self.info[name] = NodeInfo(name, "sshd", self._alloc_ip(), "", [])
-        self._create_container(name, mount_source=False)
+        self._create_container(name, mount_source=False, fuse_host=fuse)
         self.remote.put(name, "/root/.ssh/authorized_keys", authorized_key.encode())
         # no checkout in an sshd container (it plays a bare host): just the daemon manager
         self.remote.put(name, f"{BOOT_DIR}/boot.tgz",
@@ -231,13 +233,15 @@ class DockerBackend(NodeBackend):
                 if ip not in used:
                     return ip
 
-    def _create_container(self, node: str, mount_source: bool = True) -> None:
+    def _create_container(self, node: str, mount_source: bool = True, fuse_host: bool = False) -> None:
         info = self.info[node]
         api = self.client.api
         binds = {str(PACKAGE_DIR): {"bind": f"{SRC_MOUNT}/{PACKAGE}", "mode": "ro"}} if mount_source else {}
         binds.update(self._disk_binds(node))
+        fuse: dict[str, Any] = {"devices": ["/dev/fuse"]} if fuse_host else {}
         host_config = api.create_host_config(
-            cap_add=["NET_ADMIN"], init=True, network_mode=self.network, binds=binds or None,
+            cap_add=["NET_ADMIN", *(["SYS_ADMIN"] if fuse_host else [])], init=True, network_mode=self.network,
+            binds=binds or None, **fuse,
         )
         net_config = api.create_networking_config({self.network: api.create_endpoint_config(
             aliases=[node, *info.dns], ipv4_address=info.address)})
@@ -325,7 +329,7 @@ class DockerBackend(NodeBackend):
     # ------------------------------------------------------------------ files
     def fetch_dir(self, node: str, remote_dir: str, local_dir: Path) -> None:
         stream, _ = self.client.api.get_archive(self.container_id(node), remote_dir)
-        extract_tar(ChunkStream(stream), local_dir)
+        extract_tar(io.BufferedReader(ChunkStream(stream)), local_dir)
 
     # ------------------------------------------------------------------ reattach (CLI)
     @classmethod

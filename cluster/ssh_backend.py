@@ -25,13 +25,23 @@ Each value is checked against SSHHost's field types (HOST_RULES) before anything
 `source_dir` get a marker file (MARKER) when Faultline creates them (or takes over an empty one); `down`
 and `destroy` delete only a directory holding it, and a directory with contents but no marker is never
 used, so no hosts file can make Faultline delete /usr/bin or a home directory.
+
+A run with a disk fault (ClusterSpec.disk_dirs) gets the disk layer on each host, mounted at the data
+directories themselves as on the local backend: `up` first asks every host for FUSE (/dev/fuse, and root
+or fusermount3) and refuses with a UsageError (exit 254) before anything is uploaded when one lacks it;
+then it copies the layer binary built on this machine (it links only libc and libgcc_s: no libfuse is
+needed on the host) to `workdir/.faultline-disk/` and starts the layers there, detached. The layer control
+is cluster/layerctl.py run on the host (`python3 -c`), the same code the other backends run locally:
+`lose` and `checkpoint` through its control socket, and unmount and residue on `down` and `destroy`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
+import posixpath
 import select
 import shlex
 import socket
@@ -42,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faultline.cluster import state
+from faultline.cluster import disklayer, layerctl, state
 from faultline.cluster.base import (
     ClusterError,
     ClusterSpec,
@@ -53,6 +63,7 @@ from faultline.cluster.base import (
 from faultline.cluster.collect import extract_tar
 from faultline.cluster.source import node_tarball
 from faultline.core import inputs
+from faultline.core.errors import UsageError
 
 # Written into workdir and source_dir when Faultline creates them; only a directory holding it is deleted.
 MARKER = ".faultline-created"
@@ -75,6 +86,15 @@ _REMOVE_SH = (
     '  if [ -f "$d/$m" ] && [ ! -L "$d" ]; then rm -rf -- "$d"\n'
     '  elif [ -e "$d" ]; then echo "kept $d: Faultline did not create it (no $m in it)" >&2; fi\n'
     'done\n'
+)
+# The node's disk layers (cluster/layerctl.py's `base`) and the layer binary, inside its workdir.
+LAYER_DIR = ".faultline-disk"
+# What a host needs to mount the disk layer; prints why not and exits 3 (commands run as root, or
+# through sudo, so root is the common case; fusermount3 lets a FUSE mount be made without it).
+_FUSE_SH = (
+    '[ -e /dev/fuse ] || { echo "it has no /dev/fuse (the disk layer is a FUSE file system)"; exit 3; }\n'
+    '[ "$(id -u)" = 0 ] || command -v fusermount3 >/dev/null '
+    '|| { echo "it has no fusermount3 (Debian package fuse3) and commands do not run as root"; exit 3; }\n'
 )
 HOSTS_BEGIN = "# faultline begin"
 HOSTS_END = "# faultline end"
@@ -386,6 +406,7 @@ class SSHBackend(NodeBackend):
         if state.load("ssh", self.spec.name):
             raise ClusterError(f"an ssh cluster named {self.spec.name!r} is up; "
                                f"`faultline cluster down --cluster ssh --name {self.spec.name}` first")
+        self.check_fuse()
         taken: dict[str, int] = {}
         for h in self.hosts.values():
             names = self.spec.role(h.role).dns_names()
@@ -394,7 +415,7 @@ class SSHBackend(NodeBackend):
             self.info[h.name] = NodeInfo(h.name, h.role, _resolve_addr(h.address), h.address, list(dns))
         try:
             self._save()
-            self._parallel(self.upload_source, list(self.info))
+            self._parallel(self._prepare, list(self.info))
             log(f"source uploaded to {len(self.info)} hosts")
             self._write_hosts()
             self._parallel(self.start, list(self.info))
@@ -404,6 +425,73 @@ class SSHBackend(NodeBackend):
             with contextlib.suppress(Exception):
                 self.down()
             raise
+
+    def _prepare(self, node: str) -> None:
+        """A host made ready for its node's process: the source, and the disk layers of a run with a disk fault."""
+        self.upload_source(node)
+        self.mount_disk(node)
+
+    # ------------------------------------------------------------------ the disk layer
+    def check_fuse(self) -> None:
+        """Refuses a run with a disk fault (UsageError, one line, exit 254) before anything reaches a host
+        when a host cannot mount the layer, or when the layer is not built on this machine."""
+        if not self.spec.disk_dirs:
+            return
+        try:
+            disklayer.binary()
+        except disklayer.DiskLayerError as exc:
+            raise UsageError(f"--cluster ssh cannot mount the disk layer: {exc}") from None
+        lacking: list[str] = []
+
+        def check(n: str) -> None:
+            rc, out, err = self.remote.exec(n, ["sh", "-c", _FUSE_SH], 30)
+            if rc != 0:
+                lacking.append(f"{n} ({self.hosts[n].address}): {(out or err).strip() or f'exit {rc}'}")
+
+        self._parallel(check, list(self.hosts))
+        if lacking:
+            raise UsageError(f"--cluster ssh cannot mount the disk layer a disk fault needs on {'; '.join(sorted(lacking))}")
+
+    def layer_base(self, node: str) -> str:
+        """The folder of the node's disk layers on its host."""
+        return posixpath.join(self.node_dir(node), LAYER_DIR)
+
+    def _layers(self, node: str, req: dict[str, Any], timeout: float = 120) -> Any:
+        """One layer control request carried out on the host (cluster/layerctl.py sent as `python3 -c`)."""
+        source = Path(layerctl.__file__).read_text(encoding="utf-8")
+        argv = [self.python(node), "-c", source, json.dumps({"base": self.layer_base(node), **req})]
+        rc, out, err = self.remote.exec(node, argv, timeout)
+        lines = out.strip().splitlines()
+        try:
+            answer = json.loads(lines[-1]) if lines else {}
+        except ValueError:
+            answer = {}
+        if rc != 0 or "ok" not in answer:
+            why = answer.get("error") or (err.strip().splitlines() or [f"exit {rc}"])[-1]
+            raise ClusterError(f"{node}: disk layer {req['op']} failed: {why}")
+        return answer["ok"]
+
+    def mount_disk(self, node: str) -> None:
+        """The node's disk layers, at its data directories, before its process first starts (a run with a
+        disk fault only): the layer binary copied to the host, then one detached layer per directory."""
+        dirs = self.disk_layers(node)
+        if not dirs:
+            return
+        program = posixpath.join(self.layer_base(node), layerctl.PROGRAM)
+        self.remote.put(node, program, disklayer.binary().read_bytes())
+        self.run(node, ["chmod", "755", program], 10, step="chmod the disk layer")
+        self._layers(node, {"op": "mount", "binary": program, "mountpoints": dirs})
+
+    def unmount_disk(self, node: str) -> list[str]:
+        """Unmounts the node's disk layers and stops them; what is still left (mounts, processes)."""
+        if not self.spec.disk_dirs:
+            return []
+        return [f"{node}: {line}" for line in self._layers(node, {"op": "unmount"})]
+
+    def layer_command(self, node: str, cmd: str) -> dict[str, Any]:
+        if not self.disk_layers(node):
+            raise ClusterError(f"{node}: no disk layer is mounted (the cluster was brought up without one)")
+        return dict(self._layers(node, {"op": "command", "cmd": cmd}))
 
     def upload_source(self, node: str) -> None:
         """The parts of the `faultline` package a node runs, as a tarball over SFTP, unpacked into
@@ -445,25 +533,39 @@ class SSHBackend(NodeBackend):
         return b
 
     def down(self) -> None:
-        """Stops the daemons, heals the network, removes the hosts block, the data and the source."""
+        """Stops the daemons, unmounts the disk layers, heals the network, removes the hosts block, the
+        data and the source. A host whose layer could not be unmounted keeps its workdir (removing it would
+        reach through the mount), and `down` then raises, naming what is left."""
+        left: list[str] = []
+
         def clean(n: str) -> None:
             with contextlib.suppress(Exception):
                 self.kill(n)
+            try:
+                stuck = self.unmount_disk(n)
+            except Exception as exc:
+                stuck = [f"{n}: {exc}"]
+            left.extend(stuck)
             with contextlib.suppress(Exception):
                 self.heal_network([n])
             with contextlib.suppress(Exception):
                 self.run(n, [self.python(n), "-c", _HOSTS_PY, HOSTS_BEGIN, HOSTS_END, ""], 30)
             with contextlib.suppress(Exception):
-                self.remove_dirs(n, [self.node_dir(n), self.source_dir(n)])
+                self.remove_dirs(n, [self.source_dir(n)] if stuck else [self.node_dir(n), self.source_dir(n)])
 
         self._parallel(clean, list(self.info))
         self.remote.close()
         state.remove("ssh", self.spec.name)
         self.remove_hosts_file()
         self.info.clear()
+        if left:
+            raise ClusterError(f"disk layers of cluster {self.spec.name} left behind: {'; '.join(sorted(left))}")
 
     def destroy(self, node: str) -> None:
         self.kill(node)
+        left = self.unmount_disk(node)
+        if left:
+            raise ClusterError(f"{node}: disk layer left behind: {'; '.join(left)}")
         self.remove_dirs(node, [self.node_dir(node)])
         del self.info[node]
         self._write_hosts()
@@ -478,7 +580,7 @@ class SSHBackend(NodeBackend):
             raise ClusterError(f"no host {name!r} in the hosts file")
         h = self.hosts[name]
         self.info[name] = NodeInfo(name, role or h.role, _resolve_addr(h.address), h.address, [])
-        self.upload_source(name)
+        self._prepare(name)
         self._write_hosts()
         self._save()
         self.sync_hosts_file()

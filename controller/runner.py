@@ -11,7 +11,10 @@ Whatever happens after the cluster is up (a stop signal, a crashed client, a cra
 generator), the `finally` path lets the fault in flight finish, heals the cluster, keeps the history
 written so far, checks what it has and marks the run as cut short. SIGINT, SIGTERM and SIGHUP count
 alike: a second one abandons outstanding operations and the final phase and skips the checkers, but still
-heals and tears down; a third gives up healing, and results.json names what was not healed.
+heals and tears down; a third gives up healing, and results.json names what was not healed. A user's
+mistake that only the running cluster shows (a UsageError raised at setup: a file glob that matches no
+file) takes the same path, then is raised again once the cluster is down: the CLI prints its one line and
+exits 254.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from faultline.controller.analysis import NodeLogCheck, check, node_log_check, w
 from faultline.controller.interpreter import STOP_SIGNALS, CutShort, Interpreter, Interrupts, Worker
 from faultline.controller.recorder import Recorder
 from faultline.core import Op, Run, TestSpec
+from faultline.core.errors import UsageError
 from faultline.gen import NEMESIS, Context
 from faultline.nemesis.api import NemesisPackage
 from faultline.workloads.api import Workload
@@ -117,6 +121,7 @@ def run_test(
     test.recorder = recorder
     faults = FaultTracker()
     cut_short: str | None = None
+    refused: UsageError | None = None  # a user's mistake found once the cluster is up (raised after teardown)
     results: dict[str, Any] = {}
     workers: dict[Any, Worker] = {}
     clients: dict[int, Any] = {}
@@ -192,7 +197,10 @@ def run_test(
         cut_short = str(exc)
     except BaseException as exc:  # a bug or a setup failure: record why, then still heal and check
         cut_short = f"{type(exc).__name__}: {exc}"
-        log.error("run failed: %s", traceback.format_exc())
+        if isinstance(exc, UsageError) and interp is None:
+            # a user's mistake found at setup (a nemesis option that matches no file): the run is refused
+            refused, cut_short = exc, f"refused: {exc}"
+        log.error("run failed: %s", cut_short if refused else traceback.format_exc())
         if isinstance(exc, KeyboardInterrupt):
             interrupts.count = max(interrupts.count, 2)
             cut_short = interrupts.why()
@@ -244,6 +252,8 @@ def run_test(
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
         _detach_log(log_handler)
+    if refused is not None:
+        raise refused  # healed, recorded and torn down above: the CLI prints its one line and exits 254
     return Outcome(results.get("valid", "unknown"), results, getattr(run_dir, "path", None), cut_short,
                    len(recorder.ops))
 

@@ -32,9 +32,11 @@ def split_list(value: str | Sequence[str] | None) -> list[str]:
     return [i.strip() for i in items if i.strip()]
 
 
-def parse_db_opts(raw: Any) -> dict[str, Any]:
-    """`--db-opt KEY=VALUE` (repeatable) or a campaign's `db_opts` table, as plain data: numbers become
-    numbers, everything else stays text."""
+def parse_db_opts(raw: Any, flag: str = "--db-opt", what: str = "DB option",
+                  numbers: bool = True) -> dict[str, Any]:
+    """`--db-opt KEY=VALUE` (repeatable) or a campaign's `db_opt` table, as plain data: numbers become
+    numbers (unless not `numbers`: a nemesis's file glob `0001` stays text), everything else stays text.
+    `--nemesis-opt` (`nemesis_opt`) is read the same way."""
     if raw is None:
         return {}
     items: list[tuple[Any, Any]]
@@ -45,17 +47,17 @@ def parse_db_opts(raw: Any) -> dict[str, Any]:
         for item in ([raw] if isinstance(raw, str) else raw):
             name, sep, text = str(item).partition("=")
             if not sep or not name.strip():
-                raise UsageError(f"--db-opt {item!r}: use KEY=VALUE")
+                raise UsageError(f"{flag} {item!r}: use KEY=VALUE")
             items.append((name.strip(), text.strip()))
     out: dict[str, Any] = {}
     for key, value in items:
         if not re.match(r"^[a-z][a-z0-9_]{0,40}$", str(key)):
-            raise UsageError(f"DB option {key!r}: use lowercase letters, digits and '_'")
-        if isinstance(value, str):
+            raise UsageError(f"{what} {key!r}: use lowercase letters, digits and '_'")
+        if isinstance(value, str) and numbers:
             with contextlib.suppress(ValueError):
                 value = int(value)
         if not isinstance(value, (str, int, float, bool)):
-            raise UsageError(f"DB option {key}: a number or text, not {value!r}")
+            raise UsageError(f"{what} {key}: a number or text, not {value!r}")
         out[str(key)] = value
     return out
 
@@ -103,6 +105,11 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         nemeses_registry.validate(nemeses, db)
     except ValueError as exc:
         raise UsageError(f"{exc} (docs/your-own-db.md lists them per DB)") from None
+    try:
+        nemesis_opts = nemeses_registry.validate_opts(
+            parse_db_opts(opts.get("nemesis_opt"), "--nemesis-opt", "nemesis option", numbers=False), nemeses, db)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     bugs = split_list(opts.get("inject_bug"))
     known_bugs = db.bugs if isinstance(db, Bugs) else {}
     if bugs and not known_bugs:
@@ -188,6 +195,7 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         workload=workload,
         nemesis=tuple(nemeses),
         nemesis_interval=interval,
+        nemesis_opts=nemesis_opts,
         bugs=tuple(bugs),
         seed=seed,
         time_limit=time_limit,
@@ -210,17 +218,24 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
 
 def disk_layer_dirs(nemeses: Sequence[str], db: DB, cluster: str) -> dict[str, list[str]]:
     """The data directories that get a disk layer (a disk fault among `nemeses`), refused before anything
-    starts on a backend that cannot mount it."""
+    starts on a backend that cannot mount it. Docker and local mount it on this machine, which must have
+    FUSE; the SSH backend mounts it on its hosts, which it asks for FUSE itself before it uploads anything
+    (SSHBackend.check_fuse): here only the layer must be built."""
     from faultline.cluster import disklayer
     from faultline.nemesis import registry as nemeses_registry
 
     dirs = nemeses_registry.disk_dirs(nemeses, db)
     if not dirs:
         return {}
-    if cluster not in ("docker", "local"):
+    if cluster not in ("docker", "local", "ssh"):
         raise UsageError(f"--cluster {cluster} cannot mount the disk layer that {', '.join(nemeses)} needs; "
-                         "use --cluster docker or local")
-    why = disklayer.unavailable()
+                         "use --cluster docker, local or ssh")
+    why = disklayer.unavailable() if cluster != "ssh" else None
+    if cluster == "ssh":
+        try:
+            disklayer.binary()
+        except disklayer.DiskLayerError as exc:
+            why = str(exc)
     if why:
         raise UsageError(f"the disk layer that {', '.join(nemeses)} needs cannot be mounted: {why}")
     return dirs

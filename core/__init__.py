@@ -48,6 +48,7 @@ class TestSpec:
     db: str = "store"
     nemesis: tuple[str, ...] = ("none",)
     nemesis_interval: float = 10.0
+    nemesis_opts: Mapping[str, Any] = field(default_factory=dict)  # the nemeses' options (--nemesis-opt K=V)
     bugs: tuple[str, ...] = ()
     seed: int = 0
     time_limit: float = 60.0

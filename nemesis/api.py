@@ -3,8 +3,8 @@ for one, and the capability of a DB that offers faults of its own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from faultline.core import Op, Run
@@ -48,8 +48,9 @@ class Entry:
     """One nemesis: the name users type, a line for `--help`, what builds its package from the interval
     between a fault's start and stop (seconds), the DB capabilities it needs (dbs/api.py protocols: a DB
     without one refuses it before anything starts), the DB that offers it (None: a generic fault), a
-    further test of the DB (`refuse(db)`: why it cannot take the fault, None when it can), and whether it
-    needs the disk layer (cluster/disklayer.py)."""
+    further test of the DB (`refuse(db)`: why it cannot take the fault, None when it can), whether it
+    needs the disk layer (cluster/disklayer.py), and the options it takes (`--nemesis-opt KEY=VALUE`: each
+    name with a check of its value, which says why a value is wrong, None when it is right)."""
 
     name: str
     help: str
@@ -59,6 +60,7 @@ class Entry:
     refuse: Callable[[Any], str | None] | None = None
     # the fault needs the disk layer under the DB's data directories (mounted for such runs only)
     disk_layer: bool = False
+    options: Mapping[str, Callable[[Any], str | None]] = field(default_factory=dict)
 
 
 @runtime_checkable

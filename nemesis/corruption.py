@@ -18,11 +18,18 @@ group smaller than its role, like the store's three replicas of a tablet over fi
 never loses two replicas to damage). Everything is planned on the controller
 (`plan`, from the seeded rng) and carried out on the node by nemesis/filedamage.py through the backend,
 and each completion records node, file, kind and offsets, so the run replays from its history.
+
+The option `file_glob` (`--nemesis-opt file_glob=GLOB`, a campaign's `nemesis_opt = {file_glob = ...}`)
+names the files instead of the DB's globs: a glob relative to each of the node's data directories
+(dbs.api.DataFiles.data_dirs), or an absolute one on the node. It is checked when the test is built
+(`check_file_glob`), and again once the DB is set up (`setup`): a glob that matches no file on any node
+the fault may damage refuses the run (UsageError, exit 254) before the first fault.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import random
 import threading
 from collections.abc import Mapping, Sequence
@@ -31,6 +38,7 @@ from typing import Any, cast
 
 from faultline import gen
 from faultline.core import Op, Run
+from faultline.core.errors import UsageError
 from faultline.dbs.api import FILE_CORRUPTION_KINDS, DataFiles, Kill
 from faultline.nemesis import filedamage
 from faultline.nemesis.api import NemesisPackage
@@ -54,6 +62,21 @@ MAX_CUT = 1024
 EXEC_TIMEOUT_S = 60.0
 SNAPSHOT_DIR = "corrupt-snapshots"
 NO_FILE = "no data file with data on this node yet"
+FILE_GLOB = "file_glob"
+
+
+def check_file_glob(value: Any) -> str | None:
+    """Why `value` is no file_glob (None: it is one): a non-empty glob of files, one line, and when
+    relative one that stays inside the data directories (no `..`)."""
+    if not isinstance(value, str) or not value.strip():
+        return f"a glob of files (relative to the node's data directories, or absolute), not {value!r}"
+    if any(c in value for c in "\0\n\r"):
+        return f"one line of text without NUL, not {value!r}"
+    if value.endswith("/"):
+        return f"a glob of files, not of directories (it ends with '/'): {value!r}"
+    if not value.startswith("/") and ".." in value.split("/"):
+        return f"a relative glob stays inside the data directories (no '..'): {value!r}"
+    return None
 
 
 def plan(kind: str, data_end: int, rng: random.Random) -> dict[str, Any]:
@@ -116,8 +139,36 @@ class FileCorruptNemesis:
         self.lock = threading.Lock()
 
     def setup(self, test: Run) -> FileCorruptNemesis:
+        """The run's rng; with a user's file_glob, the refusal of a glob that matches no file on any node
+        the fault may damage (the DB is set up by now, so its files exist)."""
         self.rng = nemesis_rng(test, "file-corrupt")
+        pattern = self._user_glob(test)
+        if pattern is not None:
+            b = backend(test)
+            nodes = [n for role in sorted(self._role_globs(test)) for n in b.nodes(role)]
+            if not any(any(files) for n in nodes
+                       for files in self._run(test, n, {"op": "list", "globs": self._globs(test, n)})):
+                raise UsageError(f"--nemesis-opt {FILE_GLOB}={pattern} matches no file on any of "
+                                 f"{', '.join(nodes) or 'the nodes'} (relative globs start at each data "
+                                 "directory, dbs.api.DataFiles.data_dirs)")
         return self
+
+    @staticmethod
+    def _user_glob(test: Run) -> str | None:
+        """The file_glob the user gave (None: the DB's own globs)."""
+        opts = getattr(test.spec, "nemesis_opts", None) or {}
+        return str(opts[FILE_GLOB]) if opts.get(FILE_GLOB) else None
+
+    def _role_globs(self, test: Run) -> dict[str, tuple[str, ...]]:
+        """role -> the templates of the files the fault may damage: the DB's data_files, or the user's
+        file_glob under each of the role's data_dirs (absolute: as given)."""
+        db = cast(DataFiles, test.db)
+        pattern = self._user_glob(test)
+        if pattern is None:
+            return {role: tuple(globs) for role, globs in db.data_files.items() if globs}
+        if pattern.startswith("/"):
+            return {role: (pattern,) for role, dirs in db.data_dirs.items() if dirs}
+        return {role: tuple(dirs) for role, dirs in db.data_dirs.items() if dirs}
 
     def invoke(self, test: Run, op: Op) -> Op:
         assert self.rng is not None
@@ -137,8 +188,8 @@ class FileCorruptNemesis:
         assert self.rng is not None
         if self.doomed is None:
             b = backend(test)
-            roles = cast(DataFiles, test.db).data_files
-            picks = [pick_subset(b.nodes(role), "minority", self.rng) for role in sorted(roles) if roles[role]]
+            roles = self._role_globs(test)
+            picks = [pick_subset(b.nodes(role), "minority", self.rng) for role in sorted(roles)]
             for p in picks:
                 self.rng.shuffle(p)
             # the first of each role first: `one` always hits the same node of a target
@@ -186,11 +237,16 @@ class FileCorruptNemesis:
         return pick_file(self._run(test, node, {"op": "list", "globs": self._globs(test, node)}), self.rng)
 
     def _globs(self, test: Run, node: str) -> list[str]:
-        """The node's data file globs (its role's, filled in for the node)."""
+        """The node's data file globs (its role's, filled in for the node; a user's relative file_glob
+        joined to each data directory, the directory filled in first so the glob itself is never read as
+        a template)."""
         b = backend(test)
-        for role, globs in cast(DataFiles, test.db).data_files.items():
+        pattern = self._user_glob(test)
+        for role, templates in self._role_globs(test).items():
             if node in b.nodes(role):
-                return b.expand(node, list(globs))
+                if pattern is None or pattern.startswith("/"):
+                    return b.expand(node, list(templates)) if pattern is None else [pattern]
+                return [posixpath.join(d, pattern) for d in b.expand(node, list(templates))]
         return []
 
     def _run(self, test: Run, node: str, req: Mapping[str, Any]) -> Any:

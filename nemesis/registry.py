@@ -21,7 +21,13 @@ from faultline.dbs.api import DB, FILE_CORRUPTION_KINDS, DataFiles, Kill, Pause,
 from faultline.nemesis import disk, faults
 from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
 from faultline.nemesis.base import PRIMARIES, ROLES, choice_op
-from faultline.nemesis.corruption import MODES, declared_files, file_corrupt_package
+from faultline.nemesis.corruption import (
+    FILE_GLOB,
+    MODES,
+    check_file_glob,
+    declared_files,
+    file_corrupt_package,
+)
 from faultline.nemesis.grudge import SHAPES
 
 ALL_SUBSETS = ("one", "minority", "majority", "leaders")
@@ -98,6 +104,10 @@ def _file_package(kind: str) -> Callable[[float], NemesisPackage]:
     return lambda i: file_corrupt_package(f"file-{kind}", [kind], ["stopped"], ["one"], i)
 
 
+# the file faults' option: the files to damage instead of the DB's own globs (nemesis/corruption.py)
+_FILE_OPTIONS = {FILE_GLOB: check_file_glob}
+
+
 def _entries() -> list[Entry]:
     return [
         Entry("none", "no faults", lambda i: NemesisPackage(nemesis=Noop())),
@@ -116,9 +126,10 @@ def _entries() -> list[Entry]:
         Entry("clock", "clock bumps and strobes", clock_package),
         Entry("file-corrupt", "a data file of one node or a minority damaged (any kind), with the DB running "
               "or stopped", lambda i: file_corrupt_package("file-corrupt", FILE_CORRUPTION_KINDS, MODES, ("one", "minority"), i),
-              needs=(DataFiles, Kill), refuse=declared_files),
+              needs=(DataFiles, Kill), refuse=declared_files, options=_FILE_OPTIONS),
         *(Entry(f"file-{k}", f"{_KIND_HELP[k]} in a data file of one node, the DB stopped meanwhile",
-                _file_package(k), needs=(DataFiles, Kill), refuse=declared_files) for k in FILE_CORRUPTION_KINDS),
+                _file_package(k), needs=(DataFiles, Kill), refuse=declared_files, options=_FILE_OPTIONS)
+          for k in FILE_CORRUPTION_KINDS),
         Entry("lose-unfsynced", "one node, a minority, a majority or all killed at once, what they never "
               "fsynced dropped by the disk layer, then started again", disk.lose_unfsynced_package,
               needs=(DataFiles, Kill), disk_layer=True),
@@ -200,6 +211,23 @@ def validate(names: Sequence[str], db: Any = None) -> list[str]:
             choices = "valid:" if why.startswith("unknown") else f"the {db.name} DB supports"
             raise ValueError(f"{why}; {choices} {', '.join(supported(db))}")
     return list(names)
+
+
+def validate_opts(opts: Mapping[str, Any], names: Sequence[str], db: Any = None) -> dict[str, Any]:
+    """Returns the nemesis options (`--nemesis-opt KEY=VALUE`), or raises ValueError naming the first one
+    that none of the nemeses `names` takes, or whose value is wrong (each entry checks its own)."""
+    entries = entries_for(db if db is not None else get_db())
+    taken = {k: check for n in names if n in entries for k, check in entries[n].options.items()}
+    for key, value in opts.items():
+        if key not in taken:
+            takers = sorted(n for n, e in entries.items() if key in e.options)
+            hint = f" (it is an option of {', '.join(takers)})" if takers else ""
+            offered = ", ".join(sorted(taken)) or "none"
+            raise ValueError(f"--nemesis-opt {key}: no nemesis of this run takes it{hint}; they take: {offered}")
+        why = taken[key](value)
+        if why:
+            raise ValueError(f"--nemesis-opt {key}: must be {why}")
+    return dict(opts)
 
 
 def get(name: str, interval_s: float = 10.0, db: Any = None) -> NemesisPackage:

@@ -6,6 +6,7 @@ stdout+stderr without deadlock, reconnect after a dropped session, and the same 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import time
@@ -23,31 +24,39 @@ pytestmark = pytest.mark.docker
 HOSTS = ("m1", "m2", "t1")
 
 
-@pytest.fixture(scope="module")
-def sshd_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, object]]:
+@contextlib.contextmanager
+def sshd_containers(tmp: Path, hosts: tuple[str, ...], fuse: bool = False) -> Iterator[object]:
+    """sshd containers `h<name>` (Docker's, on a cluster of their own) and `tmp/hosts.toml` naming them:
+    hosts for the SSH backend. With `fuse` they are hosts with FUSE (docs/reliability.md)."""
     import paramiko
 
     from faultline.cluster.docker_backend import DockerBackend
     from faultline.cluster.image import ensure_image_for
 
-    tmp = tmp_path_factory.mktemp("ssh")
     key = paramiko.RSAKey.generate(2048)
     key.write_private_key_file(str(tmp / "id"))
     spec = StoreDB().cluster_spec(f"tsshd-{secrets.token_hex(3)}", {"masters": 1, "tservers": 0, "daemon": "none"})
     docker = DockerBackend(spec, image=ensure_image_for(StoreDB().cluster_spec("image", {})))
     try:
         docker.up()
-        for h in HOSTS:
-            docker.add_sshd_node(f"h{h}", f"{key.get_name()} {key.get_base64()}\n")
-        entries = [f'[[node]]\nname = "{h}"\naddress = "{docker.info["h" + h].address}"\n' for h in HOSTS]
+        for h in hosts:
+            docker.add_sshd_node(f"h{h}", f"{key.get_name()} {key.get_base64()}\n", fuse=fuse)
+        entries = [f'[[node]]\nname = "{h}"\naddress = "{docker.info["h" + h].address}"\n' for h in hosts]
         (tmp / "hosts.toml").write_text(
             f'[ssh]\nuser = "root"\nkey = "{tmp}/id"\nknown_hosts = "{tmp}/known_hosts"\n'
             'python = "/opt/venv/bin/python3"\nconnect_timeout = 5\n'
             # the container's own daemon manager (sshd) keeps its files in /var/lib/faultline: not ours
             'workdir = "/var/lib/faultline-ssh"\n\n' + "\n".join(entries))
-        yield tmp, docker
+        yield docker
     finally:
         docker.down()
+
+
+@pytest.fixture(scope="module")
+def sshd_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, object]]:
+    tmp = tmp_path_factory.mktemp("ssh")
+    with sshd_containers(tmp, HOSTS) as docker:
+        yield tmp, docker
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +165,55 @@ def test_down_keeps_a_directory_faultline_did_not_create(sshd_hosts) -> None:
     for h in HOSTS:
         rc, out, _ = docker.run(f"h{h}", ["ls", "-A", "/var/lib/faultline"], 10)
         assert rc == 0 and out.strip(), f"h{h}: /var/lib/faultline was emptied or removed"
+
+
+def test_the_disk_layer_on_a_host_with_fuse(tmp_path: Path) -> None:
+    """An SSH cluster on a host with FUSE: the layer is mounted at the data directory on the host; a write
+    never fsynced is gone after `lose`, one fsynced survives it; `down` leaves no mount and no layer process."""
+    from faultline.cluster.ssh_backend import SSHBackend
+
+    with sshd_containers(tmp_path, ("m1",), fuse=True) as docker:
+        text = (tmp_path / "hosts.toml").read_text().replace("[ssh]\n", "[ssh]\naccept_new_host_keys = true\n", 1)
+        (tmp_path / "hosts-accept.toml").write_text(text)
+        spec = StoreDB().cluster_spec(f"tsshfuse-{secrets.token_hex(3)}", {"masters": 1, "tservers": 0,
+                                                                          "daemon": "none"})
+        spec.disk_dirs = {"master": ["{dir}/data"]}
+        b = SSHBackend.from_hosts_file(tmp_path / "hosts-accept.toml", spec)
+        data = "/var/lib/faultline-ssh/data"
+        write = ("import os, sys\nwith open(sys.argv[1], 'w') as f:\n    f.write(sys.argv[2])\n    f.flush()\n"
+                 "    if sys.argv[3] == 'fsync':\n        os.fsync(f.fileno())\n")
+        try:
+            b.up()
+            assert b.disk_layers("m1") == [data]
+            assert f"faultline-disk {data} fuse" in b.run("m1", ["cat", "/proc/mounts"])[1]
+            b.run("m1", [b.python("m1"), "-c", write, f"{data}/synced", "kept", "fsync"])
+            b.run("m1", [b.python("m1"), "-c", write, f"{data}/unsynced", "lost", "no"])
+            assert b.run("m1", ["cat", f"{data}/unsynced"])[1] == "lost"   # held by the layer, visible
+            lost = b.lose_unfsynced("m1")
+            assert lost["files"] == ["unsynced"] and lost["bytes"] == 4, lost
+            assert b.run("m1", ["cat", f"{data}/synced"])[1] == "kept"
+            assert b.run("m1", ["cat", f"{data}/unsynced"])[1] == ""     # created, its data gone
+            assert b.disk_checkpoint("m1") == {"files": [], "bytes": 0}
+        finally:
+            b.down()
+        look = ("import glob\nprint([m for m in open('/proc/mounts') if 'faultline-disk' in m],\n"
+                "      [p for p in glob.glob('/proc/[0-9]*/comm') if open(p).read().strip() == 'faultline-disk'])")
+        left = docker.run("hm1", ["/opt/venv/bin/python3", "-c", look], 20)
+        assert left[1].strip() == "[] []", left
+        assert docker.run("hm1", ["ls", "-A", "/var/lib/faultline-ssh"], 10, check=False)[0] != 0   # workdir gone
+
+
+def test_hosts_without_fuse_refuse_the_disk_layer_before_anything_reaches_them(sshd_hosts, tmp_path: Path) -> None:
+    from faultline.cluster.ssh_backend import SSHBackend
+    from faultline.controller.errors import UsageError
+
+    tmp, docker = sshd_hosts
+    text = (tmp / "hosts.toml").read_text().replace("[ssh]\n", "[ssh]\naccept_new_host_keys = true\n", 1)
+    (tmp_path / "hosts.toml").write_text(text.replace("/var/lib/faultline-ssh", "/var/lib/faultline-nofuse"))
+    spec = StoreDB().cluster_spec(f"tsshnofuse-{secrets.token_hex(3)}", {"daemon": "placeholder"})
+    spec.disk_dirs = {"master": ["{dir}/data"], "tserver": ["{dir}/data"]}
+    b = SSHBackend.from_hosts_file(tmp_path / "hosts.toml", spec)
+    with pytest.raises(UsageError, match=r"cannot mount the disk layer a disk fault needs on m1 .*no /dev/fuse"):
+        b.up()
+    for h in HOSTS:
+        assert docker.run(f"h{h}", ["ls", "/var/lib/faultline-nofuse"], 10, check=False)[0] != 0

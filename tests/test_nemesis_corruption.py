@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,7 +145,7 @@ def local_run(tmp_path: Path, refuse: set[str] = frozenset()) -> Any:
         (tmp_path / n / "data" / "wal").mkdir(parents=True)
         (tmp_path / n / "data" / "wal" / "0001.seg").write_bytes(bytes(range(1, 200)) + bytes(50))
         (tmp_path / n / "data" / "meta").write_bytes(b"meta")
-    return SimpleNamespace(spec=SimpleNamespace(seed=3), db=FilesDB(b), backend=b)
+    return SimpleNamespace(spec=SimpleNamespace(seed=3, nemesis_opts={}), db=FilesDB(b), backend=b)
 
 
 def test_stopped_mode_kills_damages_starts_and_records_it(tmp_path: Path) -> None:
@@ -222,6 +223,103 @@ def test_rollback_copies_an_earlier_copy_back(tmp_path: Path) -> None:
     assert back["step"] == "restore" and back["file"] == snap["file"]
     assert path.read_bytes() == bytes(range(1, 200)) + bytes(50)
     assert nem.invoke(test, {"f": "file-rollback", "value": value})["value"]["damage"][0]["step"] == "snapshot"
+
+
+# ------------------------------------------------------------------ the user's file glob
+
+
+def test_a_file_glob_names_the_files_relative_to_the_data_dirs_or_absolute(tmp_path: Path) -> None:
+    test = local_run(tmp_path)
+    test.spec.nemesis_opts = {"file_glob": "met?"}
+    nem = FileCorruptNemesis("file-zero").setup(test)
+    value = {"kind": "zero", "mode": "running", "subset": "minority", "targets": "all"}
+    hits = nem.invoke(test, {"f": "file-zero", "value": value})["value"]["damage"]
+    assert hits and all(h["file"] == str(tmp_path / h["node"] / "data" / "meta") for h in hits)
+    absolute = str(tmp_path / "b2" / "data" / "wal" / "*.seg")
+    test.spec.nemesis_opts = {"file_glob": absolute}
+    nem = FileCorruptNemesis("file-zero").setup(test)
+    assert nem._globs(test, "a1") == [absolute]
+
+
+@pytest.mark.parametrize("glob", ["nothing-*", "wal", "/nowhere/*.seg"])
+def test_a_file_glob_that_matches_no_file_on_any_node_refuses_the_run_at_setup(tmp_path: Path, glob: str) -> None:
+    test = local_run(tmp_path)
+    test.spec.nemesis_opts = {"file_glob": glob}
+    with pytest.raises(UsageError, match=re.escape(f"file_glob={glob} matches no file on any of a1, a2, a3, b1")) as exc:
+        FileCorruptNemesis("file-bitflip").setup(test)
+    assert "\n" not in str(exc.value) and test.backend.events == []   # nothing was stopped or damaged
+
+
+def test_a_file_glob_that_matches_on_one_node_only_is_taken(tmp_path: Path) -> None:
+    test = local_run(tmp_path)
+    (tmp_path / "b4" / "data" / "only-here").write_bytes(b"x")
+    test.spec.nemesis_opts = {"file_glob": "only-*"}
+    assert FileCorruptNemesis("file-bitflip").setup(test).rng is not None
+
+
+def test_nemesis_options_are_parsed_and_checked_when_the_test_is_built() -> None:
+    spec = testspec.build_test({"workload": "set", "nemesis": "file-zero,kill", "nemesis_opt": ["file_glob=0001"]})
+    assert spec.nemesis_opts == {"file_glob": "0001"} and spec.to_json()["nemesis_opts"] == {"file_glob": "0001"}
+    assert testspec.build_test({"workload": "set"}).nemesis_opts == {}
+    assert testspec.build_test({"workload": "set", "nemesis": "file-corrupt",
+                                "nemesis_opt": {"file_glob": "/abs/*.seg"}}).nemesis_opts == {"file_glob": "/abs/*.seg"}
+
+
+@pytest.mark.parametrize(("nemesis", "raw", "why"), [
+    ("file-zero", ["file_glob"], "--nemesis-opt 'file_glob': use KEY=VALUE"),
+    ("file-zero", ["file_glob="], "file_glob: must be a glob of files"),
+    ("file-zero", ["file_glob=../../etc/*"], "stays inside the data directories"),
+    ("file-zero", ["file_glob=wals/"], "not of directories"),
+    ("file-zero", {"file_glob": 7}, "must be a glob of files"),
+    ("file-zero", ["Glob=x"], "nemesis option 'Glob'"),
+    ("file-zero", ["depth=3"], "--nemesis-opt depth: no nemesis of this run takes it; they take: file_glob"),
+    ("kill", ["file_glob=x"], "no nemesis of this run takes it (it is an option of file-bitflip, file-corrupt"),
+])
+def test_a_bad_nemesis_option_is_one_line_of_usage_error(nemesis: str, raw: Any, why: str) -> None:
+    with pytest.raises(UsageError) as exc:
+        testspec.build_test({"workload": "set", "nemesis": nemesis, "nemesis_opt": raw})
+    assert why in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_campaign_takes_nemesis_options(tmp_path: Path) -> None:
+    from faultline.controller.campaign import load
+
+    path = tmp_path / "c.toml"
+    path.write_text('[campaign]\nname = "c"\n[[cell]]\nname = "x"\nworkload = "set"\nnemesis = ["file-zero"]\n'
+                    'expect = "valid"\nnemesis_opt = {file_glob = "wals/*/wal-*.seg"}\n')
+    assert load(path).runs[0].opts["nemesis_opt"] == {"file_glob": "wals/*/wal-*.seg"}
+
+
+def test_a_glob_that_matches_nothing_is_refused_with_254_and_the_cluster_torn_down(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole path on the fake cluster: built, brought up, the DB set up, the nemesis's setup lists the
+    files on every node (here, for real, under a folder of this test) and refuses; the cluster goes down."""
+    from faultline.controller import cli
+    from faultline.dbs.store import fake
+
+    downs: list[str] = []
+    real_exec, real_down = fake.FakeRemote.exec, fake.FakeBackend.down
+
+    def exec_files(self: Any, node: str, argv: Any, timeout: float) -> tuple[int, str, str]:
+        if list(argv[1:2]) == ["-c"]:   # the file faults' node side: run it here
+            p = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, timeout=timeout)
+            return p.returncode, p.stdout, p.stderr
+        return real_exec(self, node, argv, timeout)
+
+    def down(self: Any) -> None:
+        downs.append("down")
+        real_down(self)
+
+    monkeypatch.setattr(fake.FakeRemote, "exec", exec_files)
+    monkeypatch.setattr(fake.FakeBackend, "down", down)
+    monkeypatch.setattr(fake.FakeBackend, "node_dir", lambda self, node: str(tmp_path / "nodes" / node))
+    code = cli.main(["run", "--cluster", "fake", "--workload", "set", "--nemesis", "file-zero", "--nemesis-opt",
+                     "file_glob=wals/*/nothing-*.seg", "--time-limit", "5", "--store", str(tmp_path / "store"),
+                     "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 254 and err.count("\n") == 0, err
+    assert "file_glob=wals/*/nothing-*.seg matches no file on any of m1, m2, m3, t1" in err
+    assert downs == ["down"]
 
 
 # ------------------------------------------------------------------ refusals

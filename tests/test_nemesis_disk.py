@@ -88,14 +88,59 @@ def test_registry_needs_data_files_and_mounts_only_for_disk_faults() -> None:
     assert "DataFiles" in (registry.refusal(no_files, "lose-unfsynced") or "")
 
 
-def test_ssh_and_a_machine_without_fuse_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_machine_without_fuse_or_the_layer_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     from faultline.cluster import disklayer
     from faultline.controller.testspec import disk_layer_dirs
 
     etcd = get_db("etcd")
-    with pytest.raises(UsageError, match="--cluster ssh cannot mount"):
+    built = tmp_path / "faultline-disk"
+    built.write_text("#!/bin/sh\n")
+    built.chmod(0o755)
+    monkeypatch.setenv("FAULTLINE_DISK_LAYER", str(built))
+    # the ssh backend's hosts are asked for FUSE when it comes up (test_ssh_hosts_without_fuse_...): here
+    # only the layer must be built
+    assert disk_layer_dirs(["lose-unfsynced"], etcd, "ssh") == {"etcd": ["{dir}/data"]}
+    monkeypatch.setenv("FAULTLINE_DISK_LAYER", str(tmp_path / "missing"))
+    with pytest.raises(UsageError, match="the disk layer is not built"):
         disk_layer_dirs(["lose-unfsynced"], etcd, "ssh")
+    with pytest.raises(UsageError, match="--cluster fake cannot mount"):
+        disk_layer_dirs(["lose-unfsynced"], etcd, "fake")
     monkeypatch.setattr(disklayer, "unavailable", lambda: "this machine has no /dev/fuse")
     with pytest.raises(UsageError, match="no /dev/fuse"):
         disk_layer_dirs(["lose-unfsynced"], etcd, "docker")
     assert disk_layer_dirs(["kill"], etcd, "ssh") == {}
+
+
+def test_ssh_hosts_without_fuse_are_refused_before_anything_reaches_them(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SSHBackend.up asks every host for FUSE first: one lacking it refuses the run (UsageError: one line,
+    exit 254) before any upload, process or mount."""
+    from faultline.cluster.ssh_backend import SSHBackend, SSHHost
+
+    built = tmp_path / "faultline-disk"
+    built.write_text("#!/bin/sh\n")
+    built.chmod(0o755)
+    monkeypatch.setenv("FAULTLINE_DISK_LAYER", str(built))
+    spec = get_db("etcd").cluster_spec("tfuse", {})
+    spec.disk_dirs = {"etcd": ["{dir}/data"]}
+    hosts = [SSHHost(name=f"n{i}", address=f"192.0.2.{i}", role="etcd") for i in (1, 2, 3)]
+    b = SSHBackend(spec, hosts)
+    calls: list[tuple[str, list[str]]] = []
+
+    def exec_(node: str, argv: list[str], timeout: float) -> tuple[int, str, str]:
+        calls.append((node, list(argv)))
+        if node == "n2":
+            return 3, "it has no /dev/fuse (the disk layer is a FUSE file system)\n", ""
+        return 0, "", ""
+
+    b.remote.exec = exec_  # type: ignore[method-assign]
+    b.remote.put = lambda *a: calls.append(("put", list(a)))  # type: ignore[method-assign]
+    with pytest.raises(UsageError) as exc:
+        b.up()
+    assert str(exc.value) == ("--cluster ssh cannot mount the disk layer a disk fault needs on n2 (192.0.2.2): "
+                              "it has no /dev/fuse (the disk layer is a FUSE file system)")
+    assert sorted(n for n, _ in calls) == ["n1", "n2", "n3"] and all(a[:2] == ["sh", "-c"] for _, a in calls)
+    spec.disk_dirs = {}
+    calls.clear()
+    b.check_fuse()   # a run without a disk fault asks nothing
+    assert calls == []

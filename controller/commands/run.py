@@ -33,6 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"faults, comma-separated, interleaved on a schedule (default none): {listed(all_nemeses())}")
     p.add_argument("--nemesis-interval", type=str, default=None, metavar="S",
                    help="seconds between a fault's start and stop, and between faults (default 10)")
+    p.add_argument("--nemesis-opt", action="append", default=None, metavar="KEY=VALUE",
+                   help="an option of a nemesis (repeatable): file_glob=GLOB names the files the file faults "
+                        "damage, relative to the node's data directories or absolute (docs/disk.md)")
     p.add_argument("--time-limit", type=str, default=None, metavar="S", help="length of the main phase (default 60)")
     p.add_argument("--concurrency", "-c", type=str, default=None, metavar="N", help="client workers (default 10)")
     p.add_argument("--db", default=None, metavar="NAME",
