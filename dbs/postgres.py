@@ -18,6 +18,7 @@ from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Op, Run
 from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
+from faultline.dbs.sql import ISOLATION, SQLTxnClient, ident, isolation, validate_isolation
 
 ROLE = "postgres"
 PORT = 5432
@@ -80,18 +81,18 @@ class PostgresConnection:
                 raise Definite(f"postgres: cannot connect: {type(exc).__name__}: {exc}") from None
 
     def create_table(self, name: str, **_: Any) -> None:
-        self.execute(f'CREATE TABLE IF NOT EXISTS "{_ident(name)}" (k text PRIMARY KEY, v bigint)')
+        self.execute(f'CREATE TABLE IF NOT EXISTS "{ident(name)}" (k text PRIMARY KEY, v bigint)')
 
     def get(self, table: str, key: Any, timeout: float | None = None) -> Any:
-        rows = self.execute(f'SELECT v FROM "{_ident(table)}" WHERE k = %s', (str(key),), fetch=True)
+        rows = self.execute(f'SELECT v FROM "{ident(table)}" WHERE k = %s', (str(key),), fetch=True)
         return rows[0][0] if rows else None
 
     def put(self, table: str, key: Any, value: Any, timeout: float | None = None) -> None:
-        self.execute(f'INSERT INTO "{_ident(table)}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+        self.execute(f'INSERT INTO "{ident(table)}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
                    (str(key), int(value)))
 
     def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
-        n = self.execute(f'UPDATE "{_ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
+        n = self.execute(f'UPDATE "{ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
         return bool(n == 1)
 
     def batch(self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, None]]:
@@ -100,7 +101,7 @@ class PostgresConnection:
         COMMIT was sent is definite (the transaction aborted); one during COMMIT is not."""
         import psycopg
 
-        t = _ident(table)
+        t = ident(table)
         committing = False
         self._connect()
         try:
@@ -128,14 +129,14 @@ class PostgresConnection:
 
     def generate(self, table: str, timeout: float | None = None) -> int:
         """The next value of the table's sequence (made on first use): never the same twice."""
-        seq = _ident(f"{table}_seq")
+        seq = ident(f"{table}_seq")
         if not self.sequences:  # a concurrent CREATE may fail (definite): this generate is then `fail`
             self.execute(f'CREATE SEQUENCE IF NOT EXISTS "{seq}"')
             self.sequences = True
         return int(self.execute(f"SELECT nextval('\"{seq}\"')", fetch=True)[0][0])
 
     def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
-        return [(k, v) for k, v in self.execute(f'SELECT k, v FROM "{_ident(table)}"', fetch=True)]
+        return [(k, v) for k, v in self.execute(f'SELECT k, v FROM "{ident(table)}"', fetch=True)]
 
     def close(self) -> None:
         if self.conn is not None:
@@ -145,19 +146,6 @@ class PostgresConnection:
                 self.conn = None
 
 
-def _isolation(test: Run) -> str:
-    """The run's isolation level (`--isolation`, default serializable)."""
-    return str(test.spec.db_opts.get("isolation", "serializable"))
-
-
-def _ident(name: str) -> str:
-    """A table name the workloads make (letters, digits, '-'), refused otherwise: never spliced raw into SQL."""
-    if not name or not all(c.isalnum() or c in "-_" for c in name):
-        raise ValueError(f"not a table name: {name!r}")
-    return name
-
-
-ISOLATION = ("read-committed", "repeatable-read", "serializable")
 # PostgreSQL's synchronous_commit values that matter on a single server (docs/disk.md)
 SYNC_COMMIT = ("on", "off", "local")
 
@@ -173,7 +161,7 @@ def _create_table(test: Run, table: str, columns: str) -> None:
         conn.close()
 
 
-class PostgresTxnClient:
+class PostgresTxnClient(SQLTxnClient):
     """Transactions of micro-ops at the run's isolation level (`--isolation`, default serializable), as
     Jepsen's PostgreSQL tests run them: a key is a row; long-fork's micro-ops are rw-register's;
     list-append appends with `UPDATE ... SET v = v ||`
@@ -181,59 +169,33 @@ class PostgresTxnClient:
 
     A transaction PostgreSQL aborted (a serialization failure, a deadlock, a duplicate insert, a statement
     timeout, a connection lost before COMMIT) is `fail`: nothing of it happened. Only a COMMIT whose answer
-    never came is `info`."""
-
-    def __init__(self, kind: str, conn: Any = None, table: str = "") -> None:
-        self.kind, self.conn, self.table = kind, conn, table
+    never came is `info` (dbs/sql.py)."""
 
     def setup(self, test: Run) -> None:
         column = "bigint[]" if self.kind == "list-append" else "bigint"
-        _create_table(test, _ident(self._table(test)), f"k bigint PRIMARY KEY, v {column}")
+        _create_table(test, self._table(test), f"k bigint PRIMARY KEY, v {column}")
 
-    def _table(self, test: Run) -> str:
-        tag = test.spec.run_tag
-        return f"txn_{self.kind.replace('-', '_')}{'_' + tag if tag else ''}"
-
-    def open(self, test: Run, node: str) -> PostgresTxnClient:
-        return PostgresTxnClient(self.kind, None, self._table(test))
-
-    def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            finally:
-                self.conn = None
-
-    def _connect(self, test: Run) -> Any:
+    def connect(self, test: Run) -> Any:
         import psycopg
 
         conn = connect(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s), autocommit=False)
-        level = str(test.spec.db_opts.get("isolation", "serializable")).replace("-", "_").upper()
-        conn.isolation_level = psycopg.IsolationLevel[level]
+        conn.isolation_level = psycopg.IsolationLevel[isolation(test).replace("-", "_").upper()]
         return conn
 
-    def invoke(self, test: Run, op: Op) -> Op:
+    def driver_errors(self) -> tuple[type[BaseException], ...]:
         import psycopg
 
-        from faultline.core import ops
+        return (psycopg.Error,)
 
-        committing = False
-        try:
-            if self.conn is None:
-                self.conn = self._connect(test)
-            done = [self._mop(m) for m in op["value"]]
-            committing = True
-            self.conn.commit()
-            return {**op, "type": "ok", "value": done}
-        except psycopg.Error as exc:
-            aborted = isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
-                                 | psycopg.errors.UniqueViolation | psycopg.errors.QueryCanceled)
-            self.close()
-            return ops.completion(op, exc, read_only=False, definite=aborted or not committing)
+    def aborted(self, exc: BaseException) -> bool:
+        import psycopg
 
-    def _mop(self, mop: list[Any]) -> list[Any]:
+        return isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
+                          | psycopg.errors.UniqueViolation | psycopg.errors.QueryCanceled)
+
+    def mop(self, mop: list[Any]) -> list[Any]:
         f, k, v = mop
-        t = _ident(self.table)
+        t = ident(self.table)
         if f == "r":
             row = self.conn.execute(f'SELECT v FROM "{t}" WHERE k = %s', (k,)).fetchone()
             if self.kind == "list-append":
@@ -262,14 +224,14 @@ class PostgresQueueClient:
     def _table(self, test: Run) -> str:
         from faultline.workloads.common import run_name
 
-        return _ident(run_name(test, "queue"))
+        return ident(run_name(test, "queue"))
 
     def setup(self, test: Run) -> None:
         _create_table(test, self._table(test), "id bigserial PRIMARY KEY, v bigint")
 
     def open(self, test: Run, node: str) -> PostgresQueueClient:
         conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s),
-                                  _isolation(test))
+                                  isolation(test))
         return PostgresQueueClient(conn, self._table(test))
 
     def close(self) -> None:
@@ -338,9 +300,7 @@ class PostgresDB(ProcessDB):
         return list(LOG_PATTERNS)
 
     def validate(self, opts: Mapping[str, Any]) -> None:
-        level = opts.get("isolation", "serializable")
-        if level not in ISOLATION:
-            raise ValueError(f"isolation must be one of {', '.join(ISOLATION)}, not {level!r}")
+        validate_isolation(opts)
         sync = opts.get("synchronous_commit", "on")
         if sync not in SYNC_COMMIT:
             raise ValueError(f"synchronous_commit must be one of {', '.join(SYNC_COMMIT)}, not {sync!r}")
@@ -375,4 +335,4 @@ class PostgresDB(ProcessDB):
 
     def connector(self, test: Run) -> Callable[[], Any]:
         timeout = float(test.spec.op_timeout_s)
-        return lambda: PostgresConnection(test.backend.address(test.backend.nodes()[0]), timeout, _isolation(test))
+        return lambda: PostgresConnection(test.backend.address(test.backend.nodes()[0]), timeout, isolation(test))

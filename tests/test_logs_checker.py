@@ -37,6 +37,15 @@ SAMPLES: dict[str, dict[str, str]] = {
                          "11: Segmentation fault",
         "invalid-page": "2024-05-01 10:00:00.123 UTC [55] ERROR:  invalid page in block 3 of relation base/5/16384",
     },
+    "mariadb": {
+        "fatal-signal": "2026-11-26  7:50:00 0 [ERROR] /usr/sbin/mariadbd got signal 11 ;",
+        "innodb-assertion": "2026-11-26  7:50:00 0x7f3a5c1ff6c0  InnoDB: Assertion failure in file "
+                            "./storage/innobase/trx/trx0roll.cc line 869",
+        "innodb-fatal": "2026-11-26  7:50:00 0 [ERROR] [FATAL] InnoDB: Unable to read page [page id: space=5, "
+                        "page number=3] into the buffer pool after 100.",
+        "corruption": "2026-11-26  7:50:00 0 [ERROR] InnoDB: Corrupted page [page id: space=5, page number=3] of "
+                      "datafile './faultline/txn_list_append.ibd' could not be found in the doublewrite buffer.",
+    },
     "redis-sentinel": {
         "bug-report": "=== REDIS BUG REPORT START: Cut & paste starting from here ===",
         "assertion": "7:M 01 May 2024 10:00:00.123 # === ASSERTION FAILED ===",
@@ -64,6 +73,8 @@ BENIGN = [
     "2024-05-01 10:00:00.123 UTC [1] LOG:  database system is ready to accept connections",
     "2024-05-01 10:00:00.123 UTC [9] FATAL:  the database system is starting up",
     "7:M 01 May 2024 10:00:00.123 * Ready to accept connections tcp",
+    "2026-11-26  7:50:00 0 [Note] InnoDB: Starting crash recovery from checkpoint LSN=46846",
+    "2026-11-26  7:50:01 0 [Note] /usr/sbin/mariadbd: ready for connections.",
     "2024-05-01 10:00:00,123 tserver ERROR faultline.node.replica: abc: fault injection: crashing right after x",
 ]
 

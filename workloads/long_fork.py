@@ -5,7 +5,7 @@ order of its writes, so two reads that each saw a write the other missed are a l
 Keys come in groups of `group_size` (default 3): key k belongs to group k // group_size. A write is
 `{"f": "txn", "value": [["w", k, 1]]}` of the next key never written; a read is `{"f": "txn", "value":
 [["r", k, None], ...]}` of every key of a group being written now or just before. The DB supplies the
-client (`DB.client("long-fork")`): PostgreSQL runs each as a transaction at the run's isolation level.
+client (`DB.client("long-fork")`): PostgreSQL and MariaDB run each as a transaction at the run's isolation level.
 """
 
 from __future__ import annotations

@@ -1,0 +1,94 @@
+"""What the SQL DBs (PostgreSQL, MariaDB) share: the isolation levels a run names, the table names the
+workloads make, and the transaction client whose micro-ops each DB writes in its own dialect.
+
+The client's rule for a failed transaction is the same on every SQL DB: one the DB aborted (a
+serialization failure, a deadlock, a lock wait timeout, a duplicate key) or one whose COMMIT was never
+sent is `fail`, because nothing of it happened; only a COMMIT whose answer never came is `info`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from faultline.core import Op, Run
+
+ISOLATION = ("read-committed", "repeatable-read", "serializable")
+
+
+def isolation(test: Run) -> str:
+    """The run's isolation level (`--isolation`, default serializable)."""
+    return str(test.spec.db_opts.get("isolation", "serializable"))
+
+
+def validate_isolation(opts: Mapping[str, Any]) -> None:
+    """Refuses an isolation level no SQL DB here runs (ValueError, one line)."""
+    level = opts.get("isolation", "serializable")
+    if level not in ISOLATION:
+        raise ValueError(f"isolation must be one of {', '.join(ISOLATION)}, not {level!r}")
+
+
+def ident(name: str) -> str:
+    """A table name the workloads make (letters, digits, '-', '_'), refused otherwise: never spliced raw
+    into SQL."""
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise ValueError(f"not a table name: {name!r}")
+    return name
+
+
+class SQLTxnClient:
+    """Transactions of micro-ops (list-append, rw-register, long-fork) at the run's isolation level, one
+    connection per worker, reconnected after an error. A subclass says how to connect, how to run one
+    micro-op in its dialect, which driver errors there are and which of them prove an abort."""
+
+    def __init__(self, kind: str, conn: Any = None, table: str = "") -> None:
+        self.kind, self.conn, self.table = kind, conn, table
+
+    def _table(self, test: Run) -> str:
+        """This run's table for the workload (the run tag keeps runs on a reused cluster apart)."""
+        tag = test.spec.run_tag
+        return ident(f"txn_{self.kind.replace('-', '_')}{'_' + tag if tag else ''}")
+
+    def open(self, test: Run, node: str) -> SQLTxnClient:
+        return type(self)(self.kind, None, self._table(test))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass  # a connection already broken has nothing left to close
+            finally:
+                self.conn = None
+
+    def connect(self, test: Run) -> Any:
+        """A connection whose transactions run at the run's isolation level, autocommit off."""
+        raise NotImplementedError
+
+    def mop(self, mop: list[Any]) -> list[Any]:
+        """One micro-op inside the open transaction, completed (a read gets its value)."""
+        raise NotImplementedError
+
+    def driver_errors(self) -> tuple[type[BaseException], ...]:
+        """The driver's error classes: anything else is a bug in the client and propagates."""
+        raise NotImplementedError
+
+    def aborted(self, exc: BaseException) -> bool:
+        """True when the error proves the DB rolled the transaction back, even one raised by COMMIT."""
+        raise NotImplementedError
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        from faultline.core import ops
+
+        committing = False
+        try:
+            if self.conn is None:
+                self.conn = self.connect(test)
+            done = [self.mop(m) for m in op["value"]]
+            committing = True
+            self.conn.commit()
+            return {**op, "type": "ok", "value": done}
+        except self.driver_errors() as exc:
+            aborted = self.aborted(exc)
+            self.close()  # a transaction left open is rolled back when its connection closes
+            return ops.completion(op, exc, read_only=False, definite=aborted or not committing)
