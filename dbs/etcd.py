@@ -282,7 +282,8 @@ def _decode(raw: bytes) -> Any:
 # at the start of a line on stderr. etcd's WAL and snapshot readers fail with "wal: crc mismatch",
 # "walpb: crc mismatch" and "snap: crc mismatch" (ErrCRCMismatch) on a record whose checksum does not
 # match; a member whose WAL had bits flipped while it was stopped logs, measured with 3.4.23,
-# "C | etcdmain: walpb: crc mismatch" and exits.
+# "C | etcdmain: walpb: crc mismatch" and exits. One whose backend file (bbolt, member/snap/db) had a range
+# zeroed logs "C | mvcc: cannot unmarshal event: ..." at start and exits (measured, 3.4.23, file-zero).
 LOG_PATTERNS = [
     LogPattern("go-panic", r"^panic: ", "the Go runtime: an unrecovered panic"),
     LogPattern("go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"),
@@ -290,6 +291,9 @@ LOG_PATTERNS = [
                "a CRITICAL line (etcd's panic or fatal log call)"),
     LogPattern("zap-panic-or-fatal", r'"level":"(?:dpanic|panic|fatal)"', "a zap panic or fatal line"),
     LogPattern("crc-mismatch", r"\b(?:wal|walpb|snap|snappb): crc mismatch", "etcd found a WAL or snapshot record with a bad checksum",
+               expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern("mvcc-unmarshal", r"\bmvcc: cannot unmarshal event",
+               "etcd read a key-value record from its backend file (member/snap/db) that does not decode",
                expected_under=FILE_CORRUPTION_FAULTS),
 ]
 

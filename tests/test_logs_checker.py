@@ -29,6 +29,7 @@ SAMPLES: dict[str, dict[str, str]] = {
         "capnslog-critical": "2024-05-01 10:00:00.123456 C | etcdserver: read wal error (wal: crc mismatch)",
         "zap-panic-or-fatal": '{"level":"panic","ts":"2024-05-01T10:00:00.123Z","caller":"etcdserver/raft.go:1","msg":"x"}',
         "crc-mismatch": "2024-05-01 10:00:00.123456 E | wal: crc mismatch",
+        "mvcc-unmarshal": "2026-11-26 07:40:01.000000 C | mvcc: cannot unmarshal event: proto: illegal wireType 7",
     },
     "postgres": {
         "panic": "2024-05-01 10:00:00.123 UTC [42] PANIC:  could not write to file \"pg_wal/xlogtemp.42\": "
@@ -129,6 +130,11 @@ def test_a_crc_error_is_expected_only_under_a_fault_that_damaged_files() -> None
     crit = "2024-05-01 10:00:02.000000 C | etcdserver: open wal error: wal: crc mismatch"
     both = LogPatternChecker(ETCD_PATTERNS, {"e1": {"l.log": [crit]}}).check({}, nemesis("file-corrupt"), {})
     assert both["valid"] is True and both["expected_matches"][0]["patterns"] == ["capnslog-critical", "crc-mismatch"]
+    # a backend file (member/snap/db) damaged: etcd refuses the record at start, which is detection too
+    bolt = "2026-11-26 07:40:01.000000 C | mvcc: cannot unmarshal event: proto: illegal wireType 7"
+    damaged = LogPatternChecker(ETCD_PATTERNS, {"e2": {"l.log": [bolt]}})
+    assert damaged.check({}, nemesis("file-zero"), {})["valid"] is True
+    assert damaged.check({}, nemesis("start-kill"), {})["valid"] is False
 
 
 def test_clean_logs_are_valid_and_no_logs_are_unknown() -> None:
