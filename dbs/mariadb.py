@@ -17,14 +17,14 @@ cluster, no secrets) and makes the database.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
 from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import DISK_NEMESES, PROCESS_NEMESES, Definite, Indeterminate, ProcessDB
-from faultline.dbs.sql import ISOLATION, SQLTxnClient, ident, isolation, validate_isolation
+from faultline.dbs.sql import ISOLATION, OneSQLServer, SQLTxnClient, ident, isolation, validate_isolation
 
 ROLE = "mariadb"
 PORT = 3306
@@ -263,9 +263,10 @@ _PARTITIONS = ("partition", "partition-one", "partition-halves", "partition-majo
                "partition-bridge", "partition-primary")
 
 
-class MariaDBDB(ProcessDB):
+class MariaDBDB(OneSQLServer, ProcessDB):
     """One MariaDB 10.11 server, m1."""
 
+    connection = MariaDBConnection
     name = "mariadb"
     workloads = frozenset({"register", "set", "list-append", "rw-register", "bank", "long-fork"})
     options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
@@ -303,17 +304,3 @@ class MariaDBDB(ProcessDB):
                         user=USER)
         return ClusterSpec.from_mapping({"name": name, "roles": [role], "packages": list(self.packages),
                                          "db": self.name})
-
-    def ready(self, test: Run, node: str) -> bool:
-        conn = MariaDBConnection(test.backend.address(node), 2.0)
-        try:
-            return bool(conn.execute("SELECT 1", fetch=True) == [(1,)])
-        finally:
-            conn.close()
-
-    def primaries(self, test: Run) -> list[str]:
-        return test.backend.nodes()[:1]
-
-    def connector(self, test: Run) -> Callable[[], Any]:
-        timeout = float(test.spec.op_timeout_s)
-        return lambda: MariaDBConnection(test.backend.address(test.backend.nodes()[0]), timeout, isolation(test))

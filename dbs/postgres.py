@@ -11,14 +11,14 @@ as that user (started as root, it makes a semaphore the postgres user cannot ope
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Op, Run
 from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
-from faultline.dbs.sql import ISOLATION, SQLTxnClient, ident, isolation, validate_isolation
+from faultline.dbs.sql import ISOLATION, OneSQLServer, SQLTxnClient, ident, isolation, validate_isolation
 
 ROLE = "postgres"
 PORT = 5432
@@ -277,9 +277,10 @@ LOG_PATTERNS = [
 ]
 
 
-class PostgresDB(ProcessDB):
+class PostgresDB(OneSQLServer, ProcessDB):
     """One PostgreSQL 15 server, p1."""
 
+    connection = PostgresConnection
     name = "postgres"
     workloads = frozenset({"register", "set", "list-append", "rw-register", "queue", "bank", "counter",
                            "unique-ids", "long-fork"})
@@ -322,17 +323,3 @@ class PostgresDB(ProcessDB):
                         user=USER)
         return ClusterSpec.from_mapping({"name": name, "roles": [role], "packages": list(self.packages),
                                          "db": self.name, "faketime": bool(opts.get("clock"))})
-
-    def ready(self, test: Run, node: str) -> bool:
-        conn = PostgresConnection(test.backend.address(node), 2.0)
-        try:
-            return bool(conn.execute("SELECT 1", fetch=True) == [(1,)])
-        finally:
-            conn.close()
-
-    def primaries(self, test: Run) -> list[str]:
-        return test.backend.nodes()[:1]
-
-    def connector(self, test: Run) -> Callable[[], Any]:
-        timeout = float(test.spec.op_timeout_s)
-        return lambda: PostgresConnection(test.backend.address(test.backend.nodes()[0]), timeout, isolation(test))

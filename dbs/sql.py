@@ -8,7 +8,7 @@ sent is `fail`, because nothing of it happened; only a COMMIT whose answer never
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from faultline.core import Op, Run
@@ -34,6 +34,28 @@ def ident(name: str) -> str:
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"not a table name: {name!r}")
     return name
+
+
+class OneSQLServer:
+    """A DB of one SQL server (PostgreSQL's p1, MariaDB's m1): ready when it answers `SELECT 1`, that server
+    the primary, and the bundled workloads' connections opened to it at the run's isolation level. Mixed
+    in before ProcessDB; `connection(host, timeout_s, isolation=None)` is the DB's store-API connection."""
+
+    connection: Callable[..., Any]
+
+    def ready(self, test: Run, node: str) -> bool:
+        conn = self.connection(test.backend.address(node), 2.0)
+        try:
+            return bool(conn.execute("SELECT 1", fetch=True) == [(1,)])
+        finally:
+            conn.close()
+
+    def primaries(self, test: Run) -> list[str]:
+        return test.backend.nodes()[:1]
+
+    def connector(self, test: Run) -> Callable[[], Any]:
+        timeout, level, make = float(test.spec.op_timeout_s), isolation(test), type(self).connection
+        return lambda: make(test.backend.address(test.backend.nodes()[0]), timeout, level)
 
 
 class SQLTxnClient:
