@@ -245,10 +245,13 @@ class DockerBackend(NodeBackend):
         )
         net_config = api.create_networking_config({self.network: api.create_endpoint_config(
             aliases=[node, *info.dns], ipv4_address=info.address)})
+        # NODE_DIR is an anonymous volume: the host's own file system, not the container's storage driver
+        # (fuse-overlayfs here, where a 4 KiB write+fsync took 5.9 ms against 1.1 ms on a volume); it goes
+        # with the container (removed with v=True), and a disk layer's bind mount nests inside it
         c = api.create_container(self.image, name=container_name(self.spec.name, node), hostname=node,
                                  labels=self.labels(node, info.role), host_config=host_config,
                                  networking_config=net_config, environment={"PYTHONPATH": SRC_MOUNT},
-                                 detach=True)
+                                 volumes=[NODE_DIR], detach=True)
         info.host = c["Id"]
         api.start(c["Id"])
 

@@ -283,7 +283,10 @@ def _decode(raw: bytes) -> Any:
 # "walpb: crc mismatch" and "snap: crc mismatch" (ErrCRCMismatch) on a record whose checksum does not
 # match; a member whose WAL had bits flipped while it was stopped logs, measured with 3.4.23,
 # "C | etcdmain: walpb: crc mismatch" and exits. One whose backend file (bbolt, member/snap/db) had a range
-# zeroed logs "C | mvcc: cannot unmarshal event: ..." at start and exits (measured, 3.4.23, file-zero).
+# zeroed logs "C | mvcc: cannot unmarshal event: ..." at start and exits (measured, 3.4.23, file-zero). A flip
+# in a record's length gives "C | etcdmain: wal: max entry size limit exceeded" (measured, file-bitflip);
+# the WAL reader's other refusals of an impossible record (wal/wal.go, wal/decoder.go of 3.4) are
+# "wal: slice bounds out of range", "wal: conflicting metadata found" and "unexpected block type N".
 LOG_PATTERNS = [
     LogPattern("go-panic", r"^panic: ", "the Go runtime: an unrecovered panic"),
     LogPattern("go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"),
@@ -291,6 +294,11 @@ LOG_PATTERNS = [
                "a CRITICAL line (etcd's panic or fatal log call)"),
     LogPattern("zap-panic-or-fatal", r'"level":"(?:dpanic|panic|fatal)"', "a zap panic or fatal line"),
     LogPattern("crc-mismatch", r"\b(?:wal|walpb|snap|snappb): crc mismatch", "etcd found a WAL or snapshot record with a bad checksum",
+               expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern("wal-record-refused",
+               r"\bwal: (?:slice bounds out of range|max entry size limit exceeded|conflicting metadata found)"
+               r"|\bunexpected block type \d+",
+               "etcd's WAL reader refused a record whose length, type or metadata is impossible",
                expected_under=FILE_CORRUPTION_FAULTS),
     LogPattern("mvcc-unmarshal", r"\bmvcc: cannot unmarshal event",
                "etcd read a key-value record from its backend file (member/snap/db) that does not decode",

@@ -29,6 +29,7 @@ SAMPLES: dict[str, dict[str, str]] = {
         "capnslog-critical": "2024-05-01 10:00:00.123456 C | etcdserver: read wal error (wal: crc mismatch)",
         "zap-panic-or-fatal": '{"level":"panic","ts":"2024-05-01T10:00:00.123Z","caller":"etcdserver/raft.go:1","msg":"x"}',
         "crc-mismatch": "2024-05-01 10:00:00.123456 E | wal: crc mismatch",
+        "wal-record-refused": "2026-11-26 08:02:59.185381 C | etcdmain: wal: max entry size limit exceeded",
         "mvcc-unmarshal": "2026-11-26 07:40:01.000000 C | mvcc: cannot unmarshal event: proto: illegal wireType 7",
     },
     "postgres": {
@@ -135,6 +136,10 @@ def test_a_crc_error_is_expected_only_under_a_fault_that_damaged_files() -> None
     damaged = LogPatternChecker(ETCD_PATTERNS, {"e2": {"l.log": [bolt]}})
     assert damaged.check({}, nemesis("file-zero"), {})["valid"] is True
     assert damaged.check({}, nemesis("start-kill"), {})["valid"] is False
+    flipped = "2026-11-26 08:02:59.185381 C | etcdmain: wal: max entry size limit exceeded"
+    length = LogPatternChecker(ETCD_PATTERNS, {"e2": {"l.log": [flipped]}})
+    assert length.check({}, nemesis("file-bitflip"), {})["valid"] is True
+    assert length.check({}, [], {})["valid"] is False
 
 
 def test_clean_logs_are_valid_and_no_logs_are_unknown() -> None:
