@@ -16,6 +16,7 @@ REGISTRY: dict[str, str] = {
     "etcd": "faultline.dbs.etcd:EtcdDB",
     "redis-sentinel": "faultline.dbs.redis:RedisSentinelDB",
     "postgres": "faultline.dbs.postgres:PostgresDB",
+    "nats": "faultline.dbs.nats:NatsDB",
 }
 
 
