@@ -93,6 +93,10 @@ class NatsDB(ProcessDB):
     nemeses = supported_nemeses(clock=False)
     nemesis_notes = {**common_notes(CLOCK_REASON), **dict.fromkeys(FILE_CORRUPTION_FAULTS, FILE_FAULT_REASON)}
     packages = ("nats-server",)
+    # JetStream's consumers deliver at least once: a message whose ack the server confirmed (AckSync) may
+    # still come again, because 2.9.10 answers the ack once it is proposed to the consumer's Raft group, not
+    # once it is committed (consumer.go, processAck), and a new consumer leader that never saw it redelivers
+    workload_opts = {"queue": {"allow_duplicates": True}}
     data_dirs = {ROLE: ("{dir}/data",)}
     data_files = {ROLE: ("{dir}/data/jetstream/*/streams/*/msgs/*.blk",
                          "{dir}/data/jetstream/*/streams/*/msgs/*.idx")}
@@ -393,12 +397,10 @@ class NatsQueueClient(NatsClient):
             await sub.unsubscribe()
 
     async def _take(self, sub: Any, op: Op) -> Op:
-        import nats.errors
-
         if op["f"] == "dequeue":
             try:
                 msgs = await sub.fetch(1, timeout=min(1.0, self.timeout / 2))
-            except nats.errors.TimeoutError:
+            except TimeoutError:  # nats-py raises its own or asyncio's, by where the wait ran out
                 # nothing handed out, or handed out and not received: redelivered after ACK_WAIT_S
                 return {**op, "type": "fail", "error": "empty"}
             await msgs[0].ack_sync(timeout=self.timeout / 2)
@@ -410,8 +412,6 @@ class NatsQueueClient(NatsClient):
     async def _drain(self, sub: Any, op: Op) -> Op:
         """Takes everything left, waiting out the redelivery of messages handed out and never acked; `info`
         with what it took when it could not confirm the consumer empty."""
-        import nats.errors
-
         got: list[int] = []
         deadline = time.monotonic() + ACK_WAIT_S * 2
         try:
@@ -421,7 +421,7 @@ class NatsQueueClient(NatsClient):
                         await msg.ack_sync(timeout=self.timeout)
                         got.append(int(msg.data))
                     continue
-                except nats.errors.TimeoutError:
+                except TimeoutError:  # nothing more to fetch now
                     pass
                 info = await sub.consumer_info()
                 if info.num_pending == 0 and info.num_ack_pending == 0:

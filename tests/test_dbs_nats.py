@@ -92,3 +92,23 @@ def test_every_db_image_includes_nats_server() -> None:
 def test_refusals_fail_and_everything_else_on_a_write_is_indeterminate(exc: BaseException, write_type: str) -> None:
     assert completion(WRITE, classify(exc), read_only=False)["type"] == write_type
     assert completion(READ, classify(exc), read_only=True)["type"] == "fail"  # a read changes nothing
+
+
+def test_natss_queue_is_checked_as_at_least_once_and_the_others_are_not() -> None:
+    """JetStream redelivers a message whose confirmed ack a new consumer leader never saw: a duplicate is
+    within what it promises. A Redis list and a PostgreSQL table hand each element out once."""
+    from faultline.workloads.registry import get
+
+    history = [
+        {"type": "invoke", "f": "enqueue", "value": 1, "process": 0},
+        {"type": "ok", "f": "enqueue", "value": 1, "process": 0},
+        {"type": "invoke", "f": "dequeue", "value": None, "process": 1},
+        {"type": "ok", "f": "dequeue", "value": 1, "process": 1},
+        {"type": "invoke", "f": "drain", "value": None, "process": 2},
+        {"type": "ok", "f": "drain", "value": [1], "process": 2},
+    ]
+    nats_result = get("queue", {}, get_db("nats")).checker.check({}, history, {})
+    assert nats_result["valid"] is True and nats_result["duplicated"] == [[1, 2]]
+    assert nats_result["duplicates_allowed"] is True
+    for other in ("redis-sentinel", "postgres"):
+        assert get("queue", {}, get_db(other)).checker.check({}, history, {})["valid"] is False
