@@ -177,7 +177,12 @@ async def connect(urls: list[str], timeout: float) -> Any:
 
     return await nats.connect(servers=urls, connect_timeout=timeout, dont_randomize=True,
                               allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                              ping_interval=5, max_outstanding_pings=2)
+                              ping_interval=5, max_outstanding_pings=2, error_cb=_ignore)
+
+
+async def _ignore(exc: Exception) -> None:
+    """nats-py's error callback: its default logs each lost connection with a traceback on the run's
+    console; what a lost connection did to an op is in that op's completion already."""
 
 
 def _once(test: Run, body: Any, timeout: float) -> Any:
