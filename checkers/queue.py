@@ -83,6 +83,7 @@ class TotalQueue:
             "unexpected_count": sum(unexpected.values()),
             "unexpected": [thaw(v) for v in sorted(unexpected, key=repr)[:EXAMPLES]],
             "duplicated_count": sum(duplicated.values()),
+            "duplicates_allowed": self.allow_duplicates,
             "duplicated": [[thaw(v), t.dequeued[v]] for v in sorted(duplicated, key=repr)[:EXAMPLES]],
             "recovered_count": sum(recovered.values()),
             "drained": t.drained,

@@ -49,7 +49,7 @@ EXPECTATIONS = ("valid", "invalid")
 
 # key -> (accepted python types, description); shared by [campaign] defaults and [[cell]] tables.
 RUN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
-    "db": ((str,), "the DB under test: store (default), etcd, redis-sentinel, postgres or package.module:Attribute"),
+    "db": ((str,), "the DB under test: store (default), etcd, redis-sentinel, postgres, nats or package.module:Attribute"),
     "db_opt": ((dict,), "the DB's own options, e.g. {members = 5} for etcd (docs/your-own-db.md)"),
     "nemesis_opt": ((dict,), "the nemeses' options, e.g. {file_glob = \"pg_wal/0000*\"} (docs/disk.md)"),
     "cluster": ((str,), "docker | local | ssh"),

@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "redis-sentinel": "faultline.dbs.redis:RedisSentinelDB",
     "postgres": "faultline.dbs.postgres:PostgresDB",
     "mariadb": "faultline.dbs.mariadb:MariaDBDB",
+    "nats": "faultline.dbs.nats:NatsDB",
 }
 
 

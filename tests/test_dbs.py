@@ -102,7 +102,7 @@ def test_cli_refuses_an_unknown_db_in_one_line() -> None:
 
 # ---------------------------------------------------------------- the real databases' declarations
 
-REAL = ("etcd", "redis-sentinel", "postgres", "mariadb")
+REAL = ("etcd", "redis-sentinel", "postgres", "mariadb", "nats")
 
 
 @pytest.mark.parametrize("name", REAL)

@@ -56,6 +56,14 @@ SAMPLES: dict[str, dict[str, str]] = {
                    ".aof: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>",
         "bad-rdb": "7:M 01 May 2024 10:00:00.123 # Wrong RDB checksum expected: (1) got (2). Aborting now.",
     },
+    "nats": {
+        "go-panic": "panic: runtime error: invalid memory address or nil pointer dereference",
+        "go-fatal-error": "fatal error: concurrent map read and map write",
+        "nats-fatal": "[1] 2026/11/26 07:29:05.484231 [FTL] Can't start JetStream: could not create storage directory",
+        # measured: the first start after a lose-unfsynced-all that dropped the unfsynced meta.inf
+        "corrupt-data": '[85] 2026/11/26 07:29:14.388722 [WRN]   Stream metafile "/var/lib/faultline/data/jetstream/'
+                        '$G/streams/faultline-set-120701/meta.inf": checksums do not match "" vs "d42f5edf1c0179b9"',
+    },
     "store": {
         "traceback": "Traceback (most recent call last):",
         "consensus-invariant": "faultline.node.consensus.core.ConsensusInvariantError: u1: truncating committed entry 5",
@@ -77,6 +85,11 @@ BENIGN = [
     "7:M 01 May 2024 10:00:00.123 * Ready to accept connections tcp",
     "2026-11-26  7:50:00 0 [Note] InnoDB: Starting crash recovery from checkpoint LSN=46846",
     "2026-11-26  7:50:01 0 [Note] /usr/sbin/mariadbd: ready for connections.",
+    "[41] 2026/11/26 07:30:08.171290 [INF]   Restored 0 messages for stream '$G > faultline-set-367c75'",
+    "[17] 2026/11/26 07:28:57.883687 [ERR] Error trying to connect to route (attempt 1): dial tcp 10.210.1.4:6222: "
+    "connect: connection refused",
+    '[15] 2026/11/26 07:26:59.661621 [WRN] Healthcheck failed: "JetStream has not established contact with a meta '
+    'leader"',
     "2024-05-01 10:00:00,123 tserver ERROR faultline.node.replica: abc: fault injection: crashing right after x",
 ]
 

@@ -104,9 +104,11 @@ def validate(name: str, db: Any) -> str:
 
 def get(name: str, opts: Mapping[str, Any] | None = None, db: Any = None) -> Workload:
     """The workload `name` built from `opts`, for a run of `db` (None: the default DB); a name it cannot run
-    raises ValueError naming the valid ones."""
+    raises ValueError naming the valid ones. The DB's `workload_opts` for the workload, if it declares any
+    (what its semantics promise: NATS's queue delivers at least once), come first; `opts` override them."""
     entries = entries_for(db)
     entry = entries.get(name)
     if entry is None:
         raise ValueError(f"unknown workload {name!r}; valid: {', '.join(entries)}")
-    return entry.factory(dict(opts or {}))
+    defaults = getattr(db, "workload_opts", {}).get(name, {})
+    return entry.factory({**defaults, **dict(opts or {})})

@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", "-c", type=str, default=None, metavar="N", help="client workers (default 10)")
     p.add_argument("--db", default=None, metavar="NAME",
                    help="the DB under test: store (default, the bundled Kudu-like store), etcd, redis-sentinel, "
-                        "postgres, or package.module:Attribute for your own (docs/your-own-db.md)")
+                        "postgres, nats, or package.module:Attribute for your own (docs/your-own-db.md)")
     p.add_argument("--db-opt", action="append", default=None, metavar="KEY=VALUE",
                    help="an option of the DB (repeatable), e.g. members=5 for etcd (docs/your-own-db.md)")
     p.add_argument("--isolation", default=None, metavar="LEVEL",
