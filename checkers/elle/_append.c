@@ -216,14 +216,14 @@ static int read_one(PyObject *r, PyObject *longest, PyObject *writer, PyObject *
     } else if (PyErr_Occurred()) {
         goto done;
     }
-    PyObject *i = PyDict_GetItemWithError(inter, kv);
+    PyObject *i = PyDict_GET_SIZE(inter) ? PyDict_GetItemWithError(inter, kv) : NULL;
     if (i != NULL) {
         if (PyObject_RichCompareBool(i, t, Py_EQ) != 1)
             goto done;  /* G1b, or an error */
     } else if (PyErr_Occurred()) {
         goto done;
     }
-    PyObject *fm = PyDict_GetItemWithError(fmin, k);
+    PyObject *fm = PyDict_GET_SIZE(fmin) ? PyDict_GetItemWithError(fmin, k) : NULL;
     if (fm != NULL) {
         long m = PyLong_AsLong(fm);
         if ((m == -1 && PyErr_Occurred()) || n > m)
