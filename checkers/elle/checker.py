@@ -241,28 +241,24 @@ def _counts(tx: Txns) -> dict[str, int]:
 
 
 def check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: Sequence[str] | None = None,
-          cycle_search_timeout: float = 1.0, wfr_keys: bool = False,
-          retain: list[Any] | None = None) -> dict[str, Any]:
+          cycle_search_timeout: float = 1.0, wfr_keys: bool = False) -> dict[str, Any]:
     """Checks a transactional history; `kind` is "list-append" or "rw-register".
 
     The cyclic garbage collector is paused meanwhile: the check makes millions of small containers and
-    no reference cycles, and collections would rescan the whole history each time (30 % of the time).
-    `retain`: a list that keeps the check's working data (indexes, edges) instead of freeing it, for a
-    process about to exit (`faultline check`: freeing it is a tenth of a second on 100,000 transactions)."""
+    no reference cycles, and collections would rescan the whole history each time (30 % of the time)."""
     if kind not in ("list-append", "rw-register"):
         raise ValueError(f"unknown transactional checker kind {kind!r}")
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _check(history, kind, consistency_models, cycle_search_timeout, wfr_keys,
-                      [] if retain is None else retain)
+        return _check(history, kind, consistency_models, cycle_search_timeout, wfr_keys)
     finally:
         if paused:
             gc.enable()
 
 
 def _check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: Sequence[str] | None,
-           cycle_search_timeout: float, wfr_keys: bool, retain: list[Any]) -> dict[str, Any]:
+           cycle_search_timeout: float, wfr_keys: bool) -> dict[str, Any]:
     t0 = time.monotonic()
     claimed = canonical(consistency_models or DEFAULT)
     tx = parse(history)
@@ -271,7 +267,6 @@ def _check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: 
     pr, rt = needs(claimed)
     inf = append.infer(tx) if kind == "list-append" else register.infer(tx, wfr_keys, pr, rt)
     run = _Run(kind=kind, tx=tx, inf=inf, claimed=claimed, timeout=cycle_search_timeout)
-    retain.append(run)
     comps = _build_graph(run)
     if comps:
         _cycle_tests(run, comps)

@@ -68,9 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "for cycles of each kind (default 1); past it that search is 'unknown'")
 
 
-# The ops of the history checked last (and the Elle checker's working data for them), kept until the process
-# ends: freeing them one object at a time (a quarter of a second for 200,000 list-append ops) is work a
-# process about to exit need not do. The list
+# The ops of the history checked last, kept until the process ends: freeing them one object at a time (a
+# quarter of a second for 200,000 list-append ops) is work a process about to exit need not do. The list
 # holds itself, a cycle that the first read's gc.freeze() (history.frozen_reads) puts out of reach of the
 # collections at exit; each new history replaces the last one, so a run over many files keeps one.
 _LAST: list[Any] = []
@@ -78,7 +77,6 @@ _LAST.append(_LAST)
 
 
 def _keep_until_exit(ops: object) -> None:
-    """Keeps `ops` (and, appended later, the check's working data) in place of the last history's."""
     del _LAST[1:]
     _LAST.append(ops)
 
@@ -187,7 +185,7 @@ def _run_elle(path: str, src: Source, checker: str | None = None, consistency_mo
     if kind is None:
         raise ValueError("no Elle-style transactions (f txn, micro-ops [append|r|w k v]) in the history")
     models = consistency_models or src.consistency_models
-    res = elle.check(src.ops, kind, models, cycle_search_timeout, retain=_LAST)
+    res = elle.check(src.ops, kind, models, cycle_search_timeout)
     evidence = {k: v for k, v in res.items() if k not in ("valid", "elapsed_s")}
     evidence["anomalies"] = {name: [{k: v for k, v in case.items() if k != "svg"} for case in cases]
                              for name, cases in res["anomalies"].items()}
