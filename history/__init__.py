@@ -31,6 +31,14 @@ from typing import IO, Any, cast
 from faultline.core import Op
 from faultline.history import edn, jsoncodec
 
+JSONL_ABI = 1  # the calling convention of _jsonl.c this module speaks
+try:
+    from faultline.history import _jsonl  # type: ignore[attr-defined]
+except ImportError:  # not built (no C compiler): the Python loop reads every line
+    _jsonl = None
+if getattr(_jsonl, "ABI", None) != JSONL_ABI:
+    _jsonl = None
+
 FORMATS = ("jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv", "elle-json")
 
 
@@ -185,12 +193,25 @@ def _json_line(raw: bytes, n: int, col: _Collector) -> Any:
 def _parse_jsonl(src: _ByteLines, col: _Collector, tolerate_truncated_tail: bool = True) -> None:
     """Our JSONL, a chunk of lines at a time. Only a cut last line (no newline, the start of an object,
     after valid lines) and NUL bytes that pad the end of the file after valid lines are dropped, with one
-    warning: any other unreadable line is an error."""
+    warning: any other unreadable line is an error.
+
+    The compiled `take` (history/_jsonl.c) reads the usual lines of a block; each line it leaves (an op
+    to normalise, an error...) goes through the loop here, which reads them all when it is not built."""
     decode, fast_errors, types, intern = jsoncodec.decode_fast, jsoncodec.FAST_ERRORS, _TYPES, sys.intern
     path, ops, lines, norm = col.path, col.ops, col.lines, _norm_op
+    take = _jsonl.take if _jsonl is not None else None
     for block in src.blocks():
         n = src.line
-        for raw in block:
+        i, end = 0, len(block)
+        while i < end:
+            if take is not None:
+                k = take(block, i, decode, types, ops, MAX_DEPTH)
+                lines.extend(range(n + 1, n + k + 1))
+                n, i = n + k, i + k
+                if i == end:
+                    break
+            raw = block[i]
+            i += 1
             n += 1
             try:
                 op = decode(raw)
