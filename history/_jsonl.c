@@ -1,4 +1,5 @@
-/* The usual line of our JSONL, compiled (history/__init__.py, _parse_jsonl).
+/* The usual line of our JSONL, and the pairing of invocations with completions, compiled
+ * (history/__init__.py, _parse_jsonl and check_pairs).
  *
  * take(block, i, decode, types, ops, max_depth) decodes block[i], block[i + 1], ... with `decode` (msgspec's),
  * and appends each op that is already in the history format (a map whose type is one of `types`, f a str,
@@ -6,7 +7,9 @@
  * loop does. It stops before the first line that is anything else (a line msgspec refuses, a blank line,
  * brackets enough to nest deeper than max_depth, an op to normalise or refuse) and returns how many lines it
  * took: the Python loop handles that line, with its error and its line number, then calls take again. So
- * what is read never depends on whether this module is built (tests/test_history_io.py compares both).
+ * what is read never depends on whether this module is built (tests/test_history.py compares both).
+ * pairs(ops) does check_pairs's loop for a history that pairs well, and answers None for anything else, when
+ * the Python loop runs from the start and reports the first problem with its line.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -90,7 +93,79 @@ static PyObject *take(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(i - start);
 }
 
+
+/* Whether a (borrowed) value is absent or None. */
+#define NONE(x) ((x) == NULL || (x) == Py_None)
+
+/* One op of check_pairs: 0 if it pairs as it should, -1 to bail out (an error to report, or anything
+ * unusual: a process that is not an int, ...). */
+static int pair_one(PyObject *ops, Py_ssize_t i, PyObject *busy, PyObject **keys) {
+    /* keys: type, f, process, key, invoke, nemesis */
+    PyObject *op = PyList_GET_ITEM(ops, i);
+    if (!PyDict_CheckExact(op))
+        return -1;
+    PyObject *proc = PyDict_GetItemWithError(op, keys[2]);
+    if (proc == NULL || !PyLong_CheckExact(proc)) {
+        if (proc != NULL && PyUnicode_CheckExact(proc) && PyUnicode_Compare(proc, keys[5]) == 0)
+            return 0;
+        return -1;
+    }
+    PyObject *typ = PyDict_GetItemWithError(op, keys[0]);
+    if (typ == NULL || !PyUnicode_CheckExact(typ))
+        return -1;
+    PyObject *j = PyDict_GetItemWithError(busy, proc);
+    if (j == NULL && PyErr_Occurred())
+        return -1;
+    if (typ == keys[4] || PyUnicode_Compare(typ, keys[4]) == 0) {
+        if (j != NULL)
+            return -1;  /* invokes while busy */
+        PyObject *pos = PyLong_FromSsize_t(i);
+        int rc = pos == NULL ? -1 : PyDict_SetItem(busy, proc, pos);
+        Py_XDECREF(pos);
+        return rc;
+    }
+    if (j == NULL)
+        return -1;  /* a completion without an invocation */
+    Py_ssize_t at = PyLong_AsSsize_t(j);
+    if (at < 0 || at >= PyList_GET_SIZE(ops) || !PyDict_CheckExact(PyList_GET_ITEM(ops, at)))
+        return -1;
+    PyObject *inv = PyList_GET_ITEM(ops, at);
+    for (int k = 1; k <= 3; k += 2) {  /* f, then key */
+        PyObject *a = PyDict_GetItemWithError(inv, keys[k]);
+        PyObject *b = a != NULL || !PyErr_Occurred() ? PyDict_GetItemWithError(op, keys[k]) : NULL;
+        if (PyErr_Occurred())
+            return -1;
+        if (a != b && !NONE(a) && !NONE(b) && PyObject_RichCompareBool(a, b, Py_EQ) != 1)
+            return -1;  /* a mismatch, or an error */
+    }
+    return PyDict_DelItem(busy, proc);
+}
+
+/* pairs(ops) -> True if every client completion follows an invocation of its process with the same f and
+ * key and no process invokes while busy, or None: then check_pairs's Python loop runs, and reports. */
+static PyObject *pairs(PyObject *self, PyObject *args) {
+    PyObject *ops;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &ops))
+        return NULL;
+    static const char *names[] = {"type", "f", "process", "key", "invoke", "nemesis"};
+    PyObject *keys[6] = {NULL};
+    PyObject *busy = PyDict_New();
+    int bad = busy == NULL;
+    for (int k = 0; k < 6 && !bad; k++)
+        bad = (keys[k] = PyUnicode_InternFromString(names[k])) == NULL;
+    for (Py_ssize_t i = 0; !bad && i < PyList_GET_SIZE(ops); i++)
+        bad = pair_one(ops, i, busy, keys) < 0;
+    Py_XDECREF(busy);
+    for (int k = 0; k < 6; k++)
+        Py_XDECREF(keys[k]);
+    PyErr_Clear();
+    if (bad)
+        Py_RETURN_NONE;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
+    {"pairs", pairs, METH_VARARGS, "check_pairs for a history that pairs well, or None (then the Python loop)"},
     {"take", take, METH_VARARGS, "the usual lines of a block, decoded and normalised (module comment)"},
     {NULL, NULL, 0, NULL},
 };

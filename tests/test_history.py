@@ -311,3 +311,33 @@ def test_the_compiled_jsonl_reader_reads_what_the_python_loop_reads(tmp_path: Pa
             except history.HistoryFormatError as exc:
                 outs.append(f"error {exc}")
         assert outs[0] == outs[1], (trial, lines)
+
+
+def test_the_compiled_pairing_check_judges_as_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """history/_jsonl.c's pairs() and check_pairs's Python loop accept the same histories, and the error on a
+    bad one is the Python loop's (processes that are ints, names and nemesis; f and key mismatches)."""
+    compiled = history._jsonl
+    if compiled is None:
+        pytest.skip("history/_jsonl.c is not built")
+    rng = random.Random(30)
+    verdicts = set()
+    for trial in range(3000):
+        ops: list[dict] = []
+        for i in range(rng.randint(0, 12)):
+            op = {"index": i, "type": rng.choice(["invoke", "invoke", "ok", "info", "fail"]),
+                  "process": rng.choice([0, 1, 2, "nemesis", "p", None, True]), "f": rng.choice(["r", "w", None]),
+                  "value": None}
+            if rng.random() < 0.2:
+                op["key"] = rng.choice([1, 2, None, [1]])
+            ops.append(op)
+        outs = []
+        for mod in (compiled, None):
+            monkeypatch.setattr(history, "_jsonl", mod)
+            try:
+                history.check_pairs(ops, list(range(1, len(ops) + 1)), "h")
+                outs.append("ok")
+            except HistoryFormatError as exc:
+                outs.append(str(exc))
+        assert outs[0] == outs[1], (trial, ops)
+        verdicts.add(outs[0][:20])
+    assert len(verdicts) > 3
