@@ -195,17 +195,19 @@ def _parse_jsonl(src: _ByteLines, col: _Collector, tolerate_truncated_tail: bool
     after valid lines) and NUL bytes that pad the end of the file after valid lines are dropped, with one
     warning: any other unreadable line is an error.
 
-    The compiled `take` (history/_jsonl.c) reads the usual lines of a block; each line it leaves (an op
-    to normalise, an error...) goes through the loop here, which reads them all when it is not built."""
+    The compiled `take` (history/_jsonl.c) reads the usual lines of a block, equal numbers and names in
+    their values shared (`seen`: half the memory of a list-append history); each line it leaves (an op to
+    normalise, an error...) goes through the loop here, which reads them all when it is not built."""
     decode, fast_errors, types, intern = jsoncodec.decode_fast, jsoncodec.FAST_ERRORS, _TYPES, sys.intern
     path, ops, lines, norm = col.path, col.ops, col.lines, _norm_op
     take = _jsonl.take if _jsonl is not None else None
+    seen: dict[Any, Any] = {}
     for block in src.blocks():
         n = src.line
         i, end = 0, len(block)
         while i < end:
             if take is not None:
-                k = take(block, i, decode, types, ops, MAX_DEPTH)
+                k = take(block, i, decode, types, ops, MAX_DEPTH, seen)
                 lines.extend(range(n + 1, n + k + 1))
                 n, i = n + k, i + k
                 if i == end:

@@ -1,12 +1,16 @@
 /* The usual line of our JSONL, and the pairing of invocations with completions, compiled
  * (history/__init__.py, _parse_jsonl and check_pairs).
  *
- * take(block, i, decode, types, ops, max_depth) decodes block[i], block[i + 1], ... with `decode` (msgspec's),
+ * take(block, i, decode, types, ops, max_depth, seen) decodes block[i], block[i + 1], ... with `decode` (msgspec's),
  * and appends each op that is already in the history format (a map whose type is one of `types`, f a str,
  * process and index ints, a value) to `ops`, its type and f replaced by their shared strings, as the Python
  * loop does. It stops before the first line that is anything else (a line msgspec refuses, a blank line,
  * brackets enough to nest deeper than max_depth, an op to normalise or refuse) and returns how many lines it
- * took: the Python loop handles that line, with its error and its line number, then calls take again. So
+ * took: the Python loop handles that line, with its error and its line number, then calls take again.
+ * Inside the value's lists, equal exact ints and short exact strs become one object (`share`, through the
+ * dict `seen` the caller keeps for the file): equal values of these immutable types are interchangeable, so
+ * nothing read changes but the memory it takes (half the pages of a list-append history, whose reads repeat
+ * the same numbers) and the time later passes spend comparing them. So
  * what is read never depends on whether this module is built (tests/test_history.py compares both).
  * pairs(ops) does check_pairs's loop for a history that pairs well, and answers None for anything else, when
  * the Python loop runs from the start and reports the first problem with its line.
@@ -53,11 +57,36 @@ static int usual(PyObject *op, PyObject *types, PyObject **keys) {
     return rc;
 }
 
+
+/* Replaces, inside the lists of `v` (to a depth of 4), each exact int and short exact str by the one equal
+ * object kept in `seen` (the first of its value): a long history repeats the same few names and, in reads,
+ * the same numbers millions of times, and one object each is memory that is touched once. 0 or -1. */
+static int share(PyObject *v, PyObject *seen, int depth) {
+    if (!PyList_CheckExact(v) || depth > 4)
+        return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+        PyObject *x = PyList_GET_ITEM(v, i);
+        if (PyLong_CheckExact(x) || (PyUnicode_CheckExact(x) && PyUnicode_GET_LENGTH(x) <= 16)) {
+            PyObject *kept = PyDict_SetDefault(seen, x, x);
+            if (kept == NULL)
+                return -1;
+            if (kept != x) {
+                Py_INCREF(kept);
+                PyList_SET_ITEM(v, i, kept);
+                Py_DECREF(x);
+            }
+        } else if (PyList_CheckExact(x) && share(x, seen, depth + 1) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *take(PyObject *self, PyObject *args) {
-    PyObject *block, *decode, *types, *ops;
+    PyObject *block, *decode, *types, *ops, *seen;
     Py_ssize_t i, max_depth;
-    if (!PyArg_ParseTuple(args, "O!nOO!O!n", &PyList_Type, &block, &i, &decode, &PyDict_Type, &types, &PyList_Type,
-                          &ops, &max_depth))
+    if (!PyArg_ParseTuple(args, "O!nOO!O!nO!", &PyList_Type, &block, &i, &decode, &PyDict_Type, &types, &PyList_Type,
+                          &ops, &max_depth, &PyDict_Type, &seen))
         return NULL;
     static const char *names[] = {"type", "f", "process", "value", "index"};
     PyObject *keys[5] = {NULL};
@@ -78,8 +107,10 @@ static PyObject *take(PyObject *self, PyObject *args) {
             break;
         }
         int rc = usual(op, types, keys);
-        if (rc == 1)
-            rc = PyList_Append(ops, op) < 0 ? -1 : 1;
+        if (rc == 1) {
+            PyObject *value = PyDict_GetItemWithError(op, keys[3]);
+            rc = value == NULL || share(value, seen, 1) < 0 || PyList_Append(ops, op) < 0 ? -1 : 1;
+        }
         Py_DECREF(op);
         if (rc < 0)
             failed = 1;
