@@ -16,6 +16,7 @@ directory and the test map beside a history.
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import re
@@ -32,8 +33,8 @@ from faultline.core import Op
 from faultline.history import edn, jsoncodec
 
 JSONL_ABI = 1  # the calling convention of _jsonl.c this module speaks
-try:
-    from faultline.history import _jsonl  # type: ignore[attr-defined]
+try:  # by name: `from faultline.history import _jsonl` would read, to the import checks, as importing itself
+    _jsonl: Any = importlib.import_module("faultline.history._jsonl")
 except ImportError:  # not built (no C compiler): the Python loop reads every line
     _jsonl = None
 if getattr(_jsonl, "ABI", None) != JSONL_ABI:
