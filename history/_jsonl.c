@@ -166,8 +166,13 @@ static int pair_one(PyObject *ops, Py_ssize_t i, PyObject *busy, PyObject **keys
         PyObject *b = a != NULL || !PyErr_Occurred() ? PyDict_GetItemWithError(op, keys[k]) : NULL;
         if (PyErr_Occurred())
             return -1;
-        if (a != b && !NONE(a) && !NONE(b) && PyObject_RichCompareBool(a, b, Py_EQ) != 1)
-            return -1;  /* a mismatch, or an error */
+        if ((k == 3 || a != b) && !NONE(a) && !NONE(b)) {  /* f is f; a key is compared with != alone */
+            PyObject *ne = PyObject_RichCompare(a, b, Py_NE);
+            int differ = ne == NULL ? -1 : PyObject_IsTrue(ne);
+            Py_XDECREF(ne);
+            if (differ != 0)
+                return -1;  /* a mismatch, or an error */
+        }
     }
     return PyDict_DelItem(busy, proc);
 }

@@ -182,7 +182,10 @@ static int is_prefix(PyObject *v, PyObject *full) {
         return 1;
     if (n > PyList_GET_SIZE(full))
         return 0;
-    int eq = PyObject_RichCompareBool(PyList_GET_ITEM(v, n - 1), PyList_GET_ITEM(full, n - 1), Py_EQ);
+    /* `v[-1] == full[n - 1]`: ==, without the identity shortcut of the list comparison that follows */
+    PyObject *last = PyObject_RichCompare(PyList_GET_ITEM(v, n - 1), PyList_GET_ITEM(full, n - 1), Py_EQ);
+    int eq = last == NULL ? -1 : PyObject_IsTrue(last);
+    Py_XDECREF(last);
     for (Py_ssize_t i = 0; eq == 1 && i < n; i++)
         eq = PyObject_RichCompareBool(PyList_GET_ITEM(v, i), PyList_GET_ITEM(full, i), Py_EQ);
     return eq;
