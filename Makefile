@@ -22,7 +22,7 @@ help:
 system-deps:
 	@VERBOSE=$(V) bash scripts/system-deps.sh
 
-$(VENV)/.installed: pyproject.toml setup.py checkers/_wgl.c checkers/elle/_scc.c
+$(VENV)/.installed: pyproject.toml setup.py checkers/_wgl.c checkers/elle/_scc.c checkers/elle/_append.c history/_jsonl.c
 	$(PYTHON) -m venv $(VENV)
 	$(QUIET_ENV) $(PY) -m pip install $(PIP_QUIET) --upgrade pip setuptools wheel
 	$(QUIET_ENV) $(PY) -m pip install $(PIP_QUIET) -e '.[dev]'

@@ -43,10 +43,15 @@ class BuildWithProtos(build_py):
 WGL = Extension("faultline.checkers._wgl", ["checkers/_wgl.c"], optional=True, extra_compile_args=["-O2"])
 # Strongly connected components for the Elle-class checkers; optional too: without it they use scipy's.
 SCC = Extension("faultline.checkers.elle._scc", ["checkers/elle/_scc.c"], optional=True, extra_compile_args=["-O2"])
+# The list-append checker's hot loops and detect_kind's scan; optional too: without it the same loops in Python.
+APPEND = Extension("faultline.checkers.elle._append", ["checkers/elle/_append.c"], optional=True,
+                   extra_compile_args=["-O2"])
+# Our JSONL's usual line, decoded and normalised; optional too: without it the reader's Python loop.
+JSONL = Extension("faultline.history._jsonl", ["history/_jsonl.c"], optional=True, extra_compile_args=["-O2"])
 
 setup(
     packages=packages(),
     package_dir={"faultline": "."},
     cmdclass={"build_py": BuildWithProtos},
-    ext_modules=[WGL, SCC],
+    ext_modules=[WGL, SCC, APPEND, JSONL],
 )

@@ -16,6 +16,7 @@ directory and the test map beside a history.
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import re
@@ -30,6 +31,14 @@ from typing import IO, Any, cast
 
 from faultline.core import Op
 from faultline.history import edn, jsoncodec
+
+JSONL_ABI = 1  # the calling convention of _jsonl.c this module speaks
+try:  # by name: `from faultline.history import _jsonl` would read, to the import checks, as importing itself
+    _jsonl: Any = importlib.import_module("faultline.history._jsonl")
+except ImportError:  # not built (no C compiler): the Python loop reads every line
+    _jsonl = None
+if getattr(_jsonl, "ABI", None) != JSONL_ABI:
+    _jsonl = None
 
 FORMATS = ("jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv", "elle-json")
 
@@ -185,12 +194,27 @@ def _json_line(raw: bytes, n: int, col: _Collector) -> Any:
 def _parse_jsonl(src: _ByteLines, col: _Collector, tolerate_truncated_tail: bool = True) -> None:
     """Our JSONL, a chunk of lines at a time. Only a cut last line (no newline, the start of an object,
     after valid lines) and NUL bytes that pad the end of the file after valid lines are dropped, with one
-    warning: any other unreadable line is an error."""
+    warning: any other unreadable line is an error.
+
+    The compiled `take` (history/_jsonl.c) reads the usual lines of a block, equal numbers and names in
+    their values shared (`seen`: half the memory of a list-append history); each line it leaves (an op to
+    normalise, an error...) goes through the loop here, which reads them all when it is not built."""
     decode, fast_errors, types, intern = jsoncodec.decode_fast, jsoncodec.FAST_ERRORS, _TYPES, sys.intern
     path, ops, lines, norm = col.path, col.ops, col.lines, _norm_op
+    take = _jsonl.take if _jsonl is not None else None
+    seen: dict[Any, Any] = {}
     for block in src.blocks():
         n = src.line
-        for raw in block:
+        i, end = 0, len(block)
+        while i < end:
+            if take is not None:
+                k = take(block, i, decode, types, ops, MAX_DEPTH, seen)
+                lines.extend(range(n + 1, n + k + 1))
+                n, i = n + k, i + k
+                if i == end:
+                    break
+            raw = block[i]
+            i += 1
             n += 1
             try:
                 op = decode(raw)
@@ -720,7 +744,11 @@ def _hashable(v: Any) -> bool:
 
 def check_pairs(ops: Sequence[Mapping[str, Any]], lines: Sequence[int], path: str | os.PathLike[str]) -> None:
     """Every client completion follows an invocation of its process with the same f and key, and a process
-    invokes only when idle: anything else is a history no checker can judge (HistoryFormatError)."""
+    invokes only when idle: anything else is a history no checker can judge (HistoryFormatError). The
+    compiled loop (history/_jsonl.c) answers for a history that pairs well; the loop here finds and names
+    any problem (and does it all when that is not built)."""
+    if _jsonl is not None and type(ops) is list and _jsonl.pairs(ops) is not None:
+        return
     busy: dict[Any, int] = {}  # process -> position of its open invocation
     busy_get, busy_pop = busy.get, busy.pop
     for i, op in enumerate(ops):

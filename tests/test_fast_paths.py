@@ -186,3 +186,115 @@ def test_scoring_daemon_is_pysparks_with_the_scoring_modules() -> None:
                           "print('faultline.results.scoring' in sys.modules, callable(d.daemon.manager))"],
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def _need_compiled_append() -> Any:
+    """The compiled list-append loops (checkers/elle/_append.c), or a skip where they were not built (a
+    failure in CI, which builds them)."""
+    from faultline.checkers.elle import txns
+
+    if txns._append is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("checkers/elle/_append.c is not built (make install builds it)")
+        pytest.skip("checkers/elle/_append.c is not built")
+    return txns._append
+
+
+def _messy_list_append(rng: random.Random) -> list[Any]:
+    """A small list-append history from a store that reads old snapshots, then damaged at random: every
+    case the compiled loops hand back to Python (garbage, duplicates, nil and tuple reads, writes, a key
+    twice in one transaction, completions alone, nemesis and other ops, odd types) and the usual one."""
+    keys, state, snaps, hist = rng.randint(1, 4), {}, [{}], []
+    open_: dict[int, list[Any]] = {}
+    value = 0
+    for i in range(rng.randint(0, 40)):
+        p = rng.randrange(4)
+        if p in open_ and rng.random() < 0.7:
+            mops = open_.pop(p)
+            view = {k: list(v) for k, v in rng.choice(snaps).items()} if rng.random() < 0.3 else state
+            typ = rng.choice(["ok", "ok", "ok", "info", "fail"])
+            out = []
+            for f, k, v in mops:
+                if f == "append" and typ != "fail":
+                    state.setdefault(k, []).append(v)
+                out.append([f, k, list(view.get(k, [])) if f == "r" else v])
+            snaps.append({k: list(v) for k, v in state.items()})
+            hist.append({"index": i, "type": typ, "process": p, "f": "txn", "value": out if typ == "ok" else mops})
+            continue
+        mops = []
+        for _ in range(rng.randint(1, 4)):
+            value += 1
+            mops.append(["r", rng.randrange(keys), None] if rng.random() < 0.5
+                        else ["append", rng.randrange(keys), value if rng.random() < 0.95 else rng.randint(1, 3)])
+        open_[p] = mops
+        hist.append({"index": i, "type": "invoke", "process": p, "f": "txn", "value": mops})
+    for _ in range(rng.choice([0, 0, 0, 1, 2])):
+        _damage(rng, hist)
+    return hist
+
+
+def _damage(rng: random.Random, hist: list[Any]) -> None:
+    """One random change of `hist` (see _messy_list_append)."""
+    if not hist:
+        return
+    i = rng.randrange(len(hist))
+    op = hist[i]
+    mops = op.get("value") if isinstance(op, dict) else None
+    mops = mops if isinstance(mops, list) and all(isinstance(m, list) and len(m) == 3 for m in mops) else None
+    what = rng.randrange(10)
+    if what == 0 and mops:
+        rng.choice(mops)[2] = rng.choice([None, (1, 2), [99], [1, 1], 7, "x"])
+    elif what == 1 and mops:
+        mops.append(rng.choice([["w", 0, 1], ["r", 0], ("r", 0, None), ["cas", 0, 1], [0, 0, 0], ["r", [0], None]]))
+    elif what == 2 and mops:
+        mops.append(["r" if rng.random() < 0.5 else "append", mops[0][1], rng.choice([None, [1], 5])])
+    elif what == 3:
+        del hist[i]
+    elif what == 4:
+        hist.insert(i, {"index": -1, "type": "info", "process": "nemesis", "f": "partition", "value": None})
+    elif what == 5:
+        hist.insert(i, {"index": -1, "type": "invoke", "process": 9, "f": "read", "value": None})
+    elif what == 6 and isinstance(op, dict):
+        op[rng.choice(["type", "process", "f", "value", "index"])] = rng.choice([None, "ok", "txn", (), {}, 3])
+    elif what == 7 and isinstance(op, dict):
+        del op[rng.choice(list(op))]
+    elif what == 8:
+        hist[i] = "not an op"
+    elif mops:
+        op["value"] = tuple(mops)
+
+
+def _outcome(fn: Any, *args: Any) -> str:
+    """What `fn(*args)` returns or raises, as text (the check's own time left out)."""
+    try:
+        out = fn(*args)
+    except Exception as exc:  # comparing failures is the point
+        return f"raised {type(exc).__name__}: {exc}"
+    if isinstance(out, dict):
+        out = {k: v for k, v in out.items() if k != "elapsed_s"}
+    return json.dumps(out, default=repr)
+
+
+def test_compiled_list_append_loops_are_the_python_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On random list-append histories, valid, invalid and malformed, the compiled loops of _append.c give
+    what the Python loops give: the same kind, transactions, edges in the same order, anomalies, verdict and
+    error."""
+    from copy import deepcopy
+
+    from faultline.checkers.elle import append, checker, txns
+
+    core = _need_compiled_append()
+    rng = random.Random(30)
+    verdicts = set()
+    for trial in range(3000):
+        h = _messy_list_append(rng)
+        runs = []
+        for mod in (core, None):
+            monkeypatch.setattr(txns, "_append", mod)
+            hc = deepcopy(h)
+            tx = _outcome(lambda h: vars(txns.parse(h)), hc)
+            edges = _outcome(lambda h: append.infer(txns.parse(h)).edges.by_bit, hc)
+            runs.append((txns.detect_kind(hc), tx, edges, _outcome(checker.check, hc, "list-append")))
+        assert runs[0] == runs[1], (trial, h)
+        verdicts.add(runs[0][3][:40])
+    assert len(verdicts) > 3, verdicts  # valid, invalid, unknown and errors all came up

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import warnings
 from pathlib import Path
 
@@ -266,3 +268,76 @@ def test_the_fast_codec_means_what_json_means(v: object) -> None:
     want = repr(json.loads(text))
     assert repr(jsoncodec.loads(text.encode())) == repr(jsoncodec.loads(text)) == want
     assert repr(json.loads(jsoncodec.dumps(v))) == want
+
+
+_LINES = [
+    b'{"index":0,"time":1,"type":"invoke","process":0,"f":"txn","value":[["append",1,2],["r",1,null]]}',
+    b'{"index":1,"type":"ok","process":0,"f":"read","value":[1,2,3]}',
+    b'{"type":"ok","process":0,"f":"read","value":1}', b'{"index":2,"type":"ok","process":"0","f":"w","value":1}',
+    b'{"index":3,"type":"ok","process":true,"f":"w","value":1}', b'{"index":4,"type":"done","process":0,"f":"w"}',
+    b'{"index":5,"type":"info","process":"nemesis","f":null,"value":null}', b'{"index":6,"type":"ok","process":0}',
+    b'{"index":7.5,"type":"ok","process":0,"f":"r","value":NaN}', b'{"index":8,"type":"fail","process":1,"f":3}',
+    b'', b'   ', b'[1,2]', b'"op"', b'{"index":9,"type":"ok"', b'{"a":' + b'[' * 120 + b']' * 120 + b'}',
+    b'{"index":10,"type":"ok","process":0,"f":"r","value":' + b'[' * 60 + b']' * 60 + b'}',
+    b'{"index":13,"type":"ok","process":0,"f":"r","value":' + b'[' * 101 + b']' * 101 + b'}',
+    b'{"index":11,"type":"ok","process":0,"f":"r","value":"\\ud800"}', b'\xff\xfe',
+    b'{"index":12,"type":"ok","process":0,"f":"r","value":[' + b'[[1]],' * 40 + b'null]}',
+]
+
+
+def test_the_compiled_jsonl_reader_reads_what_the_python_loop_reads(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """On files of the usual lines mixed with every kind of unusual one (ops to normalise, blank lines, lines
+    msgspec refuses, deep nesting, errors), history/_jsonl.c and the Python loop give the same ops, line
+    numbers and warnings, or the same error on the same line."""
+    compiled = history._jsonl
+    if compiled is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("history/_jsonl.c is not built (make install builds it)")
+        pytest.skip("history/_jsonl.c is not built")
+    rng = random.Random(30)
+    path = tmp_path / "h.jsonl"
+    for trial in range(400):
+        lines = [rng.choice(_LINES[:2]) if rng.random() < 0.7 else rng.choice(_LINES) for _ in range(rng.randint(0, 30))]
+        path.write_bytes(b"\n".join(lines) + (b"\n" if rng.random() < 0.8 else b""))
+        outs = []
+        for mod in (compiled, None):
+            monkeypatch.setattr(history, "_jsonl", mod)
+            try:
+                with warnings.catch_warnings(record=True) as seen:
+                    warnings.simplefilter("always")
+                    h = history.load(path, "jsonl", strict=False)
+                outs.append(repr((h.ops, list(h.lines), h.warnings, [str(w.message) for w in seen])))
+            except history.HistoryFormatError as exc:
+                outs.append(f"error {exc}")
+        assert outs[0] == outs[1], (trial, lines)
+
+
+def test_the_compiled_pairing_check_judges_as_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """history/_jsonl.c's pairs() and check_pairs's Python loop accept the same histories, and the error on a
+    bad one is the Python loop's (processes that are ints, names and nemesis; f and key mismatches)."""
+    compiled = history._jsonl
+    if compiled is None:
+        pytest.skip("history/_jsonl.c is not built")
+    rng = random.Random(30)
+    verdicts = set()
+    for trial in range(3000):
+        ops: list[dict] = []
+        for i in range(rng.randint(0, 12)):
+            op = {"index": i, "type": rng.choice(["invoke", "invoke", "ok", "info", "fail"]),
+                  "process": rng.choice([0, 1, 2, "nemesis", "p", None, True]), "f": rng.choice(["r", "w", None]),
+                  "value": None}
+            if rng.random() < 0.2:
+                op["key"] = rng.choice([1, 2, None, [1]])
+            ops.append(op)
+        outs = []
+        for mod in (compiled, None):
+            monkeypatch.setattr(history, "_jsonl", mod)
+            try:
+                history.check_pairs(ops, list(range(1, len(ops) + 1)), "h")
+                outs.append("ok")
+            except HistoryFormatError as exc:
+                outs.append(str(exc))
+        assert outs[0] == outs[1], (trial, ops)
+        verdicts.add(outs[0][:20])
+    assert len(verdicts) > 3

@@ -13,7 +13,7 @@ from typing import Any
 
 from faultline.checkers.elle.graph import RW, WR, WW, Edges
 from faultline.checkers.elle.inference import INIT, Inference, plain
-from faultline.checkers.elle.txns import FAIL, INFO, OK, ElleInputError, Txns, validate
+from faultline.checkers.elle.txns import FAIL, INFO, OK, ElleInputError, Txns, compiled, validate
 
 
 class _Index:
@@ -42,12 +42,45 @@ def _read_value(t: int, v: Any, tx: Txns) -> list[Any]:
 
 
 def _scan(tx: Txns, inf: Inference) -> _Index:
-    """One pass over the transactions: the indexes, duplicate appends and internal inconsistencies."""
+    """One pass over the transactions: the indexes, duplicate appends and internal inconsistencies.
+
+    The compiled loop fills the indexes when it can (it leaves to Python the transactions that name a
+    key twice, in order, and answers None for anything unusual: the Python loop then starts afresh)."""
     ix = _Index()
+    dups: list[tuple[int, Any, Any]] = []
+    internal: list[int] = []
+    core = compiled()
+    if core is not None and core.scan(tx.mops, tx.type, ix.writer, ix.failed, ix.inter, ix.reads, ix.longest,
+                                      dups, internal) is not None:
+        _internals(core, internal, ix, tx, inf)
+    else:
+        ix, dups = _Index(), []
+        _scan_loop(tx, inf, ix, dups)
+    dups.extend((ix.failed[kv], kv[0], kv[1]) for kv in ix.writer.keys() & ix.failed.keys())
+    for t, k, v in dups:
+        inf.add("duplicate-appends", {"op": tx.op[t], "key": k, "value": v})
+    if dups:
+        inf.unknown.append({"reason": "duplicate-appends",
+                            "detail": "a value was appended to the same key twice, so its writer is unknown"})
+    return ix
+
+
+def _internals(core: Any, ts: list[int], ix: _Index, tx: Txns, inf: Inference) -> None:
+    """append._internal for each of `ts` in order: the compiled loop does the consistent ones and stops at
+    each that has something to report, which `_internal` then reports."""
+    i = 0
+    while i < len(ts):
+        i = core.internal(tx.mops, ts, i, INIT, ix.updaters)
+        if i < len(ts):
+            _internal(ts[i], tx.mops[ts[i]], ix, tx, inf)
+            i += 1
+
+
+def _scan_loop(tx: Txns, inf: Inference, ix: _Index, dups: list[tuple[int, Any, Any]]) -> None:
+    """_scan's loop in Python (the compiled one's twin)."""
     writer, inter, longest = ix.writer, ix.inter, ix.longest
     add_read = ix.reads.append
     types = tx.type
-    dups: list[tuple[int, Any, Any]] = []
     for t, mops in enumerate(tx.mops):
         typ = types[t]
         if typ == FAIL:
@@ -82,13 +115,6 @@ def _scan(tx: Txns, inf: Inference) -> _Index:
                 validate(tx)
         if typ == OK and len(mops) > 1 and len({m[1] for m in mops}) < len(mops):
             _internal(t, mops, ix, tx, inf)
-    dups.extend((ix.failed[kv], kv[0], kv[1]) for kv in writer.keys() & ix.failed.keys())
-    for t, k, v in dups:
-        inf.add("duplicate-appends", {"op": tx.op[t], "key": k, "value": v})
-    if dups:
-        inf.unknown.append({"reason": "duplicate-appends",
-                            "detail": "a value was appended to the same key twice, so its writer is unknown"})
-    return ix
 
 
 def _scan_failed(t: int, mops: list[Any], ix: _Index, dups: list[tuple[int, Any, Any]]) -> None:
@@ -161,6 +187,15 @@ def _reads(ix: _Index, tx: Txns, inf: Inference) -> dict[tuple[Any, Any], list[i
         p = ix.pos.get(k, {}).get(e)
         if p is not None and p < fmin.get(k, 1 << 62):
             fmin[k] = p
+    core = compiled()
+    if core is not None:  # the compiled loop, when no read is out of order or aborted (else None)
+        s: list[int] = []
+        d: list[int] = []
+        if core.reads(ix.reads, ix.longest, writer, inter, fmin, INIT, s, d, readers) is not None:
+            wr_s.extend(s)
+            wr_d.extend(d)
+            return readers
+        readers.clear()
     for t, k, v in ix.reads:
         n = len(v)
         if n == 0:
@@ -197,6 +232,13 @@ def _versions(ix: _Index, tx: Txns, inf: Inference, readers: dict[tuple[Any, Any
     """ww and rw edges along each key's version order, then for the appends no read saw; garbage reads."""
     ww_s, ww_d = inf.edges.lists(WW)
     rw_s, rw_d = inf.edges.lists(RW)
+    core = compiled()
+    if core is not None:  # the compiled loops, when no read saw garbage (else None)
+        edges: tuple[list[int], ...] = ([], [], [], [])
+        if core.versions(ix.order, ix.pos, ix.writer, ix.failed, readers, INIT, *edges) is not None:
+            for out, got in zip((ww_s, ww_d, rw_s, rw_d), edges, strict=True):
+                out.extend(got)
+            return
     writer, failed = ix.writer, ix.failed
     for k, order in ix.order.items():
         prev_w: int | None = None

@@ -16,6 +16,20 @@ TYPE_CODES = {"ok": OK, "info": INFO, "fail": FAIL}
 TYPE_NAMES = ("ok", "info", "fail")
 MOP_FS = frozenset({"append", "r", "w"})
 
+APPEND_ABI = 1  # the calling convention of _append.c this package speaks
+try:
+    from faultline.checkers.elle import _append  # type: ignore[attr-defined]
+except ImportError:  # not built (no C compiler): the same loops in Python
+    _append = None
+if getattr(_append, "ABI", None) != APPEND_ABI:
+    _append = None
+
+
+def compiled() -> Any:
+    """The compiled loops of `_append.c`, or None when not built (or turned off: tests set `_append` to None
+    to compare both). Each of its functions answers None where the Python loop must run instead."""
+    return _append
+
 
 class ElleInputError(ValueError):
     """A history that is not a transactional history these checkers can read."""
@@ -77,6 +91,18 @@ def parse(history: Sequence[Mapping[str, Any]]) -> Txns:
     Ids follow invocation order. An ok completion's micro-ops are used (they hold the reads); an info or
     failed transaction keeps its invocation's."""
     tx = Txns()
+    core = compiled()
+    if core is not None and type(history) is list:
+        skipped = core.parse(history, tx.type, tx.mops, tx.inv, tx.cmp, tx.inv_index, tx.process, tx.op)
+        if skipped is not None:
+            tx.skipped = skipped
+            return tx
+        tx = Txns()
+    return _parse_loop(history, tx)
+
+
+def _parse_loop(history: Sequence[Mapping[str, Any]], tx: Txns) -> Txns:
+    """parse's loop in Python (the compiled one's twin)."""
     types, mops, inv, cmp_, inv_index, procs, ops = tx.type, tx.mops, tx.inv, tx.cmp, tx.inv_index, tx.process, tx.op
     pending: dict[Any, int] = {}
     for pos, op in enumerate(history):
@@ -134,6 +160,20 @@ def detect_kind(history: Sequence[Mapping[str, Any]]) -> str | None:
     Every micro-op of every transaction is looked at once (`faultline check` infers the checker from a
     whole history before reading it again to check it), so the test of each is inlined: it is
     `is_mop_list`'s."""
+    core = compiled()
+    found = core.detect(history) if core is not None and type(history) is list else None
+    if found is False:
+        return None
+    if found is not None:
+        seen, has_append, has_w, list_reads = found
+        if not seen:
+            return None
+        return "list-append" if has_append or (list_reads and not has_w) else "rw-register"
+    return _detect_kind(history)
+
+
+def _detect_kind(history: Sequence[Mapping[str, Any]]) -> str | None:
+    """detect_kind's scan in Python (the compiled one's twin)."""
     seen = False
     fs: set[str] = set()
     add_f = fs.add
