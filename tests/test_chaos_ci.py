@@ -1,4 +1,5 @@
-"""The project's own chaos suite: every run of campaigns/ci.toml as a chaos test (needs --chaos).
+"""The project's own chaos suite: every run of campaigns/ci.toml, and the cells of campaigns/disk.toml it lacks,
+as chaos tests (needs --chaos).
 
 Written with the public plugin, as users write theirs: each planned run of the campaign becomes one
 test that brings up a real cluster, runs the cell and checks its expectation.
@@ -13,8 +14,11 @@ from chaos_cells import chaos_params
 
 from faultline.controller.campaign import load
 
-CAMPAIGN = Path(__file__).resolve().parent.parent / "campaigns" / "ci.toml"
-RUNS = load(CAMPAIGN).runs
+CAMPAIGNS = Path(__file__).resolve().parent.parent / "campaigns"
+CI_RUNS = load(CAMPAIGNS / "ci.toml").runs
+# the disk cells (campaigns/disk.toml: what each DB documents of its durability under lose-unfsynced and
+# kill) that ci.toml does not already hold
+RUNS = CI_RUNS + [r for r in load(CAMPAIGNS / "disk.toml").runs if r.cell not in {c.cell for c in CI_RUNS}]
 
 
 @pytest.mark.chaos
