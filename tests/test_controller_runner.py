@@ -52,7 +52,9 @@ def history(out: Any) -> list[dict]:
 
 
 def test_correct_fake_is_valid_and_healed(tmp_path: Path) -> None:
-    out, backend = run_fake(tmp_path, make_test())
+    # 4 s rather than 1.5: both kinds of fault must start, and a loaded machine (a CI pass over both
+    # cores) once fitted only partitions into the shorter run
+    out, backend = run_fake(tmp_path, make_test(time_limit=4))
     assert out.valid is True, out.results
     assert out.cut_short is None
     h = history(out)
