@@ -41,8 +41,15 @@ def binary() -> Path:
     return path
 
 
-def unavailable() -> str | None:
-    """Why this machine cannot mount the layer (None: it can)."""
+def unavailable(mounts_here: bool = True) -> str | None:
+    """Why the layer cannot be had (None: it can): not built, or, when it would mount on this machine
+    (Docker, local; not SSH, whose hosts are asked by SSHBackend.check_fuse), no FUSE here."""
+    if not mounts_here:
+        try:
+            binary()
+        except DiskLayerError as exc:
+            return str(exc)
+        return None
     if not Path("/dev/fuse").exists():
         return "this machine has no /dev/fuse (the disk layer is a FUSE file system)"
     if not any(shutil.which(f) for f in FUSERMOUNT):

@@ -32,11 +32,11 @@ def split_list(value: str | Sequence[str] | None) -> list[str]:
     return [i.strip() for i in items if i.strip()]
 
 
-def parse_db_opts(raw: Any, flag: str = "--db-opt", what: str = "DB option",
+def parse_opts(raw: Any, flag: str = "--db-opt", what: str = "DB option",
                   numbers: bool = True) -> dict[str, Any]:
     """`--db-opt KEY=VALUE` (repeatable) or a campaign's `db_opt` table, as plain data: numbers become
     numbers (unless not `numbers`: a nemesis's file glob `0001` stays text), everything else stays text.
-    `--nemesis-opt` (`nemesis_opt`) is read the same way."""
+    `--nemesis-opt` (`nemesis_opt`) is read the same way, with its own `flag` and `what` in errors."""
     if raw is None:
         return {}
     items: list[tuple[Any, Any]]
@@ -107,7 +107,7 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         raise UsageError(f"{exc} (docs/your-own-db.md lists them per DB)") from None
     try:
         nemesis_opts = nemeses_registry.validate_opts(
-            parse_db_opts(opts.get("nemesis_opt"), "--nemesis-opt", "nemesis option", numbers=False), nemeses, db)
+            parse_opts(opts.get("nemesis_opt"), "--nemesis-opt", "nemesis option", numbers=False), nemeses, db)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     bugs = split_list(opts.get("inject_bug"))
@@ -118,7 +118,7 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
     for b in bugs:
         if b not in known_bugs:
             raise _choices("bug", b, sorted(known_bugs))
-    db_opts = parse_db_opts(opts.get("db_opt"))
+    db_opts = parse_opts(opts.get("db_opt"))
     if opts.get("isolation"):
         db_opts["isolation"] = str(opts["isolation"])
     accepted = getattr(db, "options", None)
@@ -230,12 +230,7 @@ def disk_layer_dirs(nemeses: Sequence[str], db: DB, cluster: str) -> dict[str, l
     if cluster not in ("docker", "local", "ssh"):
         raise UsageError(f"--cluster {cluster} cannot mount the disk layer that {', '.join(nemeses)} needs; "
                          "use --cluster docker, local or ssh")
-    why = disklayer.unavailable() if cluster != "ssh" else None
-    if cluster == "ssh":
-        try:
-            disklayer.binary()
-        except disklayer.DiskLayerError as exc:
-            why = str(exc)
+    why = disklayer.unavailable(mounts_here=cluster != "ssh")
     if why:
         raise UsageError(f"the disk layer that {', '.join(nemeses)} needs cannot be mounted: {why}")
     return dirs

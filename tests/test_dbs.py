@@ -151,7 +151,7 @@ def test_the_run_refuses_what_a_real_db_cannot_do_before_anything_starts() -> No
 @pytest.mark.parametrize("raw", [["nokey"], ["=1"], ["Bad-Key=1"]])
 def test_db_options_are_key_value(raw: list[str]) -> None:
     with pytest.raises(UsageError):
-        testspec.parse_db_opts(raw)
+        testspec.parse_opts(raw)
 
 
 def test_a_user_db_module_that_fails_to_import_is_named(tmp_path: Path) -> None:

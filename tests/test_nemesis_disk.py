@@ -105,7 +105,7 @@ def test_a_machine_without_fuse_or_the_layer_is_refused(monkeypatch: pytest.Monk
         disk_layer_dirs(["lose-unfsynced"], etcd, "ssh")
     with pytest.raises(UsageError, match="--cluster fake cannot mount"):
         disk_layer_dirs(["lose-unfsynced"], etcd, "fake")
-    monkeypatch.setattr(disklayer, "unavailable", lambda: "this machine has no /dev/fuse")
+    monkeypatch.setattr(disklayer, "unavailable", lambda mounts_here=True: "this machine has no /dev/fuse")
     with pytest.raises(UsageError, match="no /dev/fuse"):
         disk_layer_dirs(["lose-unfsynced"], etcd, "docker")
     assert disk_layer_dirs(["kill"], etcd, "ssh") == {}
