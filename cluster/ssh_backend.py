@@ -437,10 +437,9 @@ class SSHBackend(NodeBackend):
         when a host cannot mount the layer, or when the layer is not built on this machine."""
         if not self.spec.disk_dirs:
             return
-        try:
-            disklayer.binary()
-        except disklayer.DiskLayerError as exc:
-            raise UsageError(f"--cluster ssh cannot mount the disk layer: {exc}") from None
+        why = disklayer.unavailable(mounts_here=False)
+        if why:
+            raise UsageError(f"--cluster ssh cannot mount the disk layer: {why}")
         lacking: list[str] = []
 
         def check(n: str) -> None:
