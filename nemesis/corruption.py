@@ -243,10 +243,13 @@ class FileCorruptNemesis:
         b = backend(test)
         pattern = self._user_glob(test)
         for role, templates in self._role_globs(test).items():
-            if node in b.nodes(role):
-                if pattern is None or pattern.startswith("/"):
-                    return b.expand(node, list(templates)) if pattern is None else [pattern]
-                return [posixpath.join(d, pattern) for d in b.expand(node, list(templates))]
+            if node not in b.nodes(role):
+                continue
+            if pattern is None:
+                return b.expand(node, list(templates))
+            if pattern.startswith("/"):
+                return [pattern]
+            return [posixpath.join(d, pattern) for d in b.expand(node, list(templates))]
         return []
 
     def _run(self, test: Run, node: str, req: Mapping[str, Any]) -> Any:
