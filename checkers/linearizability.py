@@ -32,18 +32,14 @@ from typing import Any
 from faultline.checkers.api import History
 from faultline.checkers.models import ANY, ILLEGAL, KV, CasRegister, Model, Register, freeze, get_model, thaw
 from faultline.checkers.ops import BadOp
+from faultline.core.native import extension
 
 SEMANTICS = ("jepsen", "porcupine", "knossos")
 
 C_ABI = 3  # the calling convention of checkers/_wgl.c this module speaks
 
-try:  # the optional compiled core; the Python search below is the reference
-    from faultline.checkers import _wgl  # type: ignore[attr-defined]
-
-    if getattr(_wgl, "ABI", None) != C_ABI:  # a stale build from older sources: not used
-        _wgl = None
-except ImportError:  # pragma: no cover - depends on the build
-    _wgl = None
+# the optional compiled core; the Python search below is the reference
+_wgl = extension("faultline.checkers._wgl", C_ABI)
 
 
 @dataclass

@@ -16,7 +16,6 @@ directory and the test map beside a history.
 from __future__ import annotations
 
 import gc
-import importlib
 import json
 import os
 import re
@@ -30,15 +29,11 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from faultline.core import Op
+from faultline.core.native import extension
 from faultline.history import edn, jsoncodec
 
 JSONL_ABI = 1  # the calling convention of _jsonl.c this module speaks
-try:  # by name: `from faultline.history import _jsonl` would read, to the import checks, as importing itself
-    _jsonl: Any = importlib.import_module("faultline.history._jsonl")
-except ImportError:  # not built (no C compiler): the Python loop reads every line
-    _jsonl = None
-if getattr(_jsonl, "ABI", None) != JSONL_ABI:
-    _jsonl = None
+_jsonl = extension("faultline.history._jsonl", JSONL_ABI)  # None: the Python loop reads every line
 
 FORMATS = ("jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv", "elle-json")
 

@@ -17,14 +17,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from faultline.checkers.elle.txns import INFO, OK, Txns
+from faultline.core.native import extension
 
 SCC_ABI = 1  # the calling convention of _scc.c this module speaks
-try:
-    from faultline.checkers.elle import _scc  # type: ignore[attr-defined]
-except ImportError:  # not built (no C compiler): scipy's
-    _scc = None
-if getattr(_scc, "ABI", None) != SCC_ABI:
-    _scc = None
+_scc = extension("faultline.checkers.elle._scc", SCC_ABI)  # None: scipy's
 
 WW, WR, RW, PR, RT = 1, 2, 4, 8, 16
 # ww and rw edges from a register version order that only process (P) or realtime (T) order implies: they

@@ -11,18 +11,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from faultline.core.native import extension
+
 OK, INFO, FAIL = 0, 1, 2
 TYPE_CODES = {"ok": OK, "info": INFO, "fail": FAIL}
 TYPE_NAMES = ("ok", "info", "fail")
 MOP_FS = frozenset({"append", "r", "w"})
 
 APPEND_ABI = 1  # the calling convention of _append.c this package speaks
-try:
-    from faultline.checkers.elle import _append  # type: ignore[attr-defined]
-except ImportError:  # not built (no C compiler): the same loops in Python
-    _append = None
-if getattr(_append, "ABI", None) != APPEND_ABI:
-    _append = None
+_append = extension("faultline.checkers.elle._append", APPEND_ABI)  # None: the same loops in Python
 
 
 def compiled() -> Any:
