@@ -315,8 +315,10 @@ class Store:
         if not self.root.exists():
             if not create:
                 raise StoreError(f"store {self.root} does not exist")
-            self.root.mkdir(parents=True)
-        elif not self.root.is_dir():
+            # another writer (a campaign's other shard) may make it at the same moment
+            with contextlib.suppress(FileExistsError):
+                self.root.mkdir(parents=True, exist_ok=True)
+        if not self.root.is_dir():
             raise StoreError(f"store {self.root} is not a directory")
 
     @property

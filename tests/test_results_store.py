@@ -256,3 +256,17 @@ def test_synth_cli(tmp_path: Path) -> None:
                           "5"], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 254 and "must be a whole number > 0" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_store_made_by_another_writer_between_the_check_and_the_mkdir_is_taken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two shards opening one fresh shared store at once: the second finds it made after it looked."""
+    root = tmp_path / "shared"
+    root.mkdir()
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: False if p == root else real_exists(p))
+    assert Store(root).root == root
+    monkeypatch.setattr(Path, "exists", real_exists)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreError, match="is not a directory"):
+        Store(tmp_path / "file")
