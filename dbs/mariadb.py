@@ -24,7 +24,15 @@ from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
 from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.dbs.base import DISK_NEMESES, PROCESS_NEMESES, Definite, Indeterminate, ProcessDB
-from faultline.dbs.sql import ISOLATION, OneSQLServer, SQLTxnClient, ident, isolation, validate_isolation
+from faultline.dbs.sql import (
+    ISOLATION,
+    OneSQLServer,
+    SQLTxnClient,
+    drop_connection,
+    ident,
+    isolation,
+    validate_isolation,
+)
 
 ROLE = "mariadb"
 PORT = 3306
@@ -178,13 +186,7 @@ class MariaDBConnection:
         return [(k, v) for k, v in self.execute(f"SELECT k, v FROM `{ident(table)}`", fetch=True)]
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass  # PyMySQL refuses to close a connection it already dropped after an error
-            finally:
-                self.conn = None
+        drop_connection(self)
 
 
 def parse_list(text: str | None) -> list[int]:

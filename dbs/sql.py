@@ -36,6 +36,18 @@ def ident(name: str) -> str:
     return name
 
 
+def drop_connection(holder: Any) -> None:
+    """Closes `holder.conn` and forgets it; a driver that refuses to close a connection it already dropped
+    after an error (PyMySQL does) has nothing left to close."""
+    if holder.conn is not None:
+        try:
+            holder.conn.close()
+        except Exception:
+            pass
+        finally:
+            holder.conn = None
+
+
 class OneSQLServer:
     """A DB of one SQL server (PostgreSQL's p1, MariaDB's m1): ready when it answers `SELECT 1`, that server
     the primary, and the bundled workloads' connections opened to it at the run's isolation level. Mixed
@@ -75,13 +87,7 @@ class SQLTxnClient:
         return type(self)(self.kind, None, self._table(test))
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass  # a connection already broken has nothing left to close
-            finally:
-                self.conn = None
+        drop_connection(self)
 
     def connect(self, test: Run) -> Any:
         """A connection whose transactions run at the run's isolation level, autocommit off."""
