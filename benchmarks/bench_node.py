@@ -8,7 +8,8 @@ Prints a Markdown table (paste it into docs/benchmarks.md, "Node" section) and a
     .venv/bin/python benchmarks/bench_node.py --register [--workers 10] [--seconds 20] [--profile DIR]
 
 measures instead the tablet servers' CPU time per operation of a register-like load (read / write / cas on
-one key per worker, 3 tablets at replication 3, 1 master + 3 tablet servers). CPU time, read from
+one key per worker, 3 tablets at replication 3, 1 master + 3 tablet servers), and also the client's (this
+process's) CPU per operation and the tablet servers' thread switches per operation. CPU time, read from
 /proc/<pid>/stat, is steadier than throughput on a shared machine. `--profile DIR` has each tablet server
 write a cProfile of all its threads to DIR/<name>.prof when it stops (node/server/profiling.py).
 """
@@ -108,6 +109,19 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def proc_switches(pid: int) -> int:
+    """Context switches (voluntary and not) of a process's live threads, from /proc/<pid>/task/*/status."""
+    n = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if "ctxt_switches:" in line:
+                    n += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return n
+
+
 def run_register(client, table: str, n: int, seconds: float) -> dict:
     """n workers, each on its own key, doing read / write / cas like workloads/register.py."""
     import random
@@ -162,7 +176,11 @@ def register_cpu(args: argparse.Namespace) -> int:
         idle_rate = (sum(proc_cpu_s(pid) for pid in ts.values()) - idle0) / args.idle_seconds
         load0 = os.getloadavg()[0]
         cpu0 = {name: proc_cpu_s(pid) for name, pid in ts.items()}
+        own0 = proc_cpu_s(os.getpid())
+        sw0 = sum(proc_switches(pid) for pid in ts.values())
         r = run_register(client, "register", args.workers, args.seconds)
+        own1 = proc_cpu_s(os.getpid())
+        sw1 = sum(proc_switches(pid) for pid in ts.values())
         cpu1 = {name: proc_cpu_s(pid) for name, pid in ts.items()}
         load1 = os.getloadavg()[0]
         client.close()
@@ -176,11 +194,14 @@ def register_cpu(args: argparse.Namespace) -> int:
     net = max(0.0, total - idle_rate * r["wall_s"])
     r.update({"tserver_cpu_s": total, "cpu_ms_per_op": 1000 * total / max(1, r["ops"]),
               "idle_cpu_s_per_s": idle_rate, "net_cpu_ms_per_op": 1000 * net / max(1, r["ops"]),
-              "cpu_by_tserver_s": cpu, "load": [load0, load1], "workers": args.workers, "fsync": args.fsync})
+              "cpu_by_tserver_s": cpu, "client_cpu_ms_per_op": 1000 * (own1 - own0) / max(1, r["ops"]),
+              "tserver_switches_per_op": (sw1 - sw0) / max(1, r["ops"]), "load": [load0, load1],
+              "workers": args.workers, "fsync": args.fsync})
     print(f"{r['ops']} ops in {r['wall_s']:.1f} s ({r['ops_per_s']:.0f}/s; read {r['read']}, write {r['write']}, "
           f"cas {r['cas']}, errors {r['errors']}); tablet servers used {total:.2f} CPU s = "
           f"{r['cpu_ms_per_op']:.2f} ms per op ({r['net_cpu_ms_per_op']:.2f} ms above the idle "
-          f"{idle_rate * 1000:.0f} ms/s); load {load0:.1f} -> {load1:.1f}")
+          f"{idle_rate * 1000:.0f} ms/s); the client (this process) {r['client_cpu_ms_per_op']:.2f} ms per op; "
+          f"{r['tserver_switches_per_op']:.1f} tablet-server thread switches per op; load {load0:.1f} -> {load1:.1f}")
     print(json.dumps(r))
     return 0
 
