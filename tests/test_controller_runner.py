@@ -302,3 +302,15 @@ def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_pa
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 254 and needle in p.stderr, (body, p.stderr)
         assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("workload, quiet", [("register", 0.0), ("set", 0.7)])
+def test_the_quiet_period_precedes_final_reads_only(tmp_path: Path, workload: str, quiet: float) -> None:
+    """register has no final reads, so its run idles through no quiet period, and test.json says so; set
+    keeps the one it was given."""
+    test = testspec.build_test({"cluster": "fake", "workload": workload, "nemesis": "partition", "time_limit": 1,
+                                "nemesis_interval": 0.3, "concurrency": 2, "seed": 3, "quiet_period": 0.7})
+    out = run_once(test, tmp_path / "store")
+    assert out.valid is True
+    assert json.loads((Path(out.run_dir) / "test.json").read_text())["quiet_period"] == quiet
+    assert ("phase: quiet" in (Path(out.run_dir) / "faultline.log").read_text()) == bool(quiet)
