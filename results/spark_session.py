@@ -67,10 +67,13 @@ def executors(session: Any) -> int:
     return max(0, int(session.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1)
 
 
-def wait_for_executors(session: Any, timeout_s: float = 180.0, say: Callable[[str], None] | None = None) -> int:
+def wait_for_executors(session: Any, timeout_s: float = 180.0, say: Callable[[str], None] | None = None,
+                       settle_s: float = 2.0) -> int:
     """Waits until at least one executor has joined a cluster application; a job submitted before that
     would wait silently for ever. Raises UsageError after `timeout_s` (no worker registered with the
-    master, or none with enough free cores and memory)."""
+    master, or none with enough free cores and memory). Then it waits while more join (until none has
+    for `settle_s`): the master starts one on every worker at once, but a loaded worker's may join seconds
+    after the first, too late for a short job to use it."""
     from faultline.core.errors import UsageError
 
     master = session.sparkContext.master
@@ -86,7 +89,17 @@ def wait_for_executors(session: Any, timeout_s: float = 180.0, say: Callable[[st
             say(f"waiting for executors from {master}")
             told = True
         time.sleep(0.5)
-    return n
+    return _settled(session, n, settle_s, deadline)
+
+
+def _settled(session: Any, joined: int, settle_s: float, deadline: float) -> int:
+    """The executor count once `settle_s` went by with no new one (or at `deadline`)."""
+    quiet_until = time.monotonic() + settle_s
+    while time.monotonic() < min(quiet_until, deadline):
+        time.sleep(min(0.25, settle_s))
+        if (n := executors(session)) > joined:
+            joined, quiet_until = n, time.monotonic() + settle_s
+    return joined
 
 
 @contextlib.contextmanager

@@ -294,8 +294,19 @@ def test_a_cluster_with_no_executor_is_a_clean_error_not_a_hang() -> None:
     with pytest.raises(UsageError, match="no executor joined from spark://h:7077 in 1 s: is a worker registered"):
         wait_for_executors(session("spark://h:7077", 1), timeout_s=0.6, say=said.append)
     assert said == ["waiting for executors from spark://h:7077"]
-    assert wait_for_executors(session("spark://h:7077", 3), timeout_s=0.6) == 2   # the driver is not one
+    assert wait_for_executors(session("spark://h:7077", 3), timeout_s=0.6, settle_s=0.1) == 2   # not the driver
     assert wait_for_executors(session("local[2]", 1), timeout_s=0.6) == 0
+
+
+def test_executors_that_join_late_are_waited_for() -> None:
+    """A second worker's executor that joins a second after the first is still counted (and so used)."""
+    from faultline.results.spark_session import wait_for_executors
+
+    joined_at = [time.monotonic(), time.monotonic() + 1.0]
+    status = SimpleNamespace(size=lambda: 1 + sum(time.monotonic() >= t for t in joined_at))
+    jvm = SimpleNamespace(sc=lambda: SimpleNamespace(getExecutorMemoryStatus=lambda: status))
+    session = SimpleNamespace(sparkContext=SimpleNamespace(master="spark://h:7077", _jsc=jvm))
+    assert wait_for_executors(session, timeout_s=10, settle_s=1.5) == 2
 
 
 # ---- the CLI end to end on the fake cluster ---------------------------------------------------------------
