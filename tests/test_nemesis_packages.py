@@ -569,3 +569,22 @@ def test_master_leader_return_waits_for_a_first_leader_instead_of_skipping(test:
         mp.setattr(topology, "master_roles", lambda run: [(u, a, "FOLLOWER", v) for u, a, _, v in real(run)])
         skipped = MasterLeaderReturnNemesis(hold_s=0, wait_s=1).setup(test).invoke(test, {"f": "master-leader-return"})
     assert skipped["type"] == "fail" and "skipped" in skipped["value"]
+
+
+def test_a_rebuild_waits_for_healthy_masters_as_long_as_a_replacement_not_as_a_fault(
+        test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Masters still unhealthy after a rebuild are the finding already (never_caught_up) and the final reads
+    wait on for them: the repair bounds that wait by the replacement's catch-up time, not the fault's."""
+    from faultline.dbs.store.faults import topology
+
+    waits: dict[str, float] = {}
+
+    def wait_until(cond: Any, timeout: float, interval: float, what: str) -> bool:
+        waits[what] = timeout
+        return bool(cond())
+
+    monkeypatch.setattr(topology, "wait_until", wait_until)
+    test.backend.lagging_masters = {"m3"}
+    n = MasterReplaceNemesis(wait_s=40, settle_s=0.5, healthy_s=10).setup(test)
+    done = n.invoke(test, {"f": "rebuild-lagging-masters", "value": None})
+    assert done["value"]["rebuilt"] == ["master-3"] and waits["masters healthy"] == 20
