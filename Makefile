@@ -44,13 +44,14 @@ image: install
 	@if [ -f cluster/image.py ]; then $(VENV)/bin/faultline cluster image --every-db; fi
 
 # Three passes, every test once: what needs no Docker, Spark, root or Chromium spread over the cores
-# (pytest-xdist); the chaos cells of real databases, light enough to share the machine, two at a time
-# (marked `paired`, tests/chaos_cells.py); then the rest one at a time (a store cluster keeps both cores
-# busy, and timed cells must not share them). --durations names the slowest, for the CI log.
+# (pytest-xdist); what is light enough to share the machine (marked `paired`: the chaos cells of real
+# databases, tests/chaos_cells.py, and the cluster tests with placeholder daemons) three at a time; then
+# the rest one at a time (a store cluster keeps both cores busy, and timed cells must not share them).
+# --durations names the slowest, for the CI log.
 ALONE_MARKS := docker or spark or root or chromium
 test: install image
 	$(VENV)/bin/pytest --chaos -n $(or $(JOBS),auto) -m "not ($(ALONE_MARKS))" --durations=15 $(PYTEST_ARGS)
-	$(VENV)/bin/pytest --chaos -n 2 --dist worksteal -m "paired" --durations=15 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --chaos -n 3 --dist worksteal -m "paired" --durations=15 $(PYTEST_ARGS)
 	$(VENV)/bin/pytest --chaos -m "($(ALONE_MARKS)) and not paired" --durations=30 $(PYTEST_ARGS)
 
 # The fast tier: every test but those needing Docker, Spark, root or Chromium, and the integration tests

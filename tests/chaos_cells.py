@@ -1,8 +1,8 @@
-"""Which chaos cells may share the machine with one other, for `make test`'s paired pass.
+"""Which chaos cells may share the machine with others, for `make test`'s paired pass.
 
 A store cell keeps both cores busy (eight node processes and the clients), so it runs alone. A real
-database's cell runs one to three daemons written in C or Go and leaves most of a core idle, so two of
-them run side by side (`pytest -n 2 -m paired`), which halves their part of CI's wall time. A cell
+database's cell runs one to three daemons written in C or Go and leaves most of a core idle, so three of
+them run side by side (`pytest -n 3 -m paired`), which cuts their part of CI's wall time to a third. A cell
 whose anomaly depends on a fault landing in a timed window (a failover racing the cut-off primary's
 acknowledgements) still runs alone: under a doubled load its window may close before the failover.
 """

@@ -1,4 +1,4 @@
-"""`make test` runs the `paired` chaos cells two at a time: never a store cell (it keeps both cores busy),
+"""`make test` runs the `paired` chaos cells three at a time: never a store cell (it keeps both cores busy),
 never a cell whose anomaly needs a timed window, and the names kept alone must still exist."""
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from faultline.cluster.base import CHAIN, LABEL, ClusterError, RemoteTimeout
 from faultline.dbs.store import StoreDB
 from faultline.dbs.store.layout import MASTER_PORT, TSERVER_PORT
 
-pytestmark = pytest.mark.docker
+# light (placeholder daemons, mostly Docker's own time): `make test` runs these beside the real DBs' cells
+pytestmark = [pytest.mark.docker, pytest.mark.paired]
 
 
 def _name(prefix: str) -> str:

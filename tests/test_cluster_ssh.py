@@ -19,7 +19,8 @@ from faultline.cluster.base import ClusterError, NodeInfo, RemoteTimeout
 from faultline.dbs.store import StoreDB
 from faultline.dbs.store.layout import MASTER_PORT, TSERVER_PORT
 
-pytestmark = pytest.mark.docker
+# light (sshd containers and placeholder daemons): `make test` runs these beside the real DBs' cells
+pytestmark = [pytest.mark.docker, pytest.mark.paired]
 
 HOSTS = ("m1", "m2", "t1")
 

@@ -12,7 +12,8 @@ import pytest
 
 from faultline.cluster import disklayer
 
-pytestmark = pytest.mark.root
+# light (one mount in a temporary folder): `make test` runs these beside the real DBs' cells
+pytestmark = [pytest.mark.root, pytest.mark.paired]
 
 
 @pytest.fixture
