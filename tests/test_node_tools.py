@@ -231,3 +231,10 @@ def test_catalog_copy_source_is_the_current_leader_unless_careless() -> None:
     # no leader anywhere (e.g. an election under way): the most advanced replica
     pool.states["e:1"] = ("u5", "FOLLOWER", 4, 95)
     assert _catalog_source(pool, ["c:1", "e:1"], careless=False) == "e:1"
+    # a source that does not answer may know a newer term: an old leader no follower confirms is refused
+    # (the other master and the dead one elected a newer leader while it was cut off), and so is the most
+    # advanced of those that answered
+    with pytest.raises(ToolFailure, match="d:1 did not answer, and no other master confirms the leader a:1"):
+        _catalog_source(pool, ["a:1", "d:1"], careless=False)
+    with pytest.raises(ToolFailure, match="d:1 did not answer"):
+        _catalog_source(pool, ["c:1", "e:1", "d:1"], careless=False)

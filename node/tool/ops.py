@@ -220,8 +220,9 @@ def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> st
 
     Given one master, it must be the leader (as its masters see it). Given several, the tool asks each and
     picks the leader of the highest term: a master that still believes it leads an older term (cut off
-    from the others) is not a source. With no leader anywhere (e.g. migrating from one master), the most
-    advanced replica is all there is. `careless` (the copy-from-lagging-master bug) takes the first
+    from the others) is not a source. When one of them does not answer, that leader must be confirmed by
+    a follower in its term (the silent one may know a newer term). With no leader anywhere (e.g.
+    migrating from one master), the most advanced replica is all there is, if every source answered. `careless` (the copy-from-lagging-master bug) takes the first
     master that answers, whatever its state."""
     if careless:
         for a in sources:
@@ -246,13 +247,22 @@ def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> st
             # no leader anywhere (e.g. migrating from one master): the source is all there is
             print(f"warning: no leader master is known; copying from {src} as is", file=sys.stderr)
         return src
-    found = [s for s in (_source_status(pool, a) for a in sources) if s is not None and s.term >= 0]
+    answers = {a: _source_status(pool, a) for a in sources}
+    silent = [a for a, st in answers.items() if st is None]
+    found = [st for st in answers.values() if st is not None and st.term >= 0]
     if not found:
         raise ToolFailure(f"none of {','.join(sources)} answered with a master catalog")
     top = max(s.term for s in found)
     leaders = [s for s in found if s.role == "LEADER" and s.term == top]
-    if leaders:
+    if leaders and (not silent or any(s.term == top and s.role != "LEADER" for s in found)):
         return leaders[0].addr
+    if silent:
+        # a master that does not answer may be the one that knows a newer term (it and the master being
+        # replaced elected a leader while the one in sight was cut off): only a follower in the leader's
+        # term rules that out (with three masters, the two of them are a majority, so no newer term exists)
+        raise ToolFailure(f"{','.join(silent)} did not answer, and no other master confirms "
+                          f"{'the leader ' + leaders[0].addr if leaders else 'which is the most advanced'}; "
+                          "retry once every source answers")
     if any(s.role == "LEADER" for s in found):
         raise ToolFailure(f"no leader of the current term {top} among {','.join(sources)} (an older leader is "
                           "cut off); retry once the masters agree")
