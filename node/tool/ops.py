@@ -222,8 +222,9 @@ def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> st
     picks the leader of the highest term: a master that still believes it leads an older term (cut off
     from the others) is not a source. When one of them does not answer, that leader must be confirmed by
     a follower in its term (the silent one may know a newer term). With no leader anywhere (e.g.
-    migrating from one master), the most advanced replica is all there is, if every source answered. `careless` (the copy-from-lagging-master bug) takes the first
-    master that answers, whatever its state."""
+    migrating from one master), the most advanced replica is all there is, if every source answered.
+    `careless` (the copy-from-lagging-master bug) takes the first master that answers, whatever its
+    state."""
     if careless:
         for a in sources:
             try:
@@ -254,7 +255,7 @@ def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> st
         raise ToolFailure(f"none of {','.join(sources)} answered with a master catalog")
     top = max(s.term for s in found)
     leaders = [s for s in found if s.role == "LEADER" and s.term == top]
-    if leaders and (not silent or any(s.term == top and s.role != "LEADER" for s in found)):
+    if leaders and (not silent or any(s.term == top and s.role == "FOLLOWER" for s in found)):
         return leaders[0].addr
     if silent:
         # a master that does not answer may be the one that knows a newer term (it and the master being
