@@ -135,6 +135,9 @@ class ClusterSpec:
     # libfaketime 0.9.10 (Debian bookworm) breaks CPython's time.sleep (EINVAL, or a hang when the
     # monotonic clock is faked too), so preloading it is opt-in; the offset file is always provided.
     faketime: bool = False
+    # each node held to one CPU, round-robin over the host's (the Docker backend): a DB whose server holds a
+    # global interpreter lock gains little from a second core and loses much to lock hand-offs between cores
+    one_cpu_per_node: bool = False
     # role -> templates of the data directories that get a disk layer (cluster/disklayer.py), for a run
     # with a disk fault only: any other run mounts nothing and pays nothing
     disk_dirs: dict[str, list[str]] = field(default_factory=dict)

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from faultline.node import bugs
-from faultline.node.args import NodeParser, positive_float, positive_int
+from faultline.node.args import NodeParser, port_or_off, positive_float, positive_int
 
 SERVER_HELP = {
     "master": "run a master: catalog in a Raft-replicated system tablet, heartbeats, placement",
@@ -30,6 +30,10 @@ def _server_args(p: argparse.ArgumentParser, default_port: int) -> None:
                    help="Raft election timeout; a leader is presumed dead after it (default 1500)")
     p.add_argument("--fsync", choices=["always", "never"], default="always",
                    help="fsync the WAL and consensus metadata before acknowledging (default always)")
+    p.add_argument("--consensus-port", type=port_or_off, default=0, metavar="PORT|off",
+                   help="TCP port on the --rpc-bind host that takes Raft batches from peers as plain frames, "
+                        "cheaper than a gRPC call each (default 0: any free port, named to peers in their "
+                        "acks); off: gRPC only, e.g. behind a firewall that opens the RPC port alone")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
                    help=f"turn on an injected bug (repeatable): {', '.join(sorted(bugs.BUGS))}")

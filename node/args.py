@@ -42,3 +42,16 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, not {text}")
     return value
+
+
+def port_or_off(text: str) -> int | None:
+    """A TCP port (0: any free one), or `off` (None)."""
+    if text == "off":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a port number nor `off`") from None
+    if not 0 <= value < 65536:
+        raise argparse.ArgumentTypeError(f"port must be in 0..65535, not {value}")
+    return value

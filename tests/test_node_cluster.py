@@ -33,8 +33,11 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(cluster):
+    """A client of the module's cluster, on which the table `kv` exists: the tests use it whichever of them
+    runs first (pytest-xdist may hand a module's tests to several workers, each with its own cluster)."""
     cl = cluster.client(timeout=20)
     try:
+        cl.create_table("kv", num_tablets=4, replication=3, timeout=40)
         yield cl
     finally:
         cl.close()
@@ -55,7 +58,6 @@ def _leader_of(cluster: MiniCluster, client, table: str, partition: int) -> str:
 
 
 def test_create_write_read_ksck(cluster, client):
-    client.create_table("kv", num_tablets=4, replication=3, timeout=40)
     assert "kv" in client.list_tables()
     for i in range(40):
         client.put("kv", f"k{i}", i)

@@ -123,6 +123,10 @@ def test_server_startup_refusals(tmp_path):
     try:
         r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--rpc-bind", f"127.0.0.1:{port}", *common)
         assert r.returncode == 1 and "cannot bind" in r.stderr
+        r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--rpc-bind", "127.0.0.1:0",
+                     "--consensus-port", str(port), *common)
+        assert r.returncode == 1 and f"--consensus-port {port}: cannot listen" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
     finally:
         sock.close()
     # corrupt tablet metadata
@@ -309,6 +313,10 @@ def test_bad_flags_and_data_directories_stop_at_the_edge(tmp_path, monkeypatch):
           "--heartbeat-interval-ms", "-5"), "--heartbeat-interval-ms: must be > 0, not -5"),
         (("tserver", "--fs-dir", str(tmp_path / "t"), "--master-addresses", "127.0.0.1:1",
           "--follower-unavailable-s", "nan"), "--follower-unavailable-s: must be a finite number > 0, not nan"),
+        (("tserver", "--fs-dir", str(tmp_path / "t"), "--master-addresses", "127.0.0.1:1",
+          "--consensus-port", "70000"), "--consensus-port: port must be in 0..65535, not 70000"),
+        (("tserver", "--fs-dir", str(tmp_path / "t"), "--master-addresses", "127.0.0.1:1",
+          "--consensus-port", "grpc"), "--consensus-port: 'grpc' is neither a port number nor `off`"),
     ]
     for argv, needle in cases:
         r = run_node(*argv)

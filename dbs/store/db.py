@@ -114,7 +114,10 @@ class StoreDB(ProcessDB):
             "python_packages": list(self.python_packages) if daemon == "node" else [],
             "db": self.name if daemon == "node" else f"{self.name} ({daemon})",
             "db_opts": {"bugs": sorted(map(str, opts.get("bugs") or []))},
-            "faketime": bool(opts.get("faketime", False))})
+            "faketime": bool(opts.get("faketime", False)),
+            # its servers are Python with one interpreter lock each: on one CPU apiece, a register run did
+            # 14-23 % more ok ops/s than floating (docs/cluster.md, "One CPU per node"; docs/benchmarks.md)
+            "one_cpu_per_node": True})
 
     # ------------------------------------------------------------------ the Jepsen db protocol
     # (teardown, start, kill, pause, resume and log files are ProcessDB's: the cluster's process primitives)

@@ -37,6 +37,7 @@ from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
 from faultline.node.server.codec import config_from_dict, config_to_dict, decode_entry, encode_entry
 from faultline.node.server.flags import FlagError, RuntimeFlags
+from faultline.node.server.framed import FramedListener
 from faultline.node.server.fs import FsLayout, atomic_write
 from faultline.node.server.replica import DriverOptions, Indeterminate, Replica, config_from_pb, config_to_pb
 from faultline.node.server.rpc import ChannelPool
@@ -154,6 +155,8 @@ class ReplicaHost:
         self.apply_listeners: list[Callable[[Replica, int], None]] = []
         self.changed: set[str] = set()    # tablets whose state changed since the last report
         self.flags = RuntimeFlags()        # shared by every replica of this node (SetFlag)
+        self.framed: FramedListener | None = None
+        self.framed_port = 0               # named in every ConsensusAck; 0 until listen_framed
 
     # ------------------------------------------------------------------ life cycle
     def load_all(self) -> None:
@@ -201,6 +204,8 @@ class ReplicaHost:
 
     def stop(self) -> None:
         self.transport.stop()
+        if self.framed is not None:
+            self.framed.stop()
         with self.lock:
             reps = list(self.replicas.values())
         for r in reps:
@@ -428,6 +433,21 @@ class ReplicaHost:
             msgs = self.transport.close_slot(slot)
         return msgs
 
+    def answer(self, batch: pb.ConsensusBatch, time_left: float | None = None) -> pb.ConsensusAck:
+        """What a batch from a peer's sender gets back, by gRPC or over a framed connection: the answers
+        its replicas sent meanwhile, if it asked, and the port that takes framed batches."""
+        if not batch.reply_in_ack:
+            self.deliver(batch)
+            return pb.ConsensusAck(framed_port=self.framed_port)
+        wait_s = REPLY_WAIT_S if time_left is None else max(0.0, min(REPLY_WAIT_S, time_left - 0.2))
+        return pb.ConsensusAck(messages=self.deliver_and_collect(batch, wait_s), framed_port=self.framed_port)
+
+    def listen_framed(self, bind_host: str, port: int = 0) -> None:
+        """Take peers' batches over framed TCP too (node/server/framed.py), on `port` of `bind_host` (0: any
+        free port)."""
+        self.framed = FramedListener(bind_host, port, self.answer)
+        self.framed_port = self.framed.port
+
     def _maybe_auto_copy(self, tablet_id: str, leader_addr: str) -> None:
         """A leader replicates to us a tablet we don't host: it added us, so copy it from the leader."""
         with self.lock:
@@ -476,12 +496,7 @@ class ConsensusService(pbg.ConsensusServicer):
         self.host = host
 
     def Send(self, request, context):
-        if not request.reply_in_ack:
-            self.host.deliver(request)
-            return pb.ConsensusAck()
-        left = context.time_remaining()
-        wait_s = REPLY_WAIT_S if left is None else max(0.0, min(REPLY_WAIT_S, left - 0.2))
-        return pb.ConsensusAck(messages=self.host.deliver_and_collect(request, wait_s))
+        return self.host.answer(request, context.time_remaining())
 
     def _replica(self, tablet_id: str, context) -> Replica:
         r = self.host.get(tablet_id)

@@ -110,6 +110,12 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
     except (CmetaCorruption, WalCorruption, ValueError) as exc:
         server.stop(0)
         raise StartupError(f"corrupt or foreign metadata: {exc}") from None
+    if args.consensus_port is not None:
+        try:
+            host.listen_framed(split_addr(args.rpc_bind, allow_zero=True)[0], args.consensus_port)
+        except OSError as exc:
+            server.stop(0)
+            raise StartupError(f"--consensus-port {args.consensus_port}: cannot listen: {exc}") from None
     cpbg.add_GenericServicer_to_server(GenericService(uuid, advertise, kind), server)
     pbg.add_ConsensusServicer_to_server(ConsensusService(host), server)
     stop_ev = threading.Event()

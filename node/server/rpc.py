@@ -125,6 +125,13 @@ class ChannelPool:
                 self._chans[addr] = ent
             return ent[1]
 
+    def target_host(self, addr: str) -> str:
+        """The host (an IP once resolved) that the channel to `addr` connects to now."""
+        self.get(addr)
+        with self._lock:
+            ent = self._chans.get(addr)
+        return split_addr(ent[0] if ent is not None else addr)[0]
+
     def failed(self, addr: str) -> None:
         """A call to `addr` failed: re-resolve its name (rate-limited) and swap the channel if it moved."""
         if not self.reresolve:
