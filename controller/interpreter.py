@@ -70,16 +70,21 @@ class Interrupts:
         return f"interrupted ({self.last or 'SIGINT'}{f' x{self.count}' if self.count > 1 else ''})"
 
 
+# Hand-offs between the interpreter and its workers: a SimpleQueue (in C, no Condition to notify) costs a
+# fraction of a queue.Queue per op; either works, as the interpreter is the only consumer of completions.
+Completions = queue.SimpleQueue[Any] | queue.Queue[Any]
+
+
 class Worker(threading.Thread):
     """One thread of the generator: runs its client (or the nemesis) on the ops it is handed."""
 
-    def __init__(self, thread: Any, invoke: Callable[[Op], Op], completions: queue.Queue[Any],
+    def __init__(self, thread: Any, invoke: Callable[[Op], Op], completions: Completions,
                  reopen: Callable[[], None] | None = None) -> None:
         super().__init__(name=f"worker-{thread}", daemon=True)
         self.thread_id = thread
         self.invoke = invoke
         self.completions = completions
-        self.inbox: queue.Queue[Op | None] = queue.Queue()
+        self.inbox: queue.SimpleQueue[Op | None] = queue.SimpleQueue()
         self.reopen = reopen
 
     def run(self) -> None:
@@ -111,7 +116,7 @@ def _strip(op: Op) -> Op:
 class Interpreter:
     """Drives a generator against live workers with the real clock, recording every op."""
 
-    def __init__(self, recorder: Recorder, workers: Mapping[Any, Worker], completions: queue.Queue[Any],
+    def __init__(self, recorder: Recorder, workers: Mapping[Any, Worker], completions: Completions,
                  ctx: Context, interrupts: Interrupts, on_nemesis: Callable[[Op], None] | None = None) -> None:
         self.recorder = recorder
         self.workers = workers
@@ -162,12 +167,10 @@ class Interpreter:
                 raise CutShort(self.crash)
             if time.monotonic() > deadline:
                 raise CutShort(f"the {phase} phase overran its {hard_limit_s:.0f} s limit")
-            # completions first: they free threads and may change what the generator wants
-            try:
-                while True:
-                    g = self._complete(self.completions.get_nowait(), g)  # type: ignore[assignment]
-            except queue.Empty:
-                pass
+            # completions first: they free threads and may change what the generator wants (the
+            # interpreter is their only consumer, so a non-empty queue has an item to get)
+            while not self.completions.empty():
+                g = self._complete(self.completions.get_nowait(), g)  # type: ignore[assignment]
             now = self.recorder.now()
             self.ctx = self.ctx.at(now)
             ans = g.op(self.ctx)
@@ -192,7 +195,7 @@ class Interpreter:
                     self.outstanding[thread] = rec
                     if thread == NEMESIS and self.on_nemesis:
                         self.on_nemesis(rec)
-                    self.workers[thread].inbox.put(cast(Op, dict(rec)))   # the worker's own copy
+                    self.workers[thread].inbox.put(rec.copy())   # the worker's own copy
                     continue
             timeout = 0.1 if wait_ns is None else min(0.1, wait_ns / NS)
             try:

@@ -129,7 +129,7 @@ def run_test(
     nemesis = nemesis_pkg.nemesis
     cluster_up = False
     nemesis_ready = False
-    completions: queue.Queue[Any] = queue.Queue()
+    completions: queue.SimpleQueue[Any] = queue.SimpleQueue()
     rng = random.Random(spec.seed)
     concurrency = spec.concurrency
     interp: Interpreter | None = None

@@ -23,6 +23,7 @@ retired and the thread continues as process `t + concurrency` (see `Context.with
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,7 +48,12 @@ PENDING = Pending()
 
 @dataclass(frozen=True)
 class Context:
-    """What a generator may look at. `free` and `threads` are restricted by routing combinators."""
+    """What a generator may look at. `free` and `threads` are restricted by routing combinators.
+
+    The interpreter derives a new context several times per operation, so the derivations below build
+    it directly rather than through `dataclasses.replace` (several times slower), and `by_process`, the
+    inverse of `processes` (with the mapping it was built from, so a replaced `processes` is never read
+    through a stale inverse), is carried along so that `thread_of` is a lookup, not a scan."""
 
     time: int
     threads: frozenset[Thread]
@@ -55,6 +61,8 @@ class Context:
     processes: Mapping[Thread, Process]
     rng: random.Random = field(compare=False, hash=False)
     concurrency: int = 0
+    by_process: tuple[Mapping[Thread, Process], Mapping[Any, Thread]] | None = field(
+        default=None, compare=False, hash=False, repr=False)
 
     @staticmethod
     def initial(concurrency: int, rng: random.Random, nemesis: bool = True, time: int = 0) -> Context:
@@ -62,27 +70,30 @@ class Context:
         if nemesis:
             threads.add(NEMESIS)
         procs: dict[Thread, Process] = {t: t for t in threads}
-        return Context(time, frozenset(threads), frozenset(threads), procs, rng, concurrency)
+        return Context(time, frozenset(threads), frozenset(threads), procs, rng, concurrency, _inverse(procs))
 
     def restrict(self, threads: Iterable[Thread]) -> Context:
         keep = frozenset(threads) & self.threads
-        return replace(self, threads=keep, free=self.free & keep)
+        return Context(self.time, keep, self.free & keep, self.processes, self.rng, self.concurrency,
+                       self.by_process)
 
     def at(self, time: int) -> Context:
-        return replace(self, time=time)
+        return Context(time, self.threads, self.free, self.processes, self.rng, self.concurrency, self.by_process)
 
     def busy(self, thread: Thread) -> Context:
-        return replace(self, free=self.free - {thread})
+        return Context(self.time, self.threads, self.free - {thread}, self.processes, self.rng, self.concurrency,
+                       self.by_process)
 
     def freed(self, thread: Thread) -> Context:
-        return replace(self, free=self.free | {thread})
+        return Context(self.time, self.threads, self.free | {thread}, self.processes, self.rng, self.concurrency,
+                       self.by_process)
 
     def with_retired(self, thread: Thread) -> Context:
         """The thread's process ended `info`: it continues under a fresh process number."""
         procs = dict(self.processes)
         p = procs[thread]
         procs[thread] = p + self.concurrency if isinstance(thread, int) and isinstance(p, int) else thread
-        return replace(self, processes=procs)
+        return Context(self.time, self.threads, self.free, procs, self.rng, self.concurrency, _inverse(procs))
 
     def client_threads(self) -> list[int]:
         return sorted(t for t in self.threads if isinstance(t, int))
@@ -91,14 +102,37 @@ class Context:
         """A free thread chosen with the run's randomness (the lowest one would starve the others)."""
         if not self.free:
             return None
-        ordered = sorted(self.free, key=lambda t: (isinstance(t, str), t if isinstance(t, int) else 0))
+        ordered = _ORDERED.get(self.free)
+        if ordered is None:
+            ordered = sorted(self.free, key=lambda t: (isinstance(t, str), t if isinstance(t, int) else 0))
+            if sum(isinstance(t, str) for t in ordered) <= 1:  # the order of several names is the set's own
+                if len(_ORDERED) >= 4096:
+                    _ORDERED.clear()
+                _ORDERED[self.free] = ordered
         return ordered[0] if len(ordered) == 1 else self.rng.choice(ordered)
 
     def thread_of(self, process: object) -> Thread | None:
-        for t, p in self.processes.items():
-            if p == process:
-                return t
-        return None
+        cache = self.by_process
+        if cache is None or cache[0] is not self.processes:
+            cache = _inverse(self.processes)
+            object.__setattr__(self, "by_process", cache)
+        try:
+            return cache[1].get(process)
+        except TypeError:  # an unhashable process names no thread
+            return None
+
+
+# A set of free threads -> its threads in the order `some_free_thread` draws from (a sort per op otherwise).
+_ORDERED: dict[frozenset[Thread], list[Thread]] = {}
+
+
+def _inverse(processes: Mapping[Thread, Process]) -> tuple[Mapping[Thread, Process], dict[Any, Thread]]:
+    """`processes` and its inverse, process -> thread; the first thread wins if two share a process (as a
+    scan in order would)."""
+    inv: dict[Any, Thread] = {}
+    for t, p in processes.items():
+        inv.setdefault(p, t)
+    return processes, inv
 
 
 Answer = tuple[Op | Pending, "Gen"] | None
@@ -112,6 +146,25 @@ class Gen:
 
     def update(self, ctx: Context, event: Op) -> Gen:
         return self
+
+    def _inert_now(self) -> bool:
+        """Whether `update` hands back this generator itself whatever the event (as the base's does)."""
+        return type(self).update is Gen.update
+
+
+def _inert(g: Gen) -> bool:
+    """`g._inert_now()`, remembered on `g` (a generator is an immutable value, so the answer holds).
+    Combinators skip updating an inert part: that would only hand it back, after a walk down its tree
+    on every invocation and completion."""
+    d = getattr(g, "__dict__", None)
+    if d is not None:
+        known = d.get("_inert")
+        if known is not None:
+            return bool(known)
+    inert = g._inert_now()
+    if d is not None:
+        d["_inert"] = inert  # not a field: equality, hashing and repr ignore it
+    return inert
 
 
 def invocation(op: Mapping[str, Any], ctx: Context, thread: Thread) -> Op:
@@ -143,6 +196,13 @@ def _earliest_pending(a: Pending, b: Pending) -> Pending:
     if b.until is None:
         return a
     return Pending(min(a.until, b.until))
+
+
+def _update_all(gens: tuple[Gen, ...], ctx: Context, event: Op) -> tuple[Gen, ...] | None:
+    """Each of `gens` updated, or None when none changed: the caller then stays as it is rather than
+    allocate an equal copy of itself (most updates change nothing)."""
+    after = [g.update(ctx, event) for g in gens]
+    return None if all(map(operator.is_, after, gens)) else tuple(after)
 
 
 # ---------------------------------------------------------------- leaves
@@ -272,7 +332,11 @@ class Limit(Gen):
         return o, Limit(self.n - 1, g)
 
     def update(self, ctx: Context, event: Op) -> Gen:
-        return Limit(self.n, self.gen.update(ctx, event))
+        g = self.gen.update(ctx, event)
+        return self if g is self.gen else Limit(self.n, g)
+
+    def _inert_now(self) -> bool:
+        return _inert(self.gen)
 
 
 @dataclass(frozen=True)
@@ -299,7 +363,11 @@ class TimeLimit(Gen):
         return o, TimeLimit(self.seconds, g, deadline)
 
     def update(self, ctx: Context, event: Op) -> Gen:
-        return TimeLimit(self.seconds, self.gen.update(ctx, event), self.deadline)
+        g = self.gen.update(ctx, event)
+        return self if g is self.gen else TimeLimit(self.seconds, g, self.deadline)
+
+    def _inert_now(self) -> bool:
+        return _inert(self.gen)
 
 
 @dataclass(frozen=True)
@@ -378,12 +446,20 @@ class Mix(Gen):
                 del gens[i]
                 continue
             o, g = ans
+            if g is gens[i] and len(gens) == len(self.gens):
+                return o, self  # nothing changed (e.g. a mix of repeats)
             gens[i] = g
             return o, Mix(tuple(gens))
         return None
 
     def update(self, ctx: Context, event: Op) -> Gen:
-        return Mix(tuple(g.update(ctx, event) for g in self.gens))
+        if _inert(self):
+            return self
+        after = _update_all(self.gens, ctx, event)
+        return self if after is None else Mix(after)
+
+    def _inert_now(self) -> bool:
+        return all(_inert(g) for g in self.gens)
 
 
 @dataclass(frozen=True)
@@ -394,39 +470,48 @@ class Any_(Gen):
 
     def op(self, ctx: Context) -> Answer:
         best: Answer = None
+        best_time = 0
         best_i = -1
         pending: Pending | None = None
-        alive: list[Gen] = []
-        answers: list[Answer] = []
-        for g in self.gens:
-            ans = g.op(ctx)
-            answers.append(ans)
-            if ans is not None:
-                alive.append(g)
-        if not alive:
-            return None
+        alive = False
+        answers = [g.op(ctx) for g in self.gens]
         for i, ans in enumerate(answers):
             if ans is None:
                 continue
-            o, _ = ans
+            alive = True
+            o = ans[0]
             if isinstance(o, Pending):
                 pending = o if pending is None else _earliest_pending(pending, o)
                 continue
-            if best is None or soonest(best, ans) == 1:
-                best, best_i = ans, i
+            if best is None or o["time"] < best_time:  # `soonest`: the earlier op, the first on a tie
+                best, best_i, best_time = ans, i, o["time"]
+        if not alive:
+            return None
         if best is None:
             # Only pendings: keep the original generators (a Pending answer may carry a started deadline).
             nxt = tuple(a[1] for a in answers if a is not None)
-            return pending or PENDING, Any_(nxt)
+            return pending or PENDING, self._with(nxt)
         after: list[Gen] = []
         for i, ans in enumerate(answers):
             if ans is None:
                 continue
             after.append(ans[1] if i == best_i or isinstance(ans[0], Pending) else self.gens[i])
-        return best[0], Any_(tuple(after))
+        return best[0], self._with(tuple(after))
+
+    def _with(self, gens: tuple[Gen, ...]) -> Any_:
+        """`Any_(gens)`, or this very generator when `gens` are its own (nothing changed)."""
+        if len(gens) == len(self.gens) and all(map(operator.is_, gens, self.gens)):
+            return self
+        return Any_(gens)
 
     def update(self, ctx: Context, event: Op) -> Gen:
-        return Any_(tuple(g.update(ctx, event) for g in self.gens))
+        if _inert(self):
+            return self
+        after = _update_all(self.gens, ctx, event)
+        return self if after is None else Any_(after)
+
+    def _inert_now(self) -> bool:
+        return all(_inert(g) for g in self.gens)
 
 
 # ---------------------------------------------------------------- routing
@@ -434,13 +519,25 @@ class Any_(Gen):
 
 @dataclass(frozen=True)
 class OnThreads(Gen):
-    """Restricts a generator to the threads for which `pred(thread)` is true."""
+    """Restricts a generator to the threads for which `pred(thread)` is true.
+
+    `pred` is a function of the thread alone, so which of a set of threads it keeps is worked out once
+    per set and remembered in `kept`, which the successors of this generator share."""
 
     pred: Callable[[Thread], bool]
     gen: Gen
+    kept: dict[frozenset[Thread], frozenset[Thread]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False)
 
     def _ctx(self, ctx: Context) -> Context:
-        return ctx.restrict(t for t in ctx.threads if self.pred(t))
+        keep = self.kept.get(ctx.threads)
+        if keep is None:
+            pred = self.pred
+            keep = frozenset(t for t in ctx.threads if pred(t))
+            if len(self.kept) >= 64:  # contexts restricted in many ways: keep the memo small
+                self.kept.clear()
+            self.kept[ctx.threads] = keep
+        return Context(ctx.time, keep, ctx.free & keep, ctx.processes, ctx.rng, ctx.concurrency, ctx.by_process)
 
     def op(self, ctx: Context) -> Answer:
         sub = self._ctx(ctx)
@@ -450,13 +547,19 @@ class OnThreads(Gen):
         if ans is None:
             return None
         o, g = ans
-        return o, OnThreads(self.pred, g)
+        return o, (self if g is self.gen else OnThreads(self.pred, g, self.kept))
 
     def update(self, ctx: Context, event: Op) -> Gen:
+        if _inert(self.gen):
+            return self
         thread = ctx.thread_of(event.get("process"))
         if thread is None or not self.pred(thread):
             return self
-        return OnThreads(self.pred, self.gen.update(self._ctx(ctx), event))
+        g = self.gen.update(self._ctx(ctx), event)
+        return self if g is self.gen else OnThreads(self.pred, g, self.kept)
+
+    def _inert_now(self) -> bool:
+        return _inert(self.gen)
 
 
 def _is_client(t: Thread) -> bool:
@@ -584,7 +687,8 @@ class Independent(Gen):
         groups, nk = self._groups(ctx)
         if not groups:
             return None
-        best: Answer = None
+        best: Op | None = None  # the soonest op (the first on a tie, as `soonest` says), not yet keyed
+        best_next: Gen | None = None
         best_i = -1
         pending: Pending | None = None
         for i, (members, key, g) in enumerate(groups):
@@ -604,23 +708,31 @@ class Independent(Gen):
                 pending = o if pending is None else _earliest_pending(pending, o)
                 groups[i] = (members, key, ng)
                 continue
-            if best is None or soonest(best, ans) == 1:
-                best, best_i = ({**o, "key": key}, ng), i
+            if best is None or o["time"] < best["time"]:
+                best, best_next, best_i = o, ng, i
         if best is None:
-            return pending or PENDING, replace(self, next_key=nk, groups=tuple(groups))
+            return pending or PENDING, self._with(nk, tuple(groups))
         members, key, _ = groups[best_i]
-        groups[best_i] = (members, key, best[1])
-        return best[0], replace(self, next_key=nk, groups=tuple(groups))
+        groups[best_i] = (members, key, best_next)
+        return cast(Op, {**best, "key": key}), self._with(nk, tuple(groups))
+
+    def _with(self, next_key: int, groups: tuple[tuple[tuple[Thread, ...], Any, Gen | None], ...]) -> Independent:
+        """`replace(self, next_key=..., groups=...)`, built directly (this is on every operation's path)."""
+        return Independent(self.group_size, self.gen_for_key, self.key_of, next_key, groups)
 
     def update(self, ctx: Context, event: Op) -> Gen:
         if self.groups is None:
             return self
         t = ctx.thread_of(event.get("process"))
         groups = list(self.groups)
+        changed = False
         for i, (members, key, g) in enumerate(groups):
-            if t in members and g is not None and event.get("key") == key:
-                groups[i] = (members, key, g.update(ctx.restrict(members), event))
-        return replace(self, groups=tuple(groups))
+            if t in members and g is not None and event.get("key") == key and not _inert(g):
+                ng = g.update(ctx.restrict(members), event)
+                if ng is not g:
+                    groups[i] = (members, key, ng)
+                    changed = True
+        return self._with(self.next_key, tuple(groups)) if changed else self
 
 
 # ---------------------------------------------------------------- constructors (the public vocabulary)

@@ -194,3 +194,20 @@ def test_a_sleep_inside_each_thread_ends() -> None:
     invoked = [(o["process"], o["f"], o["time"]) for o in h if o["type"] == "invoke"]
     assert sorted(p for p, f, _ in invoked if f == "b") == [0, 1]
     assert all(t >= 1e9 for _, f, t in invoked if f == "b")
+
+
+def test_updates_that_change_nothing_hand_back_the_same_generator() -> None:
+    """A tree of stateless parts is not copied on every event; a stateful part below routing still sees
+    the events of its own threads (until_ok counts its attempts from them)."""
+    ctx = Context.initial(4, random.Random(0))
+    inert = g.any_of(g.clients(g.limit(5, g.mix(g.repeat({"f": "r"}), g.repeat({"f": "w"})))), g.nemesis(None))
+    inv = {"type": "invoke", "f": "r", "process": 1, "time": 0}
+    assert inert.update(ctx, inv) is inert
+    mixed = g.any_of(g.clients(g.mix(g.repeat({"f": "r"}), g.repeat({"f": "w"}))))
+    ans = mixed.op(ctx)
+    assert ans is not None and ans[1] == mixed
+    stateful = g.clients(g.until_ok({"f": "read"}))
+    after = stateful.update(ctx, inv)
+    assert after is not stateful and after.update(ctx, {**inv, "type": "ok"}).op(ctx) is None
+    assert ctx.restrict([0, 1]).thread_of(1) == 1 and ctx.with_retired(1).thread_of(5) == 1
+    assert ctx.with_retired(1).thread_of(1) is None and ctx.thread_of([1]) is None
