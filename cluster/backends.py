@@ -179,10 +179,10 @@ def leftovers(docker: bool = True) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if docker:
         from faultline.cluster.base import LABEL
-        from faultline.cluster.docker_backend import docker_client
+        from faultline.cluster.docker_backend import docker_client, labelled_containers
 
         client = docker_client()
-        out["containers"] = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL}.managed=1"})]
+        out["containers"] = [c.name for c in labelled_containers(client, f"{LABEL}.managed=1")]
         out["networks"] = [n.name for n in client.networks.list(filters={"label": f"{LABEL}.managed=1"})]
     if os.geteuid() == 0:
         from faultline.cluster.local_backend import leftovers as local_leftovers

@@ -5,9 +5,12 @@ on the node, so there is one implementation of "argv + env + log file + pid file
 dialects. Standard library only: it runs in the node image and on bare hosts.
 
 Layout under `--dir D`: `D/logs/NAME.log` (stdout and stderr, appended), `D/run/NAME.pid` ("pid starttime",
-so a recycled pid is never mistaken for ours). Each daemon leads its own session, so signals go to its
-whole process group. With `--faketime FILE` the daemon runs under libfaketime reading its offset from
-FILE; only the wall clock moves (monotonic clocks stay real, so timeouts keep working).
+so a recycled pid is never mistaken for ours). Each daemon leads its own session, and a signal goes to its
+whole process tree: its process group and every descendant found through /proc, since some daemons put
+their children in sessions of their own (PostgreSQL's backends call setsid(), so a signal to the
+postmaster's group alone leaves them serving, writing and fsyncing after a "kill"). With
+`--faketime FILE` the daemon runs under libfaketime reading its offset from FILE; only the wall clock
+moves (monotonic clocks stay real, so timeouts keep working).
 """
 
 from __future__ import annotations
@@ -32,20 +35,29 @@ def _pidfile(d: Path, name: str) -> Path:
     return d / "run" / f"{name}.pid"
 
 
-def _starttime(pid: int) -> str | None:
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state, ppid, ...), or None when it is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return raw.rsplit(")", 1)[1].split()[19]
+    return raw.rsplit(")", 1)[1].split()
+
+
+def _starttime(pid: int) -> str | None:
+    fields = _stat(pid)
+    return fields[19] if fields else None
 
 
 def _state(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw.rsplit(")", 1)[1].split()[0]
+    fields = _stat(pid)
+    return fields[0] if fields else None
+
+
+def _alive(pid: int, start: str) -> bool:
+    """`pid` is the process that started at `start` (not a recycled pid) and is neither a zombie nor dead."""
+    fields = _stat(pid)
+    return fields is not None and fields[19] == start and fields[0] not in ("Z", "X")
 
 
 def read_pid(d: Path, name: str) -> int | None:
@@ -55,9 +67,7 @@ def read_pid(d: Path, name: str) -> int | None:
         pid = int(pid_s)
     except (OSError, ValueError):
         return None
-    if _starttime(pid) != start or _state(pid) in (None, "Z", "X"):
-        return None
-    return pid
+    return pid if _alive(pid, start) else None
 
 
 def status(d: Path, name: str) -> str:
@@ -147,12 +157,54 @@ def _this_start(d: Path, name: str, head: int = 5, tail: int = 10) -> list[str]:
     return [*lines[:head], f"... ({len(lines) - head - tail} lines)", *lines[-tail:]]
 
 
-def _signal(d: Path, name: str, sig: int) -> int | None:
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid`, through /proc's parent links."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))):
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: set[int] = set()
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        if p not in found:
+            found.add(p)
+            todo.extend(children.get(p, []))
+    return found
+
+
+def _send(pid: int, sig: int, group: bool) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        (os.killpg if group else os.kill)(pid, sig)
+
+
+def _freeze_tree(pid: int) -> dict[int, str]:
+    """SIGSTOPs the daemon and every descendant, again until no new one appears (a stopped process forks
+    no more; one forked in the moment before is found in the next round). Returns {pid: starttime}."""
+    _send(pid, signal.SIGSTOP, group=True)
+    tree = {pid: _starttime(pid) or ""}
+    for _ in range(20):
+        new = _descendants(pid) - set(tree)
+        if not new:
+            break
+        for p in new:
+            _send(p, signal.SIGSTOP, group=False)
+            tree[p] = _starttime(p) or ""
+    return tree
+
+
+def _signal(d: Path, name: str, sig: int, tree: bool = True) -> int | None:
+    """`sig` to the daemon's process group and, with `tree`, to every descendant (SIGSTOP freezes the tree
+    round by round, so nothing forked in between escapes). Returns the daemon's pid, None if not running."""
     pid = read_pid(d, name)
     if pid is None:
         return None
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
+    if sig == signal.SIGSTOP and tree:
+        _freeze_tree(pid)
+        return pid
+    _send(pid, sig, group=True)
+    for p in _descendants(pid) if tree else ():
+        _send(p, sig, group=False)
     return pid
 
 
@@ -161,7 +213,7 @@ def stop(d: Path, name: str, grace: float) -> int:
     if pid is None:
         print(f"{name}: not running")
         return 0
-    _signal(d, name, signal.SIGTERM)
+    _signal(d, name, signal.SIGTERM, tree=False)   # the daemon's own shutdown takes its children down
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if read_pid(d, name) is None:
@@ -172,15 +224,27 @@ def stop(d: Path, name: str, grace: float) -> int:
 
 
 def kill(d: Path, name: str) -> int:
-    pid = _signal(d, name, signal.SIGKILL)
+    """SIGKILL to the whole tree, frozen first, then waits until every process of it is gone: a fault that
+    follows a kill (dropping unfsynced writes, a restart) must never meet a process still writing."""
+    pid = read_pid(d, name)
     if pid is None:
         print(f"{name}: not running")
         return 0
+    tree = _freeze_tree(pid)
+    _send(pid, signal.SIGKILL, group=True)
+    for p in tree:
+        _send(p, signal.SIGKILL, group=False)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and read_pid(d, name) is not None:
-        time.sleep(0.02)
+    left = dict(tree)
+    while left and time.monotonic() < deadline:
+        left = {p: s for p, s in left.items() if _alive(p, s)}
+        if left:
+            time.sleep(0.02)
+    if left:
+        print(f"{name}: killed, but {len(left)} of its processes are still alive after 5 s: {sorted(left)}")
+        return 6
     print(f"{name}: killed")
-    return 0 if read_pid(d, name) is None else 6
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

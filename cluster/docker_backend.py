@@ -137,6 +137,7 @@ class DockerBackend(NodeBackend):
         self.subnet: ipaddress.IPv4Network | None = None
         self._next_ip = 2
         self._lock = threading.Lock()
+        self._ncpu: int | None = None   # the Docker host's CPUs, asked once (_cpu_of)
 
     # ------------------------------------------------------------------ hooks
     def node_dir(self, node: str) -> str:
@@ -161,7 +162,7 @@ class DockerBackend(NodeBackend):
         if spec is not None:
             self.spec = spec if isinstance(spec, ClusterSpec) else ClusterSpec.from_mapping(spec)
             self.network = network_name(self.spec.name)
-        if self.client.containers.list(all=True, filters={"label": f"{LABEL}.cluster={self.spec.name}"}) or \
+        if labelled_containers(self.client, f"{LABEL}.cluster={self.spec.name}") or \
                 self.client.networks.list(names=[self.network]):
             raise ClusterError(f"a cluster named {self.spec.name!r} already exists on Docker; "
                                f"`faultline cluster down --name {self.spec.name}` first, or pick another --name")
@@ -239,9 +240,10 @@ class DockerBackend(NodeBackend):
         binds = {str(PACKAGE_DIR): {"bind": f"{SRC_MOUNT}/{PACKAGE}", "mode": "ro"}} if mount_source else {}
         binds.update(self._disk_binds(node))
         fuse: dict[str, Any] = {"devices": ["/dev/fuse"]} if fuse_host else {}
+        pin: dict[str, Any] = {"cpuset_cpus": self._cpu_of(node)} if self.spec.one_cpu_per_node else {}
         host_config = api.create_host_config(
             cap_add=["NET_ADMIN", *(["SYS_ADMIN"] if fuse_host else [])], init=True, network_mode=self.network,
-            binds=binds or None, **fuse,
+            binds=binds or None, **fuse, **pin,
         )
         net_config = api.create_networking_config({self.network: api.create_endpoint_config(
             aliases=[node, *info.dns], ipv4_address=info.address)})
@@ -254,6 +256,13 @@ class DockerBackend(NodeBackend):
                                  volumes=[NODE_DIR], detach=True)
         info.host = c["Id"]
         api.start(c["Id"])
+
+    def _cpu_of(self, node: str) -> str:
+        """The one CPU a node is held to (ClusterSpec.one_cpu_per_node): round-robin in node order, so the
+        nodes of each role spread over the Docker host's CPUs."""
+        if self._ncpu is None:
+            self._ncpu = max(1, int(self.client.info().get("NCPU") or 1))
+        return str(list(self.info).index(node) % self._ncpu)
 
     def _disk_binds(self, node: str) -> dict[str, dict[str, str]]:
         """Mounts the node's disk layers on the host (a run with a disk fault only) and returns their bind
@@ -339,7 +348,7 @@ class DockerBackend(NodeBackend):
     def attach(cls, name: str, client=None) -> DockerBackend:
         """Rebuilds a backend object for an existing cluster from its labels and network settings."""
         client = client or docker_client()
-        cs = client.containers.list(all=True, filters={"label": f"{LABEL}.cluster={name}"})
+        cs = labelled_containers(client, f"{LABEL}.cluster={name}")
         if not cs:
             raise ClusterError(f"no Docker cluster named {name!r}")
         try:
@@ -398,10 +407,17 @@ def _free_subnet(client, taken: Sequence[ipaddress.IPv4Network] = ()) -> ipaddre
                        "(`faultline cluster down --all`)")
 
 
+def labelled_containers(client, label: str) -> list:
+    """Every container, running or not, carrying `label`. One removed between the engine's listing and its
+    inspection (another run's teardown, or a removal the engine finishes after the client gave up on it) is
+    left out: the SDK would otherwise raise NotFound for a container that is simply gone."""
+    return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+
+
 def list_clusters(client=None) -> list[str]:
     client = client or docker_client()
     names = set()
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.managed=1"}):
+    for c in labelled_containers(client, f"{LABEL}.managed=1"):
         names.add(c.labels.get(f"{LABEL}.cluster", "?"))
     for n in client.networks.list(filters={"label": f"{LABEL}.managed=1"}):
         names.add(n.attrs.get("Labels", {}).get(f"{LABEL}.cluster", "?"))
@@ -425,7 +441,7 @@ def remove_cluster(client, name: str | None, attempts: int = 4) -> int:
 
 
 def _labelled_names(client, label: str) -> list[str]:
-    names = [c.name for c in client.containers.list(all=True, filters={"label": label})]
+    names = [c.name for c in labelled_containers(client, label)]
     return names + [n.name for n in client.networks.list(filters={"label": label})]
 
 
@@ -440,7 +456,7 @@ def _remove_labelled(client, label: str) -> int:
         except Exception:   # what is left is listed and tried again by the caller
             return 0
 
-    cs = client.containers.list(all=True, filters={"label": label})
+    cs = labelled_containers(client, label)
     with ThreadPoolExecutor(max_workers=8) as pool:
         removed = sum(pool.map(lambda c: attempt(lambda: c.remove(force=True, v=True)), cs))
     return removed + sum(attempt(n.remove) for n in client.networks.list(filters={"label": label}))

@@ -68,6 +68,11 @@ def test_up_three_masters_five_tservers(cluster) -> None:
     attrs = cluster.client.api.inspect_container(cluster.info["m1"].host)
     assert attrs["HostConfig"]["Privileged"] is False
     assert attrs["HostConfig"]["CapAdd"] == ["NET_ADMIN"]
+    # the store's nodes are held to one CPU each, round-robin in node order
+    ncpu = int(cluster.client.info()["NCPU"])
+    cpusets = [cluster.client.api.inspect_container(cluster.info[n].host)["HostConfig"]["CpusetCpus"]
+               for n in cluster.nodes()]
+    assert cpusets == [str(i % ncpu) for i in range(8)]
     assert attrs["Config"]["Labels"][f"{LABEL}.cluster"] == cluster.spec.name
     assert list(attrs["NetworkSettings"]["Networks"]) == [cluster.network]
     # every node reaches every master by its DNS name; the host reaches them through resolve()
@@ -243,7 +248,7 @@ def test_up_refuses_an_existing_name_and_attach_finds_it(cluster) -> None:
 
 
 def test_cli_up_status_down_leaves_nothing(image: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from faultline.cluster.docker_backend import docker_client, remove_cluster
+    from faultline.cluster.docker_backend import docker_client, labelled_containers, remove_cluster
     from faultline.controller.cli import main
 
     name = _name("tcli")
@@ -262,7 +267,7 @@ def test_cli_up_status_down_leaves_nothing(image: str, capsys: pytest.CaptureFix
         assert main(["cluster", "down", "--name", name]) == 0
     finally:
         remove_cluster(client, name)
-    assert not client.containers.list(all=True, filters={"label": f"{LABEL}.cluster={name}"})
+    assert not labelled_containers(client, f"{LABEL}.cluster={name}")
     assert not client.networks.list(filters={"label": f"{LABEL}.cluster={name}"})
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +147,61 @@ def test_daemon_kill_and_stale_pidfile(tmp_path: Path) -> None:
     # a pid file naming a live process with another start time (a recycled pid) is not ours
     (tmp_path / "run" / "s.pid").write_text(f"{os.getpid()} 1\n")
     assert daemon.status(tmp_path, "s") == "stopped"
+
+
+_FORKS_A_SESSION_LEADER = """
+import os, sys, time
+child = os.fork()
+if child == 0:
+    os.setsid()   # as PostgreSQL's backends do: out of the postmaster's process group
+    time.sleep(60)
+    os._exit(0)
+open(sys.argv[1], "w").write(str(child))
+time.sleep(60)
+"""
+
+
+def _start_with_a_setsid_child(tmp: Path) -> int:
+    pid_file = tmp / "child.pid"
+    r = _daemon(tmp, "start", "--name", "pm", "--", sys.executable, "-c", _FORKS_A_SESSION_LEADER, str(pid_file))
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the daemon never forked its child"
+        time.sleep(0.02)
+    return int(pid_file.read_text())
+
+
+def _until(check: Callable[[], bool], why: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.01)
+
+
+def test_kill_takes_children_that_left_the_process_group(tmp_path: Path) -> None:
+    child = _start_with_a_setsid_child(tmp_path)
+    try:
+        assert os.getpgid(child) != os.getpgid(daemon.read_pid(tmp_path, "pm") or 0)
+        assert _daemon(tmp_path, "kill", "--name", "pm").returncode == 0
+        # gone when kill returns, not later: what follows a kill must meet no writer
+        assert daemon._state(child) in (None, "Z", "X")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_pause_and_resume_reach_children_that_left_the_process_group(tmp_path: Path) -> None:
+    child = _start_with_a_setsid_child(tmp_path)
+    try:
+        assert _daemon(tmp_path, "pause", "--name", "pm").returncode == 0
+        _until(lambda: daemon._state(child) == "T", "the child never stopped")   # a signal lands when scheduled
+        assert _daemon(tmp_path, "resume", "--name", "pm").returncode == 0
+        _until(lambda: daemon._state(child) in ("S", "R"), "the child never resumed")
+    finally:
+        _daemon(tmp_path, "kill", "--name", "pm")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_daemon_that_dies_at_once_is_reported(tmp_path: Path) -> None:
@@ -390,3 +447,52 @@ def test_image_for_every_db_and_for_one_db_at_once_is_refused(capsys: pytest.Cap
     assert cli_main(["cluster", "image", "--every-db", "--db", "etcd"]) == 254
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--every-db" in err
+
+
+class _VanishingEngine:
+    """The Docker engine's low-level API as the SDK sees it: two containers are listed, and one of them is
+    removed (by another run's teardown) before the SDK inspects it."""
+
+    def __init__(self) -> None:
+        self.live = ["gone", "kept"]
+        self.removed: list[str] = []
+
+    def containers(self, **_: Any) -> list[dict[str, str]]:
+        return [{"Id": cid} for cid in self.live]
+
+    def inspect_container(self, cid: str) -> dict[str, Any]:
+        import docker.errors
+
+        if cid == "gone":
+            self.live.remove("gone")
+            raise docker.errors.NotFound("No such container: gone")
+        return {"Id": cid, "Name": "/fl-other-n1",
+                "Config": {"Labels": {"org.faultline.managed": "1", "org.faultline.cluster": "fl-other"}}}
+
+    def remove_container(self, cid: str, **_: Any) -> None:
+        self.live.remove(cid)
+        self.removed.append(cid)
+
+
+class _Networks:
+    def list(self, **_: Any) -> list:
+        return []
+
+
+def test_a_container_removed_while_listed_is_left_out_not_a_crash() -> None:
+    """`cluster down --name A` lists every Faultline cluster to find A; another run removing its own
+    containers at that moment crashed it with the SDK's NotFound (seen in a CI rehearsal)."""
+    from docker.models.containers import ContainerCollection
+
+    from faultline.cluster.docker_backend import list_clusters, remove_cluster
+
+    class Client:
+        api = _VanishingEngine()
+        networks = _Networks()
+
+    client = Client()
+    client.containers = ContainerCollection(client=client)
+    assert list_clusters(client) == ["fl-other"]
+    client.api.live.insert(0, "gone")   # and again while the cluster is removed
+    assert remove_cluster(client, "fl-other", attempts=1) == 1
+    assert client.api.removed == ["kept"]

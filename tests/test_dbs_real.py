@@ -71,12 +71,14 @@ def test_the_example_user_db_runs_a_fault_of_its_own(tmp_path: Path) -> None:
 def test_a_db_process_that_cannot_start_fails_with_its_log_and_leaves_nothing(tmp_path: Path) -> None:
     import docker
 
+    from faultline.cluster.docker_backend import labelled_containers
+
     name = f"fltest-{uuid.uuid4().hex[:6]}"
     try:
         code, out, _ = faultline_run(tmp_path, "--db", "broken_db:BrokenEtcd", "--workload", "register",
                                            "--time-limit", "10", name=name, cleanup=False,
                                            env={"PYTHONPATH": str(Path(__file__).parent / "dbs")})
-        left = docker.from_env().containers.list(all=True, filters={"label": f"org.faultline.cluster={name}"})
+        left = labelled_containers(docker.from_env(), f"org.faultline.cluster={name}")
     finally:
         remove_cluster(name)
     assert code == 2, out

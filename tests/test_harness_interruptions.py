@@ -113,9 +113,11 @@ def wait_for(pred: Callable[[], bool], timeout_s: float, step_s: float = 0.02) -
 def cluster_objects(name: str) -> list[str]:
     import docker
 
+    from faultline.cluster.docker_backend import labelled_containers
+
     client = docker.from_env()
     label = f"org.faultline.cluster={name}"
-    return ([c.name for c in client.containers.list(all=True, filters={"label": label})]
+    return ([c.name for c in labelled_containers(client, label)]
             + [n.name for n in client.networks.list(filters={"label": label})])
 
 
@@ -202,8 +204,10 @@ def other_clusters(name: str) -> set[str]:
     """Faultline clusters on Docker other than `name` (`down --all` would remove them too)."""
     import docker
 
+    from faultline.cluster.docker_backend import labelled_containers
+
     found = {c.labels.get("org.faultline.cluster", "") for c in
-             docker.from_env().containers.list(all=True, filters={"label": "org.faultline.cluster"})}
+             labelled_containers(docker.from_env(), "org.faultline.cluster")}
     return found - {name, ""}
 
 
