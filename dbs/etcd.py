@@ -287,6 +287,12 @@ def _decode(raw: bytes) -> Any:
 # in a record's length gives "C | etcdmain: wal: max entry size limit exceeded" (measured, file-bitflip);
 # the WAL reader's other refusals of an impossible record (wal/wal.go, wal/decoder.go of 3.4) are
 # "wal: slice bounds out of range", "wal: conflicting metadata found" and "unexpected block type N".
+# A flip that makes a record look cut short is taken for a torn write: etcd repairs the WAL by truncating
+# it there (the rest is kept as "*.wal.broken") and starts with a log shorter than what it had acknowledged;
+# its Raft library then panics at the leader's first heartbeat with "tocommit(N) is out of range
+# [lastIndex(M)]. Was the raft log corrupted, truncated, or lost?" (raft/log.go, commitTo), its guard against
+# a member that lost committed entries (measured, 3.4.23, file-bitflip: the panic, then "walpb: crc mismatch"
+# at the next start). Under a fault that damaged the files it is detection; under any other, a finding.
 LOG_PATTERNS = [
     LogPattern("go-panic", r"^panic: ", "the Go runtime: an unrecovered panic"),
     LogPattern("go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"),
@@ -299,6 +305,9 @@ LOG_PATTERNS = [
                r"\bwal: (?:slice bounds out of range|max entry size limit exceeded|conflicting metadata found)"
                r"|\bunexpected block type \d+",
                "etcd's WAL reader refused a record whose length, type or metadata is impossible",
+               expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern("raft-log-lost", r"\btocommit\(\d+\) is out of range \[lastIndex\(\d+\)\]",
+               "etcd's Raft found its log shorter than the commit index the leader sent: committed entries are gone",
                expected_under=FILE_CORRUPTION_FAULTS),
     LogPattern("mvcc-unmarshal", r"\bmvcc: cannot unmarshal event",
                "etcd read a key-value record from its backend file (member/snap/db) that does not decode",

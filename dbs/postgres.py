@@ -3,14 +3,17 @@
 The connection speaks the store's client API (get, put, cas, scan, create_table, batch, generate) over
 one table per workload, so the bundled register, set, bank, counter and unique-ids workloads run
 unchanged; each statement is its own transaction (autocommit), a batch one transaction, all at the run's
-isolation level (`--isolation`, default serializable). A single primary is linearizable for these operations. It runs as the `postgres` user (it
-refuses root): the daemon manager drops to it just before exec, so pause and kill reach the postmaster
-and its backends (one process group), and libfaketime, which moves its clock for clock faults, starts
-as that user (started as root, it makes a semaphore the postgres user cannot open, and postgres fails).
+isolation level (`--isolation`, default serializable). A single primary is linearizable for these
+operations. It runs as the `postgres` user (it refuses root): the daemon manager drops to it just before
+exec, and libfaketime, which moves its clock for clock faults, starts as that user (started as root, it
+makes a semaphore the postgres user cannot open, and postgres fails). Every backend calls setsid(), so pause and kill reach them through the daemon manager's walk of the
+postmaster's descendants (cluster/daemon.py), not through its process group.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -212,11 +215,24 @@ class PostgresTxnClient(SQLTxnClient):
         raise ValueError(f"{self.kind}: unknown micro-op {f!r}")
 
 
+def _taken(queue_table: str) -> str:
+    """The table where a queue's dequeues record what they took, by token (PostgresQueueClient)."""
+    return ident(queue_table + "_taken")
+
+
 class PostgresQueueClient:
     """A queue in one table (id bigserial, v bigint), each statement its own transaction: enqueue inserts a
     row; dequeue deletes the oldest row no other transaction has locked (`FOR UPDATE SKIP LOCKED`, so
     concurrent dequeues never wait on each other) and returns it; drain deletes every row in one statement.
-    An error from a statement that may have committed is `info`."""
+    An error from a statement that may have committed is `info`, except a dequeue's: each dequeue also
+    records what it took under a token of its own (table `<queue>_taken`, in the same statement), so after
+    an error the client looks the token up once the server answers again (up to RESOLVE_S: a killed
+    server stays down until the nemesis restarts it). Found, the dequeue committed and took that element
+    (`ok`); not found, it stays `info`, since a transaction cut off from its client may still be running.
+    Without this, a kill on a dequeue's commit leaves an element a correct PostgreSQL did dequeue looking
+    lost, and the checker can only say unknown."""
+
+    RESOLVE_S = 30.0
 
     def __init__(self, conn: PostgresConnection | None = None, table: str = "") -> None:
         self.conn, self.table = conn, table
@@ -228,6 +244,7 @@ class PostgresQueueClient:
 
     def setup(self, test: Run) -> None:
         _create_table(test, self._table(test), "id bigserial PRIMARY KEY, v bigint")
+        _create_table(test, _taken(self._table(test)), "token text PRIMARY KEY, v bigint")
 
     def open(self, test: Run, node: str) -> PostgresQueueClient:
         conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s),
@@ -253,8 +270,17 @@ class PostgresQueueClient:
             self.conn.execute(f'INSERT INTO "{t}" (v) VALUES (%s)', (int(op["value"]),))
             return {**op, "type": "ok"}
         if op["f"] == "dequeue":
-            rows = self.conn.execute(f'DELETE FROM "{t}" WHERE id = (SELECT id FROM "{t}" ORDER BY id '
-                                     'FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING v', fetch=True)
+            token = uuid.uuid4().hex
+            try:
+                rows = self.conn.execute(
+                    f'WITH d AS (DELETE FROM "{t}" WHERE id = (SELECT id FROM "{t}" ORDER BY id FOR UPDATE SKIP '
+                    f'LOCKED LIMIT 1) RETURNING v) INSERT INTO "{_taken(t)}" (token, v) SELECT %s, v FROM d RETURNING v',
+                    (token,), fetch=True)
+            except Indeterminate:
+                taken = self._taken_by(token)
+                if taken is None:
+                    raise
+                return {**op, "type": "ok", "value": taken}
             if not rows:
                 return {**op, "type": "fail", "error": "empty"}
             return {**op, "type": "ok", "value": int(rows[0][0])}
@@ -262,6 +288,20 @@ class PostgresQueueClient:
             rows = self.conn.execute(f'DELETE FROM "{t}" RETURNING v', fetch=True)
             return {**op, "type": "ok", "value": sorted(int(r[0]) for r in rows)}
         raise ValueError(f"queue: unknown op {op['f']!r}")
+
+    def _taken_by(self, token: str) -> int | None:
+        """The element the dequeue with `token` took, if it committed; None when the lookup finds no row or
+        the server does not answer within RESOLVE_S."""
+        assert self.conn is not None
+        deadline = time.monotonic() + self.RESOLVE_S
+        while time.monotonic() < deadline:
+            try:
+                rows = self.conn.execute(f'SELECT v FROM "{_taken(self.table)}" WHERE token = %s', (token,), fetch=True)
+            except (Definite, Indeterminate):
+                time.sleep(0.2)
+                continue
+            return int(rows[0][0]) if rows else None
+        return None
 
 
 # The server logs to stderr as "<time> <zone> [<pid>] <LEVEL>:  <message>" (PostgreSQL 15's default
