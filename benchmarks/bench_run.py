@@ -4,13 +4,15 @@
     .venv/bin/python benchmarks/bench_run.py [--time-limit 30] [--nemeses none,partition,kill,pause]
                                              [--concurrency 10] [--cluster docker] [--fake]
                                              [--db store|etcd|redis-sentinel|postgres] [--workload register]
+                                             [--inject-bug NAME ...] [--db-opt KEY=VALUE ...]
 
 One cluster is brought up and reused by every run, then removed (put topology-changing nemeses such as
 tserver-replace last). Recovery is measured from each heal (the completion of a `stop-*` op, or of a
 one-shot fault such as replace-master) two ways: until the first 1-second window whose ok count is at
 least half the no-fault rate, and until every worker has completed an ok op again (full availability:
 a worker whose tablet is still unavailable holds it back). Each is given as median / max over the heals
-of a run. `--fake` runs against the in-memory fake instead (measures the harness alone).
+of a run. `--fake` runs against the in-memory fake instead (measures the harness alone). `--inject-bug`
+(the store's `no-fsync`, say: is the disk the limit?) and `--db-opt` go to every run.
 
 Prints a Markdown table (paste it into docs/benchmarks.md, "Runner" section) and a JSON line.
 """
@@ -83,13 +85,25 @@ def recoveries(history: list[dict[str, Any]], baseline: float,
     return out
 
 
-def run(args: argparse.Namespace, nemesis: str, store: Path, name: str) -> dict[str, Any]:
+def _shares_a_cluster(args: argparse.Namespace) -> bool:
+    """The runs share one cluster brought up first, unless a DB option may shape the cluster itself (etcd's
+    `members`, say): `cluster up` takes no DB options, so then each run brings up its own."""
+    return not args.fake and not args.db_opt
+
+
+def run_command(args: argparse.Namespace, nemesis: str, store: Path, name: str) -> list[str]:
     cmd = [sys.executable, "-m", "faultline", "run", "--db", args.db, "--workload", args.workload, "--nemesis", nemesis,
            "--time-limit", str(args.time_limit), "--concurrency", str(args.concurrency), "--seed", "1",
            "--nemesis-interval", str(args.interval), "--store", str(store), "--quiet",
            "--cluster", "fake" if args.fake else args.cluster]
-    if not args.fake:
+    cmd += [f"--inject-bug={b}" for b in args.inject_bug] + [f"--db-opt={o}" for o in args.db_opt]
+    if _shares_a_cluster(args):
         cmd += ["--cluster-name", name, "--reuse-cluster"]
+    return cmd
+
+
+def run(args: argparse.Namespace, nemesis: str, store: Path, name: str) -> dict[str, Any]:
+    cmd = run_command(args, nemesis, store, name)
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.time_limit * 6 + 600)
     wall = time.monotonic() - t0
@@ -101,7 +115,7 @@ def run(args: argparse.Namespace, nemesis: str, store: Path, name: str) -> dict[
             "ops": sum(1 for o in history if o["type"] == "ok" and o["process"] != "nemesis")}
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=30)
     ap.add_argument("--interval", type=float, default=8)
@@ -111,19 +125,28 @@ def main() -> int:
     ap.add_argument("--db", default="store", help="the DB under test (docs/your-own-db.md)")
     ap.add_argument("--workload", default="register")
     ap.add_argument("--fake", action="store_true", help="the in-memory fake cluster (the harness alone)")
-    args = ap.parse_args()
+    ap.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
+                    help="a DB's own bug, for every run and the shared cluster (repeatable), e.g. no-fsync")
+    ap.add_argument("--db-opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="a DB option for every run (repeatable); each run then brings up its own cluster")
+    return ap.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
     name = f"flbench-{uuid.uuid4().hex[:6]}"   # never collides with a concurrent run
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         try:
-            if not args.fake:
+            if _shares_a_cluster(args):
                 subprocess.run([sys.executable, "-m", "faultline", "cluster", "up", "--cluster", args.cluster,
-                                "--db", args.db, "--name", name], check=True, timeout=600, capture_output=True)
+                                "--db", args.db, "--name", name, *[f"--inject-bug={b}" for b in args.inject_bug]],
+                               check=True, timeout=600, capture_output=True)
             for nemesis in args.nemeses.split(","):
                 rows.append(run(args, nemesis, store, name))
         finally:
-            if not args.fake:
+            if _shares_a_cluster(args):
                 subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
                                timeout=600, capture_output=True)
     baseline = next((r["ok_per_s"] for r in rows if r["nemesis"] == "none"), rows[0]["ok_per_s"] if rows else 0)
@@ -148,7 +171,7 @@ def main() -> int:
         summary.append(r)
     print(json.dumps({"bench": "run", "db": args.db, "workload": args.workload, "concurrency": args.concurrency,
                       "time_limit": args.time_limit,
-                      "fake": args.fake, "runs": summary}))
+                      "fake": args.fake, "bugs": args.inject_bug, "db_opts": args.db_opt, "runs": summary}))
     return 0
 
 
