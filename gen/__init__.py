@@ -432,10 +432,24 @@ class Map(Gen):
 
 
 @dataclass(frozen=True)
-class Mix(Gen):
-    """A random choice among generators for each operation; exhausted ones drop out."""
+class _Alongside(Gen):
+    """A combinator whose parts run side by side: every event reaches each of them."""
 
     gens: tuple[Gen, ...]
+
+    def update(self, ctx: Context, event: Op) -> Gen:
+        if _inert(self):
+            return self
+        after = _update_all(self.gens, ctx, event)
+        return self if after is None else type(self)(after)
+
+    def _inert_now(self) -> bool:
+        return all(_inert(g) for g in self.gens)
+
+
+@dataclass(frozen=True)
+class Mix(_Alongside):
+    """A random choice among generators for each operation; exhausted ones drop out."""
 
     def op(self, ctx: Context) -> Answer:
         gens = list(self.gens)
@@ -452,21 +466,10 @@ class Mix(Gen):
             return o, Mix(tuple(gens))
         return None
 
-    def update(self, ctx: Context, event: Op) -> Gen:
-        if _inert(self):
-            return self
-        after = _update_all(self.gens, ctx, event)
-        return self if after is None else Mix(after)
-
-    def _inert_now(self) -> bool:
-        return all(_inert(g) for g in self.gens)
-
 
 @dataclass(frozen=True)
-class Any_(Gen):
+class Any_(_Alongside):
     """Whichever generator has the soonest operation; exhausted when all are (e.g. clients + nemesis)."""
-
-    gens: tuple[Gen, ...]
 
     def op(self, ctx: Context) -> Answer:
         best: Answer = None
@@ -503,15 +506,6 @@ class Any_(Gen):
         if len(gens) == len(self.gens) and all(map(operator.is_, gens, self.gens)):
             return self
         return Any_(gens)
-
-    def update(self, ctx: Context, event: Op) -> Gen:
-        if _inert(self):
-            return self
-        after = _update_all(self.gens, ctx, event)
-        return self if after is None else Any_(after)
-
-    def _inert_now(self) -> bool:
-        return all(_inert(g) for g in self.gens)
 
 
 # ---------------------------------------------------------------- routing

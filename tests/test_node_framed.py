@@ -54,35 +54,37 @@ def test_the_listener_drops_a_connection_that_sends_garbage_or_an_oversized_fram
         listener.stop()
 
 
-def test_an_ack_that_never_comes_is_a_timeout_not_a_hang():
+@pytest.fixture
+def raw_peer():
+    """A connection to a bare listening socket, and that socket: the test plays the peer's part by hand."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     conn = FramedConnection("127.0.0.1", srv.getsockname()[1], 1.0)
     try:
-        t0 = time.monotonic()
-        with pytest.raises(TimeoutError):
-            conn.exchange(pb.ConsensusBatch(messages=[_msg("b")]), 0.3)
-        assert time.monotonic() - t0 < 2.0
+        yield conn, srv
     finally:
         conn.close()
         srv.close()
 
 
-def test_an_undecodable_ack_is_a_connection_failure():
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    conn = FramedConnection("127.0.0.1", srv.getsockname()[1], 1.0)
+def test_an_ack_that_never_comes_is_a_timeout_not_a_hang(raw_peer):
+    conn, _ = raw_peer
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        conn.exchange(pb.ConsensusBatch(messages=[_msg("b")]), 0.3)
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_an_undecodable_ack_is_a_connection_failure(raw_peer):
+    conn, srv = raw_peer
     peer, _ = srv.accept()
     try:
         write_frame(peer, b"\xff\xff\xff")   # a frame whose body is no ConsensusAck
         with pytest.raises(ConnectionError, match="undecodable ack"):
             conn.exchange(pb.ConsensusBatch(messages=[_msg("b")]), 1.0)
     finally:
-        conn.close()
         peer.close()
-        srv.close()
 
 
 class _Pool:
