@@ -71,8 +71,8 @@ class Interrupts:
 
 
 # Hand-offs between the interpreter and its workers: a SimpleQueue (in C, no Condition to notify) costs a
-# fraction of a queue.Queue per op; either works, as the interpreter is the only consumer of completions.
-Completions = queue.SimpleQueue[Any] | queue.Queue[Any]
+# fraction of a queue.Queue per op, and the interpreter is the only consumer of completions.
+Completions = queue.SimpleQueue[Any]
 
 
 class Worker(threading.Thread):

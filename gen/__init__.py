@@ -72,21 +72,22 @@ class Context:
         procs: dict[Thread, Process] = {t: t for t in threads}
         return Context(time, frozenset(threads), frozenset(threads), procs, rng, concurrency, _inverse(procs))
 
+    def _derive(self, time: int, threads: frozenset[Thread], free: frozenset[Thread]) -> Context:
+        """This context at `time` with `threads` and `free`; processes, randomness and the inverse carried."""
+        return Context(time, threads, free, self.processes, self.rng, self.concurrency, self.by_process)
+
     def restrict(self, threads: Iterable[Thread]) -> Context:
         keep = frozenset(threads) & self.threads
-        return Context(self.time, keep, self.free & keep, self.processes, self.rng, self.concurrency,
-                       self.by_process)
+        return self._derive(self.time, keep, self.free & keep)
 
     def at(self, time: int) -> Context:
-        return Context(time, self.threads, self.free, self.processes, self.rng, self.concurrency, self.by_process)
+        return self._derive(time, self.threads, self.free)
 
     def busy(self, thread: Thread) -> Context:
-        return Context(self.time, self.threads, self.free - {thread}, self.processes, self.rng, self.concurrency,
-                       self.by_process)
+        return self._derive(self.time, self.threads, self.free - {thread})
 
     def freed(self, thread: Thread) -> Context:
-        return Context(self.time, self.threads, self.free | {thread}, self.processes, self.rng, self.concurrency,
-                       self.by_process)
+        return self._derive(self.time, self.threads, self.free | {thread})
 
     def with_retired(self, thread: Thread) -> Context:
         """The thread's process ended `info`: it continues under a fresh process number."""
@@ -531,7 +532,7 @@ class OnThreads(Gen):
             if len(self.kept) >= 64:  # contexts restricted in many ways: keep the memo small
                 self.kept.clear()
             self.kept[ctx.threads] = keep
-        return Context(ctx.time, keep, ctx.free & keep, ctx.processes, ctx.rng, ctx.concurrency, ctx.by_process)
+        return ctx._derive(ctx.time, keep, ctx.free & keep)
 
     def op(self, ctx: Context) -> Answer:
         sub = self._ctx(ctx)
