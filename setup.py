@@ -15,8 +15,21 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 # The folders that are subpackages of `faultline`; tests/, benchmarks/, docs/ ... are not installed.
-SUBPACKAGES = ("core", "node", "gen", "dbs", "cluster", "nemesis", "workloads", "controller", "history", "checkers",
-               "pages", "results", "testing")
+SUBPACKAGES = (
+    "core",
+    "node",
+    "gen",
+    "dbs",
+    "cluster",
+    "nemesis",
+    "workloads",
+    "controller",
+    "history",
+    "checkers",
+    "pages",
+    "results",
+    "testing",
+)
 
 
 def packages() -> list[str]:
@@ -42,10 +55,13 @@ class BuildWithProtos(build_py):
 # pure-Python search (identical verdicts) is used.
 WGL = Extension("faultline.checkers._wgl", ["checkers/_wgl.c"], optional=True, extra_compile_args=["-O2"])
 # Strongly connected components for the Elle-class checkers; optional too: without it they use scipy's.
-SCC = Extension("faultline.checkers.elle._scc", ["checkers/elle/_scc.c"], optional=True, extra_compile_args=["-O2"])
+SCC = Extension(
+    "faultline.checkers.elle._scc", ["checkers/elle/_scc.c"], optional=True, extra_compile_args=["-O2"]
+)
 # The list-append checker's hot loops and detect_kind's scan; optional too: without it the same loops in Python.
-APPEND = Extension("faultline.checkers.elle._append", ["checkers/elle/_append.c"], optional=True,
-                   extra_compile_args=["-O2"])
+APPEND = Extension(
+    "faultline.checkers.elle._append", ["checkers/elle/_append.c"], optional=True, extra_compile_args=["-O2"]
+)
 # Our JSONL's usual line, decoded and normalised; optional too: without it the reader's Python loop.
 JSONL = Extension("faultline.history._jsonl", ["history/_jsonl.c"], optional=True, extra_compile_args=["-O2"])
 

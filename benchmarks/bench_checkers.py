@@ -41,8 +41,14 @@ def _measure(lh, use_c: bool | None, repeat: int) -> dict:  # type: ignore[no-un
     check(lh.ops, model=lh.model, semantics=lh.semantics, init=lh.init, use_c=use_c)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"valid": res["valid"], "wall": best_wall, "cpu": best_cpu, "peak": peak, "steps": res["steps"],
-            "engine": res["engine"]}
+    return {
+        "valid": res["valid"],
+        "wall": best_wall,
+        "cpu": best_cpu,
+        "peak": peak,
+        "steps": res["steps"],
+        "engine": res["engine"],
+    }
 
 
 def main() -> int:
@@ -75,13 +81,17 @@ def main() -> int:
     print(f"engine: {engine}; repeat: best of {args.repeat}; load average at the end: {load1}")
     slow = max(etcd.items(), key=lambda kv_: kv_[1]["wall"])
     slow_cpu = max(etcd.items(), key=lambda kv_: kv_[1]["cpu"])
-    print(f"etcd: {len(etcd)} files, total wall {sum(v['wall'] for v in etcd.values()) * 1e3:.1f} ms, "
-          f"total cpu {sum(v['cpu'] for v in etcd.values()) * 1e3:.1f} ms; slowest wall {slow[1]['wall'] * 1e3:.2f} ms "
-          f"({slow[0]}), slowest cpu {slow_cpu[1]['cpu'] * 1e3:.2f} ms ({slow_cpu[0]}); "
-          f"peak traced memory max {max(v['peak'] for v in etcd.values()) / 2**20:.1f} MiB")
+    print(
+        f"etcd: {len(etcd)} files, total wall {sum(v['wall'] for v in etcd.values()) * 1e3:.1f} ms, "
+        f"total cpu {sum(v['cpu'] for v in etcd.values()) * 1e3:.1f} ms; slowest wall {slow[1]['wall'] * 1e3:.2f} ms "
+        f"({slow[0]}), slowest cpu {slow_cpu[1]['cpu'] * 1e3:.2f} ms ({slow_cpu[0]}); "
+        f"peak traced memory max {max(v['peak'] for v in etcd.values()) / 2**20:.1f} MiB"
+    )
     for name, v in sorted(kv.items()):
-        print(f"{name}: {v['valid']}, wall {v['wall'] * 1e3:.1f} ms, cpu {v['cpu'] * 1e3:.1f} ms, steps {v['steps']}, "
-              f"peak {v['peak'] / 2**20:.1f} MiB")
+        print(
+            f"{name}: {v['valid']}, wall {v['wall'] * 1e3:.1f} ms, cpu {v['cpu'] * 1e3:.1f} ms, steps {v['steps']}, "
+            f"peak {v['peak'] / 2**20:.1f} MiB"
+        )
     over = [k for k, v in results.items() if v["wall"] > 1.0]
     print(f"files over 1 s: {over or 'none'}; wrong verdicts: {wrong or 'none'}")
     print(f"process max RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")

@@ -43,16 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, object] = {"load_before": os.getloadavg()}
     if a.cluster == "docker":
         if a.cold:
-            rep = build_image(store.packages, store.python_packages, rebuild=True,
-                              log=lambda s: print(s, file=sys.stderr))
+            rep = build_image(
+                store.packages, store.python_packages, rebuild=True, log=lambda s: print(s, file=sys.stderr)
+            )
             rows.append(("image build, cold", rep.seconds))
             result["cold_steps"] = rep.steps
         rep = build_image(store.packages, store.python_packages)
         rows.append(("image build, warm (cached)", rep.seconds))
     ups, downs = [], []
     for i in range(a.repeat):
-        b = make_backend(a.cluster, StoreDB().cluster_spec(f"bench-{secrets.token_hex(2)}",
-                                                           {"masters": 3, "tservers": 5, "daemon": a.daemon}))
+        b = make_backend(
+            a.cluster,
+            StoreDB().cluster_spec(
+                f"bench-{secrets.token_hex(2)}", {"masters": 3, "tservers": 5, "daemon": a.daemon}
+            ),
+        )
         t0 = time.monotonic()
         try:
             b.up()
@@ -64,8 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  cycle {i + 1}: up {ups[-1]:.1f} s, down {downs[-1]:.1f} s", file=sys.stderr)
     rows.append((f"up, 8 nodes ({a.cluster}, {a.daemon}), median of {a.repeat}", statistics.median(ups)))
     rows.append((f"down, 8 nodes ({a.cluster}), median of {a.repeat}", statistics.median(downs)))
-    result.update({"up_s": ups, "down_s": downs, "load_after": os.getloadavg(), "cluster": a.cluster,
-                   "daemon": a.daemon, "rows": rows})
+    result.update(
+        {
+            "up_s": ups,
+            "down_s": downs,
+            "load_after": os.getloadavg(),
+            "cluster": a.cluster,
+            "daemon": a.daemon,
+            "rows": rows,
+        }
+    )
     print("| measure | seconds |\n|---|---|")
     for name, secs in rows:
         print(f"| {name} | {secs:.2f} |")

@@ -68,8 +68,16 @@ def main() -> None:
     print("|---|---|---|")
     for name, (synced, held) in rows.items():
         print(f"| {name} | {synced:,.0f} | {held:,.0f} |")
-    print(json.dumps({"count": a.count, "size": a.size, "load": os.getloadavg()[0],
-                      **{k: {"fsync_per_s": round(v[0]), "write_per_s": round(v[1])} for k, v in rows.items()}}))
+    print(
+        json.dumps(
+            {
+                "count": a.count,
+                "size": a.size,
+                "load": os.getloadavg()[0],
+                **{k: {"fsync_per_s": round(v[0]), "write_per_s": round(v[1])} for k, v in rows.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ if str(ROOT) not in sys.path:
 class _Db:
     """Keys are lists (or registers); a sliding window of live keys, each retired after ~100 writes."""
 
-    def __init__(self, rng: random.Random, kind: str = "list-append", window: int = 10, per_key: int = 100) -> None:
+    def __init__(
+        self, rng: random.Random, kind: str = "list-append", window: int = 10, per_key: int = 100
+    ) -> None:
         self.rng = rng
         self.kind = kind
         self.writes: dict[int, int] = {}
@@ -71,8 +73,14 @@ class _Db:
         return out
 
 
-def generate(n: int, concurrency: int = 10, info: float = 0.1, fail: float = 0.05, seed: int = 0,
-             kind: str = "list-append") -> list[dict]:
+def generate(
+    n: int,
+    concurrency: int = 10,
+    info: float = 0.1,
+    fail: float = 0.05,
+    seed: int = 0,
+    kind: str = "list-append",
+) -> list[dict]:
     """A valid history of `n` transactions (module docstring)."""
     rng = random.Random(seed)
     db = _Db(rng, kind)
@@ -88,8 +96,16 @@ def generate(n: int, concurrency: int = 10, info: float = 0.1, fail: float = 0.0
             r = rng.random()
             fate = "info" if r < info else "fail" if r < info + fail else "ok"
             active[p] = {"mops": mops, "out": None, "fate": fate}
-            hist.append({"index": len(hist), "time": len(hist), "type": "invoke", "process": p, "f": "txn",
-                         "value": mops})
+            hist.append(
+                {
+                    "index": len(hist),
+                    "time": len(hist),
+                    "type": "invoke",
+                    "process": p,
+                    "f": "txn",
+                    "value": mops,
+                }
+            )
             started += 1
             continue
         p = rng.choice(list(active))
@@ -100,8 +116,16 @@ def generate(n: int, concurrency: int = 10, info: float = 0.1, fail: float = 0.0
             continue
         del active[p]
         value = a["out"] if a["fate"] == "ok" else a["mops"]
-        hist.append({"index": len(hist), "time": len(hist), "type": a["fate"], "process": p, "f": "txn",
-                     "value": value})
+        hist.append(
+            {
+                "index": len(hist),
+                "time": len(hist),
+                "type": a["fate"],
+                "process": p,
+                "f": "txn",
+                "value": value,
+            }
+        )
         if a["fate"] == "info":
             idle.append(next_process)
             next_process += 1
@@ -123,8 +147,15 @@ def plant_read_skew(hist: list[dict], count: int, seed: int = 1) -> list[dict]:
         ]
         p = 10**6 + i
         for mops in txns:
-            out.append({"index": len(out), "type": "invoke", "process": p, "f": "txn",
-                        "value": [[f, k, None if f == "r" else v] for f, k, v in mops]})
+            out.append(
+                {
+                    "index": len(out),
+                    "type": "invoke",
+                    "process": p,
+                    "f": "txn",
+                    "value": [[f, k, None if f == "r" else v] for f, k, v in mops],
+                }
+            )
             out.append({"index": len(out), "type": "ok", "process": p, "f": "txn", "value": mops})
     return out
 
@@ -161,10 +192,15 @@ def main() -> int:
         secs, cpu, res = _time_check(hist, args.repeat, args.kind)
         expect = not args.anomalies
         bad |= res["valid"] is not expect
-        print(f"{n:>8} {secs:>8.3f} {cpu:>7.3f} {n / secs:>9.0f}  {res['valid']!s:7}  {res['counts']}", flush=True)
+        print(
+            f"{n:>8} {secs:>8.3f} {cpu:>7.3f} {n / secs:>9.0f}  {res['valid']!s:7}  {res['counts']}",
+            flush=True,
+        )
     load1 = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
-    print(f"{args.kind}, concurrency {args.concurrency}, info {args.info:.0%}, best of {args.repeat}; "
-          f"load average: {load1}")
+    print(
+        f"{args.kind}, concurrency {args.concurrency}, info {args.info:.0%}, best of {args.repeat}; "
+        f"load average: {load1}"
+    )
     if args.profile:
         import cProfile
         import pstats

@@ -30,9 +30,17 @@ def one_run(args: argparse.Namespace, seed: int, store: Path) -> dict[str, float
     from faultline.controller import testspec
     from faultline.controller.runner import run_once
 
-    spec = testspec.build_test({"workload": args.workload, "nemesis": args.nemesis, "cluster": "fake",
-                                "time_limit": args.time_limit, "concurrency": args.concurrency, "seed": seed,
-                                "name": f"bench-harness-{seed}"})
+    spec = testspec.build_test(
+        {
+            "workload": args.workload,
+            "nemesis": args.nemesis,
+            "cluster": "fake",
+            "time_limit": args.time_limit,
+            "concurrency": args.concurrency,
+            "seed": seed,
+            "name": f"bench-harness-{seed}",
+        }
+    )
     cpu0, wall0 = cpu_seconds(), time.monotonic()
     outcome = run_once(spec, store, quiet=True, install_signals=False)
     cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0
@@ -42,8 +50,12 @@ def one_run(args: argparse.Namespace, seed: int, store: Path) -> dict[str, float
         with history.open() as f:
             ops = (json.loads(line) for line in f if line.strip())
             oks = sum(1 for op in ops if op.get("type") == "ok" and op.get("process") != "nemesis")
-    return {"ok": oks, "ok_per_s": oks / args.time_limit, "cpu_ms_per_ok": 1000 * cpu / max(oks, 1),
-            "wall_s": wall}
+    return {
+        "ok": oks,
+        "ok_per_s": oks / args.time_limit,
+        "cpu_ms_per_ok": 1000 * cpu / max(oks, 1),
+        "wall_s": wall,
+    }
 
 
 def main() -> int:
@@ -59,11 +71,23 @@ def main() -> int:
         for i in range(args.runs):
             row = one_run(args, seed=i + 1, store=Path(tmp) / "store")
             rows.append(row)
-            print(f"run {i + 1}: {row['ok']} ok, {row['ok_per_s']:.0f} ok ops/s, "
-                  f"{row['cpu_ms_per_ok']:.3f} ms CPU per ok op, {row['wall_s']:.1f} s wall", flush=True)
-    print(json.dumps({"bench": "harness", "workload": args.workload, "nemesis": args.nemesis,
-                      "median_cpu_ms_per_ok": statistics.median(r["cpu_ms_per_ok"] for r in rows),
-                      "median_ok_per_s": statistics.median(r["ok_per_s"] for r in rows), "runs": rows}))
+            print(
+                f"run {i + 1}: {row['ok']} ok, {row['ok_per_s']:.0f} ok ops/s, "
+                f"{row['cpu_ms_per_ok']:.3f} ms CPU per ok op, {row['wall_s']:.1f} s wall",
+                flush=True,
+            )
+    print(
+        json.dumps(
+            {
+                "bench": "harness",
+                "workload": args.workload,
+                "nemesis": args.nemesis,
+                "median_cpu_ms_per_ok": statistics.median(r["cpu_ms_per_ok"] for r in rows),
+                "median_ok_per_s": statistics.median(r["ok_per_s"] for r in rows),
+                "runs": rows,
+            }
+        )
+    )
     return 0
 
 

@@ -125,14 +125,21 @@ def generate(folder: Path, txns: int, register_events: int, edn_events: int, see
     files["register.jsonl"] = folder / "register.jsonl"
     files["register.edn"] = folder / "register.edn"
     files["register.jsonl"].write_text("".join(_dumps(op) + "\n" for op in reg), encoding="utf-8")
-    files["register.edn"].write_text("[" + "\n ".join(_edn_op(op) for op in reg[:edn_events]) + "]\n",
-                                     encoding="utf-8")
+    files["register.edn"].write_text(
+        "[" + "\n ".join(_edn_op(op) for op in reg[:edn_events]) + "]\n", encoding="utf-8"
+    )
     return files
 
 
 def _child(code: str, *args: str, timeout: float = 1800) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=os.environ,
-                         timeout=timeout, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=timeout,
+        check=True,
+    )
     return out.stdout.split()
 
 
@@ -149,8 +156,13 @@ def _cpu_of_children() -> float:
 def _check(path: Path) -> tuple[float, float, float, str]:
     """Wall and CPU seconds of `faultline check PATH`, the check's own elapsed_s, and its verdict."""
     t, c = time.perf_counter(), _cpu_of_children()
-    proc = subprocess.run([sys.executable, "-m", "faultline", "check", str(path)], capture_output=True, text=True,
-                          env=os.environ, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "faultline", "check", str(path)],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=3600,
+    )
     wall, cpu = time.perf_counter() - t, _cpu_of_children() - c
     if proc.returncode not in (0, 1, 2):
         raise RuntimeError(f"faultline check {path} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
@@ -165,14 +177,20 @@ def main() -> int:
     ap.add_argument("--edn-events", type=int, default=200_000, help="events of the register history as EDN")
     ap.add_argument("--repeat", type=int, default=1, help="best of N for read and write")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--keep", metavar="DIR", default=None,
-                    help="write the histories into DIR once and reuse them (delete DIR to make new ones; "
-                         "default: a temporary directory)")
+    ap.add_argument(
+        "--keep",
+        metavar="DIR",
+        default=None,
+        help="write the histories into DIR once and reuse them (delete DIR to make new ones; "
+        "default: a temporary directory)",
+    )
     ap.add_argument("--skip-check", action="store_true", help="time reading and writing only")
     args = ap.parse_args()
     import faultline
 
-    print(f"faultline from {Path(faultline.__file__).parent}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"faultline from {Path(faultline.__file__).parent}; load average {os.getloadavg()[0]:.2f}", flush=True
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -181,24 +199,42 @@ def main() -> int:
         if not all(p.exists() for p in files.values()):
             files = generate(folder, args.txns, args.register_events, args.edn_events, args.seed)
             print(f"generated in {time.perf_counter() - t:.1f} s", flush=True)
-        print(f"{'history':18} {'events':>9} {'MB':>6} {'read s':>7} {'cpu':>6} {'events/s':>10} {'check s':>8} "
-              f"{'cpu':>6} {'(check)':>8} {'verdict':>7}", flush=True)
+        print(
+            f"{'history':18} {'events':>9} {'MB':>6} {'read s':>7} {'cpu':>6} {'events/s':>10} {'check s':>8} "
+            f"{'cpu':>6} {'(check)':>8} {'verdict':>7}",
+            flush=True,
+        )
         for name, path in files.items():
-            secs, cpu, n = _best(args.repeat, lambda p=path: tuple(float(x) for x in _child(READ, str(p), "auto")))
-            row = (f"{name:18} {int(n):>9,} {path.stat().st_size / 2**20:>6.1f} {secs:>7.2f} {cpu:>6.2f} "
-                   f"{n / secs:>10,.0f}")
+            secs, cpu, n = _best(
+                args.repeat, lambda p=path: tuple(float(x) for x in _child(READ, str(p), "auto"))
+            )
+            row = (
+                f"{name:18} {int(n):>9,} {path.stat().st_size / 2**20:>6.1f} {secs:>7.2f} {cpu:>6.2f} "
+                f"{n / secs:>10,.0f}"
+            )
             if not args.skip_check and name in ("list-append.jsonl", "register.jsonl", "register.edn"):
                 wall, ccpu, elapsed, valid = _check(path)
                 row += f" {wall:>8.2f} {ccpu:>6.2f} {elapsed:>8.2f} {valid:>7}"
             print(row, flush=True)
         print(f"\n{'write':32} {'events':>9} {'s':>7} {'cpu':>6} {'events/s':>10}", flush=True)
-        for kind, src in (("jsonl", "list-append.jsonl"), ("jsonl", "register.jsonl"), ("edn", "register.edn"),
-                          ("parquet", "register.jsonl"), ("recorder", "list-append.jsonl")):
+        for kind, src in (
+            ("jsonl", "list-append.jsonl"),
+            ("jsonl", "register.jsonl"),
+            ("edn", "register.edn"),
+            ("parquet", "register.jsonl"),
+            ("recorder", "list-append.jsonl"),
+        ):
             dest = Path(tmp) / f"out.{kind}"
-            secs, cpu, n = _best(args.repeat, lambda k=kind, s=src, d=dest: tuple(
-                float(x) for x in _child(WRITE, k, str(files[s]), str(d))))
-            print(f"{kind + ' (' + src + ')':32} {int(n):>9,} {secs:>7.2f} {cpu:>6.2f} {n / secs:>10,.0f}",
-                  flush=True)
+            secs, cpu, n = _best(
+                args.repeat,
+                lambda k=kind, s=src, d=dest: tuple(
+                    float(x) for x in _child(WRITE, k, str(files[s]), str(d))
+                ),
+            )
+            print(
+                f"{kind + ' (' + src + ')':32} {int(n):>9,} {secs:>7.2f} {cpu:>6.2f} {n / secs:>10,.0f}",
+                flush=True,
+            )
             dest.unlink(missing_ok=True)
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     return 0

@@ -60,11 +60,28 @@ def write_history(path: Path, mb: float, fmt: str, seed: int = 1) -> int:
                 key += 1
             proc = n // 2 % 10
             f = rng.choice(["read", "write", "cas"])
-            value = None if f == "read" else (rng.randrange(5) if f == "write" else [rng.randrange(5), rng.randrange(5)])
-            inv = {"index": n, "time": n * 1000, "type": "invoke", "process": proc, "f": f, "key": key, "value": value}
+            value = (
+                None
+                if f == "read"
+                else (rng.randrange(5) if f == "write" else [rng.randrange(5), rng.randrange(5)])
+            )
+            inv = {
+                "index": n,
+                "time": n * 1000,
+                "type": "invoke",
+                "process": proc,
+                "f": f,
+                "key": key,
+                "value": value,
+            }
             typ = "info" if rng.random() < 0.1 else "ok"
-            done = {**inv, "index": n + 1, "time": n * 1000 + 500, "type": typ,
-                    "value": rng.randrange(5) if f == "read" else value}
+            done = {
+                **inv,
+                "index": n + 1,
+                "time": n * 1000 + 500,
+                "type": typ,
+                "value": rng.randrange(5) if f == "read" else value,
+            }
             for op in (inv, done):
                 if fmt == "edn":
                     from faultline.history import to_edn
@@ -85,8 +102,14 @@ def write_history(path: Path, mb: float, fmt: str, seed: int = 1) -> int:
 
 def _child(mode: str, path: Path) -> dict:
     # The child imports faultline as this process does (PYTHONPATH, or an installed package).
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, str(path)], capture_output=True, text=True,
-                         env=os.environ, timeout=1800, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, str(path)],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=1800,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -94,7 +117,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=200)
     ap.add_argument("--format", choices=["jsonl", "json", "edn"], default="jsonl")
-    ap.add_argument("--dir", default=None, help="where to write the histories (default: a temporary directory)")
+    ap.add_argument(
+        "--dir", default=None, help="where to write the histories (default: a temporary directory)"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         hist = Path(tmp) / f"history.{args.format}"

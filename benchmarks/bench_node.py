@@ -54,8 +54,14 @@ def run_writers(client, table: str, n: int, seconds: float) -> dict:
 
     wall = run_workers(worker, n)
     all_lat = [x for xs in lat for x in xs]
-    return {"clients": n, "ops": len(all_lat), "ops_per_s": len(all_lat) / wall, "p50_ms": pct(all_lat, 50) * 1000,
-            "p99_ms": pct(all_lat, 99) * 1000, "errors": sum(errors)}
+    return {
+        "clients": n,
+        "ops": len(all_lat),
+        "ops_per_s": len(all_lat) / wall,
+        "p50_ms": pct(all_lat, 50) * 1000,
+        "p99_ms": pct(all_lat, 99) * 1000,
+        "errors": sum(errors),
+    }
 
 
 def leader_node(c: MiniCluster, client, tablet_id: str) -> str | None:
@@ -64,7 +70,8 @@ def leader_node(c: MiniCluster, client, tablet_id: str) -> str | None:
             continue
         try:
             resp = pbg.ConsensusStub(client.pool.get(n.advertise)).ListReplicas(
-                pb.ListTabletsRequest(tablet_id=tablet_id), timeout=2)
+                pb.ListTabletsRequest(tablet_id=tablet_id), timeout=2
+            )
         except Exception:
             continue
         if any(r.role == "LEADER" for r in resp.replicas):
@@ -159,8 +166,9 @@ def run_register(client, table: str, n: int, seconds: float) -> dict:
 
 def register_cpu(args: argparse.Namespace) -> int:
     base = Path(tempfile.mkdtemp(prefix="bench-node-reg-"))
-    with MiniCluster(base, num_masters=1, num_tservers=3, fsync=args.fsync, heartbeat_ms=500,
-                     election_ms=1500) as c:
+    with MiniCluster(
+        base, num_masters=1, num_tservers=3, fsync=args.fsync, heartbeat_ms=500, election_ms=1500
+    ) as c:
         if args.profile:
             Path(args.profile).mkdir(parents=True, exist_ok=True)
             for name, n in c.nodes.items():
@@ -172,7 +180,7 @@ def register_cpu(args: argparse.Namespace) -> int:
         run_register(client, "register", args.workers, 2.0)  # warm up: leaders, caches, channels
         ts = {name: n.proc.pid for name, n in c.nodes.items() if n.kind == "tserver" and n.proc is not None}
         idle0 = sum(proc_cpu_s(pid) for pid in ts.values())
-        time.sleep(args.idle_seconds)   # background CPU (ticks, heartbeats to the master) with no load
+        time.sleep(args.idle_seconds)  # background CPU (ticks, heartbeats to the master) with no load
         idle_rate = (sum(proc_cpu_s(pid) for pid in ts.values()) - idle0) / args.idle_seconds
         load0 = os.getloadavg()[0]
         cpu0 = {name: proc_cpu_s(pid) for name, pid in ts.items()}
@@ -192,16 +200,27 @@ def register_cpu(args: argparse.Namespace) -> int:
     cpu = {name: cpu1[name] - cpu0[name] for name in ts}
     total = sum(cpu.values())
     net = max(0.0, total - idle_rate * r["wall_s"])
-    r.update({"tserver_cpu_s": total, "cpu_ms_per_op": 1000 * total / max(1, r["ops"]),
-              "idle_cpu_s_per_s": idle_rate, "net_cpu_ms_per_op": 1000 * net / max(1, r["ops"]),
-              "cpu_by_tserver_s": cpu, "client_cpu_ms_per_op": 1000 * (own1 - own0) / max(1, r["ops"]),
-              "tserver_switches_per_op": (sw1 - sw0) / max(1, r["ops"]), "load": [load0, load1],
-              "workers": args.workers, "fsync": args.fsync})
-    print(f"{r['ops']} ops in {r['wall_s']:.1f} s ({r['ops_per_s']:.0f}/s; read {r['read']}, write {r['write']}, "
-          f"cas {r['cas']}, errors {r['errors']}); tablet servers used {total:.2f} CPU s = "
-          f"{r['cpu_ms_per_op']:.2f} ms per op ({r['net_cpu_ms_per_op']:.2f} ms above the idle "
-          f"{idle_rate * 1000:.0f} ms/s); the client (this process) {r['client_cpu_ms_per_op']:.2f} ms per op; "
-          f"{r['tserver_switches_per_op']:.1f} tablet-server thread switches per op; load {load0:.1f} -> {load1:.1f}")
+    r.update(
+        {
+            "tserver_cpu_s": total,
+            "cpu_ms_per_op": 1000 * total / max(1, r["ops"]),
+            "idle_cpu_s_per_s": idle_rate,
+            "net_cpu_ms_per_op": 1000 * net / max(1, r["ops"]),
+            "cpu_by_tserver_s": cpu,
+            "client_cpu_ms_per_op": 1000 * (own1 - own0) / max(1, r["ops"]),
+            "tserver_switches_per_op": (sw1 - sw0) / max(1, r["ops"]),
+            "load": [load0, load1],
+            "workers": args.workers,
+            "fsync": args.fsync,
+        }
+    )
+    print(
+        f"{r['ops']} ops in {r['wall_s']:.1f} s ({r['ops_per_s']:.0f}/s; read {r['read']}, write {r['write']}, "
+        f"cas {r['cas']}, errors {r['errors']}); tablet servers used {total:.2f} CPU s = "
+        f"{r['cpu_ms_per_op']:.2f} ms per op ({r['net_cpu_ms_per_op']:.2f} ms above the idle "
+        f"{idle_rate * 1000:.0f} ms/s); the client (this process) {r['client_cpu_ms_per_op']:.2f} ms per op; "
+        f"{r['tserver_switches_per_op']:.1f} tablet-server thread switches per op; load {load0:.1f} -> {load1:.1f}"
+    )
     print(json.dumps(r))
     return 0
 
@@ -211,17 +230,22 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--fsync", choices=["always", "never"], default="always")
     ap.add_argument("--kills", type=int, default=3)
-    ap.add_argument("--register", action="store_true", help="tablet-server CPU per op of a register-like load")
+    ap.add_argument(
+        "--register", action="store_true", help="tablet-server CPU per op of a register-like load"
+    )
     ap.add_argument("--workers", type=int, default=10)
-    ap.add_argument("--idle-seconds", type=float, default=5.0, help="with --register: idle CPU measured first")
+    ap.add_argument(
+        "--idle-seconds", type=float, default=5.0, help="with --register: idle CPU measured first"
+    )
     ap.add_argument("--profile", default="", help="with --register: directory for per-tserver cProfile files")
     args = ap.parse_args()
     if args.register:
         return register_cpu(args)
     base = Path(tempfile.mkdtemp(prefix="bench-node-"))
     load = os.getloadavg()[0]
-    with MiniCluster(base, num_masters=1, num_tservers=3, fsync=args.fsync, heartbeat_ms=200,
-                     election_ms=1000) as c:
+    with MiniCluster(
+        base, num_masters=1, num_tservers=3, fsync=args.fsync, heartbeat_ms=200, election_ms=1000
+    ) as c:
         c.start_all()
         client = c.client(timeout=30)
         client.create_table("bench", 1, 3, timeout=60)
@@ -233,9 +257,13 @@ def main() -> int:
     print("| clients | writes/s | p50 ms | p99 ms | errors |")
     print("|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['clients']} | {r['ops_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} |")
-    print(f"kill leader -> next acked write: {', '.join(f'{k:.2f}' for k in kills)} s "
-          f"(median {statistics.median(kills):.2f} s)")
+        print(
+            f"| {r['clients']} | {r['ops_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} |"
+        )
+    print(
+        f"kill leader -> next acked write: {', '.join(f'{k:.2f}' for k in kills)} s "
+        f"(median {statistics.median(kills):.2f} s)"
+    )
     print(json.dumps({"fsync": args.fsync, "load": load, "writes": results, "kill_to_ack_s": kills}))
     return 0
 

@@ -26,9 +26,23 @@ from faultline.results.synth import synth_store
 def draw(page: Path, fragment: str, profile: Path) -> dict[str, str]:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     assert exe, "headless chromium is not installed (apt-get install chromium)"
-    out = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                          f"--user-data-dir={profile}", "--window-size=1280,900", "--virtual-time-budget=10000",
-                          "--dump-dom", page.as_uri() + fragment], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--window-size=1280,900",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            page.as_uri() + fragment,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tag = re.search(r'<div class="lanes" id="chart"([^>]*)>', out.stdout)
     assert tag, out.stderr[-2000:]
     return dict(re.findall(r'data-([a-z-]+)="([^"]*)"', tag.group(1)))
@@ -40,7 +54,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=5)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="faultline-bench-pages-") as tmp:
-        (path,) = synth_store(Path(tmp) / "store", runs=1, ops=args.ops, anomaly_rate=0.0, seed=args.seed, jobs=1)
+        (path,) = synth_store(
+            Path(tmp) / "store", runs=1, ops=args.ops, anomaly_rate=0.0, seed=args.seed, jobs=1
+        )
         run = RunDir(path)
         history = run.history()
         started = time.monotonic()
@@ -51,8 +67,10 @@ def main() -> int:
         print("|---|---|---|---|---|---|")
         for view, fragment in (("whole run", ""), ("last second", f"#t={end - 1},{end}")):
             attrs = draw(page, fragment, Path(tmp) / "profile")
-            print(f"| {args.ops:,} | {page.stat().st_size / 1e6:.1f} | {took:.2f} | {view} | {int(attrs['drawn']):,} "
-                  f"| {attrs['draw-ms']} |")
+            print(
+                f"| {args.ops:,} | {page.stat().st_size / 1e6:.1f} | {took:.2f} | {view} | {int(attrs['drawn']):,} "
+                f"| {attrs['draw-ms']} |"
+            )
     return 0
 
 

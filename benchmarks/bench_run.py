@@ -50,18 +50,26 @@ def heal_times(history: list[dict[str, Any]]) -> list[tuple[str, int]]:
     out = []
     for op in history:
         f = str(op["f"])
-        if op["process"] != "nemesis" or op["type"] != "ok" or f.startswith("start-") or op["time"] + NS > end:
+        if (
+            op["process"] != "nemesis"
+            or op["type"] != "ok"
+            or f.startswith("start-")
+            or op["time"] + NS > end
+        ):
             continue
         out.append((f.removeprefix("stop-"), op["time"]))
     return out
 
 
-def recoveries(history: list[dict[str, Any]], baseline: float,
-               concurrency: int) -> list[tuple[str, float | None, float | None]]:
+def recoveries(
+    history: list[dict[str, Any]], baseline: float, concurrency: int
+) -> list[tuple[str, float | None, float | None]]:
     """Per healed fault: (fault, seconds until the ok rate is back to half the baseline, seconds until
     every worker has completed an ok op since the heal). The second is full availability: a worker whose
     key's tablet is still unavailable holds it back. None: not within the run."""
-    oks = sorted((o["time"], o["process"]) for o in history if o["type"] == "ok" and o["process"] != "nemesis")
+    oks = sorted(
+        (o["time"], o["process"]) for o in history if o["type"] == "ok" and o["process"] != "nemesis"
+    )
     times = [t for t, _ in oks]
     end = max((o["time"] for o in history if o["type"] == "invoke" and o["process"] != "nemesis"), default=0)
     out: list[tuple[str, float | None, float | None]] = []
@@ -76,7 +84,7 @@ def recoveries(history: list[dict[str, Any]], baseline: float,
             t += NS // 10
         seen: set[int] = set()
         all_back = None
-        for ts, proc in oks[bisect.bisect_left(times, healed):]:
+        for ts, proc in oks[bisect.bisect_left(times, healed) :]:
             seen.add(int(proc) % concurrency)
             if len(seen) == concurrency:
                 all_back = (ts - healed) / NS
@@ -92,10 +100,31 @@ def _shares_a_cluster(args: argparse.Namespace) -> bool:
 
 
 def run_command(args: argparse.Namespace, nemesis: str, store: Path, name: str) -> list[str]:
-    cmd = [sys.executable, "-m", "faultline", "run", "--db", args.db, "--workload", args.workload, "--nemesis", nemesis,
-           "--time-limit", str(args.time_limit), "--concurrency", str(args.concurrency), "--seed", "1",
-           "--nemesis-interval", str(args.interval), "--store", str(store), "--quiet",
-           "--cluster", "fake" if args.fake else args.cluster]
+    cmd = [
+        sys.executable,
+        "-m",
+        "faultline",
+        "run",
+        "--db",
+        args.db,
+        "--workload",
+        args.workload,
+        "--nemesis",
+        nemesis,
+        "--time-limit",
+        str(args.time_limit),
+        "--concurrency",
+        str(args.concurrency),
+        "--seed",
+        "1",
+        "--nemesis-interval",
+        str(args.interval),
+        "--store",
+        str(store),
+        "--quiet",
+        "--cluster",
+        "fake" if args.fake else args.cluster,
+    ]
     cmd += [f"--inject-bug={b}" for b in args.inject_bug] + [f"--db-opt={o}" for o in args.db_opt]
     if _shares_a_cluster(args):
         cmd += ["--cluster-name", name, "--reuse-cluster"]
@@ -110,9 +139,15 @@ def run(args: argparse.Namespace, nemesis: str, store: Path, name: str) -> dict[
     latest = store / "latest"
     history = [json.loads(x) for x in (latest / "history.jsonl").read_text().splitlines()]
     results = json.loads((latest / "results.json").read_text())
-    return {"nemesis": nemesis, "exit": p.returncode, "valid": results.get("valid"), "wall_s": round(wall, 1),
-            "ok_per_s": round(ok_rate(history), 1), "history": history,
-            "ops": sum(1 for o in history if o["type"] == "ok" and o["process"] != "nemesis")}
+    return {
+        "nemesis": nemesis,
+        "exit": p.returncode,
+        "valid": results.get("valid"),
+        "wall_s": round(wall, 1),
+        "ok_per_s": round(ok_rate(history), 1),
+        "history": history,
+        "ops": sum(1 for o in history if o["type"] == "ok" and o["process"] != "nemesis"),
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -125,33 +160,66 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--db", default="store", help="the DB under test (docs/your-own-db.md)")
     ap.add_argument("--workload", default="register")
     ap.add_argument("--fake", action="store_true", help="the in-memory fake cluster (the harness alone)")
-    ap.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
-                    help="a DB's own bug, for every run and the shared cluster (repeatable), e.g. no-fsync")
-    ap.add_argument("--db-opt", action="append", default=[], metavar="KEY=VALUE",
-                    help="a DB option for every run (repeatable); each run then brings up its own cluster")
+    ap.add_argument(
+        "--inject-bug",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a DB's own bug, for every run and the shared cluster (repeatable), e.g. no-fsync",
+    )
+    ap.add_argument(
+        "--db-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a DB option for every run (repeatable); each run then brings up its own cluster",
+    )
     return ap.parse_args(argv)
 
 
 def main() -> int:
     args = parse_args()
-    name = f"flbench-{uuid.uuid4().hex[:6]}"   # never collides with a concurrent run
+    name = f"flbench-{uuid.uuid4().hex[:6]}"  # never collides with a concurrent run
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         try:
             if _shares_a_cluster(args):
-                subprocess.run([sys.executable, "-m", "faultline", "cluster", "up", "--cluster", args.cluster,
-                                "--db", args.db, "--name", name, *[f"--inject-bug={b}" for b in args.inject_bug]],
-                               check=True, timeout=600, capture_output=True)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "faultline",
+                        "cluster",
+                        "up",
+                        "--cluster",
+                        args.cluster,
+                        "--db",
+                        args.db,
+                        "--name",
+                        name,
+                        *[f"--inject-bug={b}" for b in args.inject_bug],
+                    ],
+                    check=True,
+                    timeout=600,
+                    capture_output=True,
+                )
             for nemesis in args.nemeses.split(","):
                 rows.append(run(args, nemesis, store, name))
         finally:
             if _shares_a_cluster(args):
-                subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
-                               timeout=600, capture_output=True)
-    baseline = next((r["ok_per_s"] for r in rows if r["nemesis"] == "none"), rows[0]["ok_per_s"] if rows else 0)
-    print("| nemesis | verdict | ok ops | ok ops/s | heals | rate back to half (s), median / max |"
-          " every worker ok again (s), median / max |")
+                subprocess.run(
+                    [sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
+                    timeout=600,
+                    capture_output=True,
+                )
+    baseline = next(
+        (r["ok_per_s"] for r in rows if r["nemesis"] == "none"), rows[0]["ok_per_s"] if rows else 0
+    )
+    print(
+        "| nemesis | verdict | ok ops | ok ops/s | heals | rate back to half (s), median / max |"
+        " every worker ok again (s), median / max |"
+    )
     print("|---|---|---|---|---|---|---|")
     summary = []
 
@@ -165,13 +233,27 @@ def main() -> int:
 
     for r in rows:
         rec = recoveries(r.pop("history"), baseline, args.concurrency)
-        print(f"| {r['nemesis']} | {r['valid']} | {r['ops']} | {r['ok_per_s']} | {len(rec)} | "
-              f"{med_max([a for _, a, _ in rec])} | {med_max([b for _, _, b in rec])} |")
+        print(
+            f"| {r['nemesis']} | {r['valid']} | {r['ops']} | {r['ok_per_s']} | {len(rec)} | "
+            f"{med_max([a for _, a, _ in rec])} | {med_max([b for _, _, b in rec])} |"
+        )
         r["recoveries"] = rec
         summary.append(r)
-    print(json.dumps({"bench": "run", "db": args.db, "workload": args.workload, "concurrency": args.concurrency,
-                      "time_limit": args.time_limit,
-                      "fake": args.fake, "bugs": args.inject_bug, "db_opts": args.db_opt, "runs": summary}))
+    print(
+        json.dumps(
+            {
+                "bench": "run",
+                "db": args.db,
+                "workload": args.workload,
+                "concurrency": args.concurrency,
+                "time_limit": args.time_limit,
+                "fake": args.fake,
+                "bugs": args.inject_bug,
+                "db_opts": args.db_opt,
+                "runs": summary,
+            }
+        )
+    )
     return 0
 
 

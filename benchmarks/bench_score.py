@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def faultline(*args: str) -> tuple[int, float, str]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "faultline", *args], capture_output=True, text=True,
-                          timeout=7200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "faultline", *args], capture_output=True, text=True, timeout=7200
+    )
     return proc.returncode, time.monotonic() - started, proc.stderr
 
 
@@ -43,20 +44,37 @@ def main() -> int:
     args = ap.parse_args()
     store = Path(args.store)
     if not (store / "index.jsonl").exists():
-        code, took, err = faultline("synth", str(store), "--runs", str(args.runs), "--ops", str(args.ops),
-                                    "--anomaly-rate", "0.2", "--seed", "0")
+        code, took, err = faultline(
+            "synth",
+            str(store),
+            "--runs",
+            str(args.runs),
+            "--ops",
+            str(args.ops),
+            "--anomaly-rate",
+            "0.2",
+            "--seed",
+            "0",
+        )
         if code != 0:
             print(err, file=sys.stderr)
             return 1
         print(f"synth: {args.runs} runs x {args.ops} ops in {took:.1f} s", file=sys.stderr)
     engines = [] if args.skip_pandas else [("pandas (1 process)", ["--engine", "pandas"])]
-    engines += [(f"spark {m} {p}", ["--master", m, "--plan", p]) for p in args.plans.split(",") if p
-                for m in args.masters.split(",") if m]
+    engines += [
+        (f"spark {m} {p}", ["--master", m, "--plan", p])
+        for p in args.plans.split(",")
+        if p
+        for m in args.masters.split(",")
+        if m
+    ]
     rows = []
     verdicts: dict[str, pd.Series] = {}
     for name, extra in engines:
-        out = store.parent / (f"{store.name}-score-" + "-".join(name.split()[1:]).strip("()").replace("[", "")
-                              .replace("]", "") or "pandas")
+        out = store.parent / (
+            f"{store.name}-score-" + "-".join(name.split()[1:]).strip("()").replace("[", "").replace("]", "")
+            or "pandas"
+        )
         load_before = os.getloadavg()[0]
         code, wall, err = faultline("score", str(store), "--out", str(out), "--quiet", *extra)
         load_after = os.getloadavg()[0]
@@ -66,22 +84,36 @@ def main() -> int:
         card = json.loads((out / "scorecard.json").read_text())
         scores = pd.read_parquet(out / "scores.parquet").set_index("run_id")["verdict"]
         verdicts[name] = scores
-        rows.append({"engine": name, "runs": card["runs"], "events": card["events"], "scoring_s": card["seconds"],
-                     "wall_s": wall, "load": f"{load_before:.1f} / {load_after:.1f}",
-                     "invalid": int((scores == "false").sum())})
+        rows.append(
+            {
+                "engine": name,
+                "runs": card["runs"],
+                "events": card["events"],
+                "scoring_s": card["seconds"],
+                "wall_s": wall,
+                "load": f"{load_before:.1f} / {load_after:.1f}",
+                "invalid": int((scores == "false").sum()),
+            }
+        )
         print(f"{name}: {card['seconds']:.1f} s scoring, {wall:.1f} s wall", file=sys.stderr)
     names = list(verdicts)
     same = all(verdicts[n].sort_index().equals(verdicts[names[0]].sort_index()) for n in names[1:])
     ops = args.runs * args.ops
-    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"store: {args.runs} runs x {args.ops:,} operations ({rows[0]['events']:,} history events)\n")
-    print("| engine | scoring s | wall s (incl. JVM) | operations/s (scoring) | events/s (scoring) | speed-up vs first "
-          "| invalid runs | load avg before / after |")
+    print(
+        f"\nMachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"store: {args.runs} runs x {args.ops:,} operations ({rows[0]['events']:,} history events)\n"
+    )
+    print(
+        "| engine | scoring s | wall s (incl. JVM) | operations/s (scoring) | events/s (scoring) | speed-up vs first "
+        "| invalid runs | load avg before / after |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     base = rows[0]["scoring_s"]
     for r in rows:
-        print(f"| {r['engine']} | {r['scoring_s']:.1f} | {r['wall_s']:.1f} | {ops / r['scoring_s']:,.0f} | "
-              f"{r['events'] / r['scoring_s']:,.0f} | {base / r['scoring_s']:.2f}x | {r['invalid']} | {r['load']} |")
+        print(
+            f"| {r['engine']} | {r['scoring_s']:.1f} | {r['wall_s']:.1f} | {ops / r['scoring_s']:,.0f} | "
+            f"{r['events'] / r['scoring_s']:,.0f} | {base / r['scoring_s']:.2f}x | {r['invalid']} | {r['load']} |"
+        )
     print(f"\nVerdicts identical across engines: {same}")
     return 0 if same else 1
 

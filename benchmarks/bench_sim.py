@@ -31,13 +31,23 @@ def main() -> int:
         failures += not r.ok
     wall = time.monotonic() - t0
     cpu = time.process_time() - cpu0
-    row = {"seeds": args.seeds, "nodes": args.nodes, "wall_s": wall, "cpu_s": cpu, "steps_per_s": ticks / wall,
-           "messages_per_s": messages / wall, "seeds_per_s": args.seeds / wall,
-           "projected_2000_seeds_s": 2000 * wall / args.seeds, "failures": failures}
+    row = {
+        "seeds": args.seeds,
+        "nodes": args.nodes,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "steps_per_s": ticks / wall,
+        "messages_per_s": messages / wall,
+        "seeds_per_s": args.seeds / wall,
+        "projected_2000_seeds_s": 2000 * wall / args.seeds,
+        "failures": failures,
+    }
     print("| seeds | nodes | steps/s | messages/s | seeds/s | 2000 seeds (projected) | CPU/wall |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {args.seeds} | {args.nodes} | {row['steps_per_s']:,.0f} | {row['messages_per_s']:,.0f} | "
-          f"{row['seeds_per_s']:.1f} | {row['projected_2000_seeds_s']:.0f} s | {cpu / wall:.2f} |")
+    print(
+        f"| {args.seeds} | {args.nodes} | {row['steps_per_s']:,.0f} | {row['messages_per_s']:,.0f} | "
+        f"{row['seeds_per_s']:.1f} | {row['projected_2000_seeds_s']:.0f} s | {cpu / wall:.2f} |"
+    )
     print(json.dumps({"bench": "sim", **row}))
     return 1 if failures else 0
 

@@ -47,9 +47,13 @@ def run_group_commit(root: Path, producers: int, seconds: float, payload: bytes,
             t.join()
         elapsed = time.monotonic() - t0
         stats = wal.stats
-    return {"mode": f"group commit, fsync={fsync}", "producers": producers, "appends_per_s": stats.appends / elapsed,
-            "fsyncs_per_s": stats.syncs / elapsed,
-            "entries_per_fsync": stats.appends / stats.syncs if stats.syncs else None}
+    return {
+        "mode": f"group commit, fsync={fsync}",
+        "producers": producers,
+        "appends_per_s": stats.appends / elapsed,
+        "fsyncs_per_s": stats.syncs / elapsed,
+        "entries_per_fsync": stats.appends / stats.syncs if stats.syncs else None,
+    }
 
 
 def run_separate_syncs(root: Path, producers: int, seconds: float, payload: bytes) -> dict:
@@ -76,8 +80,13 @@ def run_separate_syncs(root: Path, producers: int, seconds: float, payload: byte
         t.join()
     elapsed = time.monotonic() - t0
     os.close(fd)
-    return {"mode": "no group commit: one fsync per append", "producers": producers,
-            "appends_per_s": count[0] / elapsed, "fsyncs_per_s": count[0] / elapsed, "entries_per_fsync": 1.0}
+    return {
+        "mode": "no group commit: one fsync per append",
+        "producers": producers,
+        "appends_per_s": count[0] / elapsed,
+        "fsyncs_per_s": count[0] / elapsed,
+        "entries_per_fsync": 1.0,
+    }
 
 
 def main() -> int:
@@ -98,7 +107,9 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|")
     for r in rows:
         per = "-" if r["entries_per_fsync"] is None else f"{r['entries_per_fsync']:.1f}"
-        print(f"| {r['mode']} | {r['producers']} | {r['appends_per_s']:,.0f} | {r['fsyncs_per_s']:,.0f} | {per} |")
+        print(
+            f"| {r['mode']} | {r['producers']} | {r['appends_per_s']:,.0f} | {r['fsyncs_per_s']:,.0f} | {per} |"
+        )
     print(json.dumps({"bench": "wal", "rows": rows}))
     return 0
 

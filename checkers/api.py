@@ -74,7 +74,9 @@ class PerKey:
                 bad = ops[exc.position]
                 raise BadOp(next(i for i, op in enumerate(history) if op is bad), str(exc)) from None
         order = sorted(results, key=lambda k: (results[k].get("valid") is not False, repr(k)))
-        return {"valid": merge_valid(r.get("valid", "unknown") for r in results.values()),
-                "key_count": len(results),
-                "failed_keys": [thaw(k) for k in order if results[k].get("valid") is False][: self.limit],
-                "keys": [{"key": thaw(k), **results[k]} for k in order[: self.limit]]}
+        return {
+            "valid": merge_valid(r.get("valid", "unknown") for r in results.values()),
+            "key_count": len(results),
+            "failed_keys": [thaw(k) for k in order if results[k].get("valid") is False][: self.limit],
+            "keys": [{"key": thaw(k), **results[k]} for k in order[: self.limit]],
+        }

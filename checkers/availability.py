@@ -88,7 +88,9 @@ def _quiet_period(test: Mapping[str, Any], opts: Mapping[str, Any]) -> float | N
     return None
 
 
-def _recovery(t_heal: float, op: Op, ps: list[Any], t0: float, quiet: float | None, idle_s: float) -> dict[str, Any]:
+def _recovery(
+    t_heal: float, op: Op, ps: list[Any], t0: float, quiet: float | None, idle_s: float
+) -> dict[str, Any]:
     """How one heal was recovered from: the first ok of a client op invoked after it, timed from the heal
     or, when clients were idle for longer than `idle_s` then, from when they resumed; a heal with no
     client op after it is judged by the quiet period."""

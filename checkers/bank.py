@@ -30,7 +30,9 @@ class BankChecker:
     def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
         opts = opts or {}
         total = next((x.get("total") for x in (opts, test or {}) if x.get("total") is not None), self.total)
-        spec = next((x.get("accounts") for x in (opts, test or {}) if x.get("accounts") is not None), self.accounts)
+        spec = next(
+            (x.get("accounts") for x in (opts, test or {}) if x.get("accounts") is not None), self.accounts
+        )
         accounts = _accounts(spec)
         wrong_total: list[dict[str, Any]] = []
         negative: list[dict[str, Any]] = []
@@ -49,7 +51,11 @@ class BankChecker:
             balances = {str(k): v for k, v in bal.items()}
             nums = [v for v in balances.values() if isinstance(v, int | float)]
             s = sum(nums)
-            where = {"index": p.completion.get("index"), "process": p.invoke.get("process"), "value": balances}
+            where = {
+                "index": p.completion.get("index"),
+                "process": p.invoke.get("process"),
+                "value": balances,
+            }
             if total is None:
                 total = s
             if s != total:

@@ -65,19 +65,22 @@ class CatalogChecker:
         ps = pairs(history)
         # the checks after healing: invoked after the last nemesis op (the heal) that some client op follows
         last_client = max((i for i, op in enumerate(history) if op.get("process") != "nemesis"), default=-1)
-        healed_from = max((i for i, op in enumerate(history[:last_client]) if op.get("process") == "nemesis"),
-                          default=-1)
+        healed_from = max(
+            (i for i, op in enumerate(history[:last_client]) if op.get("process") == "nemesis"), default=-1
+        )
         live_checks = 0
         attempted: set[Any] = set()
         acked_create: dict[Any, int] = {}  # table -> completion position of an ok create
         create_invokes: dict[Any, list[int]] = defaultdict(list)
-        delete_invokes: dict[Any, list[int]] = defaultdict(list)  # table -> invoke positions of deletes not refused
+        delete_invokes: dict[Any, list[int]] = defaultdict(
+            list
+        )  # table -> invoke positions of deletes not refused
         deleted_at: dict[Any, int] = {}  # table -> earliest completion position of an ok delete
         versions: dict[Any, list[tuple[int, int, int]]] = defaultdict(list)  # (invoke, complete, version)
         listings: list[tuple[int, int, list[Any]]] = []
-        locates: list[Op] = []   # completions of locate-tables, in order
+        locates: list[Op] = []  # completions of locate-tables, in order
         replicas: list[Op] = []  # completions of master-replicas, in order
-        checks: dict[str, list[Any]] = {"locate-tables": [], "master-replicas": []}   # pairs, in order
+        checks: dict[str, list[Any]] = {"locate-tables": [], "master-replicas": []}  # pairs, in order
         for p in ps:
             f = p.f
             comp_pos = pos[id(p.completion)] if p.completion is not None else None
@@ -85,33 +88,46 @@ class CatalogChecker:
                 t = _table(p.invoke.get("value"))
                 attempted.add(t)
                 create_invokes[t].append(pos[id(p.invoke)])
-                if p.type == "ok" and comp_pos is not None:   # an ok has its completion
+                if p.type == "ok" and comp_pos is not None:  # an ok has its completion
                     acked_create.setdefault(t, comp_pos)
             elif f == "delete-table":
                 t = _table(p.invoke.get("value"))
                 if p.type != "fail":
                     delete_invokes[t].append(pos[id(p.invoke)])
-                if p.type == "ok" and comp_pos is not None and (
-                        t not in deleted_at or comp_pos < deleted_at[t]):
+                if (
+                    p.type == "ok"
+                    and comp_pos is not None
+                    and (t not in deleted_at or comp_pos < deleted_at[t])
+                ):
                     deleted_at[t] = comp_pos
             elif f in ("alter-table", "describe-table") and p.type == "ok" and p.completion is not None:
                 v = p.completion.get("value")
                 if isinstance(v, Mapping) and v.get("version") is not None:
                     versions[v.get("table")].append(
-                        (pos[id(p.invoke)], pos[id(p.completion)], int(v["version"])))
+                        (pos[id(p.invoke)], pos[id(p.completion)], int(v["version"]))
+                    )
             elif f == "list-tables" and p.type == "ok" and p.completion is not None:
                 listings.append(
-                    (pos[id(p.invoke)], pos[id(p.completion)], list(p.completion.get("value") or [])))
+                    (pos[id(p.invoke)], pos[id(p.completion)], list(p.completion.get("value") or []))
+                )
             elif f in ("locate-tables", "master-replicas"):
-                checks[f].append(p)   # every one, for the timed rules
+                checks[f].append(p)  # every one, for the timed rules
                 if pos[id(p.invoke)] < healed_from:
                     live_checks += 1
                 elif p.completion is not None:
                     (locates if f == "locate-tables" else replicas).append(p.completion)
-        errors: dict[str, list[Any]] = {"lost": [], "duplicated": [], "resurrected": [], "version_regressed": [],
-                                        "unexpected": [], "leaderless": [], "masters_diverged": [],
-                                        "never_caught_up": [], "vanished": []}
-        evidence: list[int] = []   # history positions of the ops that showed a violation
+        errors: dict[str, list[Any]] = {
+            "lost": [],
+            "duplicated": [],
+            "resurrected": [],
+            "version_regressed": [],
+            "unexpected": [],
+            "leaderless": [],
+            "masters_diverged": [],
+            "never_caught_up": [],
+            "vanished": [],
+        }
+        evidence: list[int] = []  # history positions of the ops that showed a violation
 
         def note(position: int) -> int:
             evidence.append(position)
@@ -124,16 +140,21 @@ class CatalogChecker:
                 d = deleted_at.get(t)
                 if d is not None and d < inv and not any(ci > d for ci in create_invokes.get(t, [])):
                     errors["resurrected"].append({"table": t, "listing_index": note(comp)})
-        lost_seen: set[Any] = set()   # each lost table once, at the first listing that misses it
+        lost_seen: set[Any] = set()  # each lost table once, at the first listing that misses it
         for inv, comp, names in listings:
             shown = set(names)
             for t, done in acked_create.items():
-                if t in shown or t in lost_seen or done >= inv or any(d < comp for d in delete_invokes.get(t, [])):
+                if (
+                    t in shown
+                    or t in lost_seen
+                    or done >= inv
+                    or any(d < comp for d in delete_invokes.get(t, []))
+                ):
                     continue
                 lost_seen.add(t)
                 errors["lost"].append({"table": t, "listing_index": note(comp)})
         final = listings[-1] if listings else None
-        doubled: set[Any] = set()   # each table once, at the first listing that shows it twice
+        doubled: set[Any] = set()  # each table once, at the first listing that shows it twice
         for _, comp, names in listings:
             for t, n in Counter(names).items():
                 if n > 1 and t not in doubled:
@@ -145,40 +166,79 @@ class CatalogChecker:
         bound = float(opts.get("live_bound_s", LIVE_BOUND_S))
         intervals, _ = nemesis_intervals(history)
         for key, since, p in _persisting(checks["locate-tables"], _leaderless_keys, intervals, bound):
-            errors["leaderless"].append({"table": key[0], "tablets": [key[1]] if key[1] else [],
-                                         "locate_index": note(pos[id(p.completion)]), "live": True,
-                                         "since_s": round(since, 3), "fault_free_s": bound})
+            errors["leaderless"].append(
+                {
+                    "table": key[0],
+                    "tablets": [key[1]] if key[1] else [],
+                    "locate_index": note(pos[id(p.completion)]),
+                    "live": True,
+                    "since_s": round(since, 3),
+                    "fault_free_s": bound,
+                }
+            )
         for key, since, p in _persisting(checks["master-replicas"], _master_problem_keys, intervals, bound):
-            errors["masters_diverged"].append({"problems": [key], "index": note(pos[id(p.completion)]),
-                                               "live": True, "since_s": round(since, 3), "fault_free_s": bound})
+            errors["masters_diverged"].append(
+                {
+                    "problems": [key],
+                    "index": note(pos[id(p.completion)]),
+                    "live": True,
+                    "since_s": round(since, 3),
+                    "fault_free_s": bound,
+                }
+            )
         located = any(c.get("type") == "ok" for c in locates)
-        answered = [c for c in locates if c.get("type") != "ok" and isinstance(c.get("value"), Mapping)
-                    and c["value"].get("leaderless")]
+        answered = [
+            c
+            for c in locates
+            if c.get("type") != "ok" and isinstance(c.get("value"), Mapping) and c["value"].get("leaderless")
+        ]
         if locates and not located and answered:
             # every answer after healing left some tablet without a leader: the last one settles it
             last = answered[-1]
             where = note(pos[id(last)])
-            timed = {e["table"] for e in errors["leaderless"]}   # found already, earlier, by the timed rule
+            timed = {e["table"] for e in errors["leaderless"]}  # found already, earlier, by the timed rule
             for t, tablet_ids in sorted(last["value"]["leaderless"].items(), key=lambda kv: str(kv[0])):
                 if t in timed:
                     continue
-                errors["leaderless"].append({"table": t, "tablets": list(tablet_ids), "locate_index": where,
-                                             "answers": len(answered), "attempts": len(locates)})
-        stale = [c for c in replicas if c.get("type") != "ok" and isinstance(c.get("value"), Mapping)
-                 and c["value"].get("problems")]
+                errors["leaderless"].append(
+                    {
+                        "table": t,
+                        "tablets": list(tablet_ids),
+                        "locate_index": where,
+                        "answers": len(answered),
+                        "attempts": len(locates),
+                    }
+                )
+        stale = [
+            c
+            for c in replicas
+            if c.get("type") != "ok" and isinstance(c.get("value"), Mapping) and c["value"].get("problems")
+        ]
         if replicas and not any(c.get("type") == "ok" for c in replicas) and stale:
             # after healing no answer ever showed every master holding what the leader committed
             last = stale[-1]
-            errors["masters_diverged"].append({"problems": list(last["value"]["problems"]),
-                                               "masters": last["value"].get("masters"),
-                                               "index": note(pos[id(last)]), "attempts": len(replicas)})
+            errors["masters_diverged"].append(
+                {
+                    "problems": list(last["value"]["problems"]),
+                    "masters": last["value"].get("masters"),
+                    "index": note(pos[id(last)]),
+                    "attempts": len(replicas),
+                }
+            )
         for p in pairs(history, nemesis=True):
             c = p.completion
             v = c.get("value") if c is not None else None
             if isinstance(v, Mapping) and v.get("never_caught_up"):
-                errors["never_caught_up"].append({"masters": list(v["never_caught_up"]), "leader": v.get("leader"),
-                                                  "waited_s": v.get("waited_s"), "reason": v.get("reason"),
-                                                  "rebuilt": v.get("rebuilt"), "index": note(pos[id(c)])})
+                errors["never_caught_up"].append(
+                    {
+                        "masters": list(v["never_caught_up"]),
+                        "leader": v.get("leader"),
+                        "waited_s": v.get("waited_s"),
+                        "reason": v.get("reason"),
+                        "rebuilt": v.get("rebuilt"),
+                        "index": note(pos[id(c)]),
+                    }
+                )
         for t, obs in versions.items():
             obs.sort(key=lambda o: o[1])
             completes = [o[1] for o in obs]
@@ -190,8 +250,9 @@ class CatalogChecker:
             for inv, comp, ver in obs:
                 k = bisect.bisect_left(completes, inv)
                 if k and best[k - 1] > ver:
-                    errors["version_regressed"].append({"table": t, "version": ver, "earlier_max": best[k - 1],
-                                                        "index": note(comp)})
+                    errors["version_regressed"].append(
+                        {"table": t, "version": ver, "earlier_max": best[k - 1], "index": note(comp)}
+                    )
         bad = any(errors.values())
         unlocated = bool(locates) and not located and not answered
         out: dict[str, Any] = {
@@ -207,15 +268,21 @@ class CatalogChecker:
             out[name] = v[:50]
         if evidence:
             first = history[min(evidence)]
-            out["first_anomaly"] = {k: first[k] for k in ("index", "time", "process", "f", "value") if k in first}
+            out["first_anomaly"] = {
+                k: first[k] for k in ("index", "time", "process", "f", "value") if k in first
+            }
         if final is None:
             out["error"] = "no successful list-tables: cannot tell whether creates survived"
         elif unlocated:
-            out["error"] = "no locate-tables answered after healing: cannot tell whether every tablet has a leader"
+            out["error"] = (
+                "no locate-tables answered after healing: cannot tell whether every tablet has a leader"
+            )
         return out
 
 
-def _unexplained_vanished(p: Any, pos: Mapping[int, int], delete_invokes: Mapping[Any, list[int]]) -> list[Any]:
+def _unexplained_vanished(
+    p: Any, pos: Mapping[int, int], delete_invokes: Mapping[Any, list[int]]
+) -> list[Any]:
     """Tables a locate listed and then found gone (NOT_FOUND) with no delete of theirs invoked before the
     locate completed: only such a delete may make a listed table vanish."""
     c = p.completion
@@ -254,7 +321,11 @@ def _persisting(checks: list[Any], keys_of, intervals: list[Interval], bound: fl
     for p in checks:
         c = p.completion
         v = c.get("value") if c is not None else None
-        if c is None or not isinstance(v, Mapping) or not fault_free_at(intervals, op_time(p.invoke), op_time(c)):
+        if (
+            c is None
+            or not isinstance(v, Mapping)
+            or not fault_free_at(intervals, op_time(p.invoke), op_time(c))
+        ):
             since.clear()
             continue
         shown = keys_of(v) if c.get("type") != "ok" else set()

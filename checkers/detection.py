@@ -37,8 +37,11 @@ def first_anomaly(results: Mapping[str, Any], times: Mapping[int, int]) -> tuple
         if isinstance(node, Mapping):
             if node.get("valid") is False:
                 for candidate in (node.get("failure"), node):
-                    op = candidate.get("op") or candidate.get("first_anomaly") or candidate.get("bad_op") \
-                        if isinstance(candidate, Mapping) else None
+                    op = (
+                        candidate.get("op") or candidate.get("first_anomaly") or candidate.get("bad_op")
+                        if isinstance(candidate, Mapping)
+                        else None
+                    )
                     if isinstance(op, Mapping) and (t := op_time(op)) is not None:
                         if best[0] is None or t < best[0]:
                             desc = {k: op[k] for k in ("process", "f", "key", "value") if k in op}

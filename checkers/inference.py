@@ -69,15 +69,21 @@ def _client(ops: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def _read_values(ops: list[Mapping[str, Any]], f: str = "read") -> list[Any]:
-    return [op.get("value") for op in ops if op.get("type") == "ok" and op.get("f") == f and
-            op.get("value") is not None]
+    return [
+        op.get("value")
+        for op in ops
+        if op.get("type") == "ok" and op.get("f") == f and op.get("value") is not None
+    ]
 
 
 def _repeated_amounts(ops: list[Mapping[str, Any]]) -> bool:
     """Every add invocation adds an integer and some integer is added twice: increments, not elements."""
     amounts = [op.get("value") for op in ops if op.get("f") == "add" and op.get("type") == "invoke"]
-    return (bool(amounts) and all(isinstance(v, int) and not isinstance(v, bool) for v in amounts)
-            and len(set(amounts)) < len(amounts))
+    return (
+        bool(amounts)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in amounts)
+        and len(set(amounts)) < len(amounts)
+    )
 
 
 def _register_model(fmt_model: str | None) -> str:
@@ -103,8 +109,12 @@ def _from_ops(ops: list[Mapping[str, Any]], fmt_model: str | None) -> Choice | N
         if reads and all(isinstance(v, int) and not isinstance(v, bool) for v in reads):
             return Choice("counter", None, f"{why}, reads of numbers")
         if not reads and _repeated_amounts(ops):
-            return Choice("counter", None, f"{why}, no read, the same numbers added again: a counter's "
-                                           "increments (a set's adds name distinct elements)")
+            return Choice(
+                "counter",
+                None,
+                f"{why}, no read, the same numbers added again: a counter's "
+                "increments (a set's adds name distinct elements)",
+            )
         return None
     if fs <= {"get", "put", "append"} and fs & {"get", "put"}:
         return Choice("linearizable", "kv", why)
@@ -114,16 +124,23 @@ def _from_ops(ops: list[Mapping[str, Any]], fmt_model: str | None) -> Choice | N
         return Choice("total-queue", None, why)
     if fs == {"generate"}:
         return Choice("unique-ids", None, why)
-    if fs <= {"txn", None} and fs and all(
-        isinstance(v, list) and all(isinstance(m, list) and len(m) == 3 and m[0] in ("read", "write") for m in v)
-        for v in (op.get("value") for op in ops) if v is not None
+    if (
+        fs <= {"txn", None}
+        and fs
+        and all(
+            isinstance(v, list)
+            and all(isinstance(m, list) and len(m) == 3 and m[0] in ("read", "write") for m in v)
+            for v in (op.get("value") for op in ops)
+            if v is not None
+        )
     ):
         return Choice("linearizable", "multi-register", f"{why}, read/write micro-ops")
     return None
 
 
-def infer(ops: Sequence[Mapping[str, Any]], test: Mapping[str, Any] | None = None,
-          fmt_model: str | None = None) -> Choice:
+def infer(
+    ops: Sequence[Mapping[str, Any]], test: Mapping[str, Any] | None = None, fmt_model: str | None = None
+) -> Choice:
     """The checker for `ops`: from the test map, Elle-style transactions, or the fs and value shapes.
     Raises CannotInfer naming --model / --checker when none of them settles it."""
     if test:
@@ -144,8 +161,10 @@ def infer(ops: Sequence[Mapping[str, Any]], test: Mapping[str, Any] | None = Non
 
     fs = sorted({str(op.get("f")) for op in client})
     what = f"client fs {', '.join(fs)}" if fs else "no client operations"
-    raise CannotInfer(f"cannot tell which checker fits ({what}); pass --model ({', '.join(sorted(MODELS))}) "
-                      f"or --checker ({', '.join(c for c in CHECKERS if c != 'linearizable')})")
+    raise CannotInfer(
+        f"cannot tell which checker fits ({what}); pass --model ({', '.join(sorted(MODELS))}) "
+        f"or --checker ({', '.join(c for c in CHECKERS if c != 'linearizable')})"
+    )
 
 
 # The fs each non-linearizability checker reads; any other client f is bad input for it.
@@ -155,8 +174,17 @@ CHECKER_FS: dict[str, frozenset[str]] = {
     "bank": frozenset({"read", "transfer"}),
     "unique-ids": frozenset({"generate"}),
     "total-queue": frozenset({"enqueue", "dequeue", "drain"}),
-    "catalog": frozenset({"create-table", "delete-table", "alter-table", "describe-table", "list-tables",
-                          "locate-tables", "master-replicas"}),
+    "catalog": frozenset(
+        {
+            "create-table",
+            "delete-table",
+            "alter-table",
+            "describe-table",
+            "list-tables",
+            "locate-tables",
+            "master-replicas",
+        }
+    ),
 }
 
 
@@ -170,5 +198,8 @@ def check_fs(ops: Sequence[Mapping[str, Any]], choice: Choice) -> None:
         return
     for pos, op in enumerate(ops):
         if op.get("process") != "nemesis" and op.get("f") not in known:
-            raise BadOp(pos, f"the {choice.checker} checker has no operation {op.get('f')!r} "
-                             f"(it knows {', '.join(sorted(known))})")
+            raise BadOp(
+                pos,
+                f"the {choice.checker} checker has no operation {op.get('f')!r} "
+                f"(it knows {', '.join(sorted(known))})",
+            )

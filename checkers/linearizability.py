@@ -185,13 +185,20 @@ def build_tables(calls: list[Call], model: Model, init_state: Any) -> Tables:
         rank=pools["rank"],
         pool_pos=pool_pos,
         kv_put=[{"put": True, "write": True, "append": False}.get(c.f) for c in calls]
-        if isinstance(model, KV) else None,
-        kv_get=[c.value if c.f in ("get", "read") and c.outcome == "ok" and isinstance(c.value, str) else None
-                for c in calls] if isinstance(model, KV) else None,
+        if isinstance(model, KV)
+        else None,
+        kv_get=[
+            c.value if c.f in ("get", "read") and c.outcome == "ok" and isinstance(c.value, str) else None
+            for c in calls
+        ]
+        if isinstance(model, KV)
+        else None,
     )
 
 
-def _kv_dead(t: Tables, ns: int, curop: int, nxt: list[int], head: int, call_ev: list[int], min_put_pos: int) -> int:
+def _kv_dead(
+    t: Tables, ns: int, curop: int, nxt: list[int], head: int, call_ev: list[int], min_put_pos: int
+) -> int:
     """kv pruning (the same rule as the C core): after a put/append makes state `ns`, a completed get
     with no put able to precede it must read an extension of `ns`. Returns the get that rules the
     configuration out, or -1. Events are numbered in time order, so a call numbered below the first
@@ -431,8 +438,10 @@ def search_py(
         if ns is None:
             ns = step(op, state)
         if ns >= 0 and kv_put is not None and kv_put[op] is not None and ns != state:
-            min_put = min((pool_pos[members[c][cnt[c]]] for c in put_classes if cnt[c] < len(members[c])),
-                          default=nev + 1)
+            min_put = min(
+                (pool_pos[members[c][cnt[c]]] for c in put_classes if cnt[c] < len(members[c])),
+                default=nev + 1,
+            )
             culprit = _kv_dead(t, ns, op, nxt, head, call_ev, min_put)
             if culprit >= 0:
                 # Evidence: the get that rules this out, as if the search had got that far.
@@ -541,7 +550,14 @@ class _Runner:
                 else:
                     self.decode = lambda sid: self._c.kv_string(sid).decode("utf-8")
             self._c = _wgl.Search(
-                t.ev_op, t.ev_call, t.required, t.pool, t.rank, t.pool_pos, self.stepper, spec if native else None
+                t.ev_op,
+                t.ev_call,
+                t.required,
+                t.pool,
+                t.rank,
+                t.pool_pos,
+                self.stepper,
+                spec if native else None,
             )
         else:
             self._progress = [0]

@@ -17,16 +17,22 @@ from typing import Any, Protocol
 from faultline.checkers.ops import pairs
 from faultline.core import Op
 
-LINE_CHARS = 300      # a matched line is kept up to this many characters
-MAX_LISTED = 200      # matches listed per kind (unexpected, expected); the counts are exact
+LINE_CHARS = 300  # a matched line is kept up to this many characters
+MAX_LISTED = 200  # matches listed per kind (unexpected, expected); the counts are exact
 
 # the timestamps a line may start with or carry: ISO-like (Python logging, PostgreSQL, etcd's capnslog and
 # zap) and Redis's "12 Jan 2024 10:00:00.123"
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?")
-_REDIS = re.compile(r"\b(\d{1,2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}) "
-                    r"(\d{2}:\d{2}:\d{2})(?:\.(\d+))?")
-_MONTHS = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
-                                          "Dec"))}
+_REDIS = re.compile(
+    r"\b(\d{1,2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}) "
+    r"(\d{2}:\d{2}:\d{2})(?:\.(\d+))?"
+)
+_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+    )
+}
 
 
 class Pattern(Protocol):
@@ -87,7 +93,9 @@ class LogPatternChecker:
         names = [p.name for p in patterns]
         if len(set(names)) != len(names):
             raise ValueError(f"log patterns have duplicate names: {sorted(names)}")
-        self.patterns = [_Compiled(p.name, _compile(p), p.meaning, frozenset(p.expected_under)) for p in patterns]
+        self.patterns = [
+            _Compiled(p.name, _compile(p), p.meaning, frozenset(p.expected_under)) for p in patterns
+        ]
         self.logs = logs
 
     def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,8 +119,14 @@ class LogPatternChecker:
                     if not hit:
                         continue
                     explained = sorted({f for p in hit for f in p.expected_under & ran})
-                    match = {"node": node, "file": path, "line": number, "text": _short(line),
-                             "patterns": [p.name for p in hit], "meaning": hit[0].meaning}
+                    match = {
+                        "node": node,
+                        "file": path,
+                        "line": number,
+                        "text": _short(line),
+                        "patterns": [p.name for p in hit],
+                        "meaning": hit[0].meaning,
+                    }
                     if t is not None:
                         match["time"] = t
                     elif last_time is not None:
@@ -125,10 +139,16 @@ class LogPatternChecker:
                     if len(out) < MAX_LISTED:
                         out.append(match)
         result: dict[str, Any] = {
-            "valid": counts["unexpected"] == 0, "files": files, "lines": lines_read,
-            "patterns": [p.name for p in self.patterns], "faults_ran": sorted(ran),
-            "unexpected_match_count": counts["unexpected"], "expected_match_count": counts["expected"],
-            "unexpected_matches": unexpected, "expected_matches": expected}
+            "valid": counts["unexpected"] == 0,
+            "files": files,
+            "lines": lines_read,
+            "patterns": [p.name for p in self.patterns],
+            "faults_ran": sorted(ran),
+            "unexpected_match_count": counts["unexpected"],
+            "expected_match_count": counts["expected"],
+            "unexpected_matches": unexpected,
+            "expected_matches": expected,
+        }
         if files == 0:
             result["valid"] = "unknown"
             result["note"] = "no node logs to read (none were collected with this run)"

@@ -57,7 +57,9 @@ def _reads(history: list[Op]) -> tuple[list[_Read], dict[Any, set[Any]]]:
     for p in pairs(history):
         at = pos[id(p.invoke)]
         if p.f not in FS:
-            raise BadOp(at, f"the long-fork checker has no operation {p.f!r} (it knows {', '.join(sorted(FS))})")
+            raise BadOp(
+                at, f"the long-fork checker has no operation {p.f!r} (it knows {', '.join(sorted(FS))})"
+            )
         done = p.completion if p.type == "ok" else None
         for kind, key, val in _micro_ops(done or p.invoke, pos[id(done)] if done else at):
             if val is not None and (kind == "w" or done is not None):
@@ -74,9 +76,12 @@ def _fork(a: _Read, b: _Read, keys: frozenset[Any]) -> dict[str, Any] | None:
     if not only_a or not only_b:
         return None
     x, y = only_a[0], only_b[0]
-    return {"reads": [a.index, b.index], "keys": [x, y],
-            "explanation": f"read {a.index} saw the write of {x!r} but not that of {y!r}; read {b.index} saw "
-                           f"{y!r} but not {x!r}: the two writes were seen in opposite orders"}
+    return {
+        "reads": [a.index, b.index],
+        "keys": [x, y],
+        "explanation": f"read {a.index} saw the write of {x!r} but not that of {y!r}; read {b.index} saw "
+        f"{y!r} but not {x!r}: the two writes were seen in opposite orders",
+    }
 
 
 def _chain_forks(group: list[_Read], keys: frozenset[Any]) -> list[dict[str, Any]]:
@@ -99,28 +104,38 @@ class LongForkChecker:
             by_keys[frozenset(r.seen)].append(r)
         forks = [f for keys, group in by_keys.items() for f in _chain_forks(group, keys)]
         compared, complete = self._overlapping(by_keys, forks)
-        out: dict[str, Any] = {"read_count": len(reads), "key_groups": len(by_keys), "fork_count": len(forks),
-                               "forks": forks[:20], "pairs_compared": compared}
+        out: dict[str, Any] = {
+            "read_count": len(reads),
+            "key_groups": len(by_keys),
+            "fork_count": len(forks),
+            "forks": forks[:20],
+            "pairs_compared": compared,
+        }
         if forks:
             out["valid"] = False
         elif multiple:
             out["valid"] = "unknown"
-            out["error"] = (f"{len(multiple)} keys hold more than one value, so they are not write-once and "
-                            "visibility says nothing of order: " + ", ".join(list(multiple)[:5]))
+            out["error"] = (
+                f"{len(multiple)} keys hold more than one value, so they are not write-once and "
+                "visibility says nothing of order: " + ", ".join(list(multiple)[:5])
+            )
         elif not complete:
             out["valid"] = "unknown"
-            out["error"] = f"more than {self.max_pairs} pairs of reads with overlapping keys; not all were compared"
+            out["error"] = (
+                f"more than {self.max_pairs} pairs of reads with overlapping keys; not all were compared"
+            )
         else:
             out["valid"] = True
         return out
 
-    def _overlapping(self, by_keys: Mapping[frozenset[Any], list[_Read]],
-                     forks: list[dict[str, Any]]) -> tuple[int, bool]:
+    def _overlapping(
+        self, by_keys: Mapping[frozenset[Any], list[_Read]], forks: list[dict[str, Any]]
+    ) -> tuple[int, bool]:
         """Reads of different but overlapping key sets, compared on the keys they share."""
         groups = list(by_keys.items())
         compared = 0
         for i, (ka, ra) in enumerate(groups):
-            for kb, rb in groups[i + 1:]:
+            for kb, rb in groups[i + 1 :]:
                 shared = ka & kb
                 if not shared:
                     continue
@@ -129,6 +144,6 @@ class LongForkChecker:
                         compared += 1
                         if compared > self.max_pairs:
                             return compared - 1, False
-                        if (f := _fork(a, b, shared)):
+                        if f := _fork(a, b, shared):
                             forks.append(f)
         return compared, True

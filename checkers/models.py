@@ -113,8 +113,11 @@ class Model:
         or None. The search would call such an op illegal; it is bad input instead."""
         if f not in self.fs:
             known = ", ".join(sorted(self.fs))
-            return f"{self.name} has no operation {f!r} (it knows {known})" if f is not None else (
-                f"an operation without f (the {self.name} model knows {known})")
+            return (
+                f"{self.name} has no operation {f!r} (it knows {known})"
+                if f is not None
+                else (f"an operation without f (the {self.name} model knows {known})")
+            )
         return self.value_problem(f, value, completed)
 
     def value_problem(self, f: str, value: Any, completed: bool) -> str | None:
@@ -329,7 +332,9 @@ class Mutex(Model):
         return ILLEGAL
 
 
-MODELS: dict[str, type[Model]] = {m.name: m for m in (Register, CasRegister, KV, SetModel, MultiRegister, Mutex)}
+MODELS: dict[str, type[Model]] = {
+    m.name: m for m in (Register, CasRegister, KV, SetModel, MultiRegister, Mutex)
+}
 
 
 def get_model(name: str | Model) -> Model:

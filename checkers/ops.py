@@ -175,7 +175,12 @@ def _watched_s(completion: Op | None) -> float:
 def did_nothing(completion: Op | None) -> bool:
     """A nemesis op that failed and says it skipped: no fault at all."""
     v = completion.get("value") if completion is not None else None
-    return completion is not None and completion.get("type") == "fail" and isinstance(v, Mapping) and "skipped" in v
+    return (
+        completion is not None
+        and completion.get("type") == "fail"
+        and isinstance(v, Mapping)
+        and "skipped" in v
+    )
 
 
 def fault_free_at(intervals: list[Interval], t0: float, t1: float) -> bool:

@@ -112,15 +112,19 @@ class TotalQueue:
                 got = p.completion.get("value") if p.completion is not None else None
                 if p.type in ("ok", "info") and got is not None:
                     if not isinstance(got, list):
-                        raise BadOp(pos[id(p.completion)], f"a drain's value is a list of elements, not {got!r}")
+                        raise BadOp(
+                            pos[id(p.completion)], f"a drain's value is a list of elements, not {got!r}"
+                        )
                     t.dequeued.update(freeze(x) for x in got)
                 if p.type == "ok":
                     t.drained = True
                 elif p.type == "info":
                     t.drain_in_doubt = True
             else:
-                raise BadOp(pos[id(p.invoke)], f"the total-queue checker has no operation {p.f!r} "
-                                               f"(it knows {', '.join(sorted(FS))})")
+                raise BadOp(
+                    pos[id(p.invoke)],
+                    f"the total-queue checker has no operation {p.f!r} (it knows {', '.join(sorted(FS))})",
+                )
         return t
 
 

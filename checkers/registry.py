@@ -92,25 +92,41 @@ def _elle_register(**kw: Any) -> Checker:
     return ElleRwRegister(**kw)
 
 
-CHECKERS: dict[str, Entry] = {e.name: e for e in (
-    Entry("linearizable", "linearizability against a sequential model", _lin),
-    Entry("set", "set-full: acknowledged adds never lost from later reads, none unexpected or doubled", _set),
-    Entry("bank", "every read sees the same total and no negative balance", _bank),
-    Entry("counter", "each read between the adds that must and may have happened", _counter),
-    Entry("unique-ids", "every acknowledged generate returned a distinct id", _unique),
-    Entry("total-queue", "every acknowledged enqueue dequeued once, nothing dequeued that was never enqueued",
-          _queue),
-    Entry("catalog", "created tables visible once, deleted ones gone, schema versions never regress",
-          _catalog),
-    Entry("stats", "completions by operation and type, invalid when nothing succeeded", _stats),
-    Entry("availability", "service during the run and recovery after each heal",
-          _availability),
-    Entry("long-fork", "reads of write-once keys see the writes in one order (no long fork)", _long_fork),
-    Entry("elle-list-append", "transactional anomalies (G0..G2, realtime) of list-append transactions, Elle-style",
-          _elle_append),
-    Entry("elle-rw-register", "transactional anomalies of read-write register transactions, Elle-style",
-          _elle_register),
-)}
+CHECKERS: dict[str, Entry] = {
+    e.name: e
+    for e in (
+        Entry("linearizable", "linearizability against a sequential model", _lin),
+        Entry(
+            "set", "set-full: acknowledged adds never lost from later reads, none unexpected or doubled", _set
+        ),
+        Entry("bank", "every read sees the same total and no negative balance", _bank),
+        Entry("counter", "each read between the adds that must and may have happened", _counter),
+        Entry("unique-ids", "every acknowledged generate returned a distinct id", _unique),
+        Entry(
+            "total-queue",
+            "every acknowledged enqueue dequeued once, nothing dequeued that was never enqueued",
+            _queue,
+        ),
+        Entry(
+            "catalog",
+            "created tables visible once, deleted ones gone, schema versions never regress",
+            _catalog,
+        ),
+        Entry("stats", "completions by operation and type, invalid when nothing succeeded", _stats),
+        Entry("availability", "service during the run and recovery after each heal", _availability),
+        Entry("long-fork", "reads of write-once keys see the writes in one order (no long fork)", _long_fork),
+        Entry(
+            "elle-list-append",
+            "transactional anomalies (G0..G2, realtime) of list-append transactions, Elle-style",
+            _elle_append,
+        ),
+        Entry(
+            "elle-rw-register",
+            "transactional anomalies of read-write register transactions, Elle-style",
+            _elle_register,
+        ),
+    )
+}
 
 
 def get(name: str, **kwargs: Any) -> Checker:

@@ -99,7 +99,9 @@ def _time(op: Op, pos: int) -> float:
 
 
 def _timed(history: list[Op]) -> bool:
-    return any(isinstance(op.get("time"), int | float) and not isinstance(op.get("time"), bool) for op in history)
+    return any(
+        isinstance(op.get("time"), int | float) and not isinstance(op.get("time"), bool) for op in history
+    )
 
 
 def _brief(op: Op) -> dict[str, Any]:
@@ -113,12 +115,23 @@ def _client(history: list[Op], fs: tuple[str, str]) -> Iterable[tuple[int, Op]]:
 class SetChecker:
     """`SetChecker().check(test, history, opts)`; adds are `f: "add"`, reads `f: "read"` (value: all elements)."""
 
-    def __init__(self, add_f: str = "add", read_f: str = "read", stability_window_s: float | None = None,
-                 linearizable: bool = False, final_read: bool = False) -> None:
+    def __init__(
+        self,
+        add_f: str = "add",
+        read_f: str = "read",
+        stability_window_s: float | None = None,
+        linearizable: bool = False,
+        final_read: bool = False,
+    ) -> None:
         if stability_window_s is not None and not (
-                isinstance(stability_window_s, int | float) and not isinstance(stability_window_s, bool)
-                and math.isfinite(stability_window_s) and stability_window_s >= 0):
-            raise ValueError(f"stability_window_s must be a finite number >= 0 or None, not {stability_window_s!r}")
+            isinstance(stability_window_s, int | float)
+            and not isinstance(stability_window_s, bool)
+            and math.isfinite(stability_window_s)
+            and stability_window_s >= 0
+        ):
+            raise ValueError(
+                f"stability_window_s must be a finite number >= 0 or None, not {stability_window_s!r}"
+            )
         self.add_f, self.read_f = add_f, read_f
         self.window_s = stability_window_s
         self.linearizable = linearizable
@@ -129,10 +142,10 @@ class SetChecker:
             return self._check_final(history)
         elements: dict[Any, _Element] = {}
         reads: list[_Read] = []
-        unexpected: dict[Any, int] = {}   # element -> position of the first read that showed it
-        duplicated: dict[Any, int] = {}   # element -> highest multiplicity in one read
+        unexpected: dict[Any, int] = {}  # element -> position of the first read that showed it
+        duplicated: dict[Any, int] = {}  # element -> highest multiplicity in one read
         first_dup: int | None = None
-        open_ops: dict[Any, tuple[int, Op]] = {}   # process -> (position, invocation)
+        open_ops: dict[Any, tuple[int, Op]] = {}  # process -> (position, invocation)
         for pos, op in _client(history, (self.add_f, self.read_f)):
             proc, typ, f = op.get("process"), op.get("type"), op.get("f")
             if typ == "invoke":
@@ -190,28 +203,41 @@ class SetChecker:
             later = [r for r in later if r.inv_t >= seen_t + window_ns]
         return min(later, key=lambda r: (r.comp_t, r.comp)) if later else None
 
-    def _results(self, history: list[Op], elements: dict[Any, _Element], reads: list[_Read],
-                 unexpected: dict[Any, int], duplicated: dict[Any, int], first_dup: int | None,
-                 window_ns: float | None) -> dict[str, Any]:
+    def _results(
+        self,
+        history: list[Op],
+        elements: dict[Any, _Element],
+        reads: list[_Read],
+        unexpected: dict[Any, int],
+        duplicated: dict[Any, int],
+        first_dup: int | None,
+        window_ns: float | None,
+    ) -> dict[str, Any]:
         stable, stale, lost, unconfirmed, never_read = [], [], [], [], []
         stable_ms: list[int] = []
         lost_ms: list[int] = []
         lost_detail: list[dict[str, Any]] = []
         worst_stale: list[dict[str, Any]] = []
-        proofs: list[int] = []   # positions of the completions that proved an anomaly
+        proofs: list[int] = []  # positions of the completions that proved an anomaly
         for v, e in elements.items():
             la, lp, known = e.last_absent, e.last_present, e.known
             if lp is not None and (la is None or la.inv < lp.inv):
-                assert known is not None   # a read that shows an element makes it known
+                assert known is not None  # a read that shows an element makes it known
                 stable.append(v)
                 ms = _ms((la.inv_t + 1 if la is not None else 0.0) - known[1])
                 stable_ms.append(ms)
                 if ms > 0:
                     assert la is not None
                     stale.append(v)
-                    worst_stale.append({"element": thaw(v), "stable_latency_ms": ms,
-                                        "stable_latency_s": (la.inv_t - known[1]) / NS,
-                                        "known": _op_ref(history, known[0]), "last_absent": _op_ref(history, la.inv)})
+                    worst_stale.append(
+                        {
+                            "element": thaw(v),
+                            "stable_latency_ms": ms,
+                            "stable_latency_s": (la.inv_t - known[1]) / NS,
+                            "known": _op_ref(history, known[0]),
+                            "last_absent": _op_ref(history, la.inv),
+                        }
+                    )
                     if self.linearizable:
                         proofs.append(la.comp)
             elif known is not None and la is not None and la.inv > known[0]:
@@ -223,9 +249,16 @@ class SetChecker:
                 lost_ms.append(_ms((lp.inv_t + 1 if lp is not None else 0.0) - known[1]))
                 proofs.append(proof.comp)
                 seen_t = lp.inv_t if lp is not None else known[1]
-                lost_detail.append({"element": thaw(v), "known_s": known[1] / NS, "last_seen_s": seen_t / NS,
-                                    "lost_latency_s": max(seen_t - known[1], 0.0) / NS,
-                                    "detected_s": proof.comp_t / NS, "detected_index": _index(history, proof.comp)})
+                lost_detail.append(
+                    {
+                        "element": thaw(v),
+                        "known_s": known[1] / NS,
+                        "last_seen_s": seen_t / NS,
+                        "lost_latency_s": max(seen_t - known[1], 0.0) / NS,
+                        "detected_s": proof.comp_t / NS,
+                        "detected_index": _index(history, proof.comp),
+                    }
+                )
             else:
                 never_read.append(v)
         proofs += list(unexpected.values()) + ([first_dup] if first_dup is not None else [])
@@ -271,9 +304,11 @@ class SetChecker:
         elif not reads:
             out["error"] = "no successful read"
         elif unconfirmed:
-            assert window_ns is not None   # without a window every loss by Jepsen's rule is proven
-            out["error"] = (f"{len(unconfirmed)} acknowledged elements missing from the last reads, but no read "
-                            f"began {window_ns / NS:g} s after they were last seen: lost or not yet visible")
+            assert window_ns is not None  # without a window every loss by Jepsen's rule is proven
+            out["error"] = (
+                f"{len(unconfirmed)} acknowledged elements missing from the last reads, but no read "
+                f"began {window_ns / NS:g} s after they were last seen: lost or not yet visible"
+            )
         return out
 
     def _check_final(self, history: list[Op]) -> dict[str, Any]:
@@ -304,12 +339,18 @@ class SetChecker:
         ok, unexpected, lost = read & attempts, read - attempts, acked - read
         dups = {v: n for v, n in Counter(values).items() if n > 1}
         out: dict[str, Any] = {
-            "valid": not (lost or unexpected or dups), **base,
-            "ok_count": len(ok), "ok": _sorted(ok),
-            "lost_count": len(lost), "lost": _sorted(lost),
-            "unexpected_count": len(unexpected), "unexpected": _sorted(unexpected),
-            "recovered_count": len(ok - acked), "recovered": _sorted(ok - acked),
-            "duplicated_count": len(dups), "duplicated": [[thaw(k), dups[k]] for k in _order(dups)],
+            "valid": not (lost or unexpected or dups),
+            **base,
+            "ok_count": len(ok),
+            "ok": _sorted(ok),
+            "lost_count": len(lost),
+            "lost": _sorted(lost),
+            "unexpected_count": len(unexpected),
+            "unexpected": _sorted(unexpected),
+            "recovered_count": len(ok - acked),
+            "recovered": _sorted(ok - acked),
+            "duplicated_count": len(dups),
+            "duplicated": [[thaw(k), dups[k]] for k in _order(dups)],
         }
         if out["valid"] is False:
             out["op"] = _brief(history[pos])

@@ -27,8 +27,11 @@ class Stats:
         if total["count"] == 0:
             return {"valid": "unknown", "error": "no client operations", **total, "by_f": {}}
         never = sorted(f for f, r in by_f.items() if r["ok"] == 0)
-        out: dict[str, Any] = {"valid": total["ok"] > 0, **total,
-                               "by_f": {f: dict(r) for f, r in sorted(by_f.items())}}
+        out: dict[str, Any] = {
+            "valid": total["ok"] > 0,
+            **total,
+            "by_f": {f: dict(r) for f, r in sorted(by_f.items())},
+        }
         for r in out["by_f"].values():
             r["ok_fraction"] = round(r["ok"] / r["count"], 4)
         if never:

@@ -16,8 +16,11 @@ class UniqueIds:
         self.f = f
 
     def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
-        ids = [freeze(p.completion.get("value")) for p in pairs(history)
-               if p.f == self.f and p.type == "ok" and p.completion is not None]
+        ids = [
+            freeze(p.completion.get("value"))
+            for p in pairs(history)
+            if p.f == self.f and p.type == "ok" and p.completion is not None
+        ]
         counts = Counter(ids)
         dups = {k: n for k, n in counts.items() if n > 1}
         ranged = [thaw(i) for i in ids if isinstance(thaw(i), int | float) and not isinstance(thaw(i), bool)]

@@ -142,8 +142,17 @@ class Network(Nodes, Protocol):
         """The packet faults this node's kernel supports (of cluster/base.py's PACKET_KINDS)."""
         ...
 
-    def packet(self, node: str, *, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0,
-               duplicate_pct: float = 0, reorder_pct: float = 0, rate_kbit: float = 0) -> None:
+    def packet(
+        self,
+        node: str,
+        *,
+        delay_ms: float = 0,
+        jitter_ms: float = 0,
+        loss_pct: float = 0,
+        duplicate_pct: float = 0,
+        reorder_pct: float = 0,
+        rate_kbit: float = 0,
+    ) -> None:
         """Shapes the node's outbound packets (all zero: back to normal)."""
         ...
 

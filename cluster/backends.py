@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from faultline.cluster.api import ClusterBackend
 from faultline.cluster.base import ClusterError, ClusterSpec
 
-KINDS = ("docker", "local", "ssh")   # the built-in kinds, which `cluster status` and `down --all` look for
+KINDS = ("docker", "local", "ssh")  # the built-in kinds, which `cluster status` and `down --all` look for
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
@@ -38,9 +38,9 @@ class BackendKind:
     # another process: `--reuse-cluster`, `faultline cluster status`); None when a cluster lives in one
     # process only
     attach: Callable[[str], ClusterBackend] | None = None
-    hidden: bool = False                 # not offered in --help (an in-memory test double)
+    hidden: bool = False  # not offered in --help (an in-memory test double)
     default_quiet_period_s: float = 5.0  # settling time before the final reads, unless the test sets one
-    dbs: frozenset[str] | None = None    # the DBs it can run (None: any)
+    dbs: frozenset[str] | None = None  # the DBs it can run (None: any)
 
     def runs(self, db: str) -> bool:
         """Whether this kind can run the DB named `db`."""
@@ -78,8 +78,13 @@ def kind(name: str) -> BackendKind:
     return found
 
 
-def make_backend(kind: str = "docker", spec: ClusterSpec | Mapping[str, Any] | None = None,
-                 hosts: str | None = None, *, seed: int = 0) -> ClusterBackend:
+def make_backend(
+    kind: str = "docker",
+    spec: ClusterSpec | Mapping[str, Any] | None = None,
+    hosts: str | None = None,
+    *,
+    seed: int = 0,
+) -> ClusterBackend:
     """A backend of `kind` for `spec` (not yet up). `hosts` is the ssh hosts file (required for ssh)."""
     k = _lookup(kind)
     spec_obj = spec if isinstance(spec, ClusterSpec) else ClusterSpec.from_mapping(dict(spec or {}))
@@ -94,7 +99,7 @@ def attach(kind: str, name: str) -> ClusterBackend:
     return k.attach(name)
 
 
-_lookup = kind   # for the functions above, whose parameter `kind` hides the function
+_lookup = kind  # for the functions above, whose parameter `kind` hides the function
 
 
 # ---------------------------------------------------------------- the built-in kinds
@@ -148,7 +153,9 @@ register(BackendKind("ssh", _make_ssh, _attach_ssh))
 # ---------------------------------------------------------------- clusters on this machine
 
 
-def list_clusters(kinds: tuple[str, ...] = KINDS, unreachable: list[str] | None = None) -> list[tuple[str, str]]:
+def list_clusters(
+    kinds: tuple[str, ...] = KINDS, unreachable: list[str] | None = None
+) -> list[tuple[str, str]]:
     """(kind, name) of every cluster this machine knows of; an unreachable backend is skipped, and why
     is appended to `unreachable` (so "no cluster is up" is never said when Docker could not be asked)."""
     from faultline.cluster import state

@@ -25,7 +25,7 @@ HOSTS_ENV = "FAULTLINE_HOSTS_FILE"
 
 CHAIN = "FL-PART"
 LOSS_CHAIN = "FL-LOSS"
-DUP_CHAIN = "FL-DUP"   # in the mangle table: packets cloned to their own destination (duplication)
+DUP_CHAIN = "FL-DUP"  # in the mangle table: packets cloned to their own destination (duplication)
 # What `packet` can do to a node's traffic, and which kernel feature each needs (see `packet_kinds`).
 PACKET_KINDS = ("delay", "reorder", "loss", "duplicate", "rate")
 # `ip route ... proto 188` marks the fallback routes as ours, so heal removes exactly those.
@@ -37,10 +37,12 @@ CLOCK_ENV = "FAULTLINE_CLOCK_OFFSET_FILE"
 _TEMPLATE_RE = re.compile(r"\{(\w+)(?::([\w-]+))?\}")
 
 
-def fill_template(template: Sequence[str], values: Mapping[str, str],
-                  addresses: Callable[[str], list[str]]) -> list[str]:
+def fill_template(
+    template: Sequence[str], values: Mapping[str, str], addresses: Callable[[str], list[str]]
+) -> list[str]:
     """A role template (RoleSpec) filled in: `{word}` from `values`, `{addresses:ROLE}` from `addresses`;
     any other placeholder is an error, never passed through."""
+
     def fill(m: re.Match[str]) -> str:
         word, arg = m.group(1), m.group(2)
         if word == "addresses" and arg:
@@ -103,10 +105,10 @@ class RoleSpec:
     port: int = 0
     dns: str = ""
     argv: list[str] = field(default_factory=list)
-    prepare: list[str] = field(default_factory=list)        # once before the first start ...
-    prepare_unless: str = ""                                 # ... unless this path exists on the node
-    power_cut: list[str] = field(default_factory=list)     # after SIGKILL: drop what never reached fsync
-    user: str = ""   # run the process as this user (the daemon manager drops root just before exec)
+    prepare: list[str] = field(default_factory=list)  # once before the first start ...
+    prepare_unless: str = ""  # ... unless this path exists on the node
+    power_cut: list[str] = field(default_factory=list)  # after SIGKILL: drop what never reached fsync
+    user: str = ""  # run the process as this user (the daemon manager drops root just before exec)
 
     def node_names(self) -> list[str]:
         return [f"{self.prefix}{i}" for i in range(1, self.count + 1)]
@@ -168,16 +170,20 @@ class ClusterSpec:
         for r in self.roles:
             if r.role == name:
                 return r
-        raise ClusterError(f"no role {name!r} in cluster {self.name} (roles: "
-                           f"{', '.join(r.role for r in self.roles) or 'none'})")
+        raise ClusterError(
+            f"no role {name!r} in cluster {self.name} (roles: "
+            f"{', '.join(r.role for r in self.roles) or 'none'})"
+        )
 
     def role_of(self, node: str) -> str:
         """The role a node name belongs to, by its prefix (`m4` is a master when masters are `m`)."""
         for r in self.roles:
             if re.fullmatch(rf"{r.prefix}\d+", node):
                 return r.role
-        raise ClusterError(f"node name {node!r} matches no role of cluster {self.name} "
-                           f"(prefixes: {', '.join(r.prefix for r in self.roles)})")
+        raise ClusterError(
+            f"node name {node!r} matches no role of cluster {self.name} "
+            f"(prefixes: {', '.join(r.prefix for r in self.roles)})"
+        )
 
     def node_names(self) -> list[tuple[str, str, list[str]]]:
         """(name, role, DNS names) of every node `up` creates, in role order."""
@@ -203,7 +209,7 @@ _PARTITION_SH = (
     f'for ip in "$@"; do "$ipt" -w -A {CHAIN} -s "$ip" -j DROP || exit 5; done'
 )
 _ROUTE_SH = (
-    f'ip route flush proto {ROUTE_PROTO} 2>/dev/null; '
+    f"ip route flush proto {ROUTE_PROTO} 2>/dev/null; "
     f'for ip in "$@"; do ip route replace prohibit "$ip/32" proto {ROUTE_PROTO} || exit 5; done'
 )
 _HEAL_SH = (
@@ -212,8 +218,8 @@ _HEAL_SH = (
     '  n=0; while "$ipt" -w -D INPUT -j $c 2>/dev/null && [ $n -lt 50 ]; do n=$((n+1)); done; '
     '  "$ipt" -w -F $c 2>/dev/null; "$ipt" -w -X $c 2>/dev/null; done; '
     '  if "$ipt" -w -S 2>/dev/null | grep -q -e FL-PART -e FL-LOSS; then echo "iptables rules left"; exit 6; fi; '
-    'fi; '
-    f'ip route flush proto {ROUTE_PROTO} 2>/dev/null; '
+    "fi; "
+    f"ip route flush proto {ROUTE_PROTO} 2>/dev/null; "
     f'if [ -n "$(ip route show proto {ROUTE_PROTO} 2>/dev/null)" ]; then echo "routes left"; exit 7; fi; '
     'tc qdisc del dev "$dev" root 2>/dev/null; '
     'if tc qdisc show dev "$dev" 2>/dev/null | grep -q -e netem -e tbf; then echo "netem or tbf left"; exit 8; fi; '
@@ -221,7 +227,7 @@ _HEAL_SH = (
     '  n=0; while "$ipt" -w -t mangle -D OUTPUT -j FL-DUP 2>/dev/null && [ $n -lt 50 ]; do n=$((n+1)); done; '
     '  "$ipt" -w -t mangle -F FL-DUP 2>/dev/null; "$ipt" -w -t mangle -X FL-DUP 2>/dev/null; '
     '  if "$ipt" -w -t mangle -S 2>/dev/null | grep -q FL-DUP; then echo "duplication rules left"; exit 9; fi; '
-    'fi; exit 0'
+    "fi; exit 0"
 )
 # Duplication without netem: clone a random share of outbound packets to each peer, sent to the peer
 # itself (iptables' TEE target), so the peer receives them twice.
@@ -237,12 +243,12 @@ _CLEAR_PACKET_SH = (
     'ipt="$1"; dev="$2"; tc qdisc del dev "$dev" root 2>/dev/null; '
     'if [ "$ipt" != route ]; then '
     f'  "$ipt" -w -F {LOSS_CHAIN} 2>/dev/null; "$ipt" -w -t mangle -F {DUP_CHAIN} 2>/dev/null; '
-    'fi; exit 0'
+    "fi; exit 0"
 )
 # Does this node's kernel have tc netem? (Replaced at once by nothing: a probe, not a fault.)
 _NETEM_PROBE_SH = (
     'dev="$1"; if tc qdisc add dev "$dev" root netem delay 0ms 2>/dev/null; then tc qdisc del dev "$dev" root; '
-    'echo netem; else echo none; fi'
+    "echo netem; else echo none; fi"
 )
 # Loss without netem: drop a random share of inbound packets on the interface (xt_statistic).
 _LOSS_SH = (
@@ -255,8 +261,8 @@ _LOSS_SH = (
 # the container's nat table); else the first that works; else routes.
 _DETECT_SH = (
     'for v in nft legacy; do if iptables-$v-save 2>/dev/null | grep -q "^-A"; then echo iptables-$v; exit 0; fi; done; '
-    'for v in nft legacy; do if iptables-$v -w -S >/dev/null 2>&1; then echo iptables-$v; exit 0; fi; done; '
-    'echo route'
+    "for v in nft legacy; do if iptables-$v -w -S >/dev/null 2>&1; then echo iptables-$v; exit 0; fi; done; "
+    "echo route"
 )
 
 
@@ -322,8 +328,9 @@ class NodeBackend:
     def sync_hosts_file(self) -> Path:
         p = self.hosts_file()
         p.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(f"{i.address} {n} {' '.join(i.dns)}".rstrip() + "\n" for n, i in self.info.items()
-                       if i.address)
+        text = "".join(
+            f"{i.address} {n} {' '.join(i.dns)}".rstrip() + "\n" for n, i in self.info.items() if i.address
+        )
         tmp = p.with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(p)
@@ -370,12 +377,14 @@ class NodeBackend:
         try:
             return self.info[node]
         except KeyError:
-            raise ClusterError(f"no node {node!r} in cluster {self.spec.name} "
-                               f"(nodes: {', '.join(self.info) or 'none'})") from None
+            raise ClusterError(
+                f"no node {node!r} in cluster {self.spec.name} (nodes: {', '.join(self.info) or 'none'})"
+            ) from None
 
     # ------------------------------------------------------------------ running things on a node
-    def run(self, node: str, argv: Sequence[str], timeout: float = 30, check: bool = True,
-            step: str = "") -> tuple[int, str, str]:
+    def run(
+        self, node: str, argv: Sequence[str], timeout: float = 30, check: bool = True, step: str = ""
+    ) -> tuple[int, str, str]:
         rc, out, err = self.remote.exec(node, list(argv), timeout)
         if check and rc != 0:
             what = step or " ".join(shlex.quote(a) for a in argv[:4])
@@ -387,8 +396,16 @@ class NodeBackend:
         return ["env", f"PYTHONPATH={self.source_dir(node)}", "PYTHONDONTWRITEBYTECODE=1"]
 
     def _daemon_argv(self, node: str, action: str, extra: Sequence[str] = ()) -> list[str]:
-        return [*self.env_argv(node), self.python(node), "-m", "faultline.cluster.daemon", action,
-                "--dir", self.node_dir(node), *extra]
+        return [
+            *self.env_argv(node),
+            self.python(node),
+            "-m",
+            "faultline.cluster.daemon",
+            action,
+            "--dir",
+            self.node_dir(node),
+            *extra,
+        ]
 
     def _daemon(self, node: str, action: str, extra: Sequence[str] = (), timeout: float = 30) -> str:
         return self.run(node, self._daemon_argv(node, action, extra), timeout, step=f"daemon {action}")[1]
@@ -402,8 +419,14 @@ class NodeBackend:
         info = self._node(node)
         role = self._role(node)
         port = role.port if role else 0
-        values = {"python": self.python(node), "dir": self.node_dir(node), "name": node, "address": info.address,
-                  "port": str(port), "advertise": f"{info.dns[0] if info.dns else info.address}:{port}"}
+        values = {
+            "python": self.python(node),
+            "dir": self.node_dir(node),
+            "name": node,
+            "address": info.address,
+            "port": str(port),
+            "advertise": f"{info.dns[0] if info.dns else info.address}:{port}",
+        }
         return fill_template(template, values, self.addresses)
 
     def process_argv(self, node: str) -> list[str] | None:
@@ -420,8 +443,12 @@ class NodeBackend:
         role = self._role(node)
         assert role is not None
         d = self.node_dir(node)
-        env = [f"--env=PYTHONPATH={self.source_dir(node)}", "--env=PYTHONUNBUFFERED=1",
-               "--env=PYTHONDONTWRITEBYTECODE=1", f"--env={CLOCK_ENV}={self.clock_file(node)}"]
+        env = [
+            f"--env=PYTHONPATH={self.source_dir(node)}",
+            "--env=PYTHONUNBUFFERED=1",
+            "--env=PYTHONDONTWRITEBYTECODE=1",
+            f"--env={CLOCK_ENV}={self.clock_file(node)}",
+        ]
         ft = ["--faketime", self.clock_file(node)] if self.spec.faketime else []
         prep: list[str] = []
         if role.prepare:
@@ -429,8 +456,9 @@ class NodeBackend:
             if role.prepare_unless:
                 prep += ["--prepare-unless", self.expand(node, [role.prepare_unless])[0]]
         user = ["--user", role.user] if role.user else []
-        self._daemon(node, "start", ["--name", role.role, *env, *ft, *prep, *user, "--cwd", d, "--", *argv],
-                     timeout=90)
+        self._daemon(
+            node, "start", ["--name", role.role, *env, *ft, *prep, *user, "--cwd", d, "--", *argv], timeout=90
+        )
 
     def stop(self, node: str) -> None:
         self._daemon(node, "stop", ["--name", self._node(node).role], timeout=40)
@@ -448,13 +476,15 @@ class NodeBackend:
         if role and role.power_cut:
             argv = [*self.env_argv(node), *self.expand(node, role.power_cut)]
             deadline = time.monotonic() + 10
-            while True:   # the killed process's lock can outlive it for a moment
+            while True:  # the killed process's lock can outlive it for a moment
                 rc, out, err = self.run(node, argv, 60, check=False)
                 if rc == 0 or "in use" not in err or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
             if rc != 0:
-                raise ClusterError(f"{node}: power cut of the data failed (exit {rc}): {(err or out).strip()[-500:]}")
+                raise ClusterError(
+                    f"{node}: power cut of the data failed (exit {rc}): {(err or out).strip()[-500:]}"
+                )
             report = json.loads(out.strip().splitlines()[-1])
         if restart:
             self.start(node)
@@ -555,6 +585,7 @@ class NodeBackend:
     def residue(self) -> list[str]:
         """What faults left behind, one line each: partition rules, lossy links, netem, node processes
         not running, clock offsets. Empty after a clean heal; the runner reports anything else."""
+
         def check(n: str) -> list[str]:
             out = []
             blocked = self._blocked(n)
@@ -602,8 +633,9 @@ class NodeBackend:
         errors: list[str] = []
 
         def heal(n: str) -> None:
-            rc, out, err = self.run(n, ["sh", "-c", _HEAL_SH, "sh", self.iptables(n), self.iface(n)], 30,
-                                    check=False)
+            rc, out, err = self.run(
+                n, ["sh", "-c", _HEAL_SH, "sh", self.iptables(n), self.iface(n)], 30, check=False
+            )
             if rc != 0:
                 errors.append(f"{n}: {(out + err).strip()}")
 
@@ -620,29 +652,59 @@ class NodeBackend:
         """The packet faults this node's kernel can do (PACKET_KINDS): delay and reorder need tc netem;
         loss and duplication fall back to iptables (statistic, TEE), a rate limit to tc tbf."""
         if node not in self._kinds:
-            netem = self.run(node, ["sh", "-c", _NETEM_PROBE_SH, "sh", self.iface(node)], 20)[1].strip() == "netem"
+            netem = (
+                self.run(node, ["sh", "-c", _NETEM_PROBE_SH, "sh", self.iface(node)], 20)[1].strip()
+                == "netem"
+            )
             ipt = self.iptables(node) != "route"
-            self._kinds[node] = tuple(k for k in PACKET_KINDS if netem or (k in ("loss", "duplicate") and ipt)
-                                      or k == "rate")
+            self._kinds[node] = tuple(
+                k for k in PACKET_KINDS if netem or (k in ("loss", "duplicate") and ipt) or k == "rate"
+            )
         return self._kinds[node]
 
-    def packet(self, node: str, *, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0,
-               duplicate_pct: float = 0, reorder_pct: float = 0, rate_kbit: float = 0) -> None:
+    def packet(
+        self,
+        node: str,
+        *,
+        delay_ms: float = 0,
+        jitter_ms: float = 0,
+        loss_pct: float = 0,
+        duplicate_pct: float = 0,
+        reorder_pct: float = 0,
+        rate_kbit: float = 0,
+    ) -> None:
         """Delays, reorders, drops, duplicates or rate-limits the node's outbound packets (inbound, for
         loss without netem); all zeros restores the link. A kind the kernel cannot do (packet_kinds)
         raises a ClusterError before anything changes."""
-        wanted = {"delay": delay_ms or jitter_ms, "reorder": reorder_pct, "loss": loss_pct,
-                  "duplicate": duplicate_pct, "rate": rate_kbit}
+        wanted = {
+            "delay": delay_ms or jitter_ms,
+            "reorder": reorder_pct,
+            "loss": loss_pct,
+            "duplicate": duplicate_pct,
+            "rate": rate_kbit,
+        }
         missing = [k for k, v in wanted.items() if v and k not in self.packet_kinds(node)]
         if missing:
-            raise ClusterError(f"{node}: {', '.join(missing)} needs tc netem, which this kernel lacks "
-                               "(CONFIG_NET_SCH_NETEM); it can do " + ", ".join(self.packet_kinds(node)))
+            raise ClusterError(
+                f"{node}: {', '.join(missing)} needs tc netem, which this kernel lacks "
+                "(CONFIG_NET_SCH_NETEM); it can do " + ", ".join(self.packet_kinds(node))
+            )
         ipt, dev = self.iptables(node), self.iface(node)
         self.run(node, ["sh", "-c", _CLEAR_PACKET_SH, "sh", ipt, dev], 30, step="clear packet faults")
         if not any(wanted.values()):
             return
         if "delay" in self.packet_kinds(node):  # the kernel has netem: one qdisc does it all
-            argv = ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", f"{float(delay_ms):.3f}ms"]
+            argv = [
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                dev,
+                "root",
+                "netem",
+                "delay",
+                f"{float(delay_ms):.3f}ms",
+            ]
             argv += [f"{float(jitter_ms):.3f}ms"] if jitter_ms else []
             argv += ["loss", f"{float(loss_pct):.3f}%"] if loss_pct else []
             argv += ["duplicate", f"{float(duplicate_pct):.3f}%"] if duplicate_pct else []
@@ -651,15 +713,41 @@ class NodeBackend:
             self.run(node, argv, 20, step="tc netem")
             return
         if loss_pct:
-            self.run(node, ["sh", "-c", _LOSS_SH, "sh", ipt, dev, f"{min(float(loss_pct), 100) / 100:.4f}"], 20,
-                     step="iptables statistic loss")
+            self.run(
+                node,
+                ["sh", "-c", _LOSS_SH, "sh", ipt, dev, f"{min(float(loss_pct), 100) / 100:.4f}"],
+                20,
+                step="iptables statistic loss",
+            )
         if duplicate_pct:
             peers = sorted(check_ip(i.address) for n, i in self.info.items() if n != node and i.address)
-            self.run(node, ["sh", "-c", _DUP_SH, "sh", ipt, f"{min(float(duplicate_pct), 100) / 100:.4f}", *peers],
-                     20, step="iptables TEE duplication")
+            self.run(
+                node,
+                ["sh", "-c", _DUP_SH, "sh", ipt, f"{min(float(duplicate_pct), 100) / 100:.4f}", *peers],
+                20,
+                step="iptables TEE duplication",
+            )
         if rate_kbit:
-            self.run(node, ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{int(rate_kbit)}kbit",
-                            "burst", "32kbit", "latency", "400ms"], 20, step="tc tbf rate limit")
+            self.run(
+                node,
+                [
+                    "tc",
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    dev,
+                    "root",
+                    "tbf",
+                    "rate",
+                    f"{int(rate_kbit)}kbit",
+                    "burst",
+                    "32kbit",
+                    "latency",
+                    "400ms",
+                ],
+                20,
+                step="tc tbf rate limit",
+            )
 
     # ------------------------------------------------------------------ helpers
     def _parallel(self, fn, items: list, workers: int = 8) -> list:
@@ -679,17 +767,24 @@ class NodeBackend:
 
     def can_connect(self, node: str, target: str, port: int, timeout: float = 2) -> bool:
         """One TCP connect from `node` to target:port (target: node name, DNS name or address)."""
-        code = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), "
-                "float(sys.argv[3])).close()\nexcept OSError as e:\n print(e); sys.exit(1)")
-        rc, _, _ = self.remote.exec(node, [self.python(node), "-c", code, target, str(port), str(timeout)],
-                                    timeout + 10)
+        code = (
+            "import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), "
+            "float(sys.argv[3])).close()\nexcept OSError as e:\n print(e); sys.exit(1)"
+        )
+        rc, _, _ = self.remote.exec(
+            node, [self.python(node), "-c", code, target, str(port), str(timeout)], timeout + 10
+        )
         return rc == 0
 
     def describe(self) -> dict[str, Any]:
         """Plain data for `status` and test.json: nodes, roles, addresses, DNS names, daemon states."""
-        return {"name": self.spec.name, "backend": self.kind, "spec": asdict(self.spec),
-                "addresses": {r.role: r.addresses() for r in self.spec.roles},
-                "nodes": [asdict(i) for i in self.info.values()]}
+        return {
+            "name": self.spec.name,
+            "backend": self.kind,
+            "spec": asdict(self.spec),
+            "addresses": {r.role: r.addresses() for r in self.spec.roles},
+            "nodes": [asdict(i) for i in self.info.values()],
+        }
 
     def collect(self, dest: str | Path) -> list[Path]:
         """Copies each node's logs and data into dest/<node>/ (the run directory's nodes/), every node at

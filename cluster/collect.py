@@ -50,7 +50,7 @@ def write_sparse(src: IO[bytes], dest: Path, size: int | None = None) -> None:
             block = src.read(BLOCK)
             if not block:
                 break
-            if block == _ZEROS[:len(block)]:
+            if block == _ZEROS[: len(block)]:
                 out.seek(len(block), os.SEEK_CUR)
             else:
                 out.write(block)

@@ -27,8 +27,12 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
-FAKETIME_LIBS = ("/usr/lib/*/faketime/libfaketimeMT.so.1", "/usr/lib/*/faketime/libfaketime.so.1",
-                 "/usr/lib/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketime.so.1")
+FAKETIME_LIBS = (
+    "/usr/lib/*/faketime/libfaketimeMT.so.1",
+    "/usr/lib/*/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+)
 
 
 def _pidfile(d: Path, name: str) -> Path:
@@ -101,8 +105,15 @@ def _as_user(user: str | None) -> _UserArgs:
     return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": os.getgrouplist(user, entry.pw_gid)}
 
 
-def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: str | None, cwd: str | None,
-          user: str | None = None) -> int:
+def start(
+    d: Path,
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    faketime: str | None,
+    cwd: str | None,
+    user: str | None = None,
+) -> int:
     if read_pid(d, name) is not None:
         print(f"{name}: already running")
         return 0
@@ -119,14 +130,30 @@ def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: st
         ft.parent.mkdir(parents=True, exist_ok=True)
         if not ft.exists():
             ft.write_text("+0\n")
-        full_env.update({"LD_PRELOAD": lib, "FAKETIME_TIMESTAMP_FILE": str(ft), "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                         "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_RESET": "1"})
+        full_env.update(
+            {
+                "LD_PRELOAD": lib,
+                "FAKETIME_TIMESTAMP_FILE": str(ft),
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                "FAKETIME_CACHE_DURATION": "1",
+                "FAKETIME_DONT_RESET": "1",
+            }
+        )
     log = open(d / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (handed to the child)
     log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} start {argv!r}\n".encode())
     log.flush()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=full_env,
-                                cwd=cwd, start_new_session=True, close_fds=True, **_as_user(user))
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+            **_as_user(user),
+        )
     except (OSError, KeyError) as exc:
         print(f"{name}: cannot start {argv[0]}: {exc}", file=sys.stderr)
         return 4
@@ -138,8 +165,10 @@ def start(d: Path, name: str, argv: list[str], env: dict[str, str], faketime: st
     deadline = time.monotonic() + 0.4
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            print(f"{name}: exited at once with {proc.returncode}:\n" + "\n".join(_this_start(d, name)),
-                  file=sys.stderr)
+            print(
+                f"{name}: exited at once with {proc.returncode}:\n" + "\n".join(_this_start(d, name)),
+                file=sys.stderr,
+            )
             return 5
         time.sleep(0.05)
     print(f"{name}: started pid {proc.pid}")
@@ -151,7 +180,7 @@ def _this_start(d: Path, name: str, head: int = 5, tail: int = 10) -> list[str]:
     usually named, before any usage text) and the last ones."""
     lines = (d / "logs" / f"{name}.log").read_text(errors="replace").splitlines()
     starts = [i for i, ln in enumerate(lines) if ln.startswith("--- ") and " start " in ln]
-    lines = lines[starts[-1] + 1:] if starts else lines
+    lines = lines[starts[-1] + 1 :] if starts else lines
     if len(lines) <= head + tail:
         return lines
     return [*lines[:head], f"... ({len(lines) - head - tail} lines)", *lines[-tail:]]
@@ -213,7 +242,7 @@ def stop(d: Path, name: str, grace: float) -> int:
     if pid is None:
         print(f"{name}: not running")
         return 0
-    _signal(d, name, signal.SIGTERM, tree=False)   # the daemon's own shutdown takes its children down
+    _signal(d, name, signal.SIGTERM, tree=False)  # the daemon's own shutdown takes its children down
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if read_pid(d, name) is None:
@@ -248,7 +277,9 @@ def kill(d: Path, name: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m faultline.cluster.daemon", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m faultline.cluster.daemon", description=__doc__.splitlines()[0]
+    )
     p.add_argument("action", choices=["start", "stop", "kill", "pause", "resume", "status"])
     p.add_argument("--dir", required=True, type=Path, help="state directory (logs/, run/)")
     p.add_argument("--name", action="append", default=[], help="daemon name (repeatable for status)")
@@ -264,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, cmd = argv[:cut], argv[cut + 1:]
+        argv, cmd = argv[:cut], argv[cut + 1 :]
     a = p.parse_args(argv)
     a.argv = cmd
     names = a.name or []
@@ -281,12 +312,24 @@ def main(argv: list[str] | None = None) -> int:
         if not a.argv:
             p.error("start needs a command after --")
         env = dict(kv.split("=", 1) for kv in a.env)
-        if a.prepare and read_pid(a.dir, name) is None and not (a.prepare_unless and Path(a.prepare_unless).exists()):
-            prep = subprocess.run(json.loads(a.prepare), env={**os.environ, **env}, capture_output=True, text=True,
-                                  cwd=a.cwd, timeout=120)
+        if (
+            a.prepare
+            and read_pid(a.dir, name) is None
+            and not (a.prepare_unless and Path(a.prepare_unless).exists())
+        ):
+            prep = subprocess.run(
+                json.loads(a.prepare),
+                env={**os.environ, **env},
+                capture_output=True,
+                text=True,
+                cwd=a.cwd,
+                timeout=120,
+            )
             if prep.returncode != 0:
-                print(f"{name}: prepare step failed ({prep.returncode}): {(prep.stderr or prep.stdout).strip()}",
-                      file=sys.stderr)
+                print(
+                    f"{name}: prepare step failed ({prep.returncode}): {(prep.stderr or prep.stdout).strip()}",
+                    file=sys.stderr,
+                )
                 return 9
         return start(a.dir, name, a.argv, env, a.faketime, a.cwd, a.user)
     if a.action == "stop":

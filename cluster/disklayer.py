@@ -136,8 +136,9 @@ def residue(kind: str, cluster: str) -> list[str]:
     return [line for d in _node_dirs(kind, cluster) for line in layerctl.residue_node(d)]
 
 
-def mount_node(kind: str, cluster: str, node: str, mountpoints: list[Path] | None = None,
-               count: int = 0) -> list[Layer]:
+def mount_node(
+    kind: str, cluster: str, node: str, mountpoints: list[Path] | None = None, count: int = 0
+) -> list[Layer]:
     """Mounts a layer per data directory of `node`: at `mountpoints` (the local backend mounts at the
     data directories themselves), or `count` of them at their own folders (Docker bind-mounts those)."""
     base = layer_root(kind, cluster) / node
@@ -163,9 +164,11 @@ def leftovers() -> list[str]:
 def clusters_with_layers() -> list[tuple[str, str]]:
     """(kind, cluster) of every cluster whose disk layer folder is on this machine."""
     out = []
-    for kind in ("docker", "local"):   # the SSH backend's layers live on its hosts (SSHBackend.down)
+    for kind in ("docker", "local"):  # the SSH backend's layers live on its hosts (SSHBackend.down)
         base = layer_root(kind, "x").parent
-        out += [(kind, d.name[len(kind) + 1:]) for d in sorted(base.glob(f"{kind}-*"))] if base.is_dir() else []
+        out += (
+            [(kind, d.name[len(kind) + 1 :]) for d in sorted(base.glob(f"{kind}-*"))] if base.is_dir() else []
+        )
     return out
 
 

@@ -94,8 +94,13 @@ def image_packages(packages: Sequence[str] = ()) -> list[str]:
 
 def image_tag(packages: Sequence[str] = (), python_packages: Sequence[str] = ()) -> str:
     """`faultline-node:<hash of the inputs>`: the packages, the pinned wheels and the recipe version."""
-    inputs = {"suite": SUITE, "packages": image_packages(packages), "py": py_dep_pins(python_packages),
-              "recipe": RECIPE_VERSION, "excludes": DPKG_EXCLUDES}
+    inputs = {
+        "suite": SUITE,
+        "packages": image_packages(packages),
+        "py": py_dep_pins(python_packages),
+        "recipe": RECIPE_VERSION,
+        "excludes": DPKG_EXCLUDES,
+    }
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     return f"{IMAGE_REPO}:{digest}"
 
@@ -108,9 +113,11 @@ def _recipe_hash() -> str:
 
 
 def _content_labels(packages: Sequence[str], python_packages: Sequence[str]) -> dict[str, str]:
-    return {f"{IMAGE_LABEL}.recipe": _recipe_hash(),
-            f"{IMAGE_LABEL}.packages": ",".join(image_packages(packages)),
-            f"{IMAGE_LABEL}.py": ",".join(py_dep_pins(python_packages))}
+    return {
+        f"{IMAGE_LABEL}.recipe": _recipe_hash(),
+        f"{IMAGE_LABEL}.packages": ",".join(image_packages(packages)),
+        f"{IMAGE_LABEL}.py": ",".join(py_dep_pins(python_packages)),
+    }
 
 
 def covering_image(packages: Sequence[str] = (), python_packages: Sequence[str] = ()) -> str | None:
@@ -119,7 +126,9 @@ def covering_image(packages: Sequence[str] = (), python_packages: Sequence[str] 
     it instead of building an image of their own (a minute each on two cores)."""
     want_deb, want_py = set(image_packages(packages)), set(py_dep_pins(python_packages))
     found = []
-    for img in _docker().images.list(name=IMAGE_REPO, filters={"label": f"{IMAGE_LABEL}.recipe={_recipe_hash()}"}):
+    for img in _docker().images.list(
+        name=IMAGE_REPO, filters={"label": f"{IMAGE_LABEL}.recipe={_recipe_hash()}"}
+    ):
         labels = img.labels or {}
         deb = set(filter(None, labels.get(f"{IMAGE_LABEL}.packages", "").split(",")))
         py = set(filter(None, labels.get(f"{IMAGE_LABEL}.py", "").split(",")))
@@ -130,6 +139,7 @@ def covering_image(packages: Sequence[str] = (), python_packages: Sequence[str] 
 
 
 # ---------------------------------------------------------------- apt sources of this machine
+
 
 def _one_line_sources(text: str) -> list[tuple[str, str, list[str]]]:
     out = []
@@ -194,13 +204,15 @@ def apt_sources(root: Path = Path("/etc/apt")) -> list[str]:
 
 # ---------------------------------------------------------------- build
 
+
 def _run(step: str, argv: list[str], timeout: float, log: Callable[[str], None]) -> None:
     log(f"  {step}: {' '.join(argv[:3])} ...")
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError as exc:
-        raise ImageBuildError(f"step '{step}' failed: {exc.filename} not found "
-                              "(run scripts/system-deps.sh)") from exc
+        raise ImageBuildError(
+            f"step '{step}' failed: {exc.filename} not found (run scripts/system-deps.sh)"
+        ) from exc
     except subprocess.TimeoutExpired as exc:
         raise ImageBuildError(f"step '{step}' failed: timed out after {timeout:.0f} s") from exc
     if proc.returncode != 0:
@@ -212,14 +224,39 @@ def download_wheels(dest: Path, pins: list[str], log: Callable[[str], None]) -> 
     """cp311 manylinux wheels for the pinned deps, fetched on the host (the image has no pip network)."""
     dest.mkdir(parents=True, exist_ok=True)
     have = {p.name.lower() for p in dest.glob("*.whl")}
-    if all(any(h.startswith(pin.replace("==", "-").lower()) for h in have) for pin in pins if "==" in pin) \
-            and all("==" in pin for pin in pins):
+    if all(
+        any(h.startswith(pin.replace("==", "-").lower()) for h in have) for pin in pins if "==" in pin
+    ) and all("==" in pin for pin in pins):
         log("  wheels: cached")
         return
-    _run("download wheels", [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
-                             "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
-                             "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-                             "--platform", "manylinux_2_28_x86_64", "-d", str(dest), *pins], 600, log)
+    _run(
+        "download wheels",
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp311",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "-d",
+            str(dest),
+            *pins,
+        ],
+        600,
+        log,
+    )
 
 
 def _docker():
@@ -238,8 +275,12 @@ def image_exists(tag: str) -> bool:
         return False
 
 
-def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (), rebuild: bool = False,
-                log: Callable[[str], None] = lambda s: None) -> BuildReport:
+def build_image(
+    packages: Sequence[str] = (),
+    python_packages: Sequence[str] = (),
+    rebuild: bool = False,
+    log: Callable[[str], None] = lambda s: None,
+) -> BuildReport:
     """Build the node image for a DB's packages unless an image with the same input hash exists, or one
     of the same recipe with all of those packages and more (covering_image), or `rebuild`."""
     t0 = time.monotonic()
@@ -257,8 +298,9 @@ def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (
     if covering is not None:
         return BuildReport(covering, False, time.monotonic() - t0)
     if shutil.which("mmdebstrap") is None:
-        raise ImageBuildError("step 'find mmdebstrap' failed: mmdebstrap is not installed "
-                              "(run scripts/system-deps.sh)")
+        raise ImageBuildError(
+            "step 'find mmdebstrap' failed: mmdebstrap is not installed (run scripts/system-deps.sh)"
+        )
     log(f"building {tag}")
     old_id = None
     with contextlib.suppress(Exception):
@@ -271,8 +313,14 @@ def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (
     with tempfile.TemporaryDirectory(prefix="faultline-image-") as tmp:
         rootfs = Path(tmp) / "rootfs.tar"
         names = " ".join(p.split("==")[0] for p in pins)
-        install = ([f'--customize-hook=chroot "$1" {VENV}/bin/pip install -q --no-index --no-compile '
-                    f'--find-links /tmp/wheels {names}'] if names else [])
+        install = (
+            [
+                f'--customize-hook=chroot "$1" {VENV}/bin/pip install -q --no-index --no-compile '
+                f"--find-links /tmp/wheels {names}"
+            ]
+            if names
+            else []
+        )
         hooks = [
             f'--customize-hook=mkdir -p "$1/tmp/wheels" && cp {wheels}/*.whl "$1/tmp/wheels/" 2>/dev/null; true',
             f'--customize-hook=chroot "$1" python3 -m venv {VENV}',
@@ -282,8 +330,17 @@ def build_image(packages: Sequence[str] = (), python_packages: Sequence[str] = (
             '--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*',
             '--customize-hook=mkdir -p "$1/run/sshd" "$1/var/lib/faultline"',
         ]
-        argv = ["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(image_packages(packages))}",
-                *[f"--dpkgopt={x}" for x in DPKG_EXCLUDES], *hooks, SUITE, str(rootfs), *sources]
+        argv = [
+            "mmdebstrap",
+            "--variant=apt",
+            "--quiet",
+            f"--include={','.join(image_packages(packages))}",
+            *[f"--dpkgopt={x}" for x in DPKG_EXCLUDES],
+            *hooks,
+            SUITE,
+            str(rootfs),
+            *sources,
+        ]
         s = time.monotonic()
         _run("mmdebstrap root filesystem", argv, 1200, log)
         steps["rootfs"] = time.monotonic() - s

@@ -72,7 +72,9 @@ def node_layers(base: Path) -> list[tuple[Path, Path]]:
     """(folder, mount point) of a node's layers, in the order of its data directories."""
     if not base.is_dir():
         return []
-    roots = sorted((p for p in base.glob("[0-9]*") if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    roots = sorted(
+        (p for p in base.glob("[0-9]*") if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)
+    )
     return [(r, mountpoint_of(r)) for r in roots]
 
 
@@ -86,8 +88,13 @@ def mount(binary: str, root: Path, mountpoint: Path | None = None, timeout: floa
     target.mkdir(parents=True, exist_ok=True)
     (root / "mountpoint").write_text(str(target))
     with open(root / "layer.log", "ab") as log:
-        proc = subprocess.Popen([binary, str(root / "backing"), str(target), str(root / "ctl.sock")],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        proc = subprocess.Popen(
+            [binary, str(root / "backing"), str(target), str(root / "ctl.sock")],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
     (root / "pid").write_text(str(proc.pid))
     deadline = time.monotonic() + timeout
     while not (is_mounted(target) and (root / "ctl.sock").exists()):
@@ -232,8 +239,11 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"ok": serve(json.loads(argv[1]))}))
         return 0
     except Exception as exc:  # one line back to the controller, which raises it there
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, DiskLayerError)
-                          else str(exc)}))
+        print(
+            json.dumps(
+                {"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, DiskLayerError) else str(exc)}
+            )
+        )
         return 1
 
 

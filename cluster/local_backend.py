@@ -46,8 +46,10 @@ class LocalUnavailable(ClusterError):
 
 def require_root() -> None:
     if os.geteuid() != 0:
-        raise LocalUnavailable("the local backend needs root (it creates network namespaces): run as root, "
-                               "or use --cluster docker")
+        raise LocalUnavailable(
+            "the local backend needs root (it creates network namespaces): run as root, "
+            "or use --cluster docker"
+        )
     if shutil.which("ip") is None:
         raise LocalUnavailable("the local backend needs iproute2 (`ip`): run scripts/system-deps.sh")
 
@@ -72,8 +74,13 @@ class LocalRemote:
     def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
         ns = self.b._node(node).host
         try:
-            p = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True,
-                               timeout=timeout, stdin=subprocess.DEVNULL)
+            p = subprocess.run(
+                ["ip", "netns", "exec", ns, *argv],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as exc:
             raise RemoteTimeout(f"{node}: {' '.join(argv[:3])} timed out after {timeout:.1f} s") from exc
         return p.returncode, p.stdout, p.stderr
@@ -125,8 +132,10 @@ class LocalBackend(NodeBackend):
             self.cid = cluster_id(self.spec.name)
         existing = set(_netns_list())
         if self.hub in existing or state.load("local", self.spec.name):
-            raise ClusterError(f"a local cluster named {self.spec.name!r} already exists; "
-                               f"`faultline cluster down --cluster local --name {self.spec.name}` first")
+            raise ClusterError(
+                f"a local cluster named {self.spec.name!r} already exists; "
+                f"`faultline cluster down --cluster local --name {self.spec.name}` first"
+            )
         try:
             self.subnet = _free_subnet()
             self._save()
@@ -181,7 +190,10 @@ class LocalBackend(NodeBackend):
         (NETNS_ETC / ns / "hosts").touch()
 
     def _hosts_text(self) -> str:
-        lines = ["127.0.0.1\tlocalhost", f"{self.subnet.network_address + 254}\tcontroller" if self.subnet else ""]
+        lines = [
+            "127.0.0.1\tlocalhost",
+            f"{self.subnet.network_address + 254}\tcontroller" if self.subnet else "",
+        ]
         for n, i in self.info.items():
             lines.append(f"{i.address}\t{n} {' '.join(i.dns)}".rstrip())
         return "\n".join(x for x in lines if x) + "\n"
@@ -197,9 +209,15 @@ class LocalBackend(NodeBackend):
                 f.truncate()
 
     def _save(self) -> None:
-        state.save("local", self.spec.name, {
-            "spec": self.spec.to_mapping(), "subnet": str(self.subnet) if self.subnet else None,
-            "nodes": {n: i.__dict__ for n, i in self.info.items()}})
+        state.save(
+            "local",
+            self.spec.name,
+            {
+                "spec": self.spec.to_mapping(),
+                "subnet": str(self.subnet) if self.subnet else None,
+                "nodes": {n: i.__dict__ for n, i in self.info.items()},
+            },
+        )
 
     @classmethod
     def attach(cls, name: str) -> LocalBackend:
@@ -218,7 +236,7 @@ class LocalBackend(NodeBackend):
         _kill_ns(self.hub)
         _ip("netns", "del", self.hub, check=False)
         _ip("link", "del", self.host_link, check=False)
-        with disk_errors():   # before the data goes: it is under them
+        with disk_errors():  # before the data goes: it is under them
             disklayer.unmount_cluster(self.kind, self.spec.name)
         shutil.rmtree(DATA_ROOT / self.spec.name, ignore_errors=True)
         state.remove("local", self.spec.name)
@@ -292,10 +310,15 @@ def leftovers() -> dict[str, list[str]]:
     """Every Faultline namespace, host link and state file on this machine (for `down --all` and tests)."""
     links = []
     with contextlib.suppress(Exception):
-        links = [ln["ifname"] for ln in json.loads(_ip("-j", "link").stdout) if ln["ifname"].startswith(PREFIX)]
-    return {"namespaces": [n for n in _netns_list() if n.startswith(PREFIX)], "links": links,
-            "hosts_dirs": sorted(str(p) for p in NETNS_ETC.glob(f"{PREFIX}*")) if NETNS_ETC.is_dir() else [],
-            "state": state.names("local")}
+        links = [
+            ln["ifname"] for ln in json.loads(_ip("-j", "link").stdout) if ln["ifname"].startswith(PREFIX)
+        ]
+    return {
+        "namespaces": [n for n in _netns_list() if n.startswith(PREFIX)],
+        "links": links,
+        "hosts_dirs": sorted(str(p) for p in NETNS_ETC.glob(f"{PREFIX}*")) if NETNS_ETC.is_dir() else [],
+        "state": state.names("local"),
+    }
 
 
 def remove_all() -> int:

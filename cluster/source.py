@@ -49,8 +49,9 @@ def host_pythonpath() -> str:
     return str(folder)
 
 
-def node_tarball(subpackages: tuple[str, ...] = NODE_SUBPACKAGES,
-                 modules: dict[str, tuple[str, ...]] | None = None) -> bytes:
+def node_tarball(
+    subpackages: tuple[str, ...] = NODE_SUBPACKAGES, modules: dict[str, tuple[str, ...]] | None = None
+) -> bytes:
     """A gzipped tarball of `faultline/__init__.py` and the named subpackages, to unpack into a folder
     that goes on a node's PYTHONPATH. `modules` narrows a subpackage to some of its files (default
     NODE_MODULES)."""

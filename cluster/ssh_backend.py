@@ -71,21 +71,21 @@ MARKER = ".faultline-created"
 # Faultline's: refuse it, unless it is empty (an image's mount point), which is taken over and marked.
 # The old source is replaced; the workdir (node data) is kept.
 _CLAIM_SH = (
-    'm=' + MARKER + '; tgz=$1; shift\n'
+    "m=" + MARKER + "; tgz=$1; shift\n"
     'for d in "$@"; do\n'
     '  if [ -e "$d" ] && [ ! -f "$d/$m" ] && ! { [ -d "$d" ] && [ -z "$(ls -A -- "$d")" ]; }; then\n'
     '    echo "$d exists and Faultline did not create it (no $m in it): give a dedicated directory" >&2; exit 3\n'
-    '  fi\n'
-    'done\n'
+    "  fi\n"
+    "done\n"
     'rm -rf -- "$1" && mkdir -p "$1" "$2" && touch "$1/$m" "$2/$m" && tar -xzf "$tgz" -C "$1" && rm -f "$tgz"\n'
 )
 # Deletes each directory that holds the marker; one without it is left alone and named on stderr.
 _REMOVE_SH = (
-    'm=' + MARKER + '\n'
+    "m=" + MARKER + "\n"
     'for d in "$@"; do\n'
     '  if [ -f "$d/$m" ] && [ ! -L "$d" ]; then rm -rf -- "$d"\n'
     '  elif [ -e "$d" ]; then echo "kept $d: Faultline did not create it (no $m in it)" >&2; fi\n'
-    'done\n'
+    "done\n"
 )
 # The node's disk layers (cluster/layerctl.py's `base`) and the layer binary, inside its workdir.
 LAYER_DIR = ".faultline-disk"
@@ -146,7 +146,10 @@ HOST_RULES: dict[str, tuple[Callable[[object], bool], str]] = {
     "address": (_is_text, "a host name or IP address"),
     "role": (lambda v: isinstance(v, str), "a role name (master, tserver, ...)"),
     "user": (_is_text, "a user name"),
-    "port": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536, "a port number (1-65535)"),
+    "port": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536,
+        "a port number (1-65535)",
+    ),
     "key": (_is_text, "the path of a private key"),
     "known_hosts": (_is_text, "the path of a known_hosts file"),
     "accept_new_host_keys": (lambda v: isinstance(v, bool), "true or false"),
@@ -205,8 +208,9 @@ def fit_spec(spec: ClusterSpec, hosts: list[SSHHost]) -> None:
     for r in spec.roles:
         wanted, r.count = r.count, sum(h.role == r.role for h in hosts)
         if wanted and not r.count:
-            raise ValueError(f"hosts file: no {r.role} (name them {r.prefix}1, {r.prefix}2, ... "
-                             f"or set role = \"{r.role}\")")
+            raise ValueError(
+                f'hosts file: no {r.role} (name them {r.prefix}1, {r.prefix}2, ... or set role = "{r.role}")'
+            )
 
 
 class _AcceptNew:
@@ -253,15 +257,27 @@ class SSHRemote:
         else:
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
-            client.connect(h.address, port=h.port, username=h.user, key_filename=os.path.expanduser(h.key),
-                           timeout=h.connect_timeout, banner_timeout=h.connect_timeout,
-                           auth_timeout=h.connect_timeout, look_for_keys=False, allow_agent=False)
+            client.connect(
+                h.address,
+                port=h.port,
+                username=h.user,
+                key_filename=os.path.expanduser(h.key),
+                timeout=h.connect_timeout,
+                banner_timeout=h.connect_timeout,
+                auth_timeout=h.connect_timeout,
+                look_for_keys=False,
+                allow_agent=False,
+            )
         except paramiko.BadHostKeyException as exc:
-            raise ClusterError(f"{node}: host key of {h.address} CHANGED (not in {kh} as recorded); refusing") from exc
+            raise ClusterError(
+                f"{node}: host key of {h.address} CHANGED (not in {kh} as recorded); refusing"
+            ) from exc
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
-                raise ClusterError(f"{node}: {h.address} is not in {kh}; add its key, or set "
-                                   "accept_new_host_keys = true for throwaway hosts") from exc
+                raise ClusterError(
+                    f"{node}: {h.address} is not in {kh}; add its key, or set "
+                    "accept_new_host_keys = true for throwaway hosts"
+                ) from exc
             raise ClusterError(f"{node}: ssh to {h.user}@{h.address}:{h.port} failed: {exc}") from exc
         except OSError as exc:
             raise ClusterError(f"{node}: cannot reach {h.address}:{h.port}: {exc}") from exc
@@ -290,8 +306,9 @@ class SSHRemote:
         cmd = shlex.join(argv)
         return cmd if self._host(node).user == "root" else f"sudo -n -- {cmd}"
 
-    def exec_bytes(self, node: str, argv: Sequence[str], timeout: float, stdin: bytes | None = None,
-                   attempts: int = 3) -> tuple[int, bytes, bytes]:
+    def exec_bytes(
+        self, node: str, argv: Sequence[str], timeout: float, stdin: bytes | None = None, attempts: int = 3
+    ) -> tuple[int, bytes, bytes]:
         """Runs argv; only a session that could not be *opened* is retried (a started command never is)."""
         import paramiko
 
@@ -303,13 +320,14 @@ class SSHRemote:
                 break
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 last = exc
-                time.sleep(min(0.5 * 2 ** attempt, 3))
+                time.sleep(min(0.5 * 2**attempt, 3))
         else:
             raise ClusterError(f"{node}: ssh session failed after {attempts} attempts: {last}")
         return self._drain(node, chan, argv, timeout, stdin)
 
-    def _drain(self, node: str, chan, argv: Sequence[str], timeout: float,
-               stdin: bytes | None) -> tuple[int, bytes, bytes]:
+    def _drain(
+        self, node: str, chan, argv: Sequence[str], timeout: float, stdin: bytes | None
+    ) -> tuple[int, bytes, bytes]:
         """Reads both streams to the channel's EOF, then takes the exit status, all within `timeout`.
 
         SSH may deliver the exit status before the last data: the status alone never ends the read."""
@@ -344,7 +362,9 @@ class SSHRemote:
 
     def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
         # `timeout` on the host too: the command dies with our deadline instead of lingering
-        rc, out, err = self.exec_bytes(node, ["timeout", "-k", "2", f"{max(timeout, 0.1):.1f}", *argv], timeout + 5)
+        rc, out, err = self.exec_bytes(
+            node, ["timeout", "-k", "2", f"{max(timeout, 0.1):.1f}", *argv], timeout + 5
+        )
         if rc == 124:
             raise _timed_out(node, argv, timeout)
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
@@ -361,7 +381,9 @@ class SSHRemote:
             except (OSError, EOFError) as exc:
                 if attempt == 2:
                     raise ClusterError(f"{node}: sftp upload of {path} failed: {exc}") from exc
-        rc, _, err = self.exec(node, ["sh", "-c", 'mkdir -p "$1" && mv -f "$2" "$3"', "sh", parent, tmp, path], 30)
+        rc, _, err = self.exec(
+            node, ["sh", "-c", 'mkdir -p "$1" && mv -f "$2" "$3"', "sh", parent, tmp, path], 30
+        )
         if rc != 0:
             raise ClusterError(f"{node}: cannot place {path}: {err.strip()}")
 
@@ -404,14 +426,16 @@ class SSHBackend(NodeBackend):
     # ------------------------------------------------------------------ lifecycle
     def up(self, spec: Any = None, log=lambda s: None) -> None:
         if state.load("ssh", self.spec.name):
-            raise ClusterError(f"an ssh cluster named {self.spec.name!r} is up; "
-                               f"`faultline cluster down --cluster ssh --name {self.spec.name}` first")
+            raise ClusterError(
+                f"an ssh cluster named {self.spec.name!r} is up; "
+                f"`faultline cluster down --cluster ssh --name {self.spec.name}` first"
+            )
         self.check_fuse()
         taken: dict[str, int] = {}
         for h in self.hosts.values():
             names = self.spec.role(h.role).dns_names()
             k = taken[h.role] = taken.get(h.role, 0) + 1
-            dns = h.dns or (names[k - 1:k] if names else [])
+            dns = h.dns or (names[k - 1 : k] if names else [])
             self.info[h.name] = NodeInfo(h.name, h.role, _resolve_addr(h.address), h.address, list(dns))
         try:
             self._save()
@@ -449,7 +473,9 @@ class SSHBackend(NodeBackend):
 
         self._parallel(check, list(self.hosts))
         if lacking:
-            raise UsageError(f"--cluster ssh cannot mount the disk layer a disk fault needs on {'; '.join(sorted(lacking))}")
+            raise UsageError(
+                f"--cluster ssh cannot mount the disk layer a disk fault needs on {'; '.join(sorted(lacking))}"
+            )
 
     def layer_base(self, node: str) -> str:
         """The folder of the node's disk layers on its host."""
@@ -500,7 +526,9 @@ class SSHBackend(NodeBackend):
         src = self.source_dir(node)
         _check_removable(src)
         _check_removable(self.node_dir(node))
-        self.run(node, ["sh", "-c", _CLAIM_SH, "sh", tmp, src, self.node_dir(node)], 120, step="unpack source")
+        self.run(
+            node, ["sh", "-c", _CLAIM_SH, "sh", tmp, src, self.node_dir(node)], 120, step="unpack source"
+        )
 
     def remove_dirs(self, node: str, dirs: Sequence[str]) -> None:
         """Deletes those of `dirs` that Faultline created (they hold MARKER); never any other."""
@@ -509,18 +537,29 @@ class SSHBackend(NodeBackend):
         self.run(node, ["sh", "-c", _REMOVE_SH, "sh", *dirs], 60, step="remove directories")
 
     def _write_hosts(self, remove: bool = False) -> None:
-        block = "" if remove else "\n".join(f"{i.address}\t{n} {' '.join(i.dns)}".rstrip()
-                                            for n, i in self.info.items())
+        block = (
+            ""
+            if remove
+            else "\n".join(f"{i.address}\t{n} {' '.join(i.dns)}".rstrip() for n, i in self.info.items())
+        )
 
         def write(n: str) -> None:
-            self.run(n, [self.python(n), "-c", _HOSTS_PY, HOSTS_BEGIN, HOSTS_END, block], 30, step="/etc/hosts")
+            self.run(
+                n, [self.python(n), "-c", _HOSTS_PY, HOSTS_BEGIN, HOSTS_END, block], 30, step="/etc/hosts"
+            )
 
         self._parallel(write, list(self.info))
 
     def _save(self) -> None:
-        state.save("ssh", self.spec.name, {"spec": self.spec.to_mapping(),
-                                           "hosts": [h.__dict__ for h in self.hosts.values()],
-                                           "nodes": {n: i.__dict__ for n, i in self.info.items()}})
+        state.save(
+            "ssh",
+            self.spec.name,
+            {
+                "spec": self.spec.to_mapping(),
+                "hosts": [h.__dict__ for h in self.hosts.values()],
+                "nodes": {n: i.__dict__ for n, i in self.info.items()},
+            },
+        )
 
     @classmethod
     def attach(cls, name: str) -> SSHBackend:
@@ -558,7 +597,9 @@ class SSHBackend(NodeBackend):
         self.remove_hosts_file()
         self.info.clear()
         if left:
-            raise ClusterError(f"disk layers of cluster {self.spec.name} left behind: {'; '.join(sorted(left))}")
+            raise ClusterError(
+                f"disk layers of cluster {self.spec.name} left behind: {'; '.join(sorted(left))}"
+            )
 
     def destroy(self, node: str) -> None:
         self.kill(node)
@@ -612,4 +653,6 @@ def _check_removable(path: str) -> None:
     system = parts[0] in SYSTEM_TOPS and len(parts) <= 2
     home = parts[0] == "home" and len(parts) <= 2
     if not p.startswith("/") or len(parts) < 2 or system or home or p in ("/var/lib", "/opt/local"):
-        raise ClusterError(f"refusing to delete {path!r}: workdir and source_dir must be dedicated directories")
+        raise ClusterError(
+            f"refusing to delete {path!r}: workdir and source_dir must be dedicated directories"
+        )

@@ -47,4 +47,4 @@ def names(kind: str) -> list[str]:
     d = state_dir(kind)
     if not d.is_dir():
         return []
-    return sorted(p.stem[len(kind) + 1:] for p in d.glob(f"{kind}-*.json"))
+    return sorted(p.stem[len(kind) + 1 :] for p in d.glob(f"{kind}-*.json"))

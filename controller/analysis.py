@@ -29,7 +29,9 @@ from faultline.workloads.api import Workload
 log = logging.getLogger("faultline.analysis")
 
 
-def check(spec: TestSpec, workload: Workload, history: list[Op], logs: NodeLogCheck | None = None) -> dict[str, Any]:
+def check(
+    spec: TestSpec, workload: Workload, history: list[Op], logs: NodeLogCheck | None = None
+) -> dict[str, Any]:
     """The workload's checker decides the verdict; the generic ones (stats, availability) are evidence.
 
     Availability and op counts describe a run; they do not say whether the system was correct, so they
@@ -43,8 +45,9 @@ def check(spec: TestSpec, workload: Workload, history: list[Op], logs: NodeLogCh
     results = Compose({"workload": Guarded(workload.checker)}).check(plain, history, opts)
     for name, c in _generic_checkers().items():
         results[name] = Guarded(c).check(plain, history, opts)
-    if results.get("valid") is True and not any(o.get("type") == "ok" and o.get("process") != "nemesis"
-                                                for o in history):
+    if results.get("valid") is True and not any(
+        o.get("type") == "ok" and o.get("process") != "nemesis" for o in history
+    ):
         results["valid"] = "unknown"
         results["note"] = "no client operation succeeded"
     if logs is not None:
@@ -179,11 +182,21 @@ def failure_lines(results: Mapping[str, Any]) -> list[str]:
     failure = wl.get("failure") if isinstance(wl.get("failure"), dict) else None
     if failure and isinstance(failure.get("op"), dict):
         op = failure["op"]
-        lines.append(f"  first non-linearizable op: key {failure.get('key')} {op.get('f')} "
-                     f"{op.get('value')!r} by process {op.get('process')} "
-                     f"(history entries {op.get('invoke_index')}..{op.get('complete_index')})")
-    for k in ("error", "lost", "unexpected", "duplicated", "first_wrong_total", "first_negative",
-              "resurrected", "version_regressed"):
+        lines.append(
+            f"  first non-linearizable op: key {failure.get('key')} {op.get('f')} "
+            f"{op.get('value')!r} by process {op.get('process')} "
+            f"(history entries {op.get('invoke_index')}..{op.get('complete_index')})"
+        )
+    for k in (
+        "error",
+        "lost",
+        "unexpected",
+        "duplicated",
+        "first_wrong_total",
+        "first_negative",
+        "resurrected",
+        "version_regressed",
+    ):
         if wl.get(k):
             lines.append(f"  {k.replace('_', ' ')}: {str(wl[k])[:300]}")
     return lines
@@ -202,15 +215,21 @@ def describe(results: Mapping[str, Any], run_dir: Path | str | None = None) -> l
     av = av if isinstance(av, dict) else {}
     if isinstance(av.get("ok_fraction"), int | float):
         rec = av.get("max_recovery_s")
-        lines.append(f"  availability: {100 * av['ok_fraction']:.1f}% of ops ok, longest outage "
-                     f"{av.get('longest_outage_s')} s" + ("" if rec is None else f", slowest recovery {rec} s"))
+        lines.append(
+            f"  availability: {100 * av['ok_fraction']:.1f}% of ops ok, longest outage "
+            f"{av.get('longest_outage_s')} s" + ("" if rec is None else f", slowest recovery {rec} s")
+        )
     lines += _log_lines(results.get("logs"))
     for key, label in (("cut_short", "cut short"), ("skipped", "checking"), ("note", "note")):
         if results.get(key):
             lines.append(f"  {label}: {results[key]}")
     if "faults" in results:
         residue = results.get("residue")
-        left = "none" if residue == [] else (", ".join(map(str, residue)) if isinstance(residue, list) else residue)
+        left = (
+            "none"
+            if residue == []
+            else (", ".join(map(str, residue)) if isinstance(residue, list) else residue)
+        )
         lines.append(f"  faults injected: {results['faults']}; left after healing: {left}")
     if results.get("not_healed"):
         lines.append(f"  NOT healed: {', '.join(map(str, results['not_healed']))}")
@@ -229,8 +248,10 @@ def _log_lines(logs: Any) -> list[str]:
     out = [f"  logs: {bad} unexpected and {ok} expected matching lines in {logs.get('files')} files"]
     first = (logs.get("unexpected_matches") or [None])[0]
     if isinstance(first, dict):
-        out.append(f"  first: {first.get('node')} {first.get('file')}:{first.get('line')}: {str(first.get('text'))[:160]}"
-                   + (f" (in: {str(first['after_text'])[:160]})" if first.get("after_text") else ""))
+        out.append(
+            f"  first: {first.get('node')} {first.get('file')}:{first.get('line')}: {str(first.get('text'))[:160]}"
+            + (f" (in: {str(first['after_text'])[:160]})" if first.get("after_text") else "")
+        )
     return out
 
 

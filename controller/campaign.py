@@ -49,9 +49,12 @@ EXPECTATIONS = ("valid", "invalid")
 
 # key -> (accepted python types, description); shared by [campaign] defaults and [[cell]] tables.
 RUN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
-    "db": ((str,), "the DB under test: store (default), etcd, redis-sentinel, postgres, nats or package.module:Attribute"),
+    "db": (
+        (str,),
+        "the DB under test: store (default), etcd, redis-sentinel, postgres, nats or package.module:Attribute",
+    ),
     "db_opt": ((dict,), "the DB's own options, e.g. {members = 5} for etcd (docs/your-own-db.md)"),
-    "nemesis_opt": ((dict,), "the nemeses' options, e.g. {file_glob = \"pg_wal/0000*\"} (docs/disk.md)"),
+    "nemesis_opt": ((dict,), 'the nemeses\' options, e.g. {file_glob = "pg_wal/0000*"} (docs/disk.md)'),
     "cluster": ((str,), "docker | local | ssh"),
     "masters": ((int,), "number of masters"),
     "tservers": ((int,), "number of tablet servers"),
@@ -75,9 +78,9 @@ CELL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "name": ((str,), "cell name"),
     "workload": ((str,), "one workload"),
     "workloads": ((list,), "alternatives: one cell per workload"),
-    "nemesis": ((list, str), "nemeses run together, e.g. [\"partition\", \"kill\"]"),
+    "nemesis": ((list, str), 'nemeses run together, e.g. ["partition", "kill"]'),
     "nemeses": ((list,), "alternatives: one cell per nemesis list"),
-    "bugs": ((list,), "injected bugs, e.g. [\"stale-leader-reads\"]"),
+    "bugs": ((list,), 'injected bugs, e.g. ["stale-leader-reads"]'),
     "bug_sets": ((list,), "alternatives: one cell per bug list"),
     "expect": ((str,), "valid | invalid"),
     **RUN_KEYS,
@@ -94,22 +97,30 @@ def _is_string_list(v: Any) -> bool:
 
 # What a value must be beyond its type, for the keys above that have a rule: (check, description).
 VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "name": (inputs.is_safe_name, "letters, digits, '.', '_', '+' or '-' (it names a directory of the store)"),
+    "name": (
+        inputs.is_safe_name,
+        "letters, digits, '.', '_', '+' or '-' (it names a directory of the store)",
+    ),
     "masters": (inputs.is_positive_int, "a whole number > 0"),
     "tservers": (inputs.is_positive_int, "a whole number > 0"),
     "concurrency": (inputs.is_positive_int, "a whole number > 0"),
     "time_limit": (inputs.is_positive_number, "a finite number > 0"),
     "time_limits": (_is_list_of(inputs.is_positive_number), "a non-empty list of finite numbers > 0"),
-    "seeds": (_is_list_of(lambda x: isinstance(x, int) and not isinstance(x, bool)),
-              "a non-empty list of integers"),
+    "seeds": (
+        _is_list_of(lambda x: isinstance(x, int) and not isinstance(x, bool)),
+        "a non-empty list of integers",
+    ),
     "nemesis_interval": (inputs.is_positive_number, "a finite number > 0"),
     "quiet_period": (inputs.is_non_negative_number, "a finite number >= 0"),
     "rate": (inputs.is_positive_number, "a finite number > 0"),
     "op_timeout": (inputs.is_positive_number, "a finite number > 0"),
     "nodes": (lambda v: bool(v.strip()), "the path of a hosts file"),
     "workloads": (_is_list_of(lambda x: isinstance(x, str)), "a non-empty list of workload names"),
-    "nemeses": (_is_list_of(_is_string_list), "a non-empty list of nemesis lists, e.g. [[\"kill\"], [\"pause\"]]"),
-    "bug_sets": (_is_list_of(_is_string_list), "a non-empty list of bug lists, e.g. [[], [\"no-fsync\"]]"),
+    "nemeses": (
+        _is_list_of(_is_string_list),
+        'a non-empty list of nemesis lists, e.g. [["kill"], ["pause"]]',
+    ),
+    "bug_sets": (_is_list_of(_is_string_list), 'a non-empty list of bug lists, e.g. [[], ["no-fsync"]]'),
 }
 
 
@@ -176,7 +187,7 @@ def parse_seeds(text: str) -> tuple[list[int], bool]:
     (seeds, drawn)."""
     text = text.strip()
     if text.startswith("random:"):
-        count = text[len("random:"):].strip()
+        count = text[len("random:") :].strip()
         if not count.isdigit():
             raise UsageError(f"--seeds random:N wants a whole number N, got {text!r}")
         return draw_seeds(int(count)), True
@@ -191,7 +202,9 @@ def read_seed_file(path: str | Path) -> list[int]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--seeds @{path}: cannot read the seed file ({getattr(exc, 'strerror', None) or exc})") from None
+        raise UsageError(
+            f"--seeds @{path}: cannot read the seed file ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     words = [w for line in text.splitlines() for w in line.split("#", 1)[0].replace(",", " ").split()]
     return _seed_list(words, f"in the seed file {str(path)!r}")
 
@@ -200,7 +213,9 @@ def _seed_list(words: Sequence[str], where: str) -> list[int]:
     try:
         seeds = [int(s) for s in words if s.strip()]
     except ValueError:
-        raise UsageError(f"--seeds wants integers separated by commas, @FILE or random:N, got {where}") from None
+        raise UsageError(
+            f"--seeds wants integers separated by commas, @FILE or random:N, got {where}"
+        ) from None
     if not seeds:
         raise UsageError(f"--seeds is empty ({where})")
     if len(set(seeds)) != len(seeds):
@@ -226,7 +241,9 @@ def parse_shard(text: str) -> Shard:
     """`--shard I/N`: 1 <= I <= N."""
     m = SHARD_RE.match(text)
     if not m:
-        raise UsageError(f"--shard wants I/N (this host's share, e.g. 1/3 on the first of three hosts), not {text!r}")
+        raise UsageError(
+            f"--shard wants I/N (this host's share, e.g. 1/3 on the first of three hosts), not {text!r}"
+        )
     index, count = int(m.group(1)), int(m.group(2))
     if count < 1:
         raise UsageError(f"--shard {text.strip()}: N, the number of shards, must be at least 1")
@@ -242,15 +259,17 @@ def shard_runs(runs: Sequence[PlannedRun], shard: Shard) -> list[PlannedRun]:
     each shard gets within one run of the same number, and a cell with at least N seeds is spread over
     every shard."""
     ordered = sorted(runs, key=lambda r: (r.cell, r.seed, r.time_limit))
-    return ordered[shard.index - 1::shard.count]
+    return ordered[shard.index - 1 :: shard.count]
 
 
 def apply_shard(campaign: Campaign, shard: Shard) -> Campaign:
     """The campaign narrowed to one shard's runs; its progress goes to that shard's own state file."""
     runs = shard_runs(campaign.runs, shard)
     if not runs:
-        raise UsageError(f"--shard {shard}: the campaign plans only {len(campaign.runs)} run(s), so shard "
-                         f"{shard.index} has none; use at most {len(campaign.runs)} shards")
+        raise UsageError(
+            f"--shard {shard}: the campaign plans only {len(campaign.runs)} run(s), so shard "
+            f"{shard.index} has none; use at most {len(campaign.runs)} shards"
+        )
     return replace(campaign, runs=runs, shard=shard)
 
 
@@ -268,8 +287,11 @@ def select(campaign: Campaign, cells: Sequence[str] = (), seeds: Sequence[int] |
         first: dict[tuple[str, float], PlannedRun] = {}
         for r in runs:
             first.setdefault((r.cell, r.time_limit), r)
-        runs = [PlannedRun(r.cell, seed, r.time_limit, r.expect, {**r.opts, "seed": seed})
-                for r in first.values() for seed in seeds]
+        runs = [
+            PlannedRun(r.cell, seed, r.time_limit, r.expect, {**r.opts, "seed": seed})
+            for r in first.values()
+            for seed in seeds
+        ]
     return replace(campaign, runs=runs)
 
 
@@ -330,8 +352,10 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
             raise UsageError(f"{source}: cell #{i} must be a [[cell]] table, not {cell!r}")
     name = head.get("name", source.stem)
     if not inputs.is_safe_name(name):
-        raise UsageError(f"{source}: the campaign's name {name!r} (the file's name) cannot name a store "
-                         "directory; set name = \"...\" in [campaign] (letters, digits, '.', '_', '+', '-')")
+        raise UsageError(
+            f"{source}: the campaign's name {name!r} (the file's name) cannot name a store "
+            "directory; set name = \"...\" in [campaign] (letters, digits, '.', '_', '+', '-')"
+        )
     defaults = {k: v for k, v in head.items() if k in RUN_KEYS}
     # names any DB knows; each run is then validated against its own DB (testspec.build_test)
     workloads, nemeses, bugs = list(all_workloads()), list(all_nemeses()), sorted(all_bugs())
@@ -347,7 +371,9 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
         expect = _choose(where, "expect", cell["expect"], EXPECTATIONS)
         if ("workload" in cell) == ("workloads" in cell):
             raise UsageError(f"{where}: give exactly one of 'workload' or 'workloads'")
-        wl_choices = [cell["workload"]] if "workload" in cell else _string_list(where, "workloads", cell["workloads"])
+        wl_choices = (
+            [cell["workload"]] if "workload" in cell else _string_list(where, "workloads", cell["workloads"])
+        )
         if "nemesis" in cell and "nemeses" in cell:
             raise UsageError(f"{where}: give 'nemesis' or 'nemeses', not both")
         if "nemeses" in cell:
@@ -381,11 +407,20 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
             base = cell.get("name") or "-".join([w, *ns] + [f"bug-{b}" for b in bs])
             cell_name = base if len(product) == 1 else "-".join([base, w, *ns, *bs])
             if cell_name in seen_names:
-                raise UsageError(f"{where}: cell name {cell_name!r} is used twice; give each cell a unique name")
+                raise UsageError(
+                    f"{where}: cell name {cell_name!r} is used twice; give each cell a unique name"
+                )
             seen_names.add(cell_name)
             for seed, limit in itertools.product(seeds, limits):
-                opts = {**merged, "workload": w, "nemesis": ",".join(ns), "inject_bug": ",".join(bs),
-                        "seed": seed, "time_limit": limit, "name": f"{name}-{cell_name}"}
+                opts = {
+                    **merged,
+                    "workload": w,
+                    "nemesis": ",".join(ns),
+                    "inject_bug": ",".join(bs),
+                    "seed": seed,
+                    "time_limit": limit,
+                    "name": f"{name}-{cell_name}",
+                }
                 try:
                     testspec.build_test(opts)  # validates every option now, before anything starts
                 except UsageError as exc:
@@ -396,6 +431,7 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
 
 
 # ---- progress file -------------------------------------------------------------------------------
+
 
 def state_path(campaign: Campaign) -> Path:
     """campaign.json, or the shard's own campaign.shard-I-of-N.json: shards sharing a store never write one
@@ -428,7 +464,9 @@ def load_other_states(campaign: Campaign) -> dict[str, RunRecord]:
         if path.name != own.name:
             try:
                 records.update(_read_state(path))
-            except OSError:  # renamed over while being read (NFS: a stale handle): that shard's runs are its own
+            except (
+                OSError
+            ):  # renamed over while being read (NFS: a stale handle): that shard's runs are its own
                 continue
     return records
 
@@ -438,8 +476,11 @@ def save_state(campaign: Campaign, records: Mapping[str, RunRecord]) -> None:
     path = state_path(campaign)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
-    body: dict[str, Any] = {"campaign": campaign.name, "source": str(campaign.source),
-                            "runs": [asdict(r) for r in records.values()]}
+    body: dict[str, Any] = {
+        "campaign": campaign.name,
+        "source": str(campaign.source),
+        "runs": [asdict(r) for r in records.values()],
+    }
     if campaign.shard:
         body["shard"] = str(campaign.shard)
     before = _drawn_before(path)
@@ -463,6 +504,7 @@ def _drawn_before(path: Path) -> list[int]:
 
 # ---- running -------------------------------------------------------------------------------------
 
+
 def history_times(run_dir: str | Path | None) -> dict[int, int]:
     """index -> time (ns) of a stored run's history; empty if there is none."""
     from faultline.history import read_jsonl
@@ -476,8 +518,14 @@ def history_times(run_dir: str | Path | None) -> dict[int, int]:
 RunFn = Callable[[TestSpec, Path], Any]
 
 
-def execute(campaign: Campaign, run_fn: RunFn, *, on_start: Callable[[PlannedRun, int, int], None] | None = None,
-            on_done: Callable[[RunRecord], None] | None = None, others: bool = True) -> dict[str, RunRecord]:
+def execute(
+    campaign: Campaign,
+    run_fn: RunFn,
+    *,
+    on_start: Callable[[PlannedRun, int, int], None] | None = None,
+    on_done: Callable[[RunRecord], None] | None = None,
+    others: bool = True,
+) -> dict[str, RunRecord]:
     """Runs every planned run not yet finished, saving progress after each; returns the planned runs'
     records. `run_fn(test, store)` returns an Outcome (controller.runner). A run cut short by Ctrl-C is
     not recorded, so a resume runs it again; KeyboardInterrupt propagates after the state is saved. With
@@ -498,17 +546,28 @@ def execute(campaign: Campaign, run_fn: RunFn, *, on_start: Callable[[PlannedRun
         elapsed = time.monotonic() - t0
         if outcome.cut_short and "interrupt" in str(outcome.cut_short).lower():
             raise KeyboardInterrupt
-        t_detect, anomaly = (first_anomaly(outcome.results, history_times(outcome.run_dir))
-                             if outcome.valid is False else (None, None))
+        t_detect, anomaly = (
+            first_anomaly(outcome.results, history_times(outcome.run_dir))
+            if outcome.valid is False
+            else (None, None)
+        )
         record = RunRecord(
-            key=planned.key, cell=planned.cell, seed=planned.seed, time_limit=planned.time_limit,
-            expect=planned.expect, valid=outcome.valid,
+            key=planned.key,
+            cell=planned.cell,
+            seed=planned.seed,
+            time_limit=planned.time_limit,
+            expect=planned.expect,
+            valid=outcome.valid,
             # a run cut short (a crash of the harness or of a fault) never ran its final checks: it cannot
             # show a store correct, though what it recorded can show one wrong
-            expectation_met=(outcome.valid is True and not outcome.cut_short) if planned.expect == "valid"
+            expectation_met=(outcome.valid is True and not outcome.cut_short)
+            if planned.expect == "valid"
             else (outcome.valid is False),
-            run_dir=str(outcome.run_dir) if outcome.run_dir else None, elapsed_s=round(elapsed, 2),
-            cut_short=outcome.cut_short, time_to_detection_s=t_detect, first_anomaly=anomaly,
+            run_dir=str(outcome.run_dir) if outcome.run_dir else None,
+            elapsed_s=round(elapsed, 2),
+            cut_short=outcome.cut_short,
+            time_to_detection_s=t_detect,
+            first_anomaly=anomaly,
         )
         records[planned.key] = record
         save_state(campaign, records)
@@ -545,10 +604,16 @@ def summarize(campaign: Campaign, records: Mapping[str, RunRecord]) -> list[Cell
             cells[planned.cell].append(records[planned.key])
     for cell, recs in cells.items():
         detections = [r.time_to_detection_s for r in recs if r.time_to_detection_s is not None]
-        out.append(CellSummary(
-            cell=cell, expect=expects[cell], runs=len(recs),
-            valid=sum(r.valid is True for r in recs), invalid=sum(r.valid is False for r in recs),
-            unknown=sum(r.valid not in (True, False) for r in recs), met=sum(r.expectation_met for r in recs),
-            median_detection_s=round(statistics.median(detections), 2) if detections else None,
-        ))
+        out.append(
+            CellSummary(
+                cell=cell,
+                expect=expects[cell],
+                runs=len(recs),
+                valid=sum(r.valid is True for r in recs),
+                invalid=sum(r.valid is False for r in recs),
+                unknown=sum(r.valid not in (True, False) for r in recs),
+                met=sum(r.expectation_met for r in recs),
+                median_detection_s=round(statistics.median(detections), 2) if detections else None,
+            )
+        )
     return out

@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception:
         traceback.print_exc()
-        print(f"faultline {args.command}: crashed (a bug in faultline; the traceback is above)", file=sys.stderr)
+        print(
+            f"faultline {args.command}: crashed (a bug in faultline; the traceback is above)", file=sys.stderr
+        )
         return EXIT_CRASH
 
 

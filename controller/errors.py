@@ -10,8 +10,15 @@ from faultline.core.errors import (
     UsageError,
 )
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_VALID", "UsageError",
-           "exit_code_for"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_CRASH",
+    "EXIT_INVALID",
+    "EXIT_UNKNOWN",
+    "EXIT_VALID",
+    "UsageError",
+    "exit_code_for",
+]
 
 
 def exit_code_for(valid: object) -> int:

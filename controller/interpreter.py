@@ -78,8 +78,13 @@ Completions = queue.SimpleQueue[Any]
 class Worker(threading.Thread):
     """One thread of the generator: runs its client (or the nemesis) on the ops it is handed."""
 
-    def __init__(self, thread: Any, invoke: Callable[[Op], Op], completions: Completions,
-                 reopen: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        thread: Any,
+        invoke: Callable[[Op], Op],
+        completions: Completions,
+        reopen: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(name=f"worker-{thread}", daemon=True)
         self.thread_id = thread
         self.invoke = invoke
@@ -116,8 +121,15 @@ def _strip(op: Op) -> Op:
 class Interpreter:
     """Drives a generator against live workers with the real clock, recording every op."""
 
-    def __init__(self, recorder: Recorder, workers: Mapping[Any, Worker], completions: Completions,
-                 ctx: Context, interrupts: Interrupts, on_nemesis: Callable[[Op], None] | None = None) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        workers: Mapping[Any, Worker],
+        completions: Completions,
+        ctx: Context,
+        interrupts: Interrupts,
+        on_nemesis: Callable[[Op], None] | None = None,
+    ) -> None:
         self.recorder = recorder
         self.workers = workers
         self.completions = completions
@@ -195,7 +207,7 @@ class Interpreter:
                     self.outstanding[thread] = rec
                     if thread == NEMESIS and self.on_nemesis:
                         self.on_nemesis(rec)
-                    self.workers[thread].inbox.put(rec.copy())   # the worker's own copy
+                    self.workers[thread].inbox.put(rec.copy())  # the worker's own copy
                     continue
             timeout = 0.1 if wait_ns is None else min(0.1, wait_ns / NS)
             try:

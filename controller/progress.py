@@ -21,10 +21,15 @@ MIN_PIPE_WIDTH = 120  # columns of a table written to a file or pipe (CI logs): 
 
 # what each runner phase is called on the console: its key first, so a script watching for a phase
 # (tests/test_harness_interruptions.py) still finds it, then what is going on in words
-PHASE_NAMES = {"heal": "heal: healing the faults", "quiet": "quiet: waiting for recovery",
-               "final": "final reads", "healing": "healing: stopping the workers, healing the cluster",
-               "checking": "checking the history", "writing": "writing results and report",
-               "teardown": "teardown: taking the cluster down"}
+PHASE_NAMES = {
+    "heal": "heal: healing the faults",
+    "quiet": "quiet: waiting for recovery",
+    "final": "final reads",
+    "healing": "healing: stopping the workers, healing the cluster",
+    "checking": "checking the history",
+    "writing": "writing results and report",
+    "teardown": "teardown: taking the cluster down",
+}
 
 
 def console(stderr: bool = False) -> Any:
@@ -79,8 +84,13 @@ class Progress:
         if name == "main":
             self._main_t0 = time.monotonic()
         if not self.live:  # every phase named as it starts, between the periodic lines
-            print(f"faultline run: {self._phase}" if self._recorder is None else f"faultline run: {self.line()}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"faultline run: {self._phase}"
+                if self._recorder is None
+                else f"faultline run: {self.line()}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     @property
     def _after_main(self) -> bool:
@@ -145,8 +155,9 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
-            self._display = Live(self._table(), console=Console(stderr=True), refresh_per_second=4,
-                                 transient=False)
+            self._display = Live(
+                self._table(), console=Console(stderr=True), refresh_per_second=4, transient=False
+            )
             self._display.start()
             while not self._stop.wait(0.25):
                 try:

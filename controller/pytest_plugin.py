@@ -62,11 +62,18 @@ class ChaosRun:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("faultline", "Faultline chaos tests")
-    group.addoption("--chaos", action="store_true", default=False, help="run tests marked chaos (real clusters)")
-    group.addoption("--chaos-cluster", default="docker",
-                    help="cluster backend for chaos runs (default docker; local, ssh, or a backend a DB plug-in "
-                         "registers, such as the store's in-memory fake)")
-    group.addoption("--chaos-store", default=None, help="store directory for chaos runs (default: a temporary one)")
+    group.addoption(
+        "--chaos", action="store_true", default=False, help="run tests marked chaos (real clusters)"
+    )
+    group.addoption(
+        "--chaos-cluster",
+        default="docker",
+        help="cluster backend for chaos runs (default docker; local, ssh, or a backend a DB plug-in "
+        "registers, such as the store's in-memory fake)",
+    )
+    group.addoption(
+        "--chaos-store", default=None, help="store directory for chaos runs (default: a temporary one)"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,8 +104,13 @@ def faultline_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
     for tests that talk to the cluster directly. Runs made with `faultline_run` bring up their own."""
     from faultline.controller import testspec
 
-    test = testspec.build_test({"cluster": request.config.getoption("--chaos-cluster"),
-                                "cluster_name": "fl-pytest", "workload": "register"})
+    test = testspec.build_test(
+        {
+            "cluster": request.config.getoption("--chaos-cluster"),
+            "cluster_name": "fl-pytest",
+            "workload": "register",
+        }
+    )
     backend = testspec.make_backend(testspec.stamp(test))
     try:
         backend.up(test.cluster_spec)
@@ -118,20 +130,47 @@ def faultline_run(request: pytest.FixtureRequest, faultline_store: Path) -> Call
 
     cluster = request.config.getoption("--chaos-cluster")
 
-    def run(workload: str = "register", nemesis: Sequence[str] | str = ("partition",),
-            bugs: Sequence[str] | str = (), expect: str | None = None, **opts: Any) -> ChaosRun:
+    def run(
+        workload: str = "register",
+        nemesis: Sequence[str] | str = ("partition",),
+        bugs: Sequence[str] | str = (),
+        expect: str | None = None,
+        **opts: Any,
+    ) -> ChaosRun:
         names = [nemesis] if isinstance(nemesis, str) else list(nemesis)
         bug_list = [bugs] if isinstance(bugs, str) else list(bugs)
-        spec = {"cluster": cluster, "workload": workload, "nemesis": ",".join(names),
-                "inject_bug": ",".join(bug_list), **opts}
+        spec = {
+            "cluster": cluster,
+            "workload": workload,
+            "nemesis": ",".join(names),
+            "inject_bug": ",".join(bug_list),
+            **opts,
+        }
         test = testspec.build_test(spec)
         outcome = run_once(test, faultline_store, quiet=True, install_signals=False)
-        detection, anomaly = (first_anomaly(outcome.results, history_times(outcome.run_dir))
-                              if outcome.valid is False else (None, None))
-        result = ChaosRun(outcome.valid, Path(outcome.run_dir) if outcome.run_dir else None, outcome.results,
-                          outcome.cut_short, outcome.ops, anomaly, detection)
-        request.node.user_properties.append(("faultline_run", json.dumps({
-            "run_dir": str(result.run_dir), "valid": result.valid, "first_anomaly": anomaly}, default=str)))
+        detection, anomaly = (
+            first_anomaly(outcome.results, history_times(outcome.run_dir))
+            if outcome.valid is False
+            else (None, None)
+        )
+        result = ChaosRun(
+            outcome.valid,
+            Path(outcome.run_dir) if outcome.run_dir else None,
+            outcome.results,
+            outcome.cut_short,
+            outcome.ops,
+            anomaly,
+            detection,
+        )
+        request.node.user_properties.append(
+            (
+                "faultline_run",
+                json.dumps(
+                    {"run_dir": str(result.run_dir), "valid": result.valid, "first_anomaly": anomaly},
+                    default=str,
+                ),
+            )
+        )
         if expect is not None:
             result.assert_expected(expect)
         return result

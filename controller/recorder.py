@@ -56,8 +56,14 @@ class Recorder:
         with self._lock:
             t = max(self.now(), self.last_time)
             self.last_time = t
-            out = cast(Op, {"index": len(self.ops), "time": t,
-                            **{k: v for k, v in op.items() if k not in ("index", "time")}})
+            out = cast(
+                Op,
+                {
+                    "index": len(self.ops),
+                    "time": t,
+                    **{k: v for k, v in op.items() if k not in ("index", "time")},
+                },
+            )
             if self._writer is not None:
                 self._writer.write(out)
                 if self._clock() - self._synced_at >= SYNC_EVERY_S * 1e9:

@@ -74,9 +74,9 @@ class FaultTracker:
             return
         if f.startswith("start-"):
             self.count += 1
-            self.active[f[len("start-"):]] = _short(op.get("value"))
+            self.active[f[len("start-") :]] = _short(op.get("value"))
         elif f.startswith("stop-"):
-            self.active.pop(f[len("stop-"):], None)
+            self.active.pop(f[len("stop-") :], None)
         elif f in ("heal", "heal-all"):
             self.active.clear()
 
@@ -157,6 +157,7 @@ def run_test(
                         pass
                 clients[thread] = client_proto.open(test, nodes[thread % len(nodes)])
                 return clients[thread]
+
             return open_client
 
         def invoker(thread: int) -> Callable[[Op], Op]:
@@ -208,8 +209,9 @@ def run_test(
             cut_short = interrupts.why()
     finally:
         _phase(progress, "healing", recorder)
-        not_healed = _stop_and_heal(test, nemesis if nemesis_ready else None, interp, workers, interrupts,
-                                    cluster_up)
+        not_healed = _stop_and_heal(
+            test, nemesis if nemesis_ready else None, interp, workers, interrupts, cluster_up
+        )
         if not interrupts.abort:
             for c in clients.values():
                 _guard("client close", c.close)
@@ -256,12 +258,19 @@ def run_test(
         _detach_log(log_handler)
     if refused is not None:
         raise refused  # healed, recorded and torn down above: the CLI prints its one line and exits 254
-    return Outcome(results.get("valid", "unknown"), results, getattr(run_dir, "path", None), cut_short,
-                   len(recorder.ops))
+    return Outcome(
+        results.get("valid", "unknown"), results, getattr(run_dir, "path", None), cut_short, len(recorder.ops)
+    )
 
 
-def _stop_and_heal(test: Run, nemesis: Any, interp: Interpreter | None, workers: dict[Any, Worker],
-                   interrupts: Interrupts, cluster_up: bool) -> list[str]:
+def _stop_and_heal(
+    test: Run,
+    nemesis: Any,
+    interp: Interpreter | None,
+    workers: dict[Any, Worker],
+    interrupts: Interrupts,
+    cluster_up: bool,
+) -> list[str]:
     """Stops the workers, lets the fault in flight finish, then heals; returns the heal steps skipped.
 
     The heal must come after the last fault: a pause or a strobe still being applied when the heal runs
@@ -311,17 +320,28 @@ def _step(what: str, fn: Callable[[], Any], interrupts: Interrupts, skipped: lis
         skipped.append(what)
 
 
-def _check_unless_aborted(spec: TestSpec, workload: Workload, ops: list[Op], interrupts: Interrupts,
-                          logs: NodeLogCheck | None = None) -> dict[str, Any]:
+def _check_unless_aborted(
+    spec: TestSpec,
+    workload: Workload,
+    ops: list[Op],
+    interrupts: Interrupts,
+    logs: NodeLogCheck | None = None,
+) -> dict[str, Any]:
     """The checkers' verdict; after a second stop signal none is computed (`faultline analyze` can), and a
     third one during the check stops it."""
     if interrupts.abort:
-        return {"valid": "unknown", "skipped": f"{interrupts.why()}: checking skipped; run `faultline analyze`"}
+        return {
+            "valid": "unknown",
+            "skipped": f"{interrupts.why()}: checking skipped; run `faultline analyze`",
+        }
     interrupts.interruptible = True
     try:
         return check(spec, workload, ops, logs)
     except KeyboardInterrupt:
-        return {"valid": "unknown", "skipped": f"{interrupts.why()}: checking stopped; run `faultline analyze`"}
+        return {
+            "valid": "unknown",
+            "skipped": f"{interrupts.why()}: checking stopped; run `faultline analyze`",
+        }
     finally:
         interrupts.interruptible = False
 
@@ -421,8 +441,9 @@ def _detach_log(handler: logging.Handler | None) -> None:
         handler.close()
 
 
-def run_once(spec: TestSpec, store_root: str | Path, *, quiet: bool = True,
-             install_signals: bool = True) -> Outcome:
+def run_once(
+    spec: TestSpec, store_root: str | Path, *, quiet: bool = True, install_signals: bool = True
+) -> Outcome:
     """Builds backend, workload and nemesis for a validated test (controller.testspec.build_test), creates
     the run directory in the store and runs it. The entry point for campaigns and the pytest plugin."""
     from faultline.controller import testspec

@@ -32,8 +32,9 @@ def split_list(value: str | Sequence[str] | None) -> list[str]:
     return [i.strip() for i in items if i.strip()]
 
 
-def parse_opts(raw: Any, flag: str = "--db-opt", what: str = "DB option",
-                  numbers: bool = True) -> dict[str, Any]:
+def parse_opts(
+    raw: Any, flag: str = "--db-opt", what: str = "DB option", numbers: bool = True
+) -> dict[str, Any]:
     """`--db-opt KEY=VALUE` (repeatable) or a campaign's `db_opt` table, as plain data: numbers become
     numbers (unless not `numbers`: a nemesis's file glob `0001` stays text), everything else stays text.
     `--nemesis-opt` (`nemesis_opt`) is read the same way, with its own `flag` and `what` in errors."""
@@ -44,7 +45,7 @@ def parse_opts(raw: Any, flag: str = "--db-opt", what: str = "DB option",
         items = list(raw.items())
     else:
         items = []
-        for item in ([raw] if isinstance(raw, str) else raw):
+        for item in [raw] if isinstance(raw, str) else raw:
             name, sep, text = str(item).partition("=")
             if not sep or not name.strip():
                 raise UsageError(f"{flag} {item!r}: use KEY=VALUE")
@@ -107,14 +108,17 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         raise UsageError(f"{exc} (docs/your-own-db.md lists them per DB)") from None
     try:
         nemesis_opts = nemeses_registry.validate_opts(
-            parse_opts(opts.get("nemesis_opt"), "--nemesis-opt", "nemesis option", numbers=False), nemeses, db)
+            parse_opts(opts.get("nemesis_opt"), "--nemesis-opt", "nemesis option", numbers=False), nemeses, db
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     bugs = split_list(opts.get("inject_bug"))
     known_bugs = db.bugs if isinstance(db, Bugs) else {}
     if bugs and not known_bugs:
-        raise UsageError(f"--inject-bug turns on a DB's own bugs (such as the bugs of the bundled store); the "
-                         f"{db.name} DB has none")
+        raise UsageError(
+            f"--inject-bug turns on a DB's own bugs (such as the bugs of the bundled store); the "
+            f"{db.name} DB has none"
+        )
     for b in bugs:
         if b not in known_bugs:
             raise _choices("bug", b, sorted(known_bugs))
@@ -125,7 +129,9 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
     unknown = sorted(set(db_opts) - set(accepted or {})) if accepted is not None else []
     if unknown:
         takes = "; ".join(f"{k}: {v}" for k, v in (accepted or {}).items()) or "none"
-        raise UsageError(f"the {db.name} DB takes no option {unknown[0]!r} (--db-opt, --isolation); it takes: {takes}")
+        raise UsageError(
+            f"the {db.name} DB takes no option {unknown[0]!r} (--db-opt, --isolation); it takes: {takes}"
+        )
     cluster = str(opts.get("cluster") or "docker")
     backend_kind = _backend_kind(cluster, db)
 
@@ -133,7 +139,9 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         raw = opts.get(name)
         flag = "--" + name.replace("_", "-")
         try:
-            value = int(default if raw is None else raw) if integer else float(default if raw is None else raw)
+            value = (
+                int(default if raw is None else raw) if integer else float(default if raw is None else raw)
+            )
         except (TypeError, ValueError):
             raise UsageError(f"{flag} must be a {'whole ' if integer else ''}number, not {raw!r}") from None
         if not math.isfinite(value) or value <= 0:
@@ -157,8 +165,10 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         raise UsageError(f"--seed must be an integer, not {seed!r}") from None
     # A cluster this run brings up gets a name of its own, so runs side by side (two campaigns, a CI
     # suite next to a demo) never collide; a reused cluster is `faultline cluster up`'s default name.
-    cluster_name = str(opts.get("cluster_name") or ("faultline" if opts.get("reuse_cluster")
-                                                    else f"fl-{secrets.token_hex(3)}"))
+    cluster_name = str(
+        opts.get("cluster_name")
+        or ("faultline" if opts.get("reuse_cluster") else f"fl-{secrets.token_hex(3)}")
+    )
     if not re.match(r"^[a-z][a-z0-9-]{0,30}$", cluster_name):
         raise UsageError(f"--cluster-name {cluster_name!r}: use lowercase letters, digits and '-' (max 31)")
     name = str(opts.get("name") or "-".join([workload, *nemeses] + [f"bug-{b}" for b in bugs]))[:128]
@@ -172,13 +182,23 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     try:
-        db.validate({"masters": masters, "tservers": tservers, "bugs": bugs, "nemesis": nemeses,
-                     "workload": workload, **db_opts})
+        db.validate(
+            {
+                "masters": masters,
+                "tservers": tservers,
+                "bugs": bugs,
+                "nemesis": nemeses,
+                "workload": workload,
+                **db_opts,
+            }
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
-        cluster_spec = db.cluster_spec(cluster_name, {"masters": masters, "tservers": tservers, "bugs": bugs,
-                                                      "clock": "clock" in nemeses, **db_opts})
+        cluster_spec = db.cluster_spec(
+            cluster_name,
+            {"masters": masters, "tservers": tservers, "bugs": bugs, "clock": "clock" in nemeses, **db_opts},
+        )
     except ValueError as exc:
         raise UsageError(f"{db.name} cluster: {exc}") from None
     cluster_spec.disk_dirs = disk_layer_dirs(nemeses, db, cluster)
@@ -228,8 +248,10 @@ def disk_layer_dirs(nemeses: Sequence[str], db: DB, cluster: str) -> dict[str, l
     if not dirs:
         return {}
     if cluster not in ("docker", "local", "ssh"):
-        raise UsageError(f"--cluster {cluster} cannot mount the disk layer that {', '.join(nemeses)} needs; "
-                         "use --cluster docker, local or ssh")
+        raise UsageError(
+            f"--cluster {cluster} cannot mount the disk layer that {', '.join(nemeses)} needs; "
+            "use --cluster docker, local or ssh"
+        )
     why = disklayer.unavailable(mounts_here=cluster != "ssh")
     if why:
         raise UsageError(f"the disk layer that {', '.join(nemeses)} needs cannot be mounted: {why}")
@@ -239,8 +261,9 @@ def disk_layer_dirs(nemeses: Sequence[str], db: DB, cluster: str) -> dict[str, l
 def stamp(spec: TestSpec) -> TestSpec:
     """The test for one run: the start time now, and a tag that names this run's tables (runs on a
     reused cluster never see each other's rows)."""
-    return spec.replace(start_time=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-                        run_tag=secrets.token_hex(3))
+    return spec.replace(
+        start_time=datetime.now(UTC).isoformat().replace("+00:00", "Z"), run_tag=secrets.token_hex(3)
+    )
 
 
 def make_backend(spec: TestSpec) -> Any:
@@ -256,12 +279,16 @@ def make_backend(spec: TestSpec) -> Any:
             # a cluster that outlives its process keeps its spec with it, as the node backends do
             attached = cast(NodeBackend, b).spec
             if attached.db != cluster_spec.db:
-                raise UsageError(f"cluster {cluster_spec.name!r} runs {attached.db or 'nothing'}, not "
-                                 f"{cluster_spec.db}: bring up a fresh cluster")
+                raise UsageError(
+                    f"cluster {cluster_spec.name!r} runs {attached.db or 'nothing'}, not "
+                    f"{cluster_spec.db}: bring up a fresh cluster"
+                )
             running = sorted(attached.db_opts.get("bugs") or [])
             if running != sorted(spec.bugs):
-                raise UsageError(f"cluster {cluster_spec.name!r} runs with bugs {running or 'none'}, not "
-                                 f"{sorted(spec.bugs) or 'none'}: bring up a fresh cluster")
+                raise UsageError(
+                    f"cluster {cluster_spec.name!r} runs with bugs {running or 'none'}, not "
+                    f"{sorted(spec.bugs) or 'none'}: bring up a fresh cluster"
+                )
             return b
         return backends.make_backend(kind, cluster_spec, hosts=spec.hosts_file, seed=spec.seed)
     except (ClusterError, ValueError) as exc:

@@ -66,7 +66,7 @@ class TestSpec:
     leave_cluster_running: bool = False
     reuse_cluster: bool = False
     workload_opts: Mapping[str, Any] = field(default_factory=dict)
-    db_opts: Mapping[str, Any] = field(default_factory=dict)   # the DB's own options (--db-opt K=V)
+    db_opts: Mapping[str, Any] = field(default_factory=dict)  # the DB's own options (--db-opt K=V)
     hosts_file: str | None = None
     cluster_spec: Mapping[str, Any] = field(default_factory=dict)
     # set when a run starts (`stamped`): when, and the tag that names this run's tables
@@ -100,6 +100,6 @@ class Run:
     spec: TestSpec
     db: DB
     backend: ClusterBackend
-    connect: Callable[[], Any] | None = None   # a new client library object, connected to the cluster
-    recorder: HistoryRecorder | None = None    # while the run records
+    connect: Callable[[], Any] | None = None  # a new client library object, connected to the cluster
+    recorder: HistoryRecorder | None = None  # while the run records
     state: dict[str, Any] = field(default_factory=dict)

@@ -25,12 +25,14 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
     except OSError as exc:
         raise ValueError(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}") from None
     if raw.startswith(codecs.BOM_UTF8):
-        raw = raw[len(codecs.BOM_UTF8):]
+        raw = raw[len(codecs.BOM_UTF8) :]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{what} {p} is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}); "
-                         "TOML files are UTF-8: save it as UTF-8") from None
+        raise ValueError(
+            f"{what} {p} is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}); "
+            "TOML files are UTF-8: save it as UTF-8"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

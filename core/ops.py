@@ -23,15 +23,15 @@ Process = int | str
 class Op(TypedDict, total=False):
     """One history event, or the part of one a stage has filled in so far (every key is optional)."""
 
-    index: int          # position in the history, set by the recorder
-    time: int           # nanoseconds since the run began (monotonic); an invocation's is when it is due
+    index: int  # position in the history, set by the recorder
+    time: int  # nanoseconds since the run began (monotonic); an invocation's is when it is due
     type: OpType
     process: Process
-    f: str              # what is done: "read", "write", "cas", "txn", a nemesis's "start-partition", ...
-    value: Any          # the argument of an invocation, the result of a completion
-    key: Any            # the independent key (gen.independent), for per-key checking
-    node: str           # the node the op went to, when one did
-    error: Any          # why it failed or is indeterminate (text in Faultline's own histories)
+    f: str  # what is done: "read", "write", "cas", "txn", a nemesis's "start-partition", ...
+    value: Any  # the argument of an invocation, the result of a completion
+    key: Any  # the independent key (gen.independent), for per-key checking
+    node: str  # the node the op went to, when one did
+    error: Any  # why it failed or is indeterminate (text in Faultline's own histories)
 
 
 def error_text(exc: BaseException) -> str:

@@ -42,7 +42,9 @@ def get_db(spec: str | None = None) -> DB:
     except ImportError as exc:
         raise UnknownDB(f"DB {spec!r}: cannot import module {module_name} ({exc})") from None
     except Exception as exc:  # the user's module raised while importing: name it, no traceback
-        raise UnknownDB(f"DB {spec!r}: importing module {module_name} failed: {type(exc).__name__}: {exc}") from None
+        raise UnknownDB(
+            f"DB {spec!r}: importing module {module_name} failed: {type(exc).__name__}: {exc}"
+        ) from None
     try:
         obj = getattr(module, attr)
     except AttributeError:

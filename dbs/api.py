@@ -178,5 +178,8 @@ class Bugs(Protocol):
 
 def capability_names(db: object) -> list[str]:
     """The optional capabilities `db` implements, by protocol name (for messages and docs)."""
-    return [p.__name__ for p in (Kill, Pause, Primaries, Leaders, LogFiles, DataFiles, LogPatterns, Bugs)
-            if isinstance(db, p)]
+    return [
+        p.__name__
+        for p in (Kill, Pause, Primaries, Leaders, LogFiles, DataFiles, LogPatterns, Bugs)
+        if isinstance(db, p)
+    ]

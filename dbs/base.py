@@ -20,10 +20,23 @@ if TYPE_CHECKING:
 # The generic faults that need nothing of the DB beyond its processes and its network. Clock faults need
 # libfaketime to reach the process (a DB that allows them sets its cluster spec's `faketime` for a clock
 # test). A DB's own faults (the store's master replacement, power loss, ...) are offered by that DB.
-PROCESS_NEMESES = frozenset({
-    "none", "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
-    "partition-bridge", "partition-primary", "kill", "pause", "kill-primary", "pause-primary", "packet",
-})
+PROCESS_NEMESES = frozenset(
+    {
+        "none",
+        "partition",
+        "partition-one",
+        "partition-halves",
+        "partition-majority",
+        "partition-ring",
+        "partition-bridge",
+        "partition-primary",
+        "kill",
+        "pause",
+        "kill-primary",
+        "pause-primary",
+        "packet",
+    }
+)
 
 
 class DBStartError(RuntimeError):
@@ -53,8 +66,14 @@ def log_tail(test: Run, node: str, lines: int = 15) -> str:
     return "\n".join(f"    {ln[:300]}" for ln in tail) or "    (its log is empty)"
 
 
-def wait_ready(test: Run, node: str, probe: Callable[[], Any], what: str, timeout_s: float | None = None,
-               interval_s: float = 0.5) -> None:
+def wait_ready(
+    test: Run,
+    node: str,
+    probe: Callable[[], Any],
+    what: str,
+    timeout_s: float | None = None,
+    interval_s: float = 0.5,
+) -> None:
     """Polls `probe` (true when `node` serves) until the setup timeout; a process that died meanwhile
     fails at once. Raises DBStartError with the last probe error and the tail of the node's log."""
     timeout = float(test.spec.setup_timeout_s if timeout_s is None else timeout_s)
@@ -69,11 +88,15 @@ def wait_ready(test: Run, node: str, probe: Callable[[], Any], what: str, timeou
             last = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
         status = _status(test, node)
         if status not in ("running", "unknown"):
-            raise DBStartError(f"{what} on {node} is {status} (it exited): {last}; the end of its log:\n"
-                               f"{log_tail(test, node)}")
+            raise DBStartError(
+                f"{what} on {node} is {status} (it exited): {last}; the end of its log:\n"
+                f"{log_tail(test, node)}"
+            )
         if time.monotonic() >= deadline:
-            raise DBStartError(f"{what} on {node} did not become ready within {timeout:.0f} s: {last}; the end of "
-                               f"its log:\n{log_tail(test, node)}")
+            raise DBStartError(
+                f"{what} on {node} did not become ready within {timeout:.0f} s: {last}; the end of "
+                f"its log:\n{log_tail(test, node)}"
+            )
         time.sleep(interval_s)
 
 
@@ -134,7 +157,10 @@ class ProcessDB:
 
     def connector(self, test: Run) -> Callable[[], Any]:
         def no_connector() -> Any:
-            raise RuntimeError(f"the {self.name} DB has no store-API connector; its clients connect themselves")
+            raise RuntimeError(
+                f"the {self.name} DB has no store-API connector; its clients connect themselves"
+            )
+
         return no_connector
 
     def client(self, workload: str) -> Any:

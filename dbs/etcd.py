@@ -24,8 +24,10 @@ ROLE = "etcd"
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 BINARY = "/usr/bin/etcd"
-CLOCK_REASON = ("etcd is a Go program: it reads the clock through the vDSO, which libfaketime cannot reach, "
-                "and it reads no offset file of ours")
+CLOCK_REASON = (
+    "etcd is a Go program: it reads the clock through the vDSO, which libfaketime cannot reach, "
+    "and it reads no offset file of ours"
+)
 
 
 class EtcdConnection:
@@ -64,19 +66,33 @@ class EtcdConnection:
 
         k = _key(table, key)
         txn = pb.TxnRequest(
-            compare=[pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=k, value=_encode(expected))],
-            success=[pb.RequestOp(request_put=pb.PutRequest(key=k, value=_encode(new)))])
+            compare=[
+                pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=k, value=_encode(expected))
+            ],
+            success=[pb.RequestOp(request_put=pb.PutRequest(key=k, value=_encode(new)))],
+        )
         return bool(self._call(self.kv.Txn, txn, timeout).succeeded)
 
-    def batch(self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, None]]:
+    def batch(
+        self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None
+    ) -> list[tuple[bool, None]]:
         """Rows `("put", key, value)` and `("cas", key, expected, new)` in one Txn: every put happens if
         every cas key holds its expected value, else nothing does. (applied, None) per row."""
         from faultline.dbs.protos import etcd_kv_pb2 as pb
 
-        compare = [pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=_key(table, r[1]),
-                              value=_encode(r[2])) for r in rows if r[0] == "cas"]
-        puts = [pb.RequestOp(request_put=pb.PutRequest(key=_key(table, r[1]), value=_encode(r[-1]))) for r in rows]
-        applied = bool(self._call(self.kv.Txn, pb.TxnRequest(compare=compare, success=puts), timeout).succeeded)
+        compare = [
+            pb.Compare(
+                result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=_key(table, r[1]), value=_encode(r[2])
+            )
+            for r in rows
+            if r[0] == "cas"
+        ]
+        puts = [
+            pb.RequestOp(request_put=pb.PutRequest(key=_key(table, r[1]), value=_encode(r[-1]))) for r in rows
+        ]
+        applied = bool(
+            self._call(self.kv.Txn, pb.TxnRequest(compare=compare, success=puts), timeout).succeeded
+        )
         return [(applied, None) for _ in rows]
 
     def generate(self, table: str, timeout: float | None = None) -> int:
@@ -91,7 +107,7 @@ class EtcdConnection:
 
         prefix = _key(table, "")
         resp = self._call(self.kv.Range, pb.RangeRequest(key=prefix, range_end=_prefix_end(prefix)), timeout)
-        return [(kv.key.decode()[len(prefix):], _decode(kv.value)) for kv in resp.kvs]
+        return [(kv.key.decode()[len(prefix) :], _decode(kv.value)) for kv in resp.kvs]
 
     def close(self) -> None:
         self.channel.close()
@@ -107,7 +123,9 @@ class EtcdConnection:
         """Renews the lease once; its new time to live (0 or less: it has expired)."""
         from faultline.dbs.protos import etcd_kv_pb2 as pb
 
-        replies = self._call(self.lease.LeaseKeepAlive, iter([pb.LeaseKeepAliveRequest(ID=lease_id)]), timeout)
+        replies = self._call(
+            self.lease.LeaseKeepAlive, iter([pb.LeaseKeepAliveRequest(ID=lease_id)]), timeout
+        )
         try:
             return int(next(replies).TTL)
         finally:
@@ -120,7 +138,8 @@ class EtcdConnection:
         k = _key(table, key)
         txn = pb.TxnRequest(
             compare=[pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.CREATE, key=k, create_revision=0)],
-            success=[pb.RequestOp(request_put=pb.PutRequest(key=k, value=_encode(value), lease=lease_id))])
+            success=[pb.RequestOp(request_put=pb.PutRequest(key=k, value=_encode(value), lease=lease_id))],
+        )
         return bool(self._call(self.kv.Txn, txn, timeout).succeeded)
 
     def delete_if(self, table: str, key: Any, value: Any, timeout: float | None = None) -> bool:
@@ -129,8 +148,11 @@ class EtcdConnection:
 
         k = _key(table, key)
         txn = pb.TxnRequest(
-            compare=[pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=k, value=_encode(value))],
-            success=[pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k))])
+            compare=[
+                pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.VALUE, key=k, value=_encode(value))
+            ],
+            success=[pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k))],
+        )
         return bool(self._call(self.kv.Txn, txn, timeout).succeeded)
 
     # ------------------------------------------------------------------ etcd's own
@@ -295,23 +317,40 @@ def _decode(raw: bytes) -> Any:
 # at the next start). Under a fault that damaged the files it is detection; under any other, a finding.
 LOG_PATTERNS = [
     LogPattern("go-panic", r"^panic: ", "the Go runtime: an unrecovered panic"),
-    LogPattern("go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"),
-    LogPattern("capnslog-critical", r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ C \| ",
-               "a CRITICAL line (etcd's panic or fatal log call)"),
+    LogPattern(
+        "go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"
+    ),
+    LogPattern(
+        "capnslog-critical",
+        r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ C \| ",
+        "a CRITICAL line (etcd's panic or fatal log call)",
+    ),
     LogPattern("zap-panic-or-fatal", r'"level":"(?:dpanic|panic|fatal)"', "a zap panic or fatal line"),
-    LogPattern("crc-mismatch", r"\b(?:wal|walpb|snap|snappb): crc mismatch", "etcd found a WAL or snapshot record with a bad checksum",
-               expected_under=FILE_CORRUPTION_FAULTS),
-    LogPattern("wal-record-refused",
-               r"\bwal: (?:slice bounds out of range|max entry size limit exceeded|conflicting metadata found)"
-               r"|\bunexpected block type \d+",
-               "etcd's WAL reader refused a record whose length, type or metadata is impossible",
-               expected_under=FILE_CORRUPTION_FAULTS),
-    LogPattern("raft-log-lost", r"\btocommit\(\d+\) is out of range \[lastIndex\(\d+\)\]",
-               "etcd's Raft found its log shorter than the commit index the leader sent: committed entries are gone",
-               expected_under=FILE_CORRUPTION_FAULTS),
-    LogPattern("mvcc-unmarshal", r"\bmvcc: cannot unmarshal event",
-               "etcd read a key-value record from its backend file (member/snap/db) that does not decode",
-               expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern(
+        "crc-mismatch",
+        r"\b(?:wal|walpb|snap|snappb): crc mismatch",
+        "etcd found a WAL or snapshot record with a bad checksum",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
+    LogPattern(
+        "wal-record-refused",
+        r"\bwal: (?:slice bounds out of range|max entry size limit exceeded|conflicting metadata found)"
+        r"|\bunexpected block type \d+",
+        "etcd's WAL reader refused a record whose length, type or metadata is impossible",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
+    LogPattern(
+        "raft-log-lost",
+        r"\btocommit\(\d+\) is out of range \[lastIndex\(\d+\)\]",
+        "etcd's Raft found its log shorter than the commit index the leader sent: committed entries are gone",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
+    LogPattern(
+        "mvcc-unmarshal",
+        r"\bmvcc: cannot unmarshal event",
+        "etcd read a key-value record from its backend file (member/snap/db) that does not decode",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
 ]
 
 
@@ -320,11 +359,13 @@ class EtcdDB(ProcessDB):
 
     name = "etcd"
     workloads = frozenset({"register", "set", "lock", "bank", "counter", "unique-ids"})
-    nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS   # the data files are declared below
+    nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS  # the data files are declared below
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("etcd-server",)
-    options = {"members": "how many members: 1, 3, 5 or 7 (default 3)",
-               "lock_ttl": "whole seconds a lock's lease lasts without renewal, for the lock workload (default 10)"}
+    options = {
+        "members": "how many members: 1, 3, 5 or 7 (default 3)",
+        "lock_ttl": "whole seconds a lock's lease lasts without renewal, for the lock workload (default 10)",
+    }
     data_dirs = {ROLE: ("{dir}/data",)}
     data_files = {ROLE: ("{dir}/data/member/wal/*.wal", "{dir}/data/member/snap/db")}
 
@@ -341,15 +382,42 @@ class EtcdDB(ProcessDB):
         self.validate(opts)
         members = _members(opts)
         peers = ",".join(f"e{i}=http://e{i}:{PEER_PORT}" for i in range(1, members + 1))
-        role = RoleSpec(ROLE, members, "e", CLIENT_PORT, argv=[
-            BINARY, "--name", "{name}", "--data-dir", "{dir}/data",
-            "--listen-client-urls", f"http://0.0.0.0:{CLIENT_PORT}",
-            "--advertise-client-urls", f"http://{{address}}:{CLIENT_PORT}",
-            "--listen-peer-urls", f"http://0.0.0.0:{PEER_PORT}",
-            "--initial-advertise-peer-urls", f"http://{{name}}:{PEER_PORT}",
-            "--initial-cluster", peers, "--initial-cluster-state", "new", "--initial-cluster-token", name])
-        return ClusterSpec.from_mapping({"name": name, "roles": [role], "packages": list(self.packages),
-                                         "db": self.name, "db_opts": {"members": members}})
+        role = RoleSpec(
+            ROLE,
+            members,
+            "e",
+            CLIENT_PORT,
+            argv=[
+                BINARY,
+                "--name",
+                "{name}",
+                "--data-dir",
+                "{dir}/data",
+                "--listen-client-urls",
+                f"http://0.0.0.0:{CLIENT_PORT}",
+                "--advertise-client-urls",
+                f"http://{{address}}:{CLIENT_PORT}",
+                "--listen-peer-urls",
+                f"http://0.0.0.0:{PEER_PORT}",
+                "--initial-advertise-peer-urls",
+                f"http://{{name}}:{PEER_PORT}",
+                "--initial-cluster",
+                peers,
+                "--initial-cluster-state",
+                "new",
+                "--initial-cluster-token",
+                name,
+            ],
+        )
+        return ClusterSpec.from_mapping(
+            {
+                "name": name,
+                "roles": [role],
+                "packages": list(self.packages),
+                "db": self.name,
+                "db_opts": {"members": members},
+            }
+        )
 
     def ready(self, test: Run, node: str) -> bool:
         """A linearizable read through this member answers (so the cluster has a leader and a quorum)."""
@@ -380,7 +448,9 @@ class EtcdDB(ProcessDB):
         timeout = float(test.spec.op_timeout_s)
 
         def connect() -> EtcdConnection:
-            nodes = self.client_nodes(test)  # asked each time: the cluster comes up after the connector is made
+            nodes = self.client_nodes(
+                test
+            )  # asked each time: the cluster comes up after the connector is made
             return self._connect(test, nodes[next(turn) % len(nodes)], timeout)
 
         return connect

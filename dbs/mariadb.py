@@ -43,21 +43,26 @@ _PREPARE = (
     'set -e; d="$1/mysql"; mkdir -p "$d"; chown mysql:mysql "$d"; '
     'mariadb-install-db --no-defaults --datadir="$d" --user=mysql --skip-test-db --skip-name-resolve >/dev/null; '
     f"printf '%s\\n' 'CREATE DATABASE IF NOT EXISTS {DATABASE};' \"CREATE USER IF NOT EXISTS 'root'@'%';\" "
-    "\"GRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION;\" > \"$1/init.sql\"; chown mysql:mysql \"$1/init.sql\""
+    '"GRANT ALL ON *.* TO \'root\'@\'%\' WITH GRANT OPTION;" > "$1/init.sql"; chown mysql:mysql "$1/init.sql"'
 )
 
 # MariaDB's error numbers (include/mysqld_error.h, errmsg.h) that classify a failed statement
 ER_DUP_ENTRY = 1062
 ER_TABLE_EXISTS = 1050
-ER_LOCK_WAIT_TIMEOUT = 1205  # the statement waited innodb_lock_wait_timeout for a row lock and was rolled back
-ER_LOCK_DEADLOCK = 1213      # InnoDB rolled the whole transaction back (SQLSTATE 40001)
-ER_CHECKREAD = 1020          # "Record has changed since last read": the snapshot-isolation conflict of 11.8+
+ER_LOCK_WAIT_TIMEOUT = (
+    1205  # the statement waited innodb_lock_wait_timeout for a row lock and was rolled back
+)
+ER_LOCK_DEADLOCK = 1213  # InnoDB rolled the whole transaction back (SQLSTATE 40001)
+ER_CHECKREAD = 1020  # "Record has changed since last read": the snapshot-isolation conflict of 11.8+
 # a transaction that failed with one of these was rolled back by the server: nothing of it happened
 ABORTED = frozenset({ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_CHECKREAD, ER_DUP_ENTRY})
 
 # the values of MariaDB 10.11's tx_isolation (transaction_isolation came in 11.1)
-LEVELS = {"serializable": "SERIALIZABLE", "repeatable-read": "REPEATABLE-READ",
-          "read-committed": "READ-COMMITTED"}
+LEVELS = {
+    "serializable": "SERIALIZABLE",
+    "repeatable-read": "REPEATABLE-READ",
+    "read-committed": "READ-COMMITTED",
+}
 
 
 def errno(exc: BaseException) -> int | None:
@@ -89,9 +94,19 @@ def connect(host: str, timeout_s: float, autocommit: bool, level: str | None = N
     from pymysql.constants import CLIENT
 
     t = max(1, int(timeout_s))
-    return pymysql.connect(host=host, port=PORT, user="root", password="", database=DATABASE,
-                           autocommit=autocommit, connect_timeout=t, read_timeout=t, write_timeout=t,
-                           client_flag=CLIENT.FOUND_ROWS, init_command=session_sql(level, timeout_s))
+    return pymysql.connect(
+        host=host,
+        port=PORT,
+        user="root",
+        password="",
+        database=DATABASE,
+        autocommit=autocommit,
+        connect_timeout=t,
+        read_timeout=t,
+        write_timeout=t,
+        client_flag=CLIENT.FOUND_ROWS,
+        init_command=session_sql(level, timeout_s),
+    )
 
 
 class MariaDBConnection:
@@ -128,23 +143,29 @@ class MariaDBConnection:
             raise Indeterminate(f"mariadb: {type(exc).__name__}: {exc}") from None
 
     def create_table(self, name: str, **_: Any) -> None:
-        self.execute(f"CREATE TABLE IF NOT EXISTS `{ident(name)}` (k varchar(255) PRIMARY KEY, v bigint) "
-                     "ENGINE=InnoDB")
+        self.execute(
+            f"CREATE TABLE IF NOT EXISTS `{ident(name)}` (k varchar(255) PRIMARY KEY, v bigint) ENGINE=InnoDB"
+        )
 
     def get(self, table: str, key: Any, timeout: float | None = None) -> Any:
         rows = self.execute(f"SELECT v FROM `{ident(table)}` WHERE k = %s", (str(key),), fetch=True)
         return rows[0][0] if rows else None
 
     def put(self, table: str, key: Any, value: Any, timeout: float | None = None) -> None:
-        self.execute(f"INSERT INTO `{ident(table)}` (k, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)",
-                     (str(key), int(value)))
+        self.execute(
+            f"INSERT INTO `{ident(table)}` (k, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)",
+            (str(key), int(value)),
+        )
 
     def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
-        n = self.execute(f"UPDATE `{ident(table)}` SET v = %s WHERE k = %s AND v = %s",
-                         (int(new), str(key), int(expected)))
+        n = self.execute(
+            f"UPDATE `{ident(table)}` SET v = %s WHERE k = %s AND v = %s", (int(new), str(key), int(expected))
+        )
         return bool(n == 1)
 
-    def batch(self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, None]]:
+    def batch(
+        self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None
+    ) -> list[tuple[bool, None]]:
         """Rows `("put", key, value)` and `("cas", key, expected, new)` in one transaction: all apply, or
         none does (a cas that finds another value rolls it back). (applied, None) per row. An error before
         COMMIT was sent is definite (the server rolls back a transaction whose connection closes); one
@@ -175,12 +196,18 @@ class MariaDBConnection:
         """One row of a batch inside its transaction: a put always applies; a cas when the value matches
         (UPDATE reads the latest committed row and locks it, at every isolation level)."""
         if row[0] == "put":
-            cur.execute(f"INSERT INTO `{t}` (k, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)",
-                        (str(row[1]), int(row[2])))
+            cur.execute(
+                f"INSERT INTO `{t}` (k, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)",
+                (str(row[1]), int(row[2])),
+            )
             return True
         _, key, expected, new = row
-        return bool(cur.execute(f"UPDATE `{t}` SET v = %s WHERE k = %s AND v = %s",
-                                (int(new), str(key), int(expected))) == 1)
+        return bool(
+            cur.execute(
+                f"UPDATE `{t}` SET v = %s WHERE k = %s AND v = %s", (int(new), str(key), int(expected))
+            )
+            == 1
+        )
 
     def scan(self, table: str, timeout: float | None = None) -> list[tuple[str, Any]]:
         return [(k, v) for k, v in self.execute(f"SELECT k, v FROM `{ident(table)}`", fetch=True)]
@@ -205,8 +232,12 @@ class MariaDBTxnClient(SQLTxnClient):
         _create_table(test, self._table(test), f"k bigint PRIMARY KEY, v {column}")
 
     def connect(self, test: Run) -> Any:
-        return connect(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s),
-                       autocommit=False, level=isolation(test))
+        return connect(
+            test.backend.address(test.backend.nodes()[0]),
+            float(test.spec.op_timeout_s),
+            autocommit=False,
+            level=isolation(test),
+        )
 
     def driver_errors(self) -> tuple[type[BaseException], ...]:
         import pymysql
@@ -227,12 +258,17 @@ class MariaDBTxnClient(SQLTxnClient):
                     return [f, k, parse_list(row[0] if row else None)]
                 return [f, k, row[0] if row else None]
             if f == "append":
-                cur.execute(f"INSERT INTO `{t}` (k, v) VALUES (%s, %s) "
-                            "ON DUPLICATE KEY UPDATE v = CONCAT(v, ',', VALUES(v))", (k, str(int(v))))
+                cur.execute(
+                    f"INSERT INTO `{t}` (k, v) VALUES (%s, %s) "
+                    "ON DUPLICATE KEY UPDATE v = CONCAT(v, ',', VALUES(v))",
+                    (k, str(int(v))),
+                )
                 return mop
             if f == "w":
-                cur.execute(f"INSERT INTO `{t}` (k, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)",
-                            (k, int(v)))
+                cur.execute(
+                    f"INSERT INTO `{t}` (k, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)",
+                    (k, int(v)),
+                )
                 return mop
         raise ValueError(f"{self.kind}: unknown micro-op {f!r}")
 
@@ -253,16 +289,32 @@ def _create_table(test: Run, table: str, columns: str) -> None:
 # InnoDB: Corrupted page [page id: ...]", "... File '<f>' is corrupted", "... Table <t> is corrupted." and
 # the like (the strings of 10.11.19's mariadbd).
 LOG_PATTERNS = [
-    LogPattern("fatal-signal", r"\[ERROR\] \S*(?:mysqld|mariadbd) got signal \d+", "mariadbd crashed on a signal"),
-    LogPattern("innodb-assertion", r"InnoDB: (?:Assertion failure in file|Failing assertion: )",
-               "an InnoDB invariant failed (the server stops)"),
+    LogPattern(
+        "fatal-signal", r"\[ERROR\] \S*(?:mysqld|mariadbd) got signal \d+", "mariadbd crashed on a signal"
+    ),
+    LogPattern(
+        "innodb-assertion",
+        r"InnoDB: (?:Assertion failure in file|Failing assertion: )",
+        "an InnoDB invariant failed (the server stops)",
+    ),
     LogPattern("innodb-fatal", r"\[FATAL\] InnoDB: ", "InnoDB hit a condition it cannot go on from"),
-    LogPattern("corruption", r"\[ERROR\] InnoDB: (?:Corrupted page|Apparent corruption|.*\bis (?:marked as )?"
-               r"corrupted\b)", "InnoDB found damaged data"),
+    LogPattern(
+        "corruption",
+        r"\[ERROR\] InnoDB: (?:Corrupted page|Apparent corruption|.*\bis (?:marked as )?"
+        r"corrupted\b)",
+        "InnoDB found damaged data",
+    ),
 ]
 
-_PARTITIONS = ("partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
-               "partition-bridge", "partition-primary")
+_PARTITIONS = (
+    "partition",
+    "partition-one",
+    "partition-halves",
+    "partition-majority",
+    "partition-ring",
+    "partition-bridge",
+    "partition-primary",
+)
 
 
 class MariaDBDB(OneSQLServer, ProcessDB):
@@ -271,12 +323,16 @@ class MariaDBDB(OneSQLServer, ProcessDB):
     connection = MariaDBConnection
     name = "mariadb"
     workloads = frozenset({"register", "set", "list-append", "rw-register", "bank", "long-fork"})
-    options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"}
+    options = {
+        "isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"
+    }
     nemeses = PROCESS_NEMESES - set(_PARTITIONS)
     nemesis_notes = {
         **{p: "a single-node DB has no peers to be cut off from" for p in _PARTITIONS},
-        **{f: "not offered for mariadb yet: untried with InnoDB's files" for f in (*FILE_CORRUPTION_FAULTS,
-                                                                                  *DISK_NEMESES)},
+        **{
+            f: "not offered for mariadb yet: untried with InnoDB's files"
+            for f in (*FILE_CORRUPTION_FAULTS, *DISK_NEMESES)
+        },
         "clock": "not offered for mariadb yet: libfaketime under mariadbd is untried",
     }
     packages = ("mariadb-server",)
@@ -296,13 +352,28 @@ class MariaDBDB(OneSQLServer, ProcessDB):
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)
-        role = RoleSpec(ROLE, 1, "m", PORT,
-                        argv=["/usr/sbin/mariadbd", "--no-defaults", "--datadir={dir}/mysql", f"--port={PORT}",
-                              "--bind-address=0.0.0.0", "--socket=/tmp/mariadbd-{name}.sock",
-                              "--skip-name-resolve", "--init-file={dir}/init.sql",
-                              "--innodb-flush-log-at-trx-commit=1", "--innodb-buffer-pool-size=64M",
-                              "--max-connections=500"],
-                        prepare=["sh", "-c", _PREPARE, "sh", "{dir}"], prepare_unless="{dir}/init.sql",
-                        user=USER)
-        return ClusterSpec.from_mapping({"name": name, "roles": [role], "packages": list(self.packages),
-                                         "db": self.name})
+        role = RoleSpec(
+            ROLE,
+            1,
+            "m",
+            PORT,
+            argv=[
+                "/usr/sbin/mariadbd",
+                "--no-defaults",
+                "--datadir={dir}/mysql",
+                f"--port={PORT}",
+                "--bind-address=0.0.0.0",
+                "--socket=/tmp/mariadbd-{name}.sock",
+                "--skip-name-resolve",
+                "--init-file={dir}/init.sql",
+                "--innodb-flush-log-at-trx-commit=1",
+                "--innodb-buffer-pool-size=64M",
+                "--max-connections=500",
+            ],
+            prepare=["sh", "-c", _PREPARE, "sh", "{dir}"],
+            prepare_unless="{dir}/init.sql",
+            user=USER,
+        )
+        return ClusterSpec.from_mapping(
+            {"name": name, "roles": [role], "packages": list(self.packages), "db": self.name}
+        )

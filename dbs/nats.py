@@ -36,8 +36,10 @@ CLUSTER_NAME = "faultline"
 # A queue's consumer redelivers a message it handed out and never saw acknowledged after this long: well
 # past the op timeout, so a slow ack is not raced by a redelivery to another worker (a duplicate).
 ACK_WAIT_S = 20.0
-CLOCK_REASON = ("nats-server is a Go program: it reads the clock through the vDSO, which libfaketime cannot "
-                "reach, and it reads no offset file of ours")
+CLOCK_REASON = (
+    "nats-server is a Go program: it reads the clock through the vDSO, which libfaketime cannot "
+    "reach, and it reads no offset file of ours"
+)
 FILE_FAULT_REASON = "not tried on nats-server yet: what it logs on a damaged message block is not known here"
 
 # nats-server's config format; `{name}` and `{dir}` are filled per node by the cluster (RoleSpec).
@@ -64,8 +66,13 @@ def config_text(nodes: int = NODES) -> str:
     """The config file of every node, as a role template: routes to every node (a server ignores its
     route to itself), JetStream's store below the node's data directory."""
     routes = "\n".join(f"    nats-route://n{i}:{CLUSTER_PORT}" for i in range(1, nodes + 1))
-    return _CONF % {"client": CLIENT_PORT, "monitor": MONITOR_PORT, "cluster": CLUSTER_NAME,
-                    "cluster_port": CLUSTER_PORT, "routes": routes}
+    return _CONF % {
+        "client": CLIENT_PORT,
+        "monitor": MONITOR_PORT,
+        "cluster": CLUSTER_NAME,
+        "cluster_port": CLUSTER_PORT,
+        "routes": routes,
+    }
 
 
 # nats-server logs "[pid] date time [LVL] message"; s.Fatalf writes [FTL] and exits. Go's runtime writes
@@ -76,12 +83,18 @@ def config_text(nodes: int = NODES) -> str:
 # disagrees ("checksums do not match"), "Stream assigment corrupt" [sic] in the meta layer.
 LOG_PATTERNS = [
     LogPattern("go-panic", r"^panic: ", "the Go runtime: an unrecovered panic"),
-    LogPattern("go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"),
+    LogPattern(
+        "go-fatal-error", r"^fatal error: ", "the Go runtime: a fatal error (e.g. concurrent map writes)"
+    ),
     LogPattern("nats-fatal", r"\[FTL\] ", "nats-server logged a fatal error and exited"),
-    LogPattern("corrupt-data", r"malformed or corrupt message|corrupt state file|raft: (?:snapshot corrupt|append "
-               r"entry corrupt|corrupt peer state)|corrupt stream snapshot detected|checksums do not match|"
-               r"Stream assigment corrupt", "nats-server found a damaged message block, index, Raft log or metafile",
-               expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern(
+        "corrupt-data",
+        r"malformed or corrupt message|corrupt state file|raft: (?:snapshot corrupt|append "
+        r"entry corrupt|corrupt peer state)|corrupt stream snapshot detected|checksums do not match|"
+        r"Stream assigment corrupt",
+        "nats-server found a damaged message block, index, Raft log or metafile",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
 ]
 
 
@@ -99,25 +112,38 @@ class NatsDB(ProcessDB):
     # ... and a set read costs a request per message (NatsSetClient), so the set workload reads every 5 s
     workload_opts = {"queue": {"allow_duplicates": True}, "set": {"read_interval": 5.0}}
     data_dirs = {ROLE: ("{dir}/data",)}
-    data_files = {ROLE: ("{dir}/data/jetstream/*/streams/*/msgs/*.blk",
-                         "{dir}/data/jetstream/*/streams/*/msgs/*.idx")}
+    data_files = {
+        ROLE: ("{dir}/data/jetstream/*/streams/*/msgs/*.blk", "{dir}/data/jetstream/*/streams/*/msgs/*.idx")
+    }
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)
 
     def validate(self, opts: Mapping[str, Any]) -> None:
         if "sync_interval" in opts:
-            raise ValueError("nats-server 2.9 has no sync_interval (it came in 2.10): its streams fsync every "
-                             "two minutes, and its config parser refuses the field")
+            raise ValueError(
+                "nats-server 2.9 has no sync_interval (it came in 2.10): its streams fsync every "
+                "two minutes, and its config parser refuses the field"
+            )
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)
         conf = "{dir}/nats.conf"
-        prepare = ["sh", "-c", 'mkdir -p "$1/data" && printf "%s" "$2" > "$3"', "sh", "{dir}", config_text(), conf]
-        role = RoleSpec(ROLE, NODES, "n", CLIENT_PORT, argv=[BINARY, "-c", conf],
-                        prepare=prepare, prepare_unless=conf)
-        return ClusterSpec.from_mapping({"name": name, "roles": [role], "packages": list(self.packages),
-                                         "db": self.name})
+        prepare = [
+            "sh",
+            "-c",
+            'mkdir -p "$1/data" && printf "%s" "$2" > "$3"',
+            "sh",
+            "{dir}",
+            config_text(),
+            conf,
+        ]
+        role = RoleSpec(
+            ROLE, NODES, "n", CLIENT_PORT, argv=[BINARY, "-c", conf], prepare=prepare, prepare_unless=conf
+        )
+        return ClusterSpec.from_mapping(
+            {"name": name, "roles": [role], "packages": list(self.packages), "db": self.name}
+        )
 
     def ready(self, test: Run, node: str) -> bool:
         """The node's health endpoint answers ok: it serves clients, and JetStream knows its meta leader."""
@@ -141,6 +167,7 @@ class NatsDB(ProcessDB):
 
     def primaries(self, test: Run) -> list[str]:
         """The leader of the run's stream (the first stream found), as JetStream reports it."""
+
         async def leader(js: Any) -> str | None:
             async for name in _stream_names(js):
                 info = await js.stream_info(name)
@@ -175,9 +202,17 @@ async def connect(urls: list[str], timeout: float) -> Any:
     """A nats-py connection that tries `urls` in order and reconnects to any of them after a loss."""
     import nats
 
-    return await nats.connect(servers=urls, connect_timeout=timeout, dont_randomize=True,
-                              allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                              ping_interval=5, max_outstanding_pings=2, error_cb=_ignore)
+    return await nats.connect(
+        servers=urls,
+        connect_timeout=timeout,
+        dont_randomize=True,
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        ping_interval=5,
+        max_outstanding_pings=2,
+        error_cb=_ignore,
+    )
 
 
 async def _ignore(exc: Exception) -> None:
@@ -187,6 +222,7 @@ async def _ignore(exc: Exception) -> None:
 
 def _once(test: Run, body: Any, timeout: float) -> Any:
     """Runs `body(nc)` on a fresh connection in a loop of its own (setup, probes), bounded by `timeout`."""
+
     async def main() -> Any:
         nc = await connect(servers(test), timeout)
         try:
@@ -263,21 +299,31 @@ class NatsClient:
         deadline = time.monotonic() + float(test.spec.setup_timeout_s)
         while True:
             try:
-                _once(test, lambda nc: self.create(nc.jetstream(timeout=5.0), stream_name(test, self.workload)), 10.0)
+                _once(
+                    test,
+                    lambda nc: self.create(nc.jetstream(timeout=5.0), stream_name(test, self.workload)),
+                    10.0,
+                )
                 return
             except Exception as exc:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"could not create stream {stream_name(test, self.workload)}: "
-                                       f"{type(exc).__name__}: {exc}") from None
+                    raise RuntimeError(
+                        f"could not create stream {stream_name(test, self.workload)}: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from None
                 time.sleep(1.0)
 
     async def create(self, js: Any, name: str) -> None:
         from nats.js.api import StorageType, StreamConfig
 
-        await js.add_stream(StreamConfig(name=name, subjects=[name], num_replicas=NODES, storage=StorageType.FILE))
+        await js.add_stream(
+            StreamConfig(name=name, subjects=[name], num_replicas=NODES, storage=StorageType.FILE)
+        )
 
     def open(self, test: Run, node: str) -> NatsClient:
-        return type(self)(servers(test, node), stream_name(test, self.workload), float(test.spec.op_timeout_s))
+        return type(self)(
+            servers(test, node), stream_name(test, self.workload), float(test.spec.op_timeout_s)
+        )
 
     def close(self) -> None:
         if self.loop is not None:
@@ -316,7 +362,7 @@ class NatsClient:
         await self.js.publish(self.stream, str(value).encode(), timeout=self.timeout, stream=self.stream)
 
 
-STREAM_NOT_FOUND, NO_MESSAGE_FOUND = 10059, 10037   # JetStream's API error codes
+STREAM_NOT_FOUND, NO_MESSAGE_FOUND = 10059, 10037  # JetStream's API error codes
 GETS_IN_FLIGHT = 512
 
 
@@ -356,7 +402,7 @@ class NatsSetClient(NatsClient):
         got: list[int] = []
         seqs = list(range(state.first_seq, state.last_seq + 1))
         for start in range(0, len(seqs), GETS_IN_FLIGHT):
-            found = await asyncio.gather(*(self._get(seq) for seq in seqs[start:start + GETS_IN_FLIGHT]))
+            found = await asyncio.gather(*(self._get(seq) for seq in seqs[start : start + GETS_IN_FLIGHT]))
             got.extend(v for v in found if v is not None)
         return got
 
@@ -385,9 +431,16 @@ class NatsQueueClient(NatsClient):
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
         await super().create(js, name)
-        await js.add_consumer(name, ConsumerConfig(durable_name=self.durable, ack_policy=AckPolicy.EXPLICIT,
-                                                   deliver_policy=DeliverPolicy.ALL, ack_wait=ACK_WAIT_S,
-                                                   max_ack_pending=-1))
+        await js.add_consumer(
+            name,
+            ConsumerConfig(
+                durable_name=self.durable,
+                ack_policy=AckPolicy.EXPLICIT,
+                deliver_policy=DeliverPolicy.ALL,
+                ack_wait=ACK_WAIT_S,
+                max_ack_pending=-1,
+            ),
+        )
 
     def _limit(self, op: Op) -> float:
         return ACK_WAIT_S * 2 + self.timeout if op["f"] == "drain" else self.timeout
@@ -435,10 +488,14 @@ class NatsQueueClient(NatsClient):
                 if info.num_pending == 0 and info.num_ack_pending == 0:
                     return {**op, "type": "ok", "value": got}
                 if time.monotonic() > deadline:
-                    return {**op, "type": "info", "value": got, "error": f"{info.num_pending} pending, "
-                            f"{info.num_ack_pending} unacknowledged after {ACK_WAIT_S * 2:.0f} s"}
+                    return {
+                        **op,
+                        "type": "info",
+                        "value": got,
+                        "error": f"{info.num_pending} pending, "
+                        f"{info.num_ack_pending} unacknowledged after {ACK_WAIT_S * 2:.0f} s",
+                    }
         except Exception as exc:
             if not got:
                 raise
             return {**op, "type": "info", "value": got, "error": f"{type(exc).__name__}: {exc}"}
-

@@ -31,7 +31,7 @@ USER = "postgres"
 _INITDB = (
     'set -e; d="$1/pgdata"; mkdir -p "$d"; chown postgres:postgres "$d"; chmod 700 "$d"; '
     f'setpriv --reuid={USER} --regid={USER} --init-groups -- {BIN}/initdb -D "$d" -U postgres --auth=trust '
-    '--no-sync >/dev/null; '
+    "--no-sync >/dev/null; "
     'echo "host all all 0.0.0.0/0 trust" >> "$d/pg_hba.conf"'
 )
 
@@ -44,8 +44,15 @@ def connect(host: str, timeout_s: float, autocommit: bool, isolation: str | None
     options = f"-c statement_timeout={int(timeout_s * 1000)}"
     if isolation:
         options += f" -c default_transaction_isolation={isolation.replace('-', '_')}"
-    return psycopg.connect(host=host, port=PORT, user=USER, dbname="postgres", autocommit=autocommit,
-                           connect_timeout=max(1, int(timeout_s)), options=options)
+    return psycopg.connect(
+        host=host,
+        port=PORT,
+        user=USER,
+        dbname="postgres",
+        autocommit=autocommit,
+        connect_timeout=max(1, int(timeout_s)),
+        options=options,
+    )
 
 
 class PostgresConnection:
@@ -91,14 +98,20 @@ class PostgresConnection:
         return rows[0][0] if rows else None
 
     def put(self, table: str, key: Any, value: Any, timeout: float | None = None) -> None:
-        self.execute(f'INSERT INTO "{ident(table)}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
-                   (str(key), int(value)))
+        self.execute(
+            f'INSERT INTO "{ident(table)}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+            (str(key), int(value)),
+        )
 
     def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
-        n = self.execute(f'UPDATE "{ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
+        n = self.execute(
+            f'UPDATE "{ident(table)}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected))
+        )
         return bool(n == 1)
 
-    def batch(self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, None]]:
+    def batch(
+        self, table: str, rows: list[tuple[Any, ...]], timeout: float | None = None
+    ) -> list[tuple[bool, None]]:
         """Rows `("put", key, value)` and `("cas", key, expected, new)` in one transaction: all apply, or
         none does (a cas that finds another value rolls it back). (applied, None) per row. An error before
         COMMIT was sent is definite (the transaction aborted); one during COMMIT is not."""
@@ -123,11 +136,15 @@ class PostgresConnection:
     def _row(self, t: str, row: tuple[Any, ...]) -> bool:
         """One row of a batch inside its transaction: a put always applies; a cas when the value matches."""
         if row[0] == "put":
-            self.conn.execute(f'INSERT INTO "{t}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
-                              (str(row[1]), int(row[2])))
+            self.conn.execute(
+                f'INSERT INTO "{t}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+                (str(row[1]), int(row[2])),
+            )
             return True
         _, key, expected, new = row
-        cur = self.conn.execute(f'UPDATE "{t}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected)))
+        cur = self.conn.execute(
+            f'UPDATE "{t}" SET v = %s WHERE k = %s AND v = %s', (int(new), str(key), int(expected))
+        )
         return bool(cur.rowcount == 1)
 
     def generate(self, table: str, timeout: float | None = None) -> int:
@@ -181,7 +198,9 @@ class PostgresTxnClient(SQLTxnClient):
     def connect(self, test: Run) -> Any:
         import psycopg
 
-        conn = connect(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s), autocommit=False)
+        conn = connect(
+            test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s), autocommit=False
+        )
         conn.isolation_level = psycopg.IsolationLevel[isolation(test).replace("-", "_").upper()]
         return conn
 
@@ -193,8 +212,13 @@ class PostgresTxnClient(SQLTxnClient):
     def aborted(self, exc: BaseException) -> bool:
         import psycopg
 
-        return isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
-                          | psycopg.errors.UniqueViolation | psycopg.errors.QueryCanceled)
+        return isinstance(
+            exc,
+            psycopg.errors.SerializationFailure
+            | psycopg.errors.DeadlockDetected
+            | psycopg.errors.UniqueViolation
+            | psycopg.errors.QueryCanceled,
+        )
 
     def mop(self, mop: list[Any]) -> list[Any]:
         f, k, v = mop
@@ -209,8 +233,10 @@ class PostgresTxnClient(SQLTxnClient):
                 self.conn.execute(f'INSERT INTO "{t}" (k, v) VALUES (%s, ARRAY[%s::bigint])', (k, v))
             return mop
         if f == "w":
-            self.conn.execute(f'INSERT INTO "{t}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
-                              (k, v))
+            self.conn.execute(
+                f'INSERT INTO "{t}" (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+                (k, v),
+            )
             return mop
         raise ValueError(f"{self.kind}: unknown micro-op {f!r}")
 
@@ -247,8 +273,9 @@ class PostgresQueueClient:
         _create_table(test, _taken(self._table(test)), "token text PRIMARY KEY, v bigint")
 
     def open(self, test: Run, node: str) -> PostgresQueueClient:
-        conn = PostgresConnection(test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s),
-                                  isolation(test))
+        conn = PostgresConnection(
+            test.backend.address(test.backend.nodes()[0]), float(test.spec.op_timeout_s), isolation(test)
+        )
         return PostgresQueueClient(conn, self._table(test))
 
     def close(self) -> None:
@@ -275,7 +302,9 @@ class PostgresQueueClient:
                 rows = self.conn.execute(
                     f'WITH d AS (DELETE FROM "{t}" WHERE id = (SELECT id FROM "{t}" ORDER BY id FOR UPDATE SKIP '
                     f'LOCKED LIMIT 1) RETURNING v) INSERT INTO "{_taken(t)}" (token, v) SELECT %s, v FROM d RETURNING v',
-                    (token,), fetch=True)
+                    (token,),
+                    fetch=True,
+                )
             except Indeterminate:
                 taken = self._taken_by(token)
                 if taken is None:
@@ -296,7 +325,9 @@ class PostgresQueueClient:
         deadline = time.monotonic() + self.RESOLVE_S
         while time.monotonic() < deadline:
             try:
-                rows = self.conn.execute(f'SELECT v FROM "{_taken(self.table)}" WHERE token = %s', (token,), fetch=True)
+                rows = self.conn.execute(
+                    f'SELECT v FROM "{_taken(self.table)}" WHERE token = %s', (token,), fetch=True
+                )
             except (Definite, Indeterminate):
                 time.sleep(0.2)
                 continue
@@ -310,10 +341,18 @@ class PostgresQueueClient:
 # header or checksum is damaged is "invalid page in block N of relation PATH" (ERRCODE_DATA_CORRUPTED).
 LOG_PATTERNS = [
     LogPattern("panic", r"\bPANIC:\s", "PostgreSQL panicked (a PANIC stops the whole server)"),
-    LogPattern("backend-crash", r"was terminated by signal \d+: (?:Segmentation fault|Aborted|Bus error|"
-               r"Illegal instruction|Floating point exception)", "a server process crashed"),
-    LogPattern("invalid-page", r"invalid page in block \d+ of relation", "PostgreSQL read a damaged data page",
-               expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern(
+        "backend-crash",
+        r"was terminated by signal \d+: (?:Segmentation fault|Aborted|Bus error|"
+        r"Illegal instruction|Floating point exception)",
+        "a server process crashed",
+    ),
+    LogPattern(
+        "invalid-page",
+        r"invalid page in block \d+ of relation",
+        "PostgreSQL read a damaged data page",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
 ]
 
 
@@ -322,17 +361,52 @@ class PostgresDB(OneSQLServer, ProcessDB):
 
     connection = PostgresConnection
     name = "postgres"
-    workloads = frozenset({"register", "set", "list-append", "rw-register", "queue", "bank", "counter",
-                           "unique-ids", "long-fork"})
-    options = {"isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)",
-               "synchronous_commit": f"{', '.join(SYNC_COMMIT)} (default on); with off a commit is acknowledged "
-                                     "before its WAL is flushed, and a crash may lose it"}
-    nemeses = supported_nemeses(clock=True) - {"partition", "partition-one", "partition-halves",
-                                               "partition-majority", "partition-ring", "partition-bridge",
-                                               "partition-primary"} | FILE_CORRUPTION_FAULTS
-    nemesis_notes = {**common_notes(None), **{p: "a single-node DB has no peers to be cut off from" for p in (
-        "partition", "partition-one", "partition-halves", "partition-majority", "partition-ring",
-        "partition-bridge", "partition-primary")}}
+    workloads = frozenset(
+        {
+            "register",
+            "set",
+            "list-append",
+            "rw-register",
+            "queue",
+            "bank",
+            "counter",
+            "unique-ids",
+            "long-fork",
+        }
+    )
+    options = {
+        "isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)",
+        "synchronous_commit": f"{', '.join(SYNC_COMMIT)} (default on); with off a commit is acknowledged "
+        "before its WAL is flushed, and a crash may lose it",
+    }
+    nemeses = (
+        supported_nemeses(clock=True)
+        - {
+            "partition",
+            "partition-one",
+            "partition-halves",
+            "partition-majority",
+            "partition-ring",
+            "partition-bridge",
+            "partition-primary",
+        }
+        | FILE_CORRUPTION_FAULTS
+    )
+    nemesis_notes = {
+        **common_notes(None),
+        **{
+            p: "a single-node DB has no peers to be cut off from"
+            for p in (
+                "partition",
+                "partition-one",
+                "partition-halves",
+                "partition-majority",
+                "partition-ring",
+                "partition-bridge",
+                "partition-primary",
+            )
+        },
+    }
     packages = ("postgresql-15",)
     data_dirs = {ROLE: ("{dir}/pgdata",)}
     data_files = {ROLE: ("{dir}/pgdata/pg_wal/0000*", "{dir}/pgdata/base/*/[0-9]*")}
@@ -351,15 +425,40 @@ class PostgresDB(OneSQLServer, ProcessDB):
         `connector`."""
         if workload == "queue":
             return PostgresQueueClient()
-        return PostgresTxnClient(workload) if workload in ("list-append", "rw-register", "long-fork") else None
+        return (
+            PostgresTxnClient(workload) if workload in ("list-append", "rw-register", "long-fork") else None
+        )
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)
-        role = RoleSpec(ROLE, 1, "p", PORT,
-                        argv=[f"{BIN}/postgres", "-D", "{dir}/pgdata", "-c", "listen_addresses=*",
-                              "-c", "unix_socket_directories=/tmp", "-c", "fsync=on",
-                              "-c", f"synchronous_commit={opts.get('synchronous_commit', 'on')}"],
-                        prepare=["sh", "-c", _INITDB, "sh", "{dir}"], prepare_unless="{dir}/pgdata/PG_VERSION",
-                        user=USER)
-        return ClusterSpec.from_mapping({"name": name, "roles": [role], "packages": list(self.packages),
-                                         "db": self.name, "faketime": bool(opts.get("clock"))})
+        role = RoleSpec(
+            ROLE,
+            1,
+            "p",
+            PORT,
+            argv=[
+                f"{BIN}/postgres",
+                "-D",
+                "{dir}/pgdata",
+                "-c",
+                "listen_addresses=*",
+                "-c",
+                "unix_socket_directories=/tmp",
+                "-c",
+                "fsync=on",
+                "-c",
+                f"synchronous_commit={opts.get('synchronous_commit', 'on')}",
+            ],
+            prepare=["sh", "-c", _INITDB, "sh", "{dir}"],
+            prepare_unless="{dir}/pgdata/PG_VERSION",
+            user=USER,
+        )
+        return ClusterSpec.from_mapping(
+            {
+                "name": name,
+                "roles": [role],
+                "packages": list(self.packages),
+                "db": self.name,
+                "faketime": bool(opts.get("clock")),
+            }
+        )

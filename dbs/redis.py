@@ -29,8 +29,10 @@ MASTER_NAME = "faultline"
 DOWN_AFTER_MS = 2000
 APPENDFSYNC = ("always", "everysec", "no")
 FAILOVER_TIMEOUT_MS = 10000
-CLOCK_REASON = ("libfaketime 0.9.10 aborts redis-server at start (a recursive clock_gettime during its start-up), "
-                "and redis reads no offset file of ours")
+CLOCK_REASON = (
+    "libfaketime 0.9.10 aborts redis-server at start (a recursive clock_gettime during its start-up), "
+    "and redis reads no offset file of ours"
+)
 
 # The config files are written once (prepare) and kept: redis-server and redis-sentinel rewrite them as
 # the primary moves (CONFIG REWRITE), and a restarted process must come back with what it learnt.
@@ -60,8 +62,10 @@ sentinel parallel-syncs {name} 1
 def _write_conf(text: str, conf: str) -> list[str]:
     """A prepare step that writes `text` (a role template: {dir}, {address} ... filled per node) to `conf`;
     every redis node but r1 starts as a replica of r1."""
-    script = ('mkdir -p "$1/data" && printf "%s" "$2" > "$3" && '
-              f'if [ "$4" = redis ] && [ "$5" != r1 ]; then echo "replicaof r1 {REDIS_PORT}" >> "$3"; fi')
+    script = (
+        'mkdir -p "$1/data" && printf "%s" "$2" > "$3" && '
+        f'if [ "$4" = redis ] && [ "$5" != r1 ]; then echo "replicaof r1 {REDIS_PORT}" >> "$3"; fi'
+    )
     role = REDIS if conf.endswith("redis.conf") else SENTINEL
     return ["sh", "-c", script, "sh", "{dir}", text, conf, role, "{name}"]
 
@@ -77,10 +81,19 @@ LOG_PATTERNS = [
     LogPattern("bug-report", r"=== REDIS BUG REPORT START", "Redis crashed and wrote its bug report"),
     LogPattern("assertion", r"=== ASSERTION FAILED ===", "a Redis assertion failed"),
     LogPattern("panic", r"Guru Meditation: ", "Redis panicked (serverPanic)"),
-    LogPattern("bad-aof", r"Bad file format reading the append only file|Unexpected end of file reading the "
-               r"append only file", "Redis found its append-only file damaged", expected_under=FILE_CORRUPTION_FAULTS),
-    LogPattern("bad-rdb", r"Wrong RDB checksum|Short read or OOM loading DB", "Redis found its RDB file damaged",
-               expected_under=FILE_CORRUPTION_FAULTS),
+    LogPattern(
+        "bad-aof",
+        r"Bad file format reading the append only file|Unexpected end of file reading the "
+        r"append only file",
+        "Redis found its append-only file damaged",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
+    LogPattern(
+        "bad-rdb",
+        r"Wrong RDB checksum|Short read or OOM loading DB",
+        "Redis found its RDB file damaged",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
 ]
 
 
@@ -89,14 +102,16 @@ class RedisSentinelDB(ProcessDB):
 
     name = "redis-sentinel"
     workloads = frozenset({"set", "register", "queue", "lock", "counter", "unique-ids"})
-    nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS   # the data files are declared below
+    nemeses = supported_nemeses(clock=False) | FILE_CORRUPTION_FAULTS  # the data files are declared below
     nemesis_notes = common_notes(CLOCK_REASON)
     packages = ("redis-server", "redis-sentinel")
     data_dirs = {REDIS: ("{dir}/data",)}
     data_files = {REDIS: ("{dir}/data/appendonlydir/*.aof", "{dir}/data/dump.rdb")}
-    options = {"appendfsync": f"when the append-only file is fsynced: {', '.join(APPENDFSYNC)} (default everysec, "
-                              "Redis's own; always fsyncs before each write is acknowledged)",
-               "lock_ttl": "seconds a lock taken by the lock workload lasts unless released (default 10)"}
+    options = {
+        "appendfsync": f"when the append-only file is fsynced: {', '.join(APPENDFSYNC)} (default everysec, "
+        "Redis's own; always fsyncs before each write is acknowledged)",
+        "lock_ttl": "seconds a lock taken by the lock workload lasts unless released (default 10)",
+    }
 
     def validate(self, opts: Mapping[str, Any]) -> None:
         mode = opts.get("appendfsync", "everysec")
@@ -110,16 +125,38 @@ class RedisSentinelDB(ProcessDB):
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         self.validate(opts)
         redis_conf = _REDIS_CONF.replace("{port}", str(REDIS_PORT)).replace(
-            "{appendfsync}", str(opts.get("appendfsync", "everysec")))
-        sentinel_conf = _SENTINEL_CONF.format(port=SENTINEL_PORT, dir="{dir}", address="{address}", name=MASTER_NAME,
-                                              redis_port=REDIS_PORT, down=DOWN_AFTER_MS, failover=FAILOVER_TIMEOUT_MS)
-        redis = RoleSpec(REDIS, 3, "r", REDIS_PORT, argv=["/usr/bin/redis-server", "{dir}/redis.conf"],
-                         prepare=_write_conf(redis_conf, "{dir}/redis.conf"), prepare_unless="{dir}/redis.conf")
-        sentinel = RoleSpec(SENTINEL, 3, "s", SENTINEL_PORT, argv=["/usr/bin/redis-sentinel", "{dir}/sentinel.conf"],
-                            prepare=_write_conf(sentinel_conf, "{dir}/sentinel.conf"),
-                            prepare_unless="{dir}/sentinel.conf")
-        return ClusterSpec.from_mapping({"name": name, "roles": [redis, sentinel], "packages": list(self.packages),
-                                         "db": self.name})
+            "{appendfsync}", str(opts.get("appendfsync", "everysec"))
+        )
+        sentinel_conf = _SENTINEL_CONF.format(
+            port=SENTINEL_PORT,
+            dir="{dir}",
+            address="{address}",
+            name=MASTER_NAME,
+            redis_port=REDIS_PORT,
+            down=DOWN_AFTER_MS,
+            failover=FAILOVER_TIMEOUT_MS,
+        )
+        redis = RoleSpec(
+            REDIS,
+            3,
+            "r",
+            REDIS_PORT,
+            argv=["/usr/bin/redis-server", "{dir}/redis.conf"],
+            prepare=_write_conf(redis_conf, "{dir}/redis.conf"),
+            prepare_unless="{dir}/redis.conf",
+        )
+        sentinel = RoleSpec(
+            SENTINEL,
+            3,
+            "s",
+            SENTINEL_PORT,
+            argv=["/usr/bin/redis-sentinel", "{dir}/sentinel.conf"],
+            prepare=_write_conf(sentinel_conf, "{dir}/sentinel.conf"),
+            prepare_unless="{dir}/sentinel.conf",
+        )
+        return ClusterSpec.from_mapping(
+            {"name": name, "roles": [redis, sentinel], "packages": list(self.packages), "db": self.name}
+        )
 
     def ready(self, test: Run, node: str) -> bool:
         """A redis node is a primary or a replica in sync; a sentinel knows both replicas and both other
@@ -157,14 +194,24 @@ class RedisSentinelDB(ProcessDB):
     def _redis(self, test: Run, node: str, timeout: float = 2.0) -> Any:
         import redis
 
-        return redis.Redis(host=test.backend.address(node), port=_port(test, node), socket_timeout=timeout,
-                           socket_connect_timeout=timeout, decode_responses=True,
-                           retry=_no_retry())
+        return redis.Redis(
+            host=test.backend.address(node),
+            port=_port(test, node),
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            decode_responses=True,
+            retry=_no_retry(),
+        )
 
     def client(self, workload: str) -> Any:
-        clients: dict[str, type[RedisClient]] = {"set": RedisSetClient, "register": RedisRegisterClient,
-                                                 "queue": RedisQueueClient, "lock": RedisLockClient,
-                                                 "counter": RedisCounterClient, "unique-ids": RedisIdsClient}
+        clients: dict[str, type[RedisClient]] = {
+            "set": RedisSetClient,
+            "register": RedisRegisterClient,
+            "queue": RedisQueueClient,
+            "lock": RedisLockClient,
+            "counter": RedisCounterClient,
+            "unique-ids": RedisIdsClient,
+        }
         return clients[workload]() if workload in clients else None
 
 
@@ -239,8 +286,9 @@ class RedisClient:
 
         timeout = float(test.spec.op_timeout_s)
         host, port = cast(RedisSentinelDB, test.db).sentinel(test, timeout).discover_master(MASTER_NAME)
-        return redis.Redis(host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout,
-                           retry=_no_retry())
+        return redis.Redis(
+            host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout, retry=_no_retry()
+        )
 
     def key(self, test: Run, name: Any) -> str:
         return f"{name}-{test.spec.run_tag}" if test.spec.run_tag else str(name)
@@ -258,7 +306,11 @@ class RedisSetClient(RedisClient):
             self.conn.sadd(self.key(test, "set"), op["value"])
             return {**op, "type": "ok"}
         if op["f"] == "read":
-            return {**op, "type": "ok", "value": sorted(int(v) for v in self.conn.smembers(self.key(test, "set")))}
+            return {
+                **op,
+                "type": "ok",
+                "value": sorted(int(v) for v in self.conn.smembers(self.key(test, "set"))),
+            }
         raise ValueError(f"set: unknown op {op['f']!r}")
 
 
@@ -322,8 +374,9 @@ class RedisQueueClient(RedisClient):
 # Release the lock if this client's token still holds it. The shebang makes it a script that may write,
 # which a read-only replica refuses before running it (READONLY: nothing done), instead of answering
 # from its own copy of the key.
-_RELEASE = ("#!lua\nif redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end; "
-            "return 0")
+_RELEASE = (
+    "#!lua\nif redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end; return 0"
+)
 
 
 class RedisLockClient(RedisClient):

@@ -62,7 +62,8 @@ class Context:
     rng: random.Random = field(compare=False, hash=False)
     concurrency: int = 0
     by_process: tuple[Mapping[Thread, Process], Mapping[Any, Thread]] | None = field(
-        default=None, compare=False, hash=False, repr=False)
+        default=None, compare=False, hash=False, repr=False
+    )
 
     @staticmethod
     def initial(concurrency: int, rng: random.Random, nemesis: bool = True, time: int = 0) -> Context:
@@ -522,7 +523,8 @@ class OnThreads(Gen):
     pred: Callable[[Thread], bool]
     gen: Gen
     kept: dict[frozenset[Thread], frozenset[Thread]] = field(
-        default_factory=dict, compare=False, hash=False, repr=False)
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
     def _ctx(self, ctx: Context) -> Context:
         keep = self.kept.get(ctx.threads)
@@ -711,7 +713,9 @@ class Independent(Gen):
         groups[best_i] = (members, key, best_next)
         return cast(Op, {**best, "key": key}), self._with(nk, tuple(groups))
 
-    def _with(self, next_key: int, groups: tuple[tuple[tuple[Thread, ...], Any, Gen | None], ...]) -> Independent:
+    def _with(
+        self, next_key: int, groups: tuple[tuple[tuple[Thread, ...], Any, Gen | None], ...]
+    ) -> Independent:
         """`replace(self, next_key=..., groups=...)`, built directly (this is on every operation's path)."""
         return Independent(self.group_size, self.gen_for_key, self.key_of, next_key, groups)
 
@@ -809,7 +813,9 @@ def map_ops(fn: Callable[[Op], Op], gen: Any) -> Gen:
     return Map(fn, lift(gen))
 
 
-def independent(group_size: int, gen_for_key: Callable[[Any], Any], key_of: Callable[[int], Any] | None = None) -> Gen:
+def independent(
+    group_size: int, gen_for_key: Callable[[Any], Any], key_of: Callable[[int], Any] | None = None
+) -> Gen:
     return Independent(group_size, lambda k: lift(gen_for_key(k)), key_of or (lambda i: f"k{i}"))
 
 

@@ -103,7 +103,7 @@ def _norm_op(raw: Any, path: str | os.PathLike[str], line: int, index: int, str_
         op["value"] = None
     if not isinstance(op.get("index"), int):
         op["index"] = index  # formats without indexes get their position
-    return cast(Op, op)   # checked above: an op of the history format (keys of its own source may remain)
+    return cast(Op, op)  # checked above: an op of the history format (keys of its own source may remain)
 
 
 # ---------------------------------------------------------------- JSONL (ours)
@@ -223,10 +223,16 @@ def _parse_jsonl(src: _ByteLines, col: _Collector, tolerate_truncated_tail: bool
             lines.append(n)
             if type(op) is dict:  # the usual op, normalised here (`_norm_op` does the rest)
                 t, f = op.get("type"), op.get("f")
-                if type(t) is str and type(f) is str and type(op.get("process")) is int and "value" in op \
-                        and type(op.get("index")) is int and t in types:
+                if (
+                    type(t) is str
+                    and type(f) is str
+                    and type(op.get("process")) is int
+                    and "value" in op
+                    and type(op.get("index")) is int
+                    and t in types
+                ):
                     op["type"], op["f"] = types[t], intern(f)
-                    ops.append(cast(Op, op))   # checked above: an op of the history format
+                    ops.append(cast(Op, op))  # checked above: an op of the history format
                     continue
             ops.append(norm(op, path, n, len(ops), True))
     _jsonl_end(src, col, tolerate_truncated_tail)
@@ -352,7 +358,9 @@ def _lines(fh: IO[str], path: str | os.PathLike[str]) -> Iterator[tuple[int, str
             return
         n += 1
         if len(line) >= MAX_LINE and not line.endswith("\n"):
-            raise HistoryFormatError(path, n, f"a line longer than {MAX_LINE // 2**20} Mi characters; not a history")
+            raise HistoryFormatError(
+                path, n, f"a line longer than {MAX_LINE // 2**20} Mi characters; not a history"
+            )
         yield n, line
 
 
@@ -389,8 +397,9 @@ class _ByteLines:
     def _check_length(self, line: bytes, n: int) -> None:
         if len(line) >= MAX_LINE and len(line.translate(None, _CONTINUATION)) >= MAX_LINE:
             _utf8(line, self.path, n)  # text that is not UTF-8 is the first error, as in the text readers
-            raise HistoryFormatError(self.path, n, f"a line longer than {MAX_LINE // 2**20} Mi characters; "
-                                     "not a history")
+            raise HistoryFormatError(
+                self.path, n, f"a line longer than {MAX_LINE // 2**20} Mi characters; not a history"
+            )
 
     def blocks(self) -> Iterator[list[bytes]]:
         rest, cr, bad_nul = b"", b"", False
@@ -556,7 +565,7 @@ class _Stream:
         if self.eof or len(self.text) - self.pos > MAX_LINE:
             return False
         chunk = _read(self.fh, self.path, _CHUNK, self.line)
-        self.text = self.text[self.pos:] + chunk
+        self.text = self.text[self.pos :] + chunk
         self.pos = 0
         self.eof = not chunk
         return bool(chunk)
@@ -569,7 +578,7 @@ class _Stream:
         """The next non-blank character (not consumed), or None at the end."""
         while True:
             m = _BLANK.match(self.text, self.pos)
-            assert m is not None   # `\s*` matches anywhere, if only the empty string
+            assert m is not None  # `\s*` matches anywhere, if only the empty string
             self.advance(m.end())
             if self.pos < len(self.text):
                 return self.text[self.pos]
@@ -590,11 +599,12 @@ class _Stream:
                 line = self.line + self.text.count("\n", self.pos, exc.pos)
                 raise HistoryFormatError(self.path, line, f"not valid JSON ({exc.msg})") from None
             except RecursionError:
-                raise HistoryFormatError(self.path, self.line, f"a value nested deeper than {MAX_DEPTH} levels") from None
+                raise HistoryFormatError(
+                    self.path, self.line, f"a value nested deeper than {MAX_DEPTH} levels"
+                ) from None
             line, start = self.line, self.pos
             self.advance(end)
             return value, line, self.text[start:end]
-
 
     def _decode_line(self) -> tuple[Any, int, str] | None:
         """The usual case, one op on the rest of its line before a ',' or ']': decoded by msgspec, which
@@ -602,11 +612,11 @@ class _Stream:
         end = self.text.find("\n", self.pos)
         if end < 0:
             return None
-        stop = len(self.text[self.pos:end].rstrip()) + self.pos
+        stop = len(self.text[self.pos : end].rstrip()) + self.pos
         if stop > self.pos and self.text[stop - 1] in ",]":
             stop -= 1
         try:
-            value = jsoncodec.decode_fast(self.text[self.pos:stop])
+            value = jsoncodec.decode_fast(self.text[self.pos : stop])
         except jsoncodec.FAST_ERRORS:
             return None
         line, start = self.line, self.pos
@@ -725,8 +735,17 @@ def load(path: str | os.PathLike[str], fmt: str = "auto", strict: bool = True) -
     semantics, model, init = _FORMAT_DEFAULTS[fmt]
     if fmt in ("jepsen-edn", "elle-json") and any(op.get("f") == "txn" for op in col.ops):
         model, init = "multi-register", 0
-    return LoadedHistory(ops=col.ops, format=fmt, semantics=semantics, model=model, init=init, path=str(path),
-                         warnings=col.notes, lines=col.lines, independent=independent)
+    return LoadedHistory(
+        ops=col.ops,
+        format=fmt,
+        semantics=semantics,
+        model=model,
+        init=init,
+        path=str(path),
+        warnings=col.notes,
+        lines=col.lines,
+        independent=independent,
+    )
 
 
 def _hashable(v: Any) -> bool:
@@ -756,14 +775,19 @@ def check_pairs(ops: Sequence[Mapping[str, Any]], lines: Sequence[int], path: st
         if op["type"] == "invoke":
             j = busy_get(proc)
             if j is not None:
-                raise HistoryFormatError(path, lines[i], f"process {proc!r} invokes {op.get('f')!r} while its "
-                                         f"{ops[j].get('f')!r} invoked on line {lines[j]} has not completed")
+                raise HistoryFormatError(
+                    path,
+                    lines[i],
+                    f"process {proc!r} invokes {op.get('f')!r} while its "
+                    f"{ops[j].get('f')!r} invoked on line {lines[j]} has not completed",
+                )
             busy[proc] = i
             continue
         j = busy_pop(proc, None)
         if j is None:
-            raise HistoryFormatError(path, lines[i], f"a completion (type {op['type']}) of process {proc!r} "
-                                     "without an invocation")
+            raise HistoryFormatError(
+                path, lines[i], f"a completion (type {op['type']}) of process {proc!r} without an invocation"
+            )
         inv = ops[j]
         a, b = inv.get("f"), op.get("f")
         if a is not b and a is not None and b is not None and a != b:
@@ -773,9 +797,12 @@ def check_pairs(ops: Sequence[Mapping[str, Any]], lines: Sequence[int], path: st
             _mismatch(path, lines, i, j, "key", a, b)
 
 
-def _mismatch(path: str | os.PathLike[str], lines: Sequence[int], i: int, j: int, k: str, a: Any, b: Any) -> None:
-    raise HistoryFormatError(path, lines[i], f"a completion with {k} {b!r} for an invocation with {k} {a!r} on "
-                             f"line {lines[j]}")
+def _mismatch(
+    path: str | os.PathLike[str], lines: Sequence[int], i: int, j: int, k: str, a: Any, b: Any
+) -> None:
+    raise HistoryFormatError(
+        path, lines[i], f"a completion with {k} {b!r} for an invocation with {k} {a!r} on line {lines[j]}"
+    )
 
 
 def _key_like(v: Any) -> bool:

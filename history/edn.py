@@ -42,8 +42,16 @@ _FLOAT = re.compile(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?M?$")
 _SYMBOLIC = {"##NaN": float("nan"), "##Inf": float("inf"), "##-Inf": float("-inf")}
 # What the writer escapes: a raw carriage return would come back as a newline from a text-mode reader, and
 # other control characters (NUL above all, which readers take for binary data) as \uXXXX.
-_STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
-                                 **{chr(c): f"\\u{c:04x}" for c in (*range(0x20), 0x7f) if chr(c) not in "\n\r\t"}})
+_STRING_ESCAPES = str.maketrans(
+    {
+        "\\": "\\\\",
+        '"': '\\"',
+        "\n": "\\n",
+        "\r": "\\r",
+        "\t": "\\t",
+        **{chr(c): f"\\u{c:04x}" for c in (*range(0x20), 0x7F) if chr(c) not in "\n\r\t"},
+    }
+)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f"}
 # Tags and what must follow them (the opening token, or '"' for a string); records are tags with a dot.
 _TAGS = {"#inst": '"', "#uuid": '"', "#error": "{", "#object": "["}
@@ -131,8 +139,11 @@ def _tag_follower(tag: str, line: int) -> str:
         return _TAGS[tag]
     if "." in tag and "/" not in tag:
         return "{"  # a Clojure record, e.g. #jepsen.history.Op{...}
-    raise EdnError(f"unknown EDN tag {tag} (known: #inst, #uuid, records like #jepsen.history.Op{{...}}, "
-                   "#error, #object)", line)
+    raise EdnError(
+        f"unknown EDN tag {tag} (known: #inst, #uuid, records like #jepsen.history.Op{{...}}, "
+        "#error, #object)",
+        line,
+    )
 
 
 class _Reader:

@@ -49,8 +49,13 @@ def _test_map(path: Path) -> tuple[list[str] | None, list[str]]:
 
 def from_loaded(loaded: history.LoadedHistory) -> Source:
     """A Source from a history `history.load` already read."""
-    return Source(ops=loaded.ops, format=loaded.format, warnings=list(loaded.warnings), path=loaded.path,
-                  lines=loaded.lines)
+    return Source(
+        ops=loaded.ops,
+        format=loaded.format,
+        warnings=list(loaded.warnings),
+        path=loaded.path,
+        lines=loaded.lines,
+    )
 
 
 def load(path: str | os.PathLike[str], fmt: str = "auto", strict: bool = True) -> Source:
@@ -67,8 +72,14 @@ def load(path: str | os.PathLike[str], fmt: str = "auto", strict: bool = True) -
         models, notes = _test_map(p / "test.edn")
     else:
         loaded = history.load(p, fmt, strict=strict)
-    return Source(ops=loaded.ops, format=loaded.format, consistency_models=models, warnings=[*loaded.warnings, *notes],
-                  path=loaded.path, lines=loaded.lines)
+    return Source(
+        ops=loaded.ops,
+        format=loaded.format,
+        consistency_models=models,
+        warnings=[*loaded.warnings, *notes],
+        path=loaded.path,
+        lines=loaded.lines,
+    )
 
 
 def test_map(history_path: str | Path) -> dict[str, Any] | None:

@@ -80,7 +80,7 @@ def read_jsonl(path: Path | str, *, tolerate_truncated_tail: bool = True, strict
         try:
             op = decode(raw)
             if type(op) is dict:
-                ops.append(cast(Op, op))   # a line of our history format
+                ops.append(cast(Op, op))  # a line of our history format
                 continue
         except fast_errors:
             pass
@@ -100,7 +100,7 @@ def read_jsonl(path: Path | str, *, tolerate_truncated_tail: bool = True, strict
             out.problems.append(msg)
             warnings.warn(msg, stacklevel=2)
             continue
-        ops.append(cast(Op, op))   # a line of our history format
+        ops.append(cast(Op, op))  # a line of our history format
     return out
 
 
@@ -169,13 +169,18 @@ def ops_to_table(ops: Iterable[Mapping[str, Any]]) -> pa.Table:
             cols["process"] = [v if type(v) is int else None for v in values]
             cols["is_nemesis"] = [v == "nemesis" for v in values]
         elif name == "key":
-            cols["key"] = [v if type(v) is str else (str(v) if type(v) is int else
-                                                     (None if v is None or v is _ABSENT else _dumps(v)))
-                           for v in values]
+            cols["key"] = [
+                v
+                if type(v) is str
+                else (str(v) if type(v) is int else (None if v is None or v is _ABSENT else _dumps(v)))
+                for v in values
+            ]
         elif name == "value":
             cols["value_int"] = [v if type(v) is int else None for v in values]
         else:
-            cols[name] = [v if type(v) is str else (None if v is None or v is _ABSENT else _dumps(v)) for v in values]
+            cols[name] = [
+                v if type(v) is str else (None if v is None or v is _ABSENT else _dumps(v)) for v in values
+            ]
     cols["extra_json"] = [None if e is None else _dumps(e) for e in extras]
     return pa.Table.from_pydict({n: cols[n] for n in SCHEMA.names}, schema=SCHEMA)
 
@@ -245,8 +250,10 @@ def _exact_columns(df: Any) -> Any:
         if col in df.columns and df[col].dtype.kind == "f":
             big = df[col].abs() >= EXACT_FLOAT_LIMIT
             if bool(big.any()):
-                raise ValueError(f"history column {col!r} went through float64 and may have lost precision "
-                                 "above 2**53; read it with parquet.table_to_frame (nullable Int64)")
+                raise ValueError(
+                    f"history column {col!r} went through float64 and may have lost precision "
+                    "above 2**53; read it with parquet.table_to_frame (nullable Int64)"
+                )
     return df.astype(object).where(df.notna(), None)
 
 
@@ -274,7 +281,7 @@ def _rows_to_ops(rows: Iterator[tuple[Any, ...]], names: list[str]) -> list[Op]:
             if extra.pop("__no_index__", False):
                 del op["index"]
             op.update(extra)
-        out.append(cast(Op, op))   # the op as it was written, its own extra keys included
+        out.append(cast(Op, op))  # the op as it was written, its own extra keys included
     return out
 
 

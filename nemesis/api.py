@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from faultline.gen import Gen
 
 
-
 class Nemesis(Protocol):
     """A fault that is set up, invoked by ops and always healed."""
 

@@ -87,7 +87,9 @@ def primaries(test: Run) -> list[str]:
         return []
 
 
-def pick_subset(nodes: Sequence[str], subset: str, rng: random.Random, leaders: Sequence[str] = ()) -> list[str]:
+def pick_subset(
+    nodes: Sequence[str], subset: str, rng: random.Random, leaders: Sequence[str] = ()
+) -> list[str]:
     nodes = sorted(nodes)
     if not nodes:
         return []
@@ -162,6 +164,8 @@ def done(op: Op, value: Any = None, kind: str = "ok", **extra: Any) -> Op:
 
 def choice_op(f: str, choices: Mapping[str, Sequence[Any]]) -> Callable[[Context], Op]:
     """An op whose value draws each field from its choices with the run's randomness."""
+
     def make(ctx: Context) -> Op:
         return {"f": f, "value": {k: ctx.rng.choice(list(v)) for k, v in choices.items()}}
+
     return make

@@ -103,9 +103,9 @@ def damage_bytes(data: bytes, damage: Mapping[str, Any]) -> bytes:
             out[off] ^= 1 << bit
     if "zero" in damage:
         start, length = damage["zero"]
-        out[start:start + length] = bytes(len(out[start:start + length]))
+        out[start : start + length] = bytes(len(out[start : start + length]))
     if "truncate" in damage:
-        del out[int(damage["truncate"]):]
+        del out[int(damage["truncate"]) :]
     return bytes(out)
 
 
@@ -133,7 +133,7 @@ class FileCorruptNemesis:
     def __init__(self, f: str) -> None:
         self.fs = frozenset({f})
         self.rng: random.Random | None = None  # set by setup
-        self.doomed: list[str] | None = None   # the fixed minority of each role hit (drawn at the first op)
+        self.doomed: list[str] | None = None  # the fixed minority of each role hit (drawn at the first op)
         self.snapshots: dict[str, tuple[str, str]] = {}  # node -> (file, its copy)
         self.stopped: set[str] = set()
         self.lock = threading.Lock()
@@ -146,11 +146,16 @@ class FileCorruptNemesis:
         if pattern is not None:
             b = backend(test)
             nodes = [n for role in sorted(self._role_globs(test)) for n in b.nodes(role)]
-            if not any(any(files) for n in nodes
-                       for files in self._run(test, n, {"op": "list", "globs": self._globs(test, n)})):
-                raise UsageError(f"--nemesis-opt {FILE_GLOB}={pattern} matches no file on any of "
-                                 f"{', '.join(nodes) or 'the nodes'} (relative globs start at each data "
-                                 "directory, dbs.api.DataFiles.data_dirs)")
+            if not any(
+                any(files)
+                for n in nodes
+                for files in self._run(test, n, {"op": "list", "globs": self._globs(test, n)})
+            ):
+                raise UsageError(
+                    f"--nemesis-opt {FILE_GLOB}={pattern} matches no file on any of "
+                    f"{', '.join(nodes) or 'the nodes'} (relative globs start at each data "
+                    "directory, dbs.api.DataFiles.data_dirs)"
+                )
         return self
 
     @staticmethod
@@ -211,12 +216,20 @@ class FileCorruptNemesis:
         try:
             if target is None:
                 path, copy = self.snapshots.pop(node)
-                out = {"file": path, "step": "restore", "copy": copy,
-                       **self._run(test, node, {"op": "restore", "path": path, "from": copy})}
+                out = {
+                    "file": path,
+                    "step": "restore",
+                    "copy": copy,
+                    **self._run(test, node, {"op": "restore", "path": path, "from": copy}),
+                }
             else:
                 damage = plan(kind, target[1], self.rng)
-                out = {"file": target[0], "data_end": target[1], **damage,
-                       **self._run(test, node, {"op": "damage", "path": target[0], "damage": damage})}
+                out = {
+                    "file": target[0],
+                    "data_end": target[1],
+                    **damage,
+                    **self._run(test, node, {"op": "damage", "path": target[0], "damage": damage}),
+                }
         finally:
             refused = self._start(test, node) if mode == "stopped" else None
         return {"node": node, **out, **({"start_refused": refused} if refused else {})}
@@ -278,17 +291,30 @@ class FileCorruptNemesis:
         return None
 
     def heal(self, test: Run) -> None:
-        bring_back(self.stopped, self.lock, lambda n: cast(Kill, test.db).start(test, n),
-                   "start again after file-corrupt")
+        bring_back(
+            self.stopped,
+            self.lock,
+            lambda n: cast(Kill, test.db).start(test, n),
+            "start again after file-corrupt",
+        )
 
 
-def file_corrupt_package(f: str, kinds: Sequence[str], modes: Sequence[str], subsets: Sequence[str],
-                        interval_s: float) -> NemesisPackage:
+def file_corrupt_package(
+    f: str, kinds: Sequence[str], modes: Sequence[str], subsets: Sequence[str], interval_s: float
+) -> NemesisPackage:
     """One damage every interval, its kind, mode and subset drawn from `kinds`, `modes` and `subsets`,
     aimed at a random target."""
+
     def value(ctx: gen.Context) -> Op:
-        return {"f": f, "value": {"kind": ctx.rng.choice(list(kinds)), "mode": ctx.rng.choice(list(modes)),
-                                  "subset": ctx.rng.choice(list(subsets)),
-                                  "targets": ctx.rng.choice(list(ROLES))}}
+        return {
+            "f": f,
+            "value": {
+                "kind": ctx.rng.choice(list(kinds)),
+                "mode": ctx.rng.choice(list(modes)),
+                "subset": ctx.rng.choice(list(subsets)),
+                "targets": ctx.rng.choice(list(ROLES)),
+            },
+        }
+
     sched = gen.cycle(gen.seq(gen.sleep(interval_s), gen.limit(1, gen.repeat(value))))
     return NemesisPackage(nemesis=FileCorruptNemesis(f), generator=sched)

@@ -32,7 +32,7 @@ class LoseUnfsyncedNemesis:
 
     def __init__(self) -> None:
         self.rng: random.Random | None = None  # set by setup
-        self.down: set[str] = set()   # killed and not yet started again (heal starts them)
+        self.down: set[str] = set()  # killed and not yet started again (heal starts them)
         self.lock = threading.Lock()
 
     def setup(self, test: Run) -> LoseUnfsyncedNemesis:
@@ -50,16 +50,23 @@ class LoseUnfsyncedNemesis:
         subset = str(v.get("subset", "one"))
         nodes = [n for n in role_nodes(test, "all") if b.disk_layers(n)]
         victims = pick_subset(nodes, subset, self.rng)
-        db = cast(Kill, test.db)   # the registry gives this fault only to a DB with Kill
+        db = cast(Kill, test.db)  # the registry gives this fault only to a DB with Kill
         with self.lock:
-            self.down |= set(victims)   # before the act: a crash in between still gets healed
+            self.down |= set(victims)  # before the act: a crash in between still gets healed
         with ThreadPoolExecutor(max_workers=max(1, len(victims))) as pool:
             list(pool.map(lambda n: db.kill(test, n), victims))
             lost = dict(zip(victims, pool.map(b.lose_unfsynced, victims), strict=True))
         started = self._start(test)
-        return done(op, {"subset": subset, "nodes": victims, "started": started,
-                         "lost": {n: {"files": lost[n]["files"], "bytes": lost[n]["bytes"]} for n in victims},
-                         "bytes": sum(int(x["bytes"]) for x in lost.values())})
+        return done(
+            op,
+            {
+                "subset": subset,
+                "nodes": victims,
+                "started": started,
+                "lost": {n: {"files": lost[n]["files"], "bytes": lost[n]["bytes"]} for n in victims},
+                "bytes": sum(int(x["bytes"]) for x in lost.values()),
+            },
+        )
 
     def _start(self, test: Run) -> list[str]:
         db = cast(Kill, test.db)
@@ -71,9 +78,11 @@ class LoseUnfsyncedNemesis:
 
 def lose_unfsynced_package(interval_s: float, subsets: tuple[str, ...] = LOSE_SUBSETS) -> NemesisPackage:
     """lose-unfsynced every interval, on a subset drawn with the run's randomness."""
+
     def value(ctx: gen.Context) -> dict[str, Any]:
         return {"subset": ctx.rng.choice(list(subsets))}
 
     op = gen.limit(1, gen.repeat(lambda ctx: {"f": "lose-unfsynced", "value": value(ctx)}))
-    return NemesisPackage(nemesis=LoseUnfsyncedNemesis(),
-                          generator=gen.cycle(gen.seq(gen.sleep(interval_s), op)))
+    return NemesisPackage(
+        nemesis=LoseUnfsyncedNemesis(), generator=gen.cycle(gen.seq(gen.sleep(interval_s), op))
+    )

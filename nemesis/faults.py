@@ -57,8 +57,16 @@ class PartitionNemesis:
         grudge = gr.shape(shape, nodes, self.rng, leader=leader)
         backend(test).partition(grudge)
         self.active = True
-        return done(op, {"shape": shape, "targets": targets, "groups": gr.describe(grudge),
-                         "grudge": gr.to_json(grudge), **({"leader": leader} if leader else {})})
+        return done(
+            op,
+            {
+                "shape": shape,
+                "targets": targets,
+                "groups": gr.describe(grudge),
+                "grudge": gr.to_json(grudge),
+                **({"leader": leader} if leader else {}),
+            },
+        )
 
     def _leader(self, test: Run, targets: str) -> str | None:
         """Whom the leader shape cuts off: the leader the DB names for `targets` when it has leaders of
@@ -123,8 +131,15 @@ class ProcessNemesis:
                 skipped.append(n)
                 continue
             hit.append(n)
-        return done(op, {"targets": role, "subset": subset, "nodes": hit,
-                         **({"skipped_not_running": skipped} if skipped else {})})
+        return done(
+            op,
+            {
+                "targets": role,
+                "subset": subset,
+                "nodes": hit,
+                **({"skipped_not_running": skipped} if skipped else {}),
+            },
+        )
 
     def _revive(self, test: Run) -> list[str]:
         b = backend(test)
@@ -140,8 +155,12 @@ class ProcessNemesis:
         def restart(n: str) -> None:
             cast(Kill, test.db).start(test, n)
 
-        return bring_back(self.affected, self.lock, restart if self.mode == "kill" else resume,
-                          "restart" if self.mode == "kill" else "resume")
+        return bring_back(
+            self.affected,
+            self.lock,
+            restart if self.mode == "kill" else resume,
+            "restart" if self.mode == "kill" else "resume",
+        )
 
     def heal(self, test: Run) -> None:
         self._revive(test)

@@ -40,16 +40,20 @@ def start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float) 
     return schedule, gen.once({"f": f"stop-{f}", "value": None})
 
 
-def partition_package(shapes: Sequence[str], interval_s: float,
-                      targets: Sequence[str] = ROLES) -> NemesisPackage:
+def partition_package(
+    shapes: Sequence[str], interval_s: float, targets: Sequence[str] = ROLES
+) -> NemesisPackage:
     sched, final = start_stop("partition", {"shape": shapes, "targets": targets}, interval_s)
     return NemesisPackage(nemesis=faults.PartitionNemesis(), generator=sched, final_generator=final)
 
 
 def process_package(mode: str, interval_s: float, primaries_only: bool = False) -> NemesisPackage:
     """Kills or pauses on a random subset of a random role, or (`primaries_only`) on the DB's primaries."""
-    choices = ({"targets": (PRIMARIES,), "subset": ("all",)} if primaries_only
-               else {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS})
+    choices = (
+        {"targets": (PRIMARIES,), "subset": ("all",)}
+        if primaries_only
+        else {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS}
+    )
     sched, final = start_stop(mode, choices, interval_s)
     return NemesisPackage(nemesis=faults.ProcessNemesis(mode), generator=sched, final_generator=final)
 
@@ -60,20 +64,32 @@ def packet_package(interval_s: float) -> NemesisPackage:
 
 
 def clock_package(interval_s: float) -> NemesisPackage:
-    sched, final = start_stop("clock", {"kind": ("bump", "strobe"), "targets": ROLES,
-                                         "subset": ("one", "minority", "majority")}, interval_s)
+    sched, final = start_stop(
+        "clock",
+        {"kind": ("bump", "strobe"), "targets": ROLES, "subset": ("one", "minority", "majority")},
+        interval_s,
+    )
     return NemesisPackage(nemesis=faults.ClockNemesis(), generator=sched, final_generator=final)
 
 
-def one_shot_package(nemesis: Nemesis, f: str, interval_s: float,
-                     value: Callable[[gen.Context], Any] | None = None, times: int | None = None,
-                     then: Sequence[Op] = (), repairs: Sequence[Op] = ()) -> NemesisPackage:
+def one_shot_package(
+    nemesis: Nemesis,
+    f: str,
+    interval_s: float,
+    value: Callable[[gen.Context], Any] | None = None,
+    times: int | None = None,
+    then: Sequence[Op] = (),
+    repairs: Sequence[Op] = (),
+) -> NemesisPackage:
     """`f` every interval (`times` at most), each followed by the ops `then` (an operator's repair that
     belongs to the fault); `repairs` run once every fault is stopped and healed."""
     op = gen.limit(1, gen.repeat(lambda ctx: {"f": f, "value": value(ctx) if value else None}))
     sched = gen.cycle(gen.seq(gen.sleep(interval_s), op, *(gen.once(o) for o in then)), times=times)
-    return NemesisPackage(nemesis=nemesis, generator=sched,
-                          repair_generator=gen.seq(*(gen.once(o) for o in repairs)) if repairs else None)
+    return NemesisPackage(
+        nemesis=nemesis,
+        generator=sched,
+        repair_generator=gen.seq(*(gen.once(o) for o in repairs)) if repairs else None,
+    )
 
 
 _SHAPE_HELP = {
@@ -113,28 +129,68 @@ def _entries() -> list[Entry]:
         Entry("none", "no faults", lambda i: NemesisPackage(nemesis=Noop())),
         Entry("partition", "a random partition shape each time", lambda i: partition_package(SHAPES, i)),
         *(Entry(f"partition-{s}", _SHAPE_HELP[s], _shape_package(s)) for s in SHAPES),
-        Entry("partition-primary", "the DB's primary cut off from every other node",
-              lambda i: partition_package(["leader"], i, targets=(PRIMARIES,)), needs=(Primaries,)),
+        Entry(
+            "partition-primary",
+            "the DB's primary cut off from every other node",
+            lambda i: partition_package(["leader"], i, targets=(PRIMARIES,)),
+            needs=(Primaries,),
+        ),
         Entry("kill", "SIGKILL, then restart", lambda i: process_package("kill", i), needs=(Kill,)),
         Entry("pause", "SIGSTOP, then SIGCONT", lambda i: process_package("pause", i), needs=(Pause,)),
-        Entry("kill-primary", "the DB's primary SIGKILLed, then restarted",
-              lambda i: process_package("kill", i, primaries_only=True), needs=(Kill, Primaries)),
-        Entry("pause-primary", "the DB's primary SIGSTOPped, then SIGCONTed",
-              lambda i: process_package("pause", i, primaries_only=True), needs=(Pause, Primaries)),
-        Entry("packet", "delay, reordering, loss, duplication or a rate limit on some nodes' links",
-              packet_package),
+        Entry(
+            "kill-primary",
+            "the DB's primary SIGKILLed, then restarted",
+            lambda i: process_package("kill", i, primaries_only=True),
+            needs=(Kill, Primaries),
+        ),
+        Entry(
+            "pause-primary",
+            "the DB's primary SIGSTOPped, then SIGCONTed",
+            lambda i: process_package("pause", i, primaries_only=True),
+            needs=(Pause, Primaries),
+        ),
+        Entry(
+            "packet",
+            "delay, reordering, loss, duplication or a rate limit on some nodes' links",
+            packet_package,
+        ),
         Entry("clock", "clock bumps and strobes", clock_package),
-        Entry("file-corrupt", "a data file of one node or a minority damaged (any kind), with the DB running "
-              "or stopped", lambda i: file_corrupt_package("file-corrupt", FILE_CORRUPTION_KINDS, MODES, ("one", "minority"), i),
-              needs=(DataFiles, Kill), refuse=declared_files, options=_FILE_OPTIONS),
-        *(Entry(f"file-{k}", f"{_KIND_HELP[k]} in a data file of one node, the DB stopped meanwhile",
-                _file_package(k), needs=(DataFiles, Kill), refuse=declared_files, options=_FILE_OPTIONS)
-          for k in FILE_CORRUPTION_KINDS),
-        Entry("lose-unfsynced", "one node, a minority, a majority or all killed at once, what they never "
-              "fsynced dropped by the disk layer, then started again", disk.lose_unfsynced_package,
-              needs=(DataFiles, Kill), disk_layer=True),
-        Entry("lose-unfsynced-all", "every node killed at once, what they never fsynced dropped, then started",
-              lambda i: disk.lose_unfsynced_package(i, ("all",)), needs=(DataFiles, Kill), disk_layer=True),
+        Entry(
+            "file-corrupt",
+            "a data file of one node or a minority damaged (any kind), with the DB running or stopped",
+            lambda i: file_corrupt_package(
+                "file-corrupt", FILE_CORRUPTION_KINDS, MODES, ("one", "minority"), i
+            ),
+            needs=(DataFiles, Kill),
+            refuse=declared_files,
+            options=_FILE_OPTIONS,
+        ),
+        *(
+            Entry(
+                f"file-{k}",
+                f"{_KIND_HELP[k]} in a data file of one node, the DB stopped meanwhile",
+                _file_package(k),
+                needs=(DataFiles, Kill),
+                refuse=declared_files,
+                options=_FILE_OPTIONS,
+            )
+            for k in FILE_CORRUPTION_KINDS
+        ),
+        Entry(
+            "lose-unfsynced",
+            "one node, a minority, a majority or all killed at once, what they never "
+            "fsynced dropped by the disk layer, then started again",
+            disk.lose_unfsynced_package,
+            needs=(DataFiles, Kill),
+            disk_layer=True,
+        ),
+        Entry(
+            "lose-unfsynced-all",
+            "every node killed at once, what they never fsynced dropped, then started",
+            lambda i: disk.lose_unfsynced_package(i, ("all",)),
+            needs=(DataFiles, Kill),
+            disk_layer=True,
+        ),
     ]
 
 
@@ -174,7 +230,9 @@ def refusal(db: Any, name: str) -> str | None:
         return f"unknown nemesis {name!r}"
     missing = [cap.__name__ for cap in entry.needs if not isinstance(db, cap)]
     if missing:
-        return f"{name} needs the DB capability {', '.join(missing)} (dbs/api.py), which the {db.name} DB lacks"
+        return (
+            f"{name} needs the DB capability {', '.join(missing)} (dbs/api.py), which the {db.name} DB lacks"
+        )
     why_not = entry.refuse(db) if entry.refuse is not None else None
     if why_not:
         return f"{name}: {why_not}"
@@ -223,7 +281,9 @@ def validate_opts(opts: Mapping[str, Any], names: Sequence[str], db: Any = None)
             takers = sorted(n for n, e in entries.items() if key in e.options)
             hint = f" (it is an option of {', '.join(takers)})" if takers else ""
             offered = ", ".join(sorted(taken)) or "none"
-            raise ValueError(f"--nemesis-opt {key}: no nemesis of this run takes it{hint}; they take: {offered}")
+            raise ValueError(
+                f"--nemesis-opt {key}: no nemesis of this run takes it{hint}; they take: {offered}"
+            )
         why = taken[key](value)
         if why:
             raise ValueError(f"--nemesis-opt {key}: must be {why}")

@@ -25,27 +25,50 @@ class Bug(StrEnum):
         return member
 
     # consensus core (node/consensus), caught by `faultline sim`
-    COMMIT_PRIOR_TERM = ("commit-prior-term",
-                         "leader commits an entry of an earlier term by counting replicas (Raft fig. 8)")
-    COUNT_NONVOTER_ACKS = ("count-nonvoter-acks", "NON_VOTER acknowledgements count toward the commit majority")
+    COMMIT_PRIOR_TERM = (
+        "commit-prior-term",
+        "leader commits an entry of an earlier term by counting replicas (Raft fig. 8)",
+    )
+    COUNT_NONVOTER_ACKS = (
+        "count-nonvoter-acks",
+        "NON_VOTER acknowledgements count toward the commit majority",
+    )
     VOTE_NOT_DURABLE = ("vote-not-durable", "a vote is sent before it is persisted")
-    FOLLOWER_COMMIT_PAST_BATCH = ("follower-commit-past-batch",
-                                  "follower advances its commit index past the entries it received (KUDU-639)")
-    NO_VOTE_WITHHOLDING = ("no-vote-withholding", "voters grant votes despite hearing from a live leader recently")
-    STALE_LEADER_READS = ("stale-leader-reads",
-                          "leader serves reads from local state without a read-index round (KUDU-1188's class)")
+    FOLLOWER_COMMIT_PAST_BATCH = (
+        "follower-commit-past-batch",
+        "follower advances its commit index past the entries it received (KUDU-639)",
+    )
+    NO_VOTE_WITHHOLDING = (
+        "no-vote-withholding",
+        "voters grant votes despite hearing from a live leader recently",
+    )
+    STALE_LEADER_READS = (
+        "stale-leader-reads",
+        "leader serves reads from local state without a read-index round (KUDU-1188's class)",
+    )
     # storage (node/log)
     NO_FSYNC = ("no-fsync", "WAL and consensus metadata are never fsynced (Kudu's own default)")
-    NO_WAL_CHECKSUM = ("no-wal-checksum",
-                       "the WAL reader accepts an entry whose checksum does not match (damaged data is replayed)")
+    NO_WAL_CHECKSUM = (
+        "no-wal-checksum",
+        "the WAL reader accepts an entry whose checksum does not match (damaged data is replayed)",
+    )
     # masters and tablet servers (node/master, node/tserver, node/client)
-    COLD_TSERVER_CACHE = ("cold-tserver-cache",
-                          "new leader master serves from an in-memory cache not rebuilt from the catalog (KUDU-1358)")
-    EDGE_TRIGGERED_REPORTS = ("edge-triggered-reports",
-                              "tablet servers do not send a full report to a newly elected leader master (KUDU-1374)")
-    NO_DNS_RERESOLVE = ("no-dns-reresolve", "nodes never re-resolve a master's DNS name after it moves (KUDU-1620)")
-    COPY_FROM_LAGGING_MASTER = ("copy-from-lagging-master",
-                                "remote bootstrap of a master copies from any master, even a lagging one (KUDU-1556)")
+    COLD_TSERVER_CACHE = (
+        "cold-tserver-cache",
+        "new leader master serves from an in-memory cache not rebuilt from the catalog (KUDU-1358)",
+    )
+    EDGE_TRIGGERED_REPORTS = (
+        "edge-triggered-reports",
+        "tablet servers do not send a full report to a newly elected leader master (KUDU-1374)",
+    )
+    NO_DNS_RERESOLVE = (
+        "no-dns-reresolve",
+        "nodes never re-resolve a master's DNS name after it moves (KUDU-1620)",
+    )
+    COPY_FROM_LAGGING_MASTER = (
+        "copy-from-lagging-master",
+        "remote bootstrap of a master copies from any master, even a lagging one (KUDU-1556)",
+    )
 
 
 # name -> description, for help texts and the controller's validation (plain str keys)

@@ -37,7 +37,7 @@ def parse_offset(text: str) -> float:
     if t[-1] in _UNITS:
         scale, t = _UNITS[t[-1]], t[:-1]
     value = float(t) * scale
-    if value != value or abs(value) > 10 * 365 * 86400:   # NaN or absurd: refuse rather than wreck timers
+    if value != value or abs(value) > 10 * 365 * 86400:  # NaN or absurd: refuse rather than wreck timers
         raise ValueError(f"clock offset out of range: {text.strip()!r}")
     return value
 
@@ -83,7 +83,7 @@ class Clock:
         try:
             st = os.stat(self.path)
         except OSError:
-            self._stamp, self._offset = None, 0.0   # no file: no offset
+            self._stamp, self._offset = None, 0.0  # no file: no offset
             return None
         # ctime too: a writer may set mtime with one-second resolution (tar extraction)
         stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -98,8 +98,13 @@ class Clock:
             if self._warned:
                 return None
             self._warned = True
-            return (logging.WARNING, "clock offset file %s unreadable (%s); keeping offset %+.3f s", self.path,
-                    exc, self._offset)
+            return (
+                logging.WARNING,
+                "clock offset file %s unreadable (%s); keeping offset %+.3f s",
+                self.path,
+                exc,
+                self._offset,
+            )
         self._stamp = stamp
         old, self._offset = self._offset, value
         if value != old:

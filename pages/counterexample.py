@@ -78,17 +78,24 @@ def _first_view(data: dict[str, Any], lin: list[int], bad: Any) -> list[float] |
     return [max(data["t0"], a - pad), min(data["t1"], b + pad)]
 
 
-STEP_CONTROLS = ("<span style='margin-left:1em'>step:</span>"
-                 "<button data-do='first' title='before the first op'>first</button>"
-                 "<button data-do='prev' title='previous linearized op (&larr;)'>&#x25C0;</button>"
-                 "<button data-do='next' title='next linearized op (&rarr;)'>&#x25B6;</button>"
-                 "<button data-do='last' title='the last linearized op'>last</button>"
-                 "<button data-do='bad' title='show the op that cannot be placed'>failure</button>"
-                 "<span class='step'></span>")
+STEP_CONTROLS = (
+    "<span style='margin-left:1em'>step:</span>"
+    "<button data-do='first' title='before the first op'>first</button>"
+    "<button data-do='prev' title='previous linearized op (&larr;)'>&#x25C0;</button>"
+    "<button data-do='next' title='next linearized op (&rarr;)'>&#x25B6;</button>"
+    "<button data-do='last' title='the last linearized op'>last</button>"
+    "<button data-do='bad' title='show the op that cannot be placed'>failure</button>"
+    "<span class='step'></span>"
+)
 
 
-def render_html(result: Mapping[str, Any], history: list[Op], path: str | Path,
-                faults: list[dict[str, Any]] | None = None, concurrency: Any = None) -> Path:
+def render_html(
+    result: Mapping[str, Any],
+    history: list[Op],
+    path: str | Path,
+    faults: list[dict[str, Any]] | None = None,
+    concurrency: Any = None,
+) -> Path:
     """Writes the counterexample page to `path`; works for any failing result (the story and the lanes of
     the whole history if it holds no linearizability evidence). `faults`: the run's fault windows."""
     p = Path(path)
@@ -96,7 +103,9 @@ def render_html(result: Mapping[str, Any], history: list[Op], path: str | Path,
     f = _find_failure(result)
     parts = []
     if f is None:
-        name = next((k for k, x in result.items() if isinstance(x, Mapping) and x.get("valid") is False), "checker")
+        name = next(
+            (k for k, x in result.items() if isinstance(x, Mapping) and x.get("valid") is False), "checker"
+        )
         parts.append(story_html(story(name, result, history)))
         parts.append(lanes_chart(lanes_data(history, faults, concurrency)))
         p.write_text(page("Counterexample", "".join(parts)), encoding="utf-8")
@@ -107,23 +116,32 @@ def render_html(result: Mapping[str, Any], history: list[Op], path: str | Path,
     bad = (f.get("op") or {}).get("invoke_index")
     lin = [c.get("invoke_index") for c in f.get("linearized") or []]
     data = lanes_data(shown, faults, concurrency)
-    data["lin"] = {"i": lin, "states": prefix_states(res) if "model" in res else None, "init": _init_state(res)}
+    data["lin"] = {
+        "i": lin,
+        "states": prefix_states(res) if "model" in res else None,
+        "init": _init_state(res),
+    }
     data["bad"] = bad
     data["view"] = _first_view(data, lin, bad)
     parts.append(story_html(story("linearizability", res, history)))
     scope = f"key {html.escape(repr(key))}" if key is not None else "the history"
-    parts.append(f"<p id='bad-op' data-index='{html.escape(str(bad))}'>The chart holds every operation on {scope} "
-                 f"({len(data['ops']['s'])} ops). <span class='key' style='background:#3f7be0'></span>linearized, "
-                 "in order (the line joins them; numbers when zoomed in) <span class='key' style='background:#a9c4f2'>"
-                 "</span>linearized after the current step <span class='key' style='background:#ff3b30'></span>"
-                 "cannot be placed <span class='key' style='background:#d4d4d4'></span>not in the prefix "
-                 "<span class='key' style='background:#e0a526'></span>indeterminate. Step with the buttons or "
-                 "&larr;/&rarr; to see the model's state after each linearized op; hover an op for its details.</p>")
+    parts.append(
+        f"<p id='bad-op' data-index='{html.escape(str(bad))}'>The chart holds every operation on {scope} "
+        f"({len(data['ops']['s'])} ops). <span class='key' style='background:#3f7be0'></span>linearized, "
+        "in order (the line joins them; numbers when zoomed in) <span class='key' style='background:#a9c4f2'>"
+        "</span>linearized after the current step <span class='key' style='background:#ff3b30'></span>"
+        "cannot be placed <span class='key' style='background:#d4d4d4'></span>not in the prefix "
+        "<span class='key' style='background:#e0a526'></span>indeterminate. Step with the buttons or "
+        "&larr;/&rarr; to see the model's state after each linearized op; hover an op for its details.</p>"
+    )
     parts.append(lanes_chart(data, STEP_CONTROLS))
     finals = f.get("final_states")
     if finals is not None:
-        parts.append("<details><summary>Model states reachable when the search got stuck</summary><ul>"
-                     + "".join(f"<li><code>{html.escape(json.dumps(s, default=str))}</code></li>" for s in finals) + "</ul></details>")
+        parts.append(
+            "<details><summary>Model states reachable when the search got stuck</summary><ul>"
+            + "".join(f"<li><code>{html.escape(json.dumps(s, default=str))}</code></li>" for s in finals)
+            + "</ul></details>"
+        )
     if (p.parent / "results.json").exists():
         parts.append("<p>The checker's full result: <a href='results.json'>results.json</a>.</p>")
     p.write_text(page("Linearizability counterexample", "".join(parts)), encoding="utf-8")

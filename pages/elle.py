@@ -23,10 +23,12 @@ def _anomaly(name: str, cases: list[Mapping[str, Any]], total: int) -> str:
 
 def render(result: Mapping[str, Any], title: str) -> str:
     """The page for one checked history."""
-    body = [f"<p>valid: <b>{esc_json(result.get('valid'))}</b>; claimed: "
-            f"{escape(', '.join(result.get('consistency_models', [])))}; "
-            f"not: {escape(', '.join(result.get('not', [])) or 'none')}; also not: "
-            f"{escape(', '.join(result.get('also_not', [])) or 'none')}.</p>"]
+    body = [
+        f"<p>valid: <b>{esc_json(result.get('valid'))}</b>; claimed: "
+        f"{escape(', '.join(result.get('consistency_models', [])))}; "
+        f"not: {escape(', '.join(result.get('not', [])) or 'none')}; also not: "
+        f"{escape(', '.join(result.get('also_not', [])) or 'none')}.</p>"
+    ]
     counts = result.get("counts", {})
     for name, cases in (result.get("anomalies") or {}).items():
         body.append(_anomaly(name, list(cases), counts.get(name, len(cases))))

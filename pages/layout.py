@@ -61,15 +61,21 @@ def _lanes(ps: list[Pair], concurrency: Any) -> tuple[list[str], list[int]]:
     """Lane names and each pair's lane: one per process, or one per worker (process mod concurrency) once
     retired processes would make hundreds of near-empty lanes."""
     procs = sorted({p.invoke.get("process") for p in ps}, key=lambda x: (not isinstance(x, int), str(x)))
-    if isinstance(concurrency, int) and concurrency > 0 and len(procs) > max(24, 2 * concurrency) and all(
-            isinstance(x, int) for x in procs):
-        lanes = [cast(int, p.invoke["process"]) % concurrency for p in ps]   # every process is a number here
+    if (
+        isinstance(concurrency, int)
+        and concurrency > 0
+        and len(procs) > max(24, 2 * concurrency)
+        and all(isinstance(x, int) for x in procs)
+    ):
+        lanes = [cast(int, p.invoke["process"]) % concurrency for p in ps]  # every process is a number here
         return [f"worker {w}" for w in range(concurrency)], lanes
     row = {x: i for i, x in enumerate(procs)}
     return [str(x) for x in procs], [row[p.invoke.get("process")] for p in ps]
 
 
-def lanes_data(history: list[Op], faults: list[dict[str, Any]] | None = None, concurrency: Any = None) -> dict[str, Any]:
+def lanes_data(
+    history: list[Op], faults: list[dict[str, Any]] | None = None, concurrency: Any = None
+) -> dict[str, Any]:
     """The JSON a lanes chart draws: client ops in columns (lane, start, end, outcome, indexes, process,
     label) and fault windows (`faults` as `results.metrics.fault_windows` gives them, else read from the
     nemesis ops). An op that never completed is open to the end of the history."""
@@ -87,43 +93,75 @@ def lanes_data(history: list[Op], faults: list[dict[str, Any]] | None = None, co
         cols["e"].append(op_time(p.completion) if done and p.completion is not None else t1)
         cols["k"].append(_KIND.get(p.type, 2) if done else 3)
         cols["i"].append(p.invoke.get("index"))
-        cols["c"].append(p.completion.get("index") if done and p.completion is not None else p.invoke.get("index"))
+        cols["c"].append(
+            p.completion.get("index") if done and p.completion is not None else p.invoke.get("index")
+        )
         cols["p"].append(p.invoke.get("process"))
         cols["l"].append(_label(p))
     if faults is None:
-        faults = [{"kind": iv.name, "f": iv.start_op.get("f"), "start_s": iv.start,
-                   "end_s": iv.end if iv.end is not None else t1, "healed": iv.end is not None}
-                  for iv in nemesis_intervals(history)[0]]
-    wins = [{"kind": w["kind"], "f": w.get("f", w["kind"]), "s": w["start_s"], "e": w["end_s"],
-             "healed": bool(w.get("healed", True))} for w in faults]
-    return {"unit": "s" if timed else "index", "t0": t0, "t1": t1, "lanes": names, "ops": cols, "faults": wins,
-            "kinds": sorted({w["kind"] for w in wins})}
+        faults = [
+            {
+                "kind": iv.name,
+                "f": iv.start_op.get("f"),
+                "start_s": iv.start,
+                "end_s": iv.end if iv.end is not None else t1,
+                "healed": iv.end is not None,
+            }
+            for iv in nemesis_intervals(history)[0]
+        ]
+    wins = [
+        {
+            "kind": w["kind"],
+            "f": w.get("f", w["kind"]),
+            "s": w["start_s"],
+            "e": w["end_s"],
+            "healed": bool(w.get("healed", True)),
+        }
+        for w in faults
+    ]
+    return {
+        "unit": "s" if timed else "index",
+        "t0": t0,
+        "t1": t1,
+        "lanes": names,
+        "ops": cols,
+        "faults": wins,
+        "kinds": sorted({w["kind"] for w in wins}),
+    }
 
 
 def lanes_chart(data: dict[str, Any], controls: str = "", el_id: str = "chart") -> str:
     """The chart block: buttons, canvas, tooltip, the data as inline JSON and the drawing script (no network)."""
     blob = json.dumps(data, default=str, separators=(",", ":")).replace("</", "<\\/")
-    buttons = ("<button data-do='zoom-out' title='zoom out (-)'>&minus;</button>"
-               "<button data-do='zoom-in' title='zoom in (+)'>+</button>"
-               "<button data-do='left' title='pan left'>&larr;</button>"
-               "<button data-do='right' title='pan right'>&rarr;</button>"
-               "<button data-do='whole' title='the whole run (0)'>whole run</button>")
-    return (f"<div class='lanes' id='{el_id}'><div class='controls'>{buttons}{controls}<span class='range'></span></div>"
-            "<canvas></canvas><div class='tip'></div></div>"
-            f"<script type='application/json' id='{el_id}-data'>{blob}</script>"
-            f"<script>{ERROR_TRAP}{LANES_JS}\nfaultlineLanes(document.getElementById('{el_id}'), "
-            f"JSON.parse(document.getElementById('{el_id}-data').textContent));</script>")
+    buttons = (
+        "<button data-do='zoom-out' title='zoom out (-)'>&minus;</button>"
+        "<button data-do='zoom-in' title='zoom in (+)'>+</button>"
+        "<button data-do='left' title='pan left'>&larr;</button>"
+        "<button data-do='right' title='pan right'>&rarr;</button>"
+        "<button data-do='whole' title='the whole run (0)'>whole run</button>"
+    )
+    return (
+        f"<div class='lanes' id='{el_id}'><div class='controls'>{buttons}{controls}<span class='range'></span></div>"
+        "<canvas></canvas><div class='tip'></div></div>"
+        f"<script type='application/json' id='{el_id}-data'>{blob}</script>"
+        f"<script>{ERROR_TRAP}{LANES_JS}\nfaultlineLanes(document.getElementById('{el_id}'), "
+        f"JSON.parse(document.getElementById('{el_id}-data').textContent));</script>"
+    )
 
 
 # Any script error is written into the page (data-js-errors on <body>) so a headless browser's DOM shows it.
-ERROR_TRAP = ("window.addEventListener('error',function(e){var b=document.body;"
-              "b.dataset.jsErrors=(b.dataset.jsErrors||'')+e.message+'\\n';});\n")
+ERROR_TRAP = (
+    "window.addEventListener('error',function(e){var b=document.body;"
+    "b.dataset.jsErrors=(b.dataset.jsErrors||'')+e.message+'\\n';});\n"
+)
 
 
 def head(title: str) -> str:
     """The start of every page up to `<body>`: charset, title and the shared stylesheet."""
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLESHEET}</style></head><body>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLESHEET}</style></head><body>"
+    )
 
 
 def page(title: str, body: str) -> str:

@@ -23,8 +23,14 @@ def _shade(ax: Any, history: list[Op], t0: float, t_end: float) -> None:
     labelled = False
     for iv in intervals:
         end = iv.end if iv.end is not None else t_end
-        ax.axvspan(iv.start - t0, end - t0, color=NEMESIS_COLOUR, alpha=0.18, lw=0,
-                   label=None if labelled else "nemesis")
+        ax.axvspan(
+            iv.start - t0,
+            end - t0,
+            color=NEMESIS_COLOUR,
+            alpha=0.18,
+            lw=0,
+            label=None if labelled else "nemesis",
+        )
         labelled = True
 
 
@@ -52,8 +58,12 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] | None = None,
-                bucket_s: float | None = None) -> list[Path]:
+def write_plots(
+    history: list[Op],
+    out_dir: str | Path,
+    test: Mapping[str, Any] | None = None,
+    bucket_s: float | None = None,
+) -> list[Path]:
     """Draws the three plots into `out_dir` (created if needed); returns the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -78,8 +88,15 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     markers = ["o", "s", "^", "v", "D", "x", "+", "*"]
     fs = sorted({f for f, _ in groups})
     for (f, ty), (xs, ys) in sorted(groups.items()):
-        ax.scatter(xs, ys, s=4, alpha=0.6, color=COLOURS.get(ty, "#555"), marker=markers[fs.index(f) % 8],
-                   label=f"{f} {ty}")
+        ax.scatter(
+            xs,
+            ys,
+            s=4,
+            alpha=0.6,
+            color=COLOURS.get(ty, "#555"),
+            marker=markers[fs.index(f) % 8],
+            label=f"{f} {ty}",
+        )
     _shade(ax, history, t0, t_end)
     if groups:
         ax.set_yscale("log")
@@ -117,8 +134,12 @@ def write_plots(history: list[Op], out_dir: str | Path, test: Mapping[str, Any] 
     nb = int(span // bucket) + 1
     for ty in ("ok", "info", "fail"):
         if ty in counts:
-            ax.plot([i * bucket for i in range(nb)], [counts[ty].get(i, 0) / bucket for i in range(nb)],
-                    color=COLOURS[ty], label=ty)
+            ax.plot(
+                [i * bucket for i in range(nb)],
+                [counts[ty].get(i, 0) / bucket for i in range(nb)],
+                color=COLOURS[ty],
+                label=ty,
+            )
     _shade(ax, history, t0, t_end)
     if counts:
         ax.legend(loc="upper right", fontsize=8)

@@ -82,10 +82,16 @@ def choose_engine(stores: Stores, engine: str = "auto", master: str | None = Non
         return EngineChoice("spark", f"auto: --master {master} asked for Spark")
     runs, events = count_events(store_paths(stores))
     if events >= AUTO_SPARK_EVENTS:
-        return EngineChoice("spark", f"auto: {runs} runs, {events:,} history events, at least "
-                                     f"{AUTO_SPARK_EVENTS:,}: worth starting Spark")
-    return EngineChoice("pandas", f"auto: {runs} runs, {events:,} history events, under {AUTO_SPARK_EVENTS:,}: "
-                                  "one process is done before Spark would have started (--engine spark to force it)")
+        return EngineChoice(
+            "spark",
+            f"auto: {runs} runs, {events:,} history events, at least "
+            f"{AUTO_SPARK_EVENTS:,}: worth starting Spark",
+        )
+    return EngineChoice(
+        "pandas",
+        f"auto: {runs} runs, {events:,} history events, under {AUTO_SPARK_EVENTS:,}: "
+        "one process is done before Spark would have started (--engine spark to force it)",
+    )
 
 
 def score_store(
@@ -108,19 +114,34 @@ def score_store(
     choice = choose_engine(store, engine, master)
     say(progress, f"engine {choice.engine} ({choice.reason})")
     if choice.engine == "pandas":
-        return score_pandas(store, out, time_limit=time_limit, gap_s=gap_s, progress=progress, reason=choice.reason)
+        return score_pandas(
+            store, out, time_limit=time_limit, gap_s=gap_s, progress=progress, reason=choice.reason
+        )
     master = master or DEFAULT_MASTER
     log_file = None if verbose else out / "spark.log"
     say(progress, f"starting Spark ({master})" + ("" if log_file is None else f"; its own log: {log_file}"))
     # plan runs leaves the work to Python workers: a JVM that starts quickly is worth more than its JIT
     quick = plan == "runs"
-    spark = get_session(master, app_name=app_name, log_file=log_file, driver_java_options=QUICK_JVM_OPTIONS if quick
-                        else None, python_daemon=SCORING_DAEMON if quick else None)
+    spark = get_session(
+        master,
+        app_name=app_name,
+        log_file=log_file,
+        driver_java_options=QUICK_JVM_OPTIONS if quick else None,
+        python_daemon=SCORING_DAEMON if quick else None,
+    )
     try:
         joined = wait_for_executors(spark, say=progress)
         if joined:
             say(progress, f"{joined} executor(s) joined from {master}")
-        return score(spark, store, out, time_limit=time_limit, gap_s=gap_s, plan=plan, progress=progress,
-                     reason=choice.reason)
+        return score(
+            spark,
+            store,
+            out,
+            time_limit=time_limit,
+            gap_s=gap_s,
+            plan=plan,
+            progress=progress,
+            reason=choice.reason,
+        )
     finally:
         spark.stop()

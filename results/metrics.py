@@ -32,8 +32,16 @@ OUTAGE_GAP_S = 1.0
 RESULT_JSON_LIMIT = 200_000
 
 # nemesis op names: what starts a fault (-> its kind) and what heals which kinds
-_START_PLAIN = {"kill": "kill", "pause": "pause", "partition": "partition", "crash": "kill", "isolate": "partition",
-                "clock-skew": "clock", "bump-clock": "clock", "strobe-clock": "clock"}
+_START_PLAIN = {
+    "kill": "kill",
+    "pause": "pause",
+    "partition": "partition",
+    "crash": "kill",
+    "isolate": "partition",
+    "clock-skew": "clock",
+    "bump-clock": "clock",
+    "strobe-clock": "clock",
+}
 _HEALS = {"start": {"kill"}, "restart": {"kill"}, "resume": {"pause"}, "heal": None, "reset-clock": {"clock"}}
 
 RUN_SCHEMA = (
@@ -106,10 +114,30 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
     events = len(df)
     out: dict[str, Any] = {"run_id": run_id, "events": events}
     if events == 0:
-        out.update(client_ops=0, ok=0, fail=0, info=0, open_ops=0, ok_rate=None, duration_s=0.0,
-                   counts_json="{}", faults_json="[]", outages_json="[]", outages=0, outage_s=0.0,
-                   availability=None, recover_json="[]", recover_max_s=None, recover_mean_s=None, unrecovered=0,
-                   throughput=None, lat_p50_ms=None, lat_p95_ms=None, lat_p99_ms=None, lat_max_ms=None)
+        out.update(
+            client_ops=0,
+            ok=0,
+            fail=0,
+            info=0,
+            open_ops=0,
+            ok_rate=None,
+            duration_s=0.0,
+            counts_json="{}",
+            faults_json="[]",
+            outages_json="[]",
+            outages=0,
+            outage_s=0.0,
+            availability=None,
+            recover_json="[]",
+            recover_max_s=None,
+            recover_mean_s=None,
+            unrecovered=0,
+            throughput=None,
+            lat_p50_ms=None,
+            lat_p95_ms=None,
+            lat_p99_ms=None,
+            lat_max_ms=None,
+        )
         return out
     t0, t1 = int(df["time"].min()), int(df["time"].max())
     duration_s = (t1 - t0) / NS
@@ -123,14 +151,23 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
     ok, fail, info = (int(types.get(k, 0)) for k in ("ok", "fail", "info"))
     invokes = int(types.get("invoke", 0))
     completions = ok + fail + info
-    out.update(client_ops=completions, ok=ok, fail=fail, info=info, open_ops=max(0, invokes - completions),
-               ok_rate=(ok / completions) if completions else None, duration_s=duration_s,
-               counts_json=json.dumps(counts, sort_keys=True))
+    out.update(
+        client_ops=completions,
+        ok=ok,
+        fail=fail,
+        info=info,
+        open_ops=max(0, invokes - completions),
+        ok_rate=(ok / completions) if completions else None,
+        duration_s=duration_s,
+        counts_json=json.dumps(counts, sort_keys=True),
+    )
     done = pair_latencies(cl)
     lat = done.loc[done["type"] == "ok", "latency_ns"].to_numpy(dtype="float64") / 1e6
     if len(lat):
         p50, p95, p99 = np.percentile(lat, [50, 95, 99])
-        out.update(lat_p50_ms=float(p50), lat_p95_ms=float(p95), lat_p99_ms=float(p99), lat_max_ms=float(lat.max()))
+        out.update(
+            lat_p50_ms=float(p50), lat_p95_ms=float(p95), lat_p99_ms=float(p99), lat_max_ms=float(lat.max())
+        )
     else:
         out.update(lat_p50_ms=None, lat_p95_ms=None, lat_p99_ms=None, lat_max_ms=None)
     out["throughput"] = ok / duration_s if duration_s > 0 else None
@@ -147,8 +184,12 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
         if hi > lo:
             outages.append([a / NS, b / NS])
     outage_s = float(sum(b - a for a, b in outages))
-    out.update(outages_json=json.dumps(outages), outages=len(outages), outage_s=outage_s,
-               availability=(1.0 - outage_s / duration_s) if duration_s > 0 else None)
+    out.update(
+        outages_json=json.dumps(outages),
+        outages=len(outages),
+        outage_s=outage_s,
+        availability=(1.0 - outage_s / duration_s) if duration_s > 0 else None,
+    )
 
     # fault windows and time to recover after each heal
     faults = fault_windows(nem, t1) if len(nem) else []
@@ -168,14 +209,24 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
         recovers.append(float(suffix_min[i] - h) / NS if i < len(suffix_min) else None)
         w["recover_s"] = recovers[-1]
     got = [r for r in recovers if r is not None]
-    out.update(faults_json=json.dumps(faults), recover_json=json.dumps(recovers),
-               recover_max_s=max(got) if got else None, recover_mean_s=(sum(got) / len(got)) if got else None,
-               unrecovered=len(recovers) - len(got))
+    out.update(
+        faults_json=json.dumps(faults),
+        recover_json=json.dumps(recovers),
+        recover_max_s=max(got) if got else None,
+        recover_mean_s=(sum(got) / len(got)) if got else None,
+        unrecovered=len(recovers) - len(got),
+    )
     return out
 
 
-def key_verdict(ops: list[Op], run_id: str, key: str | None, model: str,
-                time_limit: float | None, semantics: str = "jepsen") -> dict[str, Any]:
+def key_verdict(
+    ops: list[Op],
+    run_id: str,
+    key: str | None,
+    model: str,
+    time_limit: float | None,
+    semantics: str = "jepsen",
+) -> dict[str, Any]:
     """One (run, key) group through the in-process checker; the anomaly time is the blocked op's completion."""
     from faultline.checkers.linearizability import check
 
@@ -193,10 +244,18 @@ def key_verdict(ops: list[Op], run_id: str, key: str | None, model: str,
             anomaly_s = t / NS
     text = json.dumps(res, default=str) if valid is not True else None
     if text is not None and len(text) > RESULT_JSON_LIMIT:
-        text = json.dumps({"valid": res.get("valid"), "truncated": True, "failure_op": (res.get("failure") or {}).get("op")})
-    return {"run_id": run_id, "key": NO_KEY if key is None else key, "valid": valid_text(valid),
-            "anomaly_s": anomaly_s, "ops": len(ops), "elapsed_s": float(res.get("elapsed_s") or 0.0),
-            "result_json": text}
+        text = json.dumps(
+            {"valid": res.get("valid"), "truncated": True, "failure_op": (res.get("failure") or {}).get("op")}
+        )
+    return {
+        "run_id": run_id,
+        "key": NO_KEY if key is None else key,
+        "valid": valid_text(valid),
+        "anomaly_s": anomaly_s,
+        "ops": len(ops),
+        "elapsed_s": float(res.get("elapsed_s") or 0.0),
+        "result_json": text,
+    }
 
 
 def valid_text(v: Any) -> str:
@@ -209,16 +268,25 @@ def text_valid(s: Any) -> Valid:
 
 def merge_key_verdicts(kv: pd.DataFrame) -> pd.DataFrame:
     """Per run: verdict (False > unknown > True over its keys), first anomaly time, checker seconds."""
+
     def one(g: pd.DataFrame) -> pd.Series:
         vals = set(g["valid"])
         verdict = "false" if "false" in vals else ("unknown" if "unknown" in vals else "true")
         an = g["anomaly_s"].dropna()
-        return pd.Series({"verdict": verdict, "first_anomaly_s": float(an.min()) if len(an) else None,
-                          "keys": len(g), "invalid_keys": int((g["valid"] == "false").sum()),
-                          "check_s": float(g["elapsed_s"].sum())})
+        return pd.Series(
+            {
+                "verdict": verdict,
+                "first_anomaly_s": float(an.min()) if len(an) else None,
+                "keys": len(g),
+                "invalid_keys": int((g["valid"] == "false").sum()),
+                "check_s": float(g["elapsed_s"].sum()),
+            }
+        )
 
     if kv.empty:
-        return pd.DataFrame(columns=["run_id", "verdict", "first_anomaly_s", "keys", "invalid_keys", "check_s"])
+        return pd.DataFrame(
+            columns=["run_id", "verdict", "first_anomaly_s", "keys", "invalid_keys", "check_s"]
+        )
     return kv.groupby("run_id", sort=True).apply(one, include_groups=False).reset_index()
 
 
@@ -239,11 +307,19 @@ def aggregate_group(g: pd.DataFrame) -> dict[str, Any]:
         return float(s.max()) if len(s) else None
 
     row = {
-        "workload": g["workload"].iloc[0], "nemesis": g["nemesis"].iloc[0], "bug": g["bug"].iloc[0],
-        "runs": n, "valid": valid, "invalid": invalid, "unknown": n - valid - invalid,
+        "workload": g["workload"].iloc[0],
+        "nemesis": g["nemesis"].iloc[0],
+        "bug": g["bug"].iloc[0],
+        "runs": n,
+        "valid": valid,
+        "invalid": invalid,
+        "unknown": n - valid - invalid,
         "detection_rate": invalid / n if n else None,
         "median_first_anomaly_s": float(fa.median()) if len(fa) else None,
-        "availability": mean("availability"), "ok_rate": mean("ok_rate"), "lat_p99_ms": mean("lat_p99_ms"),
-        "recover_max_s": mx("recover_max_s"), "warnings": int((g["warning"].fillna("") != "").sum()),
+        "availability": mean("availability"),
+        "ok_rate": mean("ok_rate"),
+        "lat_p99_ms": mean("lat_p99_ms"),
+        "recover_max_s": mx("recover_max_s"),
+        "warnings": int((g["warning"].fillna("") != "").sum()),
     }
     return row

@@ -37,8 +37,14 @@ def _faults(history: list[Op]) -> list[dict[str, Any]] | None:
     times = [op["time"] for op in history if isinstance(op.get("time"), int | float)]
     if not times:
         return None
-    nem = pd.DataFrame([{"f": op.get("f"), "type": op.get("type"), "time": op.get("time")}
-                        for op in history if op.get("process") == "nemesis"], columns=["f", "type", "time"])
+    nem = pd.DataFrame(
+        [
+            {"f": op.get("f"), "type": op.get("type"), "time": op.get("time")}
+            for op in history
+            if op.get("process") == "nemesis"
+        ],
+        columns=["f", "type", "time"],
+    )
     return fault_windows(nem, int(max(times))) if len(nem) else []
 
 
@@ -82,12 +88,17 @@ def publish(
     if history:
         if _guarded(run, "plots", lambda: write_plots(history, run.plots_dir, test=test)):
             written["plots"] = run.plots_dir
-        if _guarded(run, "timeline", lambda: write_timeline(history, run.timeline_path, test=test, faults=faults)):
+        if _guarded(
+            run, "timeline", lambda: write_timeline(history, run.timeline_path, test=test, faults=faults)
+        ):
             written["timeline"] = run.timeline_path
     source = _counterexample_source(results)
     if source is not None:
-        if _guarded(run, "counterexample", lambda: render_html(source, history, run.counterexample_path,
-                                                                       faults, workers)):
+        if _guarded(
+            run,
+            "counterexample",
+            lambda: render_html(source, history, run.counterexample_path, faults, workers),
+        ):
             written["counterexample"] = run.counterexample_path
     else:
         run.counterexample_path.unlink(missing_ok=True)

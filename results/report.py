@@ -55,7 +55,9 @@ def _what_was_wrong(run: RunDir, results: dict[str, Any], ops: list[Op]) -> str:
             what = "the operations of the failing key, the longest linearizable prefix and the model's state, step by step"
         else:
             what = "the story beside every operation of the run"
-        out.append(f"<p><a href='counterexample.html' id='counterexample-link'>Interactive counterexample</a>: {what}.</p>")
+        out.append(
+            f"<p><a href='counterexample.html' id='counterexample-link'>Interactive counterexample</a>: {what}.</p>"
+        )
     for name, res in bad:
         out.append(story_html(story(name, res, ops)))
     for name, res in unsure:
@@ -73,23 +75,31 @@ def _timeline_svg(faults: list[dict[str, Any]], outages: list[list[float]], dura
     kinds = sorted({w["kind"] for w in faults})
     colour = {k: palette[i % len(palette)] for i, k in enumerate(kinds)}
     e = html.escape
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{2 * lane + 40}' role='img' "
-             "aria-label='nemesis timeline'>",
-             f"<text x='10' y='12' font-size='11'>faults</text><text x='10' y='{lane + 26}' font-size='11'>outages</text>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{2 * lane + 40}' role='img' "
+        "aria-label='nemesis timeline'>",
+        f"<text x='10' y='12' font-size='11'>faults</text><text x='10' y='{lane + 26}' font-size='11'>outages</text>",
+    ]
     for w in faults:
         x0, x1 = x(w["start_s"]), x(w["end_s"])
         title = f"{w['f']} {w['start_s']:.2f}-{w['end_s']:.2f} s"
         if w.get("recover_s") is not None:
             title += f", recovered {w['recover_s']:.2f} s after heal"
-        parts.append(f"<rect x='{x0:.1f}' y='14' width='{max(1.0, x1 - x0):.1f}' height='{lane - 6}' "
-                     f"fill='{colour[w['kind']]}'><title>{e(title)}</title></rect>")
+        parts.append(
+            f"<rect x='{x0:.1f}' y='14' width='{max(1.0, x1 - x0):.1f}' height='{lane - 6}' "
+            f"fill='{colour[w['kind']]}'><title>{e(title)}</title></rect>"
+        )
     for a, b in outages:
-        parts.append(f"<rect x='{x(a):.1f}' y='{lane + 28}' width='{max(1.0, x(b) - x(a)):.1f}' height='{lane - 6}' "
-                     f"fill='#c0392b'><title>outage {a:.2f}-{b:.2f} s</title></rect>")
+        parts.append(
+            f"<rect x='{x(a):.1f}' y='{lane + 28}' width='{max(1.0, x(b) - x(a)):.1f}' height='{lane - 6}' "
+            f"fill='#c0392b'><title>outage {a:.2f}-{b:.2f} s</title></rect>"
+        )
     parts.append(f"<line x1='10' x2='{width - 10}' y1='{2 * lane + 30}' y2='{2 * lane + 30}' stroke='#999'/>")
     for i in range(6):
         t = duration * i / 5
-        parts.append(f"<text x='{x(t):.1f}' y='{2 * lane + 40}' font-size='10' text-anchor='middle'>{t:.1f}s</text>")
+        parts.append(
+            f"<text x='{x(t):.1f}' y='{2 * lane + 40}' font-size='10' text-anchor='middle'>{t:.1f}s</text>"
+        )
     parts.append("</svg>")
     legend = " ".join(f"<span style='color:{colour[k]}'>&#9632;</span> {e(k)}" for k in kinds)
     return "".join(parts) + (f"<p class='legend'>{legend}</p>" if legend else "")
@@ -104,17 +114,28 @@ def evidence_html(v: Any, depth: int = 0) -> str:
             return "–"
         if depth >= 3:
             return e(_short(json.dumps(v, default=str)))
-        return ("<table class='ev'>" + "".join(f"<tr><th>{e(str(k))}</th><td>{evidence_html(x, depth + 1)}</td></tr>"
-                                              for k, x in v.items() if k != "svg") + "</table>")
+        return (
+            "<table class='ev'>"
+            + "".join(
+                f"<tr><th>{e(str(k))}</th><td>{evidence_html(x, depth + 1)}</td></tr>"
+                for k, x in v.items()
+                if k != "svg"
+            )
+            + "</table>"
+        )
     if isinstance(v, list):
         if not v:
             return "–"
         if all(isinstance(x, dict) for x in v) and depth < 3:
             cols = list(dict.fromkeys(k for x in v[:MAX_ROWS] for k in x if k != "svg"))
-            rows = "".join("<tr>" + "".join(f"<td>{e(_short(_cell(x[c]))) if c in x else ''}</td>" for c in cols)
-                           + "</tr>" for x in v[:MAX_ROWS])
+            rows = "".join(
+                "<tr>"
+                + "".join(f"<td>{e(_short(_cell(x[c]))) if c in x else ''}</td>" for c in cols)
+                + "</tr>"
+                for x in v[:MAX_ROWS]
+            )
             more = f"<p>… and {len(v) - MAX_ROWS} more (results.json)</p>" if len(v) > MAX_ROWS else ""
-            return (f"<table class='mono'><tr>{''.join(f'<th>{e(c)}</th>' for c in cols)}</tr>{rows}</table>{more}")
+            return f"<table class='mono'><tr>{''.join(f'<th>{e(c)}</th>' for c in cols)}</tr>{rows}</table>{more}"
         items = ", ".join(_short(json.dumps(x, default=str), 80) for x in v[:50])
         return e(items + (f" … ({len(v)} in all)" if len(v) > 50 else ""))
     return e(_short(v if isinstance(v, str) else json.dumps(v, default=str)))
@@ -148,27 +169,44 @@ def render_report(run: RunDir) -> str:
         label = "unchecked"
     else:
         label = verdict_label(results.get("valid"))
-    p = [head(f"{run.run_id}: {label}"),
-         f"<h1>{e(str(test.get('name') or run.path.parent.name))}</h1>",
-         f"<p>run <code>{e(run.run_id)}</code> &nbsp; <span class='verdict {label}' id='verdict'>{e(label)}</span>"
-         + (" &nbsp; <a href='results.json'>results.json</a>" if run.results_path.exists() else "") + "</p>"]
+    p = [
+        head(f"{run.run_id}: {label}"),
+        f"<h1>{e(str(test.get('name') or run.path.parent.name))}</h1>",
+        f"<p>run <code>{e(run.run_id)}</code> &nbsp; <span class='verdict {label}' id='verdict'>{e(label)}</span>"
+        + (" &nbsp; <a href='results.json'>results.json</a>" if run.results_path.exists() else "")
+        + "</p>",
+    ]
     if results is not None and results.get("unchecked") is not True:
         p.append(_what_was_wrong(run, results, ops))
     # the test
-    keys = ["workload", "nemesis", "bugs", "seed", "time_limit", "concurrency", "cluster", "masters", "tservers",
-            "start_time"]
+    keys = [
+        "workload",
+        "nemesis",
+        "bugs",
+        "seed",
+        "time_limit",
+        "concurrency",
+        "cluster",
+        "masters",
+        "tservers",
+        "start_time",
+    ]
     p.append("<h2>Test</h2><table>")
     for k in keys:
         if k in test:
             v = test[k]
-            p.append(f"<tr><th>{e(k)}</th><td>{e(', '.join(map(str, v)) if isinstance(v, list) else str(v))}</td></tr>")
+            p.append(
+                f"<tr><th>{e(k)}</th><td>{e(', '.join(map(str, v)) if isinstance(v, list) else str(v))}</td></tr>"
+            )
     p.append("</table>")
     # what was wrong
     p.append("<h2>Checkers</h2>")
     if results is None:
         p.append("<p>No results.json: the run did not finish, or was never checked.</p>")
     elif results.get("unchecked") is True:
-        p.append("<p>Not checked yet (e.g. a synthetic run): <code>faultline score STORE</code> checks it.</p>")
+        p.append(
+            "<p>Not checked yet (e.g. a synthetic run): <code>faultline score STORE</code> checks it.</p>"
+        )
     else:
         rows = [(k, v) for k, v in results.items() if isinstance(v, dict) and "valid" in v]
         if rows:
@@ -177,10 +215,14 @@ def render_report(run: RunDir) -> str:
                 lab = verdict_label(v.get("valid"))
                 p.append(f"<tr><td>{e(k)}</td><td class='verdict {lab}'>{e(lab)}</td></tr>")
             p.append("</table>")
-        p.append("<p>Each checker's evidence, folded; all of it is in <a href='results.json'>results.json</a>.</p>")
+        p.append(
+            "<p>Each checker's evidence, folded; all of it is in <a href='results.json'>results.json</a>.</p>"
+        )
         for k, v in rows:
             lab = verdict_label(v.get("valid"))
-            p.append(f"<details id='evidence-{e(k)}'><summary>{e(k)}: {e(lab)}</summary>{evidence_html(v)}</details>")
+            p.append(
+                f"<details id='evidence-{e(k)}'><summary>{e(k)}: {e(lab)}</summary>{evidence_html(v)}</details>"
+            )
     # counts
     p.append("<h2>Operations</h2>")
     counts = json.loads(m["counts_json"])
@@ -193,38 +235,54 @@ def render_report(run: RunDir) -> str:
     def num(v: Any, fmt: str) -> str:
         return "–" if v is None else format(v, fmt)
 
-    p.append("<table><tr><th>events</th><th>ok rate</th><th>latency p50 / p95 / p99 / max (ms)</th>"
-             "<th>throughput (ok/s)</th><th>availability</th><th>outages</th></tr>"
-             f"<tr><td>{m['events']}</td><td>{num(m['ok_rate'], '.1%')}</td>"
-             f"<td>{num(m['lat_p50_ms'], '.2f')} / {num(m['lat_p95_ms'], '.2f')} / {num(m['lat_p99_ms'], '.2f')} / "
-             f"{num(m['lat_max_ms'], '.1f')}</td><td>{num(m['throughput'], '.1f')}</td>"
-             f"<td>{num(m['availability'], '.1%')}</td><td>{m['outages']} ({m['outage_s']:.2f} s)</td></tr></table>")
+    p.append(
+        "<table><tr><th>events</th><th>ok rate</th><th>latency p50 / p95 / p99 / max (ms)</th>"
+        "<th>throughput (ok/s)</th><th>availability</th><th>outages</th></tr>"
+        f"<tr><td>{m['events']}</td><td>{num(m['ok_rate'], '.1%')}</td>"
+        f"<td>{num(m['lat_p50_ms'], '.2f')} / {num(m['lat_p95_ms'], '.2f')} / {num(m['lat_p99_ms'], '.2f')} / "
+        f"{num(m['lat_max_ms'], '.1f')}</td><td>{num(m['throughput'], '.1f')}</td>"
+        f"<td>{num(m['availability'], '.1%')}</td><td>{m['outages']} ({m['outage_s']:.2f} s)</td></tr></table>"
+    )
     # nemesis timeline
     p.append("<h2>Nemesis timeline</h2>")
     if run.timeline_path.exists():
-        p.append("<p><a href='timeline.html' id='timeline-link'>The whole run, every operation</a> "
-                 "(zoom and pan).</p>")
+        p.append(
+            "<p><a href='timeline.html' id='timeline-link'>The whole run, every operation</a> "
+            "(zoom and pan).</p>"
+        )
     p.append(_timeline_svg(faults, outages, m["duration_s"] or 0.0))
     if faults:
-        p.append("<table><tr><th>fault</th><th>from (s)</th><th>to (s)</th><th>recovered after heal (s)</th></tr>")
+        p.append(
+            "<table><tr><th>fault</th><th>from (s)</th><th>to (s)</th><th>recovered after heal (s)</th></tr>"
+        )
         for w in faults:
             rec = w.get("recover_s")
-            p.append(f"<tr><td>{e(w['f'])}</td><td>{w['start_s']:.2f}</td><td>{w['end_s']:.2f}"
-                     f"{'' if w['healed'] else ' (end of run)'}</td><td>{'–' if rec is None else f'{rec:.3f}'}</td></tr>")
+            p.append(
+                f"<tr><td>{e(w['f'])}</td><td>{w['start_s']:.2f}</td><td>{w['end_s']:.2f}"
+                f"{'' if w['healed'] else ' (end of run)'}</td><td>{'–' if rec is None else f'{rec:.3f}'}</td></tr>"
+            )
         p.append("</table>")
     # plots
     p.append("<h2>Plots</h2>")
     pngs = sorted(run.plots_dir.glob("*.png")) if run.plots_dir.is_dir() else []
     for png in pngs:
         b64 = base64.b64encode(png.read_bytes()).decode()
-        p.append(f"<figure><img alt='{e(png.name)}' src='data:image/png;base64,{b64}'><figcaption>{e(png.name)}"
-                 "</figcaption></figure>")
+        p.append(
+            f"<figure><img alt='{e(png.name)}' src='data:image/png;base64,{b64}'><figcaption>{e(png.name)}"
+            "</figcaption></figure>"
+        )
     if not pngs:
         p.append("<p>No plots: no client operations, or they were not drawn (see the run's log).</p>")
     # files
     p.append("<h2>Files</h2><ul>")
-    for name in ("timeline.html", "counterexample.html", "history.jsonl", "results.json", "test.json",
-                 "faultline.log"):
+    for name in (
+        "timeline.html",
+        "counterexample.html",
+        "history.jsonl",
+        "results.json",
+        "test.json",
+        "faultline.log",
+    ):
         if (run.path / name).exists():
             p.append(f"<li><a href='{e(name)}'>{e(name)}</a></li>")
     p.append("</ul></body></html>\n")

@@ -19,25 +19,78 @@ from urllib.parse import quote
 from faultline.pages.layout import head
 from faultline.results.store import campaign_state_paths
 
-GROUP_COLUMNS = ["workload", "nemesis", "bug", "runs", "valid", "invalid", "unknown", "detection_rate",
-                 "median_first_anomaly_s", "availability", "ok_rate", "lat_p99_ms", "recover_max_s", "warnings"]
-RUN_COLUMNS = ["run_id", "verdict", "workload", "nemesis", "bug", "events", "ok_rate", "availability",
-               "lat_p50_ms", "lat_p99_ms", "throughput", "outages", "recover_max_s", "first_anomaly_s", "warning"]
+GROUP_COLUMNS = [
+    "workload",
+    "nemesis",
+    "bug",
+    "runs",
+    "valid",
+    "invalid",
+    "unknown",
+    "detection_rate",
+    "median_first_anomaly_s",
+    "availability",
+    "ok_rate",
+    "lat_p99_ms",
+    "recover_max_s",
+    "warnings",
+]
+RUN_COLUMNS = [
+    "run_id",
+    "verdict",
+    "workload",
+    "nemesis",
+    "bug",
+    "events",
+    "ok_rate",
+    "availability",
+    "lat_p50_ms",
+    "lat_p99_ms",
+    "throughput",
+    "outages",
+    "recover_max_s",
+    "first_anomaly_s",
+    "warning",
+]
 TEXT_COLUMNS = frozenset({"run_id", "verdict", "workload", "nemesis", "bug", "warning", "expect"})
 # column headers as a reader says them; short, so both tables fit a 1280 px window
-LABELS = {"detection_rate": "detection", "median_first_anomaly_s": "first anomaly (s, median)",
-          "availability": "avail.", "ok_rate": "ok rate", "lat_p99_ms": "p99 (ms)", "lat_p50_ms": "p50 (ms)",
-          "recover_max_s": "max recovery (s)", "first_anomaly_s": "first anomaly (s)", "run_id": "run",
-          "throughput": "ops/s", "events": "ops", "expect": "expected"}
+LABELS = {
+    "detection_rate": "detection",
+    "median_first_anomaly_s": "first anomaly (s, median)",
+    "availability": "avail.",
+    "ok_rate": "ok rate",
+    "lat_p99_ms": "p99 (ms)",
+    "lat_p50_ms": "p50 (ms)",
+    "recover_max_s": "max recovery (s)",
+    "first_anomaly_s": "first anomaly (s)",
+    "run_id": "run",
+    "throughput": "ops/s",
+    "events": "ops",
+    "expect": "expected",
+}
 VERDICT_WORDS = {"true": "valid", "false": "invalid"}
 # The page uses the one stylesheet (pages/layout.py); what only the card needs is inline, so both
 # tables fit a 1280 px window: a smaller font, run ids that wrap, the expectation in one column.
 TABLE_STYLE = "font-size:12px"
 WRAP_STYLE = "max-width:18em;overflow-wrap:anywhere"
 MET_STYLE = {True: "color:#2e8b3a;font-weight:bold", False: "color:#c0392b;font-weight:bold"}
-SHOWN_RUN_COLUMNS = ["run_id", "verdict", "expect", "workload", "nemesis", "bug", "events", "ok_rate",
-                     "availability", "lat_p99_ms", "throughput", "outages", "recover_max_s", "first_anomaly_s",
-                     "warning"]
+SHOWN_RUN_COLUMNS = [
+    "run_id",
+    "verdict",
+    "expect",
+    "workload",
+    "nemesis",
+    "bug",
+    "events",
+    "ok_rate",
+    "availability",
+    "lat_p99_ms",
+    "throughput",
+    "outages",
+    "recover_max_s",
+    "first_anomaly_s",
+    "warning",
+]
 
 
 def verdict_word(v: Any) -> str:
@@ -77,8 +130,14 @@ def campaign_expectations(store: Path | str, label: str = "") -> dict[str, Any] 
     runs: dict[str, dict[str, Any]] = {}
     for r in latest.values():
         if isinstance(r.get("run_dir"), str):
-            rid = "/".join([label, *Path(r["run_dir"]).parts[-2:]] if label else Path(r["run_dir"]).parts[-2:])
-            runs[rid] = {"expect": r.get("expect"), "met": r.get("expectation_met") is True, "cell": r.get("cell")}
+            rid = "/".join(
+                [label, *Path(r["run_dir"]).parts[-2:]] if label else Path(r["run_dir"]).parts[-2:]
+            )
+            runs[rid] = {
+                "expect": r.get("expect"),
+                "met": r.get("expectation_met") is True,
+                "cell": r.get("cell"),
+            }
     met = sum(r.get("expectation_met") is True for r in latest.values())
     return {"campaign": ", ".join(names) or None, "met": met, "total": len(latest), "runs": runs}
 
@@ -95,8 +154,12 @@ def merge_expectations(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any]
     if not found:
         return None
     names = list(dict.fromkeys(n for p in found for n in str(p.get("campaign") or "").split(", ") if n))
-    return {"campaign": ", ".join(names) or None, "met": sum(p["met"] for p in found),
-            "total": sum(p["total"] for p in found), "runs": {k: v for p in found for k, v in p["runs"].items()}}
+    return {
+        "campaign": ", ".join(names) or None,
+        "met": sum(p["met"] for p in found),
+        "total": sum(p["total"] for p in found),
+        "runs": {k: v for p in found for k, v in p["runs"].items()},
+    }
 
 
 def _fmt(v: Any, col: str, row: Mapping[str, Any] | None = None) -> str:
@@ -133,32 +196,49 @@ def _stores_line(card: Mapping[str, Any]) -> str:
     e = html.escape
     stores = card.get("stores") or []
     if len(stores) > 1:
-        listed = ", ".join(f"<code>{e(str(s.get('label')))}</code> = <code>{e(str(s.get('path')))}</code>"
-                           for s in stores)
+        listed = ", ".join(
+            f"<code>{e(str(s.get('label')))}</code> = <code>{e(str(s.get('path')))}</code>" for s in stores
+        )
         return f"<span id='stores'>stores: {listed}</span>"
     return f"<span>store: <code>{e(str(card.get('store')))}</code></span>"
 
 
-def render_html(card: dict[str, Any], run_link: str | Callable[[str], str] | None = "../{run_id}/report.html",
-                nav: str = "", expectations: Mapping[str, Any] | None = None) -> str:
+def render_html(
+    card: dict[str, Any],
+    run_link: str | Callable[[str], str] | None = "../{run_id}/report.html",
+    nav: str = "",
+    expectations: Mapping[str, Any] | None = None,
+) -> str:
     """The scorecard as one HTML page with no external resources; every value is escaped. `run_link`
     makes each run id a link (formatted with the quoted id, or a function of the id), `nav` is HTML put above the title, and
     `expectations` is `campaign_expectations`' answer (else the card's own, if it has one)."""
     e = html.escape
     expectations = expectations if expectations is not None else card.get("expectations")
-    title = f"Scorecard: campaign {expectations['campaign']}" if expectations and expectations.get("campaign") \
+    title = (
+        f"Scorecard: campaign {expectations['campaign']}"
+        if expectations and expectations.get("campaign")
         else "Scorecard"
+    )
     runs = card["run_scores"]
-    counts = {w: sum(verdict_word(r.get("verdict")) == w for r in runs) for w in ("valid", "invalid", "unknown")}
-    parts = [head("Faultline scorecard"), nav, f"<h1>{e(title)}</h1>",
-             "<p class='summary'>", expectations_line(expectations),
-             f"<span>runs: <b id='nruns'>{card['runs']}</b> ({counts['valid']} valid, {counts['invalid']} "
-             f"invalid, {counts['unknown']} unknown)</span>",
-             f"<span>history events: {card['events']:,}</span>",
-             f"<span id='engine'>engine: {e(card['engine'])}, {card['seconds']:.1f} s"
-             + (f" ({e(card['engine_reason'])})" if card.get("engine_reason") else "") + "</span>",
-             _stores_line(card), "</p>",
-             f"<h2>Per workload, nemesis and bug</h2><table id='groups' style='{TABLE_STYLE}'><tr>"]
+    counts = {
+        w: sum(verdict_word(r.get("verdict")) == w for r in runs) for w in ("valid", "invalid", "unknown")
+    }
+    parts = [
+        head("Faultline scorecard"),
+        nav,
+        f"<h1>{e(title)}</h1>",
+        "<p class='summary'>",
+        expectations_line(expectations),
+        f"<span>runs: <b id='nruns'>{card['runs']}</b> ({counts['valid']} valid, {counts['invalid']} "
+        f"invalid, {counts['unknown']} unknown)</span>",
+        f"<span>history events: {card['events']:,}</span>",
+        f"<span id='engine'>engine: {e(card['engine'])}, {card['seconds']:.1f} s"
+        + (f" ({e(card['engine_reason'])})" if card.get("engine_reason") else "")
+        + "</span>",
+        _stores_line(card),
+        "</p>",
+        f"<h2>Per workload, nemesis and bug</h2><table id='groups' style='{TABLE_STYLE}'><tr>",
+    ]
     parts += [f"<th>{e(LABELS.get(c, c))}</th>" for c in GROUP_COLUMNS]
     parts.append("</tr>")
     for g in card["groups"]:
@@ -177,7 +257,11 @@ def render_html(card: dict[str, Any], run_link: str | Callable[[str], str] | Non
             if c == "run_id":
                 text = text.replace("/", "/<wbr>")
                 if run_link:
-                    href = run_link(str(r[c])) if callable(run_link) else run_link.format(run_id=quote(str(r[c])))
+                    href = (
+                        run_link(str(r[c]))
+                        if callable(run_link)
+                        else run_link.format(run_id=quote(str(r[c])))
+                    )
                     text = f"<a href='{e(href)}'>{text}</a>"
             elif c == "expect" and "met" in row:
                 text = f"{text}, <span style='{MET_STYLE[row['met']]}'>{'met' if row['met'] else 'NOT met'}</span>"
@@ -185,6 +269,8 @@ def render_html(card: dict[str, Any], run_link: str | Callable[[str], str] | Non
         parts.append(f"<tr class='{verdict_word(r.get('verdict'))}'>" + "".join(cells) + "</tr>")
     parts.append("</table>")
     if card.get("warnings"):
-        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in card["warnings"]) + "</ul>")
+        parts.append(
+            "<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in card["warnings"]) + "</ul>"
+        )
     parts.append("</body></html>\n")
     return "".join(parts)

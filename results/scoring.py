@@ -38,8 +38,21 @@ from faultline.results.store import RunDir, Store, StoreError, temp_path
 
 # workload -> the checker model its history is checked against
 # (other workloads, e.g. set or bank, keep the verdict their own checkers recorded in results.json)
-OP_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis", "key", "process_json", "key_json",
-              "value_json", "node_json", "error_json", "extra_json"]
+OP_COLUMNS = [
+    "index",
+    "time",
+    "type",
+    "f",
+    "process",
+    "is_nemesis",
+    "key",
+    "process_json",
+    "key_json",
+    "value_json",
+    "node_json",
+    "error_json",
+    "extra_json",
+]
 Progress = Callable[[str], None]
 Stores = Path | str | Sequence[Path | str]  # one store, or several scored together (the shards of a campaign)
 
@@ -59,7 +72,9 @@ class ScoreResult:
 
     @property
     def verdict(self) -> bool | str:
-        return merge_valid(metrics.text_valid(v) for v in self.runs["verdict"]) if len(self.runs) else "unknown"
+        return (
+            merge_valid(metrics.text_valid(v) for v in self.runs["verdict"]) if len(self.runs) else "unknown"
+        )
 
 
 def say(progress: Progress | None, msg: str) -> None:
@@ -139,8 +154,22 @@ def prepare_runs(path: Path | str, progress: Progress | None = None) -> pd.DataF
         rows.append(_run_row(run))
         if stale and n % 50 == 0:
             say(progress, f"prepared {n}/{len(run_dirs)} runs")
-    cols = ["run_id", "test_name", "stamp", "workload", "nemesis", "bug", "seed", "status", "recorded_verdict",
-            "model", "parquet", "warning", "start_time", "recorded_anomaly_s"]
+    cols = [
+        "run_id",
+        "test_name",
+        "stamp",
+        "workload",
+        "nemesis",
+        "bug",
+        "seed",
+        "status",
+        "recorded_verdict",
+        "model",
+        "parquet",
+        "warning",
+        "start_time",
+        "recorded_anomaly_s",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -168,10 +197,19 @@ def _run_row(run: RunDir) -> dict[str, Any]:
         problems.append("no history")
     recorded = None if info.verdict is None else metrics.valid_text(info.verdict)
     return {
-        "run_id": info.run_id, "test_name": info.test_name, "stamp": info.stamp,
-        "workload": info.workload or "unknown", "nemesis": info.nemesis_label, "bug": info.bug_label,
-        "seed": info.seed, "status": info.status, "recorded_verdict": recorded, "model": model_for(test),
-        "parquet": parquet_path, "warning": "; ".join(problems), "start_time": info.start_time,
+        "run_id": info.run_id,
+        "test_name": info.test_name,
+        "stamp": info.stamp,
+        "workload": info.workload or "unknown",
+        "nemesis": info.nemesis_label,
+        "bug": info.bug_label,
+        "seed": info.seed,
+        "status": info.status,
+        "recorded_verdict": recorded,
+        "model": model_for(test),
+        "parquet": parquet_path,
+        "warning": "; ".join(problems),
+        "start_time": info.start_time,
         "recorded_anomaly_s": _recorded_detection(run),
     }
 
@@ -185,8 +223,13 @@ def _recorded_detection(run: RunDir) -> float | None:
     return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
 
 
-def score_run(parquet_path: str, run_id: str, model: str | None, time_limit: float | None = None,
-              gap_s: float = metrics.OUTAGE_GAP_S) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def score_run(
+    parquet_path: str,
+    run_id: str,
+    model: str | None,
+    time_limit: float | None = None,
+    gap_s: float = metrics.OUTAGE_GAP_S,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One run's metrics row and its per-key verdict rows (the unit of work of plan "runs" and of the
     pandas baseline)."""
     df = read_history_frame(parquet_path)
@@ -196,15 +239,22 @@ def score_run(parquet_path: str, run_id: str, model: str | None, time_limit: flo
         cl = df[~df["is_nemesis"]]
         for key, g in cl.groupby(cl["key"].fillna(metrics.NO_KEY), sort=True):
             ops = frame_to_ops(g[OP_COLUMNS].sort_values("index", kind="stable"))
-            keys.append(metrics.key_verdict(ops, run_id, None if key == metrics.NO_KEY else key, model, time_limit))
+            keys.append(
+                metrics.key_verdict(ops, run_id, None if key == metrics.NO_KEY else key, model, time_limit)
+            )
     return met, keys
 
 
-def finish_scores(runs_pd: pd.DataFrame, met: pd.DataFrame, kv: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def finish_scores(
+    runs_pd: pd.DataFrame, met: pd.DataFrame, kv: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Joins runs, metrics and per-key verdicts into per-run scores, then the per-group scorecard."""
     merged = metrics.merge_key_verdicts(kv)
-    scores = runs_pd.drop(columns=["parquet"]).merge(met, on="run_id", how="left").merge(merged, on="run_id",
-                                                                                         how="left")
+    scores = (
+        runs_pd.drop(columns=["parquet"])
+        .merge(met, on="run_id", how="left")
+        .merge(merged, on="run_id", how="left")
+    )
     # runs without a model keep the verdict their checkers recorded; runs without history are unknown
     no_check = scores["model"].isna() | scores["verdict"].isna()
     scores.loc[no_check, "verdict"] = scores.loc[no_check, "recorded_verdict"].fillna("unknown")
@@ -212,21 +262,28 @@ def finish_scores(runs_pd: pd.DataFrame, met: pd.DataFrame, kv: pd.DataFrame) ->
     recorded = no_check & (scores["verdict"] == "false")
     if recorded.any():
         scores["first_anomaly_s"] = pd.to_numeric(scores["first_anomaly_s"], errors="coerce")
-        scores.loc[recorded, "first_anomaly_s"] = pd.to_numeric(scores.loc[recorded, "recorded_anomaly_s"],
-                                                                errors="coerce")
+        scores.loc[recorded, "first_anomaly_s"] = pd.to_numeric(
+            scores.loc[recorded, "recorded_anomaly_s"], errors="coerce"
+        )
     scores = scores.drop(columns=["recorded_anomaly_s"])
     no_hist = scores["events"].isna() | (scores["events"] == 0)
     scores.loc[no_hist & scores["model"].notna(), "verdict"] = "unknown"
     scores["warning"] = scores["warning"].fillna("")
     for rid, note in _checker_errors(kv).items():  # a check that raised is "unknown": say why
         mask = scores["run_id"] == rid
-        scores.loc[mask, "warning"] = scores.loc[mask, "warning"].map(lambda w, n=note: f"{w}; {n}" if w else n)
+        scores.loc[mask, "warning"] = scores.loc[mask, "warning"].map(
+            lambda w, n=note: f"{w}; {n}" if w else n
+        )
     scores = scores.sort_values("run_id").reset_index(drop=True)
     if scores.empty:
         groups = pd.DataFrame(columns=[c.split()[0] for c in metrics.GROUP_SCHEMA.split(", ")])
     else:
-        groups = pd.DataFrame([metrics.aggregate_group(g) for _, g in
-                               scores.groupby(["workload", "nemesis", "bug"], sort=True, dropna=False)])
+        groups = pd.DataFrame(
+            [
+                metrics.aggregate_group(g)
+                for _, g in scores.groupby(["workload", "nemesis", "bug"], sort=True, dropna=False)
+            ]
+        )
     return scores, groups
 
 
@@ -243,8 +300,10 @@ def _checker_errors(kv: pd.DataFrame) -> dict[str, str]:
             err = None
         if err:
             out.setdefault(rid, []).append(f"key {key}: {err}")
-    return {rid: "checker: " + ", ".join(sorted(set(v))[:3]) + (" ..." if len(set(v)) > 3 else "")
-            for rid, v in out.items()}
+    return {
+        rid: "checker: " + ", ".join(sorted(set(v))[:3]) + (" ..." if len(set(v)) > 3 else "")
+        for rid, v in out.items()
+    }
 
 
 def score_pandas(
@@ -259,11 +318,14 @@ def score_pandas(
     """The single-process baseline: the same metrics and verdicts, one run after another, no Spark.
     `path` is a store or several; `reason` says why this engine was chosen (on the scorecard)."""
     started = time.monotonic()
-    out_dir = out_dir if out_dir is not None else default_out_dir(path)  # before the work: several stores need one
+    out_dir = (
+        out_dir if out_dir is not None else default_out_dir(path)
+    )  # before the work: several stores need one
     runs_pd = prepare_stores(path, progress)
     met_rows, kv_rows = [], []
-    for n, (rid, pq_path, model) in enumerate(zip(runs_pd["run_id"], runs_pd["parquet"], runs_pd["model"],
-                                                  strict=True), 1):
+    for n, (rid, pq_path, model) in enumerate(
+        zip(runs_pd["run_id"], runs_pd["parquet"], runs_pd["model"], strict=True), 1
+    ):
         if not pq_path:
             continue
         met, keys = score_run(pq_path, rid, model if isinstance(model, str) else None, time_limit, gap_s)
@@ -274,9 +336,15 @@ def score_pandas(
     met = pd.DataFrame(met_rows, columns=[c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")])
     kv = pd.DataFrame(kv_rows, columns=[c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")])
     scores, groups = finish_scores(runs_pd, met, kv)
-    result = ScoreResult(scores, groups, engine="pandas", engine_reason=reason, seconds=time.monotonic() - started,
-                         total_events=int(scores["events"].fillna(0).sum()),
-                         warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w])
+    result = ScoreResult(
+        scores,
+        groups,
+        engine="pandas",
+        engine_reason=reason,
+        seconds=time.monotonic() - started,
+        total_events=int(scores["events"].fillna(0).sum()),
+        warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w],
+    )
     write_scores(result, path, out_dir, progress)
     return result
 
@@ -294,7 +362,9 @@ def _clean(v: Any) -> Any:
 
 def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
     cols = [c for c in cols if c in df.columns]
-    return [{c: _clean(v) for c, v in zip(cols, row, strict=True)} for row in df[cols].itertuples(index=False)]
+    return [
+        {c: _clean(v) for c, v in zip(cols, row, strict=True)} for row in df[cols].itertuples(index=False)
+    ]
 
 
 def scorecard_dict(result: ScoreResult, store: Stores | None = None) -> dict[str, Any]:
@@ -315,8 +385,11 @@ def scorecard_dict(result: ScoreResult, store: Stores | None = None) -> dict[str
         "groups": _records(result.groups, GROUP_COLUMNS),
         "run_scores": _records(result.runs, RUN_COLUMNS),
         "warnings": result.warnings,
-        "expectations": merge_expectations([campaign_expectations(p, label) for label, p in
-                                            zip(labels, paths, strict=True)]) if paths else None,
+        "expectations": merge_expectations(
+            [campaign_expectations(p, label) for label, p in zip(labels, paths, strict=True)]
+        )
+        if paths
+        else None,
     }
 
 
@@ -341,8 +414,9 @@ def _report_links(store: Stores, out: Path) -> Callable[[str], str]:
     return link
 
 
-def write_scores(result: ScoreResult, store: Stores, out_dir: Path | str | None = None,
-                 progress: Progress | None = None) -> Path:
+def write_scores(
+    result: ScoreResult, store: Stores, out_dir: Path | str | None = None, progress: Progress | None = None
+) -> Path:
     """Writes scores.parquet, scorecard.json and scorecard.html to `out_dir` (default STORE/_score), each
     under a temporary name first: a reader, or a second scoring of the same store, never sees half a file."""
     out = Path(out_dir) if out_dir is not None else default_out_dir(store)
@@ -350,7 +424,9 @@ def write_scores(result: ScoreResult, store: Stores, out_dir: Path | str | None 
     runs = result.runs.copy()
     for c in runs.columns:  # mixed object columns -> strings, so the Parquet schema is stable
         if runs[c].dtype == object and c not in ("seed",):
-            runs[c] = runs[c].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+            runs[c] = runs[c].map(
+                lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+            )
     runs["seed"] = pd.to_numeric(runs["seed"], errors="coerce").astype("Int64")
     tmp = temp_path(out / "scores.parquet")
     runs.to_parquet(tmp, index=False)

@@ -38,8 +38,13 @@ from faultline.results.store import STAMP_RE, RunDir, RunInfo, Store, StoreError
 
 PAGE_CSP = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'none'"
 FILE_CSP = "sandbox allow-scripts allow-popups; frame-ancestors 'self'"
-TEXT_TYPES = {".jsonl": "text/plain", ".log": "text/plain", ".edn": "text/plain", ".txt": "text/plain",
-              ".json": "application/json"}
+TEXT_TYPES = {
+    ".jsonl": "text/plain",
+    ".log": "text/plain",
+    ".edn": "text/plain",
+    ".txt": "text/plain",
+    ".json": "application/json",
+}
 MAX_LISTED_FILES = 2000
 VERDICT_CLASSES = ("valid", "invalid", "unknown", "unchecked", "damaged")
 CONNECTION_TIMEOUT_S = 10.0  # a client that sends nothing for this long is dropped
@@ -64,7 +69,9 @@ def _scorecard_href(store: str) -> str:
 
 
 def _nav() -> str:
-    return "<nav><a href='/'>runs</a><a href='/campaigns'>campaigns</a><a href='/scorecard'>scorecard</a></nav>"
+    return (
+        "<nav><a href='/'>runs</a><a href='/campaigns'>campaigns</a><a href='/scorecard'>scorecard</a></nav>"
+    )
 
 
 def _page(title: str, body: str) -> bytes:
@@ -137,10 +144,16 @@ class StoreView:
 
         def keep(r: Listed) -> bool:
             i = r.info
-            return ((not want["store"] or r.store == want["store"].strip("/").removeprefix("."))
-                    and (not want["workload"] or i.workload == want["workload"])
-                    and (not want["nemesis"] or want["nemesis"] in (i.nemesis or ["none"]) or want["nemesis"] == i.nemesis_label)
-                    and (not want["verdict"] or i.verdict_label == want["verdict"]))
+            return (
+                (not want["store"] or r.store == want["store"].strip("/").removeprefix("."))
+                and (not want["workload"] or i.workload == want["workload"])
+                and (
+                    not want["nemesis"]
+                    or want["nemesis"] in (i.nemesis or ["none"])
+                    or want["nemesis"] == i.nemesis_label
+                )
+                and (not want["verdict"] or i.verdict_label == want["verdict"])
+            )
 
         stores = sorted({r.store for r in runs})
         options = {
@@ -152,9 +165,11 @@ class StoreView:
         shown = [r for r in runs if keep(r)]
         parts = [f"<h1>Runs in {_e(self.store.root.name)}</h1>"]
         if not runs:
-            parts.append(f"<p id='empty'>No runs in <code>{_e(self.store.root)}</code>, at any depth. A run is a "
-                         "directory <code>STORE/&lt;test-name&gt;/&lt;stamp&gt;/</code>, as <code>faultline run "
-                         "--store STORE</code> and <code>faultline campaign</code> write them.</p>")
+            parts.append(
+                f"<p id='empty'>No runs in <code>{_e(self.store.root)}</code>, at any depth. A run is a "
+                "directory <code>STORE/&lt;test-name&gt;/&lt;stamp&gt;/</code>, as <code>faultline run "
+                "--store STORE</code> and <code>faultline campaign</code> write them.</p>"
+            )
             return _page(f"runs - {self.store.root.name}", "".join(parts))
         parts.append("<form method='get' action='/' id='filters'>")
         for name, values in options.items():
@@ -166,11 +181,16 @@ class StoreView:
                 parts.append(f"<option value='{_e(v)}'{sel}>{_e(v)}</option>")
             parts.append("</select></label>")
         parts.append("<button type='submit'>filter</button></form>")
-        parts.append(f"<p id='count'>{len(shown)} of {len(runs)} runs"
-                     + (f" in {len(stores)} stores" if len(stores) > 1 else "") + "</p>")
+        parts.append(
+            f"<p id='count'>{len(shown)} of {len(runs)} runs"
+            + (f" in {len(stores)} stores" if len(stores) > 1 else "")
+            + "</p>"
+        )
         store_col = "<th>store</th>" if len(stores) > 1 else ""
-        parts.append(f"<table id='runs'><tr><th>started</th>{store_col}<th>test</th><th>workload</th><th>nemesis</th>"
-                     "<th>bugs</th><th>seed</th><th>verdict</th><th>duration (s)</th><th>ops</th></tr>")
+        parts.append(
+            f"<table id='runs'><tr><th>started</th>{store_col}<th>test</th><th>workload</th><th>nemesis</th>"
+            "<th>bugs</th><th>seed</th><th>verdict</th><th>duration (s)</th><th>ops</th></tr>"
+        )
         for r in shown:
             i = r.info
             dur = "" if i.duration_s is None else f"{i.duration_s:.1f}"
@@ -180,7 +200,8 @@ class StoreView:
                 f"<tr class='{_e(i.verdict_label)}'><td><a class='run' href='{_e(_run_href(r.run_id))}'>{_e(i.stamp)}</a>"
                 f"</td>{store_cell}<td>{test}</td><td>{_e(i.workload)}</td><td>{_e(i.nemesis_label)}</td>"
                 f"<td>{_e(i.bug_label)}</td><td>{_e(i.seed)}</td><td class='verdict'>{_e(i.verdict_label)}</td>"
-                f"<td>{dur}</td><td>{_e(i.ops)}</td></tr>")
+                f"<td>{dur}</td><td>{_e(i.ops)}</td></tr>"
+            )
         parts.append("</table>")
         return _page(f"runs - {self.store.root.name}", "".join(parts))
 
@@ -189,20 +210,29 @@ class StoreView:
         camps = self.campaigns()
         parts = ["<h1>Campaigns</h1>"]
         if not camps:
-            parts.append("<p id='empty'>No campaign here: <code>faultline campaign FILE.toml</code> writes one, "
-                         "<code>faultline score STORE</code> a scorecard.</p>")
+            parts.append(
+                "<p id='empty'>No campaign here: <code>faultline campaign FILE.toml</code> writes one, "
+                "<code>faultline score STORE</code> a scorecard.</p>"
+            )
             return _page("campaigns", "".join(parts))
-        parts.append("<table id='campaigns'><tr><th>store</th><th>campaign</th><th>runs</th>"
-                     "<th>expectations</th><th>scorecard</th></tr>")
+        parts.append(
+            "<table id='campaigns'><tr><th>store</th><th>campaign</th><th>runs</th>"
+            "<th>expectations</th><th>scorecard</th></tr>"
+        )
         for c in camps:
             exp = c.expectations
             met = "–" if exp is None else f"{exp['met']}/{exp['total']} met"
             cls = "" if exp is None else f" style='{MET_STYLE[exp['met'] == exp['total']]}'"
-            card = (f"<a class='scorecard' href='{_e(_scorecard_href(c.store))}'>scorecard</a>" if c.scored
-                    else "not scored yet")
-            parts.append(f"<tr><td><a class='store' href='/?store={_e(quote(c.store or '.'))}'>{_e(c.label)}</a></td>"
-                         f"<td>{_e((exp or {}).get('campaign') or '–')}</td><td class='n'>{c.runs}</td>"
-                         f"<td{cls}>{_e(met)}</td><td>{card}</td></tr>")
+            card = (
+                f"<a class='scorecard' href='{_e(_scorecard_href(c.store))}'>scorecard</a>"
+                if c.scored
+                else "not scored yet"
+            )
+            parts.append(
+                f"<tr><td><a class='store' href='/?store={_e(quote(c.store or '.'))}'>{_e(c.label)}</a></td>"
+                f"<td>{_e((exp or {}).get('campaign') or '–')}</td><td class='n'>{c.runs}</td>"
+                f"<td{cls}>{_e(met)}</td><td>{card}</td></tr>"
+            )
         parts.append("</table>")
         return _page("campaigns", "".join(parts))
 
@@ -228,43 +258,67 @@ class StoreView:
 
     def _no_scorecard(self, n: int) -> bytes:
         if n == 0:
-            return _page("scorecard", "<h1>No scorecard yet</h1><p id='empty'>Run <code>faultline score STORE</code> "
-                                      "(or <code>faultline campaign FILE.toml</code>) first.</p>")
-        return _page("scorecards", f"<h1>{n} scorecards</h1><p>Pick one on the "
-                                   "<a href='/campaigns'>campaigns</a> page.</p>")
+            return _page(
+                "scorecard",
+                "<h1>No scorecard yet</h1><p id='empty'>Run <code>faultline score STORE</code> "
+                "(or <code>faultline campaign FILE.toml</code>) first.</p>",
+            )
+        return _page(
+            "scorecards",
+            f"<h1>{n} scorecards</h1><p>Pick one on the <a href='/campaigns'>campaigns</a> page.</p>",
+        )
 
     # ----------------------------------------------------------------------------- one run
     def run_page(self, run: RunDir, full_id: str) -> bytes:
         info = run.info()
         store = full_id.rsplit("/", 2)[0] if full_id.count("/") >= 2 else ""
-        crumbs = [f"<a href='/?store={_e(quote(store or '.'))}'>{_e(store or self.store.root.name)}</a>",
-                  _e(info.test_name), _e(info.stamp)]
+        crumbs = [
+            f"<a href='/?store={_e(quote(store or '.'))}'>{_e(store or self.store.root.name)}</a>",
+            _e(info.test_name),
+            _e(info.stamp),
+        ]
         if (run.path.parent.parent / "_score" / "scorecard.json").is_file():
             crumbs.append(f"<a class='scorecard' href='{_e(_scorecard_href(store))}'>its scorecard</a>")
         parts = [f"<p id='crumbs'>{' › '.join(crumbs)}</p><h1>{_e(info.test_name)}</h1><table id='summary'>"]
-        for k, v in (("run", info.run_id), ("workload", info.workload), ("nemesis", info.nemesis_label),
-                     ("bugs", info.bug_label), ("seed", info.seed), ("started", info.start_time),
-                     ("duration (s)", info.duration_s), ("ops", info.ops), ("status", info.status),
-                     ("problem", info.problem)):
+        for k, v in (
+            ("run", info.run_id),
+            ("workload", info.workload),
+            ("nemesis", info.nemesis_label),
+            ("bugs", info.bug_label),
+            ("seed", info.seed),
+            ("started", info.start_time),
+            ("duration (s)", info.duration_s),
+            ("ops", info.ops),
+            ("status", info.status),
+            ("problem", info.problem),
+        ):
             if v is not None or k != "problem":
                 parts.append(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>")
-        parts.append(f"<tr class='{_e(info.verdict_label)}'><th>verdict</th>"
-                     f"<td class='verdict'>{_e(info.verdict_label)}</td></tr></table><p>")
+        parts.append(
+            f"<tr class='{_e(info.verdict_label)}'><th>verdict</th>"
+            f"<td class='verdict'>{_e(info.verdict_label)}</td></tr></table><p>"
+        )
         if info.status != "damaged" or run.report_path.exists():
             parts.append(f"<a id='report' href='{_e(_file_href(full_id, 'report.html'))}'>report</a> &nbsp; ")
         if run.timeline_path.exists():
-            parts.append(f"<a id='timeline' href='{_e(_file_href(full_id, 'timeline.html'))}'>timeline</a> &nbsp; ")
+            parts.append(
+                f"<a id='timeline' href='{_e(_file_href(full_id, 'timeline.html'))}'>timeline</a> &nbsp; "
+            )
         if run.counterexample_path.exists():
-            parts.append(f"<a id='counterexample' href='{_e(_file_href(full_id, 'counterexample.html'))}'>"
-                         "counterexample</a> &nbsp; ")
+            parts.append(
+                f"<a id='counterexample' href='{_e(_file_href(full_id, 'counterexample.html'))}'>"
+                "counterexample</a> &nbsp; "
+            )
         parts.append(f"<a id='zip' href='/zip/{_e(quote(full_id))}.zip'>download as zip</a></p>")
         pngs = sorted(run.plots_dir.glob("*.png")) if run.plots_dir.is_dir() else []
         if pngs:
             parts.append("<h2>Plots</h2>")
             for png in pngs:
                 rel = f"plots/{png.name}"
-                parts.append(f"<figure><img alt='{_e(png.name)}' src='{_e(_file_href(full_id, rel))}'>"
-                             f"<figcaption>{_e(png.name)}</figcaption></figure>")
+                parts.append(
+                    f"<figure><img alt='{_e(png.name)}' src='{_e(_file_href(full_id, rel))}'>"
+                    f"<figcaption>{_e(png.name)}</figcaption></figure>"
+                )
         parts.append("<h2>Files</h2><ul id='files'>")
         for rel, size in self._files(run):
             parts.append(f"<li><a href='{_e(_file_href(full_id, rel))}'>{_e(rel)}</a> ({size:,} bytes)</li>")
@@ -309,7 +363,7 @@ class StoreView:
         if at is None or at + 1 >= len(parts):
             raise StoreError("bad file url")
         run_id = "/".join(parts[: at + 1])
-        return self.resolve_run(run_id), run_id, "/".join(parts[at + 1:])
+        return self.resolve_run(run_id), run_id, "/".join(parts[at + 1 :])
 
     def resolve_file(self, run: RunDir, rel: str) -> Path:
         """The file `rel` inside `run`, or StoreError: no absolute paths, no '..', no symlink escapes."""
@@ -383,8 +437,17 @@ def make_handler(view: StoreView) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             self._dispatch(head=False)
 
-        def _send(self, status: int, body: bytes | None, ctype: str, head: bool, csp: str = PAGE_CSP,
-                  extra: dict[str, str] | None = None, stream: Any = None, length: int | None = None) -> None:
+        def _send(
+            self,
+            status: int,
+            body: bytes | None,
+            ctype: str,
+            head: bool,
+            csp: str = PAGE_CSP,
+            extra: dict[str, str] | None = None,
+            stream: Any = None,
+            length: int | None = None,
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(length if length is not None else len(body or b"")))
@@ -402,14 +465,19 @@ def make_handler(view: StoreView) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
 
         def _error(self, status: HTTPStatus, message: str, head: bool) -> None:
-            body = _page(f"{status.value} {status.phrase}", f"<h1>{status.value} {_e(status.phrase)}</h1><p>{_e(message)}</p>")
+            body = _page(
+                f"{status.value} {status.phrase}",
+                f"<h1>{status.value} {_e(status.phrase)}</h1><p>{_e(message)}</p>",
+            )
             self._send(status.value, body, "text/html; charset=utf-8", head)
 
         def _dispatch(self, head: bool) -> None:
             hosts = getattr(self.server, "allowed_hosts", None)
             host = (self.headers.get("Host") or "").strip().lower()
             if hosts is not None and host and host not in hosts:
-                self._error(HTTPStatus.MISDIRECTED_REQUEST, f"this server does not answer for host {host!r}", head)
+                self._error(
+                    HTTPStatus.MISDIRECTED_REQUEST, f"this server does not answer for host {host!r}", head
+                )
                 return
             try:
                 self._route(head)
@@ -440,26 +508,37 @@ def make_handler(view: StoreView) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._send(200, card, html_type, head)
             elif path.startswith("/run/"):
-                run_id = path[len("/run/"):].strip("/")
+                run_id = path[len("/run/") :].strip("/")
                 self._send(200, view.run_page(view.resolve_run(run_id), run_id), html_type, head)
             elif path.startswith("/files/"):
-                run, _run_id, rel = view.split_file_path(path[len("/files/"):])
+                run, _run_id, rel = view.split_file_path(path[len("/files/") :])
                 file = view.resolve_file(run, rel)
-                ctype = TEXT_TYPES.get(file.suffix) or mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+                ctype = (
+                    TEXT_TYPES.get(file.suffix)
+                    or mimetypes.guess_type(file.name)[0]
+                    or "application/octet-stream"
+                )
                 if ctype.startswith("text/") or ctype == "application/json":
                     ctype += "; charset=utf-8"
                 with open(file, "rb") as fh:
                     size = os.fstat(fh.fileno()).st_size
                     self._send(200, None, ctype, head, csp=FILE_CSP, stream=fh, length=size)
             elif path.startswith("/zip/") and path.endswith(".zip"):
-                run = view.resolve_run(path[len("/zip/"):-len(".zip")])
+                run = view.resolve_run(path[len("/zip/") : -len(".zip")])
                 with view.zip_run(run) as buf:
                     buf.seek(0, io.SEEK_END)
                     size = buf.tell()
                     buf.seek(0)
                     name = run.run_id.replace("/", "_") + ".zip"
-                    self._send(200, None, "application/zip", head, stream=buf, length=size,
-                               extra={"Content-Disposition": f'attachment; filename="{name}"'})
+                    self._send(
+                        200,
+                        None,
+                        "application/zip",
+                        head,
+                        stream=buf,
+                        length=size,
+                        extra={"Content-Disposition": f'attachment; filename="{name}"'},
+                    )
             else:
                 raise StoreError(f"no page {path}")
 
@@ -479,8 +558,15 @@ class BoundedHTTPServer(HTTPServer):
     verbose: bool
     allowed_hosts: frozenset[str] | None
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, workers: int = WORKERS,
-                 max_waiting: int = MAX_WAITING, idle_timeout_s: float = CONNECTION_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        *,
+        workers: int = WORKERS,
+        max_waiting: int = MAX_WAITING,
+        idle_timeout_s: float = CONNECTION_TIMEOUT_S,
+    ) -> None:
         # everything server_close needs exists before binding: a bind that fails (the port taken, a host
         # that does not resolve) calls server_close, and no thread starts until the socket is bound
         self.idle_timeout_s, self.max_waiting = idle_timeout_s, max_waiting
@@ -492,7 +578,9 @@ class BoundedHTTPServer(HTTPServer):
         self._threads: list[threading.Thread] = []
         super().__init__(address, handler)
         self._threads = [threading.Thread(target=self._wait_loop, name="serve-wait", daemon=True)]
-        self._threads += [threading.Thread(target=self._work_loop, name=f"serve-{i}", daemon=True) for i in range(workers)]
+        self._threads += [
+            threading.Thread(target=self._work_loop, name=f"serve-{i}", daemon=True) for i in range(workers)
+        ]
         for t in self._threads:
             t.start()
 
@@ -519,7 +607,7 @@ class BoundedHTTPServer(HTTPServer):
                     if key.data is None:
                         self._accept_waiting(sel, waiting)
                     else:
-                        sock = cast(socket.socket, key.fileobj)   # only sockets are registered with data
+                        sock = cast(socket.socket, key.fileobj)  # only sockets are registered with data
                         sel.unregister(sock)
                         addr, _ = waiting.pop(sock)
                         self._ready.put((sock, addr))
@@ -531,7 +619,9 @@ class BoundedHTTPServer(HTTPServer):
                 self._drop(sel, waiting, sock)
             sel.close()
 
-    def _accept_waiting(self, sel: selectors.BaseSelector, waiting: dict[socket.socket, tuple[Any, float]]) -> None:
+    def _accept_waiting(
+        self, sel: selectors.BaseSelector, waiting: dict[socket.socket, tuple[Any, float]]
+    ) -> None:
         try:
             while self._wake_r.recv(4096, socket.MSG_DONTWAIT):
                 pass
@@ -547,8 +637,12 @@ class BoundedHTTPServer(HTTPServer):
             while len(waiting) > self.max_waiting:
                 self._drop(sel, waiting, next(iter(waiting)))
 
-    def _drop(self, sel: selectors.BaseSelector, waiting: dict[socket.socket, tuple[Any, float]],
-              sock: socket.socket) -> None:
+    def _drop(
+        self,
+        sel: selectors.BaseSelector,
+        waiting: dict[socket.socket, tuple[Any, float]],
+        sock: socket.socket,
+    ) -> None:
         sel.unregister(sock)
         waiting.pop(sock, None)
         self.shutdown_request(sock)
@@ -578,8 +672,14 @@ class BoundedHTTPServer(HTTPServer):
         super().server_close()
 
 
-def make_server(root: Path | str, host: str = "127.0.0.1", port: int = 8080, verbose: bool = False,
-                allow_hosts: Iterable[str] = (), **limits: Any) -> BoundedHTTPServer:
+def make_server(
+    root: Path | str,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    verbose: bool = False,
+    allow_hosts: Iterable[str] = (),
+    **limits: Any,
+) -> BoundedHTTPServer:
     """A server for the stores at or below `root` (port 0 picks a free port: see `server.server_address`).
     `allow_hosts` names extra Host header values to answer (a name the machine is reached by);
     `limits` go to BoundedHTTPServer (workers, max_waiting, idle_timeout_s)."""

@@ -52,7 +52,9 @@ def load_store(spark: Any, path: Stores, progress: Progress | None = None) -> tu
 
 
 def _frames(spark: Any, runs_pd: pd.DataFrame) -> tuple[Any, Any]:
-    runs_sdf = spark.createDataFrame(runs_pd.astype(object).where(runs_pd.notna(), None), schema=_runs_schema())
+    runs_sdf = spark.createDataFrame(
+        runs_pd.astype(object).where(runs_pd.notna(), None), schema=_runs_schema()
+    )
     return runs_sdf, _history(spark, runs_pd)
 
 
@@ -101,9 +103,11 @@ def _history_schema() -> Any:
 
 
 def _runs_schema() -> str:
-    return ("run_id string, test_name string, stamp string, workload string, nemesis string, bug string, "
-            "seed long, status string, recorded_verdict string, model string, parquet string, warning string, "
-            "start_time string, recorded_anomaly_s double")
+    return (
+        "run_id string, test_name string, stamp string, workload string, nemesis string, bug string, "
+        "seed long, status string, recorded_verdict string, model string, parquet string, warning string, "
+        "start_time string, recorded_anomaly_s double"
+    )
 
 
 # ------------------------------------------------------------------------------------------- the work
@@ -121,7 +125,9 @@ def _verdict_fn(models: dict[str, str], time_limit: float | None) -> Callable[[p
         run_id = str(pdf["run_id"].iloc[0])
         key = pdf["gkey"].iloc[0]
         ops = frame_to_ops(pdf[[c for c in pdf.columns if c not in ("run_id", "gkey")]])
-        row = metrics.key_verdict(ops, run_id, None if key == metrics.NO_KEY else key, models[run_id], time_limit)
+        row = metrics.key_verdict(
+            ops, run_id, None if key == metrics.NO_KEY else key, models[run_id], time_limit
+        )
         return pd.DataFrame([row], columns=[c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")])
 
     return fn
@@ -183,7 +189,9 @@ def score(
     if plan not in PLANS:
         raise ValueError(f"unknown plan {plan!r}; choose one of {', '.join(PLANS)}")
     started = time.monotonic()
-    out_dir = out_dir if out_dir is not None else default_out_dir(path)  # before the work: several stores need one
+    out_dir = (
+        out_dir if out_dir is not None else default_out_dir(path)
+    )  # before the work: several stores need one
     runs_pd = prepare_stores(path, progress)
     say(progress, f"scoring {len(runs_pd)} runs on Spark ({spark.sparkContext.master}, plan {plan})")
     if plan == "runs":
@@ -191,30 +199,46 @@ def score(
     else:
         met, kv = _score_by_groups(spark, runs_pd, time_limit, gap_s, progress)
     scores, groups = finish_scores(runs_pd, met, kv)
-    result = ScoreResult(scores, groups, engine=f"spark {spark.sparkContext.master} ({plan})", engine_reason=reason,
-                         seconds=time.monotonic() - started, total_events=int(scores["events"].fillna(0).sum()),
-                         warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w])
+    result = ScoreResult(
+        scores,
+        groups,
+        engine=f"spark {spark.sparkContext.master} ({plan})",
+        engine_reason=reason,
+        seconds=time.monotonic() - started,
+        total_events=int(scores["events"].fillna(0).sum()),
+        warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w],
+    )
     write_scores(result, path, out_dir, progress)
     return result
 
 
-def _score_by_groups(spark: Any, runs_pd: pd.DataFrame, time_limit: float | None, gap_s: float,
-                     progress: Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _score_by_groups(
+    spark: Any, runs_pd: pd.DataFrame, time_limit: float | None, gap_s: float, progress: Progress | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     from pyspark.sql import functions as F
 
     hist = _history(spark, runs_pd)
     models = {r: m for r, m in zip(runs_pd["run_id"], runs_pd["model"], strict=True) if isinstance(m, str)}
     with _StageProgress(spark, progress, "metrics"):
-        met = (hist.select(*METRIC_COLUMNS, "run_id").groupBy("run_id")
-               .applyInPandas(_metrics_fn(gap_s), metrics.RUN_SCHEMA).toPandas())
+        met = (
+            hist.select(*METRIC_COLUMNS, "run_id")
+            .groupBy("run_id")
+            .applyInPandas(_metrics_fn(gap_s), metrics.RUN_SCHEMA)
+            .toPandas()
+        )
     say(progress, "metrics done; checking linearizability per (run, key)")
     checked = hist.filter(F.col("run_id").isin(list(models)) & ~F.col("is_nemesis"))
     with _StageProgress(spark, progress, "linearizability"):
         # the time as text: Arrow hands pandas a long column holding a null as float64, rounding above 2**53
-        kv = (checked.select(*[F.col(c).cast("string").alias(c) if c == "time" else c for c in OP_COLUMNS], "run_id")
-              .withColumn("gkey", F.coalesce(F.col("key"), F.lit(metrics.NO_KEY)))
-              .groupBy("run_id", "gkey").applyInPandas(_verdict_fn(models, time_limit), metrics.KEY_SCHEMA)
-              .toPandas())
+        kv = (
+            checked.select(
+                *[F.col(c).cast("string").alias(c) if c == "time" else c for c in OP_COLUMNS], "run_id"
+            )
+            .withColumn("gkey", F.coalesce(F.col("key"), F.lit(metrics.NO_KEY)))
+            .groupBy("run_id", "gkey")
+            .applyInPandas(_verdict_fn(models, time_limit), metrics.KEY_SCHEMA)
+            .toPandas()
+        )
     return met, kv
 
 
@@ -222,6 +246,7 @@ def _batches(jobs: list[tuple[str, str, str | None]], slots: int) -> list[list[t
     """The runs in `slots` batches of about equal work (a history's file size stands for it), the largest
     batch first: each batch is one task, and Spark starts tasks in order, so the longest ones start first
     and no core waits alone at the end (longest processing time first)."""
+
     def size(job: tuple[str, str, str | None]) -> int:
         try:
             return Path(job[1]).stat().st_size
@@ -239,6 +264,7 @@ def _batches(jobs: list[tuple[str, str, str | None]], slots: int) -> list[list[t
 def _score_batch(time_limit: float | None, gap_s: float) -> Callable[[Any], Any]:
     """The task: each run of its batch scored by `score_run` in the executor's Python worker, on one
     thread (Arrow's pool would otherwise read each Parquet file on every core, under the other tasks)."""
+
     def fn(batches: Any) -> Any:
         import pyarrow
 
@@ -250,14 +276,17 @@ def _score_batch(time_limit: float | None, gap_s: float) -> Callable[[Any], Any]
     return fn
 
 
-def _score_by_run(spark: Any, runs_pd: pd.DataFrame, time_limit: float | None, gap_s: float,
-                  progress: Progress | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _score_by_run(
+    spark: Any, runs_pd: pd.DataFrame, time_limit: float | None, gap_s: float, progress: Progress | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Plan "runs" as plain Python tasks: the driver hands each task a batch of (run, file, model) and gets
     back the rows `score_run` made. No DataFrame of the runs, no repartition (a shuffle), no Arrow batch:
     each of those was a job or a stage of fixed cost before the first run was scored."""
-    jobs = [(str(rid), str(Path(pq).absolute()), model if isinstance(model, str) else None)
-            for rid, pq, model in zip(runs_pd["run_id"], runs_pd["parquet"], runs_pd["model"], strict=True)
-            if isinstance(pq, str) and pq]
+    jobs = [
+        (str(rid), str(Path(pq).absolute()), model if isinstance(model, str) else None)
+        for rid, pq, model in zip(runs_pd["run_id"], runs_pd["parquet"], runs_pd["model"], strict=True)
+        if isinstance(pq, str) and pq
+    ]
     met_cols = [c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")]
     key_cols = [c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")]
     if not jobs:

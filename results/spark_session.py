@@ -19,9 +19,14 @@ QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 SCORING_DAEMON = "faultline.results.spark_daemon"  # Python workers forked with the scoring modules imported
 
 
-def get_session(master: str = "local[2]", app_name: str = "faultline", shuffle_partitions: int = 4,
-                log_file: Path | str | None = None, driver_java_options: str | None = None,
-                python_daemon: str | None = None) -> Any:
+def get_session(
+    master: str = "local[2]",
+    app_name: str = "faultline",
+    shuffle_partitions: int = 4,
+    log_file: Path | str | None = None,
+    driver_java_options: str | None = None,
+    python_daemon: str | None = None,
+) -> Any:
     """A SparkSession whose Python workers run this interpreter (so they see this venv's packages).
     `driver_java_options` become spark.driver.extraJavaOptions (QUICK_JVM_OPTIONS for work done in Python);
     `python_daemon` is the module that forks the Python workers (SCORING_DAEMON: imports done before the fork).
@@ -67,8 +72,9 @@ def executors(session: Any) -> int:
     return max(0, int(session.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1)
 
 
-def wait_for_executors(session: Any, timeout_s: float = 180.0, say: Callable[[str], None] | None = None,
-                       settle_s: float = 2.0) -> int:
+def wait_for_executors(
+    session: Any, timeout_s: float = 180.0, say: Callable[[str], None] | None = None, settle_s: float = 2.0
+) -> int:
     """Waits until at least one executor has joined a cluster application; a job submitted before that
     would wait silently for ever. Raises UsageError after `timeout_s` (no worker registered with the
     master, or none with enough free cores and memory). Then it waits while more join (until none has
@@ -83,8 +89,10 @@ def wait_for_executors(session: Any, timeout_s: float = 180.0, say: Callable[[st
     told = False
     while (n := executors(session)) == 0:
         if time.monotonic() > deadline:
-            raise UsageError(f"no executor joined from {master} in {timeout_s:.0f} s: is a worker registered with "
-                             "that master, with a free core and spark.executor.memory (1g) free?")
+            raise UsageError(
+                f"no executor joined from {master} in {timeout_s:.0f} s: is a worker registered with "
+                "that master, with a free core and spark.executor.memory (1g) free?"
+            )
         if say and not told:
             say(f"waiting for executors from {master}")
             told = True

@@ -93,8 +93,11 @@ def campaign_state_paths(root: Path | str) -> list[Path]:
     """Every campaign progress file in a store: campaign.json first, then the shards' in order."""
     root = Path(root)
     try:
-        shards = sorted((tuple(int(g) for g in m.groups()), p) for p in root.iterdir()
-                        if (m := SHARD_STATE_RE.match(p.name)) and p.is_file())
+        shards = sorted(
+            (tuple(int(g) for g in m.groups()), p)
+            for p in root.iterdir()
+            if (m := SHARD_STATE_RE.match(p.name)) and p.is_file()
+        )
     except OSError:
         shards = []
     whole = root / CAMPAIGN_STATE
@@ -137,7 +140,9 @@ class RunInfo:
     duration_s: float | None = None
     ops: int | None = None  # history lines
     start_time: str | None = None
-    status: str = "finished"  # finished | incomplete (no results.json) | damaged (unreadable test/results.json)
+    status: str = (
+        "finished"  # finished | incomplete (no results.json) | damaged (unreadable test/results.json)
+    )
     problem: str | None = None  # why a damaged run is damaged
 
     @property
@@ -279,7 +284,9 @@ class RunDir:
                 info.verdict = None
             meta = results.get("_run", {}) if isinstance(results.get("_run"), dict) else {}
             duration, ops = meta.get("duration_s"), meta.get("ops")
-            info.duration_s = duration if isinstance(duration, int | float) and not isinstance(duration, bool) else None
+            info.duration_s = (
+                duration if isinstance(duration, int | float) and not isinstance(duration, bool) else None
+            )
             info.ops = ops if isinstance(ops, int) and not isinstance(ops, bool) else None
         return info
 
@@ -438,8 +445,11 @@ def find_stores(root: Path | str, max_dirs: int = 100_000) -> list[Path]:
         here = todo.pop()
         seen += 1
         try:
-            children = sorted(c for c in here.iterdir() if c.is_dir() and not c.is_symlink()
-                              and not c.name.startswith((".", "_")))
+            children = sorted(
+                c
+                for c in here.iterdir()
+                if c.is_dir() and not c.is_symlink() and not c.name.startswith((".", "_"))
+            )
         except OSError:
             continue
         tests = [c for c in children if valid_name(c.name) and _holds_runs(c)]

@@ -35,7 +35,11 @@ from faultline.results.store import RunDir, Store, now_stamp
 NS = 1_000_000_000
 MS = 1_000_000
 NEMESIS_MIXES = [["partition"], ["kill"], ["pause"], ["partition", "kill"]]
-FAULT_OPS = {"partition": ("start-partition", "stop-partition"), "kill": ("kill", "start"), "pause": ("pause", "resume")}
+FAULT_OPS = {
+    "partition": ("start-partition", "stop-partition"),
+    "kill": ("kill", "start"),
+    "pause": ("pause", "resume"),
+}
 TIMEOUT_NS = 1 * NS
 _ENCODER = json.JSONEncoder(separators=(", ", ": "))
 
@@ -61,7 +65,9 @@ class _Op:
     error: str | None = None
 
 
-def _fault_windows(rng: random.Random, kinds: list[str], horizon: int) -> list[tuple[int, int, str, int, int]]:
+def _fault_windows(
+    rng: random.Random, kinds: list[str], horizon: int
+) -> list[tuple[int, int, str, int, int]]:
     """(start, end, kind, outage_end_after_start, outage_end_after_heal) until `horizon` ns."""
     out = []
     t = int(rng.uniform(1.5, 4) * NS)
@@ -104,7 +110,6 @@ def synth_run(
     outages = sorted((a, b) for a, b in outages if b > a)
     out_starts = [a for a, _ in outages]
 
-
     def in_outage(t: int) -> bool:
         i = bisect.bisect_right(out_starts, t) - 1
         return i >= 0 and t < outages[i][1]
@@ -114,7 +119,7 @@ def synth_run(
     ops: list[_Op] = []
     heap = [(int(expo(1 / (2 * MS))), slot, slot) for slot in range(concurrency)]
     next_pid = concurrency
-    value: Any   # an invocation's: None for a read, the new value for a write, [old, new] for a cas
+    value: Any  # an invocation's: None for a read, the new value for a write, [old, new] for a cas
     while len(ops) < n_ops:
         t, slot, pid = heapq.heappop(heap)
         key = key_names[int(rand() * keys)]
@@ -214,19 +219,40 @@ def _inject_stale_reads(
         if stale == r.result:
             continue
         r.result = stale
-        injected.append({"kind": "stale-read", "key": r.key, "process": r.process, "invoke_time": r.invoke,
-                         "time": r.complete, "value": stale, "overwritten_by": w2.value})
+        injected.append(
+            {
+                "kind": "stale-read",
+                "key": r.key,
+                "process": r.process,
+                "invoke_time": r.invoke,
+                "time": r.complete,
+                "value": stale,
+                "overwritten_by": w2.value,
+            }
+        )
     return injected
 
 
-def _events(rng: random.Random, ops: list[_Op], windows: list[tuple[int, int, str, int, int]]) -> list[dict[str, Any]]:
+def _events(
+    rng: random.Random, ops: list[_Op], windows: list[tuple[int, int, str, int, int]]
+) -> list[dict[str, Any]]:
     events: list[tuple[int, int, dict[str, Any]]] = []
     seq = 0
     for op in ops:
-        events.append((op.invoke, seq, {"type": "invoke", "process": op.process, "f": op.f, "key": op.key,
-                                        "value": op.value}))
-        done: dict[str, Any] = {"type": op.type, "process": op.process, "f": op.f, "key": op.key,
-                                "value": op.result if op.type == "ok" else (op.value if op.f != "read" else None)}
+        events.append(
+            (
+                op.invoke,
+                seq,
+                {"type": "invoke", "process": op.process, "f": op.f, "key": op.key, "value": op.value},
+            )
+        )
+        done: dict[str, Any] = {
+            "type": op.type,
+            "process": op.process,
+            "f": op.f,
+            "key": op.key,
+            "value": op.result if op.type == "ok" else (op.value if op.f != "read" else None),
+        }
         if op.error:
             done["error"] = op.error
         events.append((op.complete, seq + 1, done))
@@ -239,8 +265,13 @@ def _events(rng: random.Random, ops: list[_Op], windows: list[tuple[int, int, st
             target = [f"t{rng.randint(1, 5)}"]
         for t, f, val in ((start, begin_f, target), (end, end_f, target if kind != "partition" else None)):
             events.append((t, seq, {"type": "invoke", "process": "nemesis", "f": f, "value": val}))
-            events.append((t + int(rng.uniform(1, 20) * MS), seq + 1,
-                           {"type": "info", "process": "nemesis", "f": f, "value": val}))
+            events.append(
+                (
+                    t + int(rng.uniform(1, 20) * MS),
+                    seq + 1,
+                    {"type": "info", "process": "nemesis", "f": f, "value": val},
+                )
+            )
             seq += 2
     events.sort(key=lambda e: (e[0], e[1]))
     out = []
@@ -259,8 +290,9 @@ def _write_run(job: tuple[str, int, int, int, int, int, list[str], bool, int, in
     path, i, run_seed, ops, concurrency, keys, kinds, bad, store_seed, _n, started_iso = job
     rng = random.Random(run_seed)
     n_anom = rng.randint(1, 3) if bad else 0
-    history, injected, kinds = synth_run(rng, ops, concurrency=concurrency, keys=keys, nemesis=kinds,
-                                         anomalies=n_anom)
+    history, injected, kinds = synth_run(
+        rng, ops, concurrency=concurrency, keys=keys, nemesis=kinds, anomalies=n_anom
+    )
     duration = history[-1]["time"] / NS if history else 0.0
     test = {
         "name": Path(path).parent.name,
@@ -274,14 +306,22 @@ def _write_run(job: tuple[str, int, int, int, int, int, list[str], bool, int, in
         "masters": 3,
         "tservers": 5,
         "start_time": started_iso,
-        "synthetic": {"generator": "faultline synth", "store_seed": store_seed, "run": i, "keys": keys,
-                      "anomalies": injected},
+        "synthetic": {
+            "generator": "faultline synth",
+            "store_seed": store_seed,
+            "run": i,
+            "keys": keys,
+            "anomalies": injected,
+        },
     }
     run = Path(path)
     (run / "history.jsonl").write_text(_jsonl(history), encoding="utf-8")
     parquet.write_table(parquet.ops_to_table(history), run / "history.parquet")
-    results = {"valid": "unknown", "unchecked": True,
-               "_run": {"ops": len(history), "duration_s": duration, "synthetic": True}}
+    results = {
+        "valid": "unknown",
+        "unchecked": True,
+        "_run": {"ops": len(history), "duration_s": duration, "synthetic": True},
+    }
     (run / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp = run / ".test.json.tmp"
     tmp.write_text(json.dumps(test, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -322,9 +362,20 @@ def synth_store(
         started = base + timedelta(minutes=5 * i, milliseconds=i)
         started_iso = started.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         name = f"register-{'-'.join(kinds)}"
-        run = store.create_run(name, {"name": name, "workload": "register", "nemesis": kinds, "seed": run_seed,
-                                      "start_time": started_iso}, stamp=now_stamp(started))
-        work.append((str(run.path), i, run_seed, ops, concurrency, keys, kinds, i in bad, seed, runs, started_iso))
+        run = store.create_run(
+            name,
+            {
+                "name": name,
+                "workload": "register",
+                "nemesis": kinds,
+                "seed": run_seed,
+                "start_time": started_iso,
+            },
+            stamp=now_stamp(started),
+        )
+        work.append(
+            (str(run.path), i, run_seed, ops, concurrency, keys, kinds, i in bad, seed, runs, started_iso)
+        )
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(work) or 1))
     paths: list[Path] = []
     if jobs == 1:

@@ -44,11 +44,13 @@ def run(args: list[str], root: Path = ROOT) -> subprocess.CompletedProcess[str]:
     d = search_dir(root)
     env = {**os.environ, "MYPYPATH": str(d)}
     args = [x for a in args for x in ((a,) if a.startswith("-") else ("-p", a))]
-    out = subprocess.run([sys.executable, "-m", "mypy", *args], cwd=root, env=env, capture_output=True,
-                         text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", *args], cwd=root, env=env, capture_output=True, text=True, timeout=900
+    )
     prefix = f"{d / PACKAGE}/"
-    return subprocess.CompletedProcess(out.args, out.returncode, out.stdout.replace(prefix, ""),
-                                       out.stderr.replace(prefix, ""))
+    return subprocess.CompletedProcess(
+        out.args, out.returncode, out.stdout.replace(prefix, ""), out.stderr.replace(prefix, "")
+    )
 
 
 def main(argv: list[str]) -> int:

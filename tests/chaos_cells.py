@@ -19,7 +19,10 @@ TIMING_BOUND = {"redis-set-partition-primary"}
 
 def chaos_params(runs: list[Any], ids: list[str]) -> list[Any]:
     """Each planned run as a pytest parameter, marked `paired` when it may share the machine."""
-    return [pytest.param(r, id=i, marks=[pytest.mark.paired] if _shares(r) else []) for r, i in zip(runs, ids, strict=True)]
+    return [
+        pytest.param(r, id=i, marks=[pytest.mark.paired] if _shares(r) else [])
+        for r, i in zip(runs, ids, strict=True)
+    ]
 
 
 def _shares(planned: Any) -> bool:

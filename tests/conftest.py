@@ -63,7 +63,12 @@ def chromium_missing() -> str | None:
     return None
 
 
-REQUIREMENTS = {"docker": docker_missing, "spark": spark_missing, "root": root_missing, "chromium": chromium_missing}
+REQUIREMENTS = {
+    "docker": docker_missing,
+    "spark": spark_missing,
+    "root": root_missing,
+    "chromium": chromium_missing,
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -30,14 +30,29 @@ class Browser:
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
         # Chromium wants its ends as fds 3 and 4: bash moves them there in the child only
-        args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-pipe",
-                "--disable-extensions", "--mute-audio", f"--user-data-dir={profile}", "about:blank"]
-        r, w = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_chrome_r, from_chrome_w))  # never 3 or 4
+        args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--remote-debugging-pipe",
+            "--disable-extensions",
+            "--mute-audio",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ]
+        r, w = (
+            fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_chrome_r, from_chrome_w)
+        )  # never 3 or 4
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self.proc = subprocess.Popen(
             ["bash", "-c", f'exec "$0" "$@" 3<&{r} 4>&{w} {r}<&- {w}>&-', exe, *args],
-            pass_fds=(r, w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            pass_fds=(r, w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(r)
         os.close(w)
         self._buf = b""
@@ -47,8 +62,11 @@ class Browser:
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             self.call(f"{domain}.enable", session=True)
-        self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=True)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=True,
+        )
 
     # ------------------------------------------------------------------ protocol
     def _read_message(self, deadline: float) -> dict[str, Any]:
@@ -67,8 +85,14 @@ class Browser:
         msg, self._buf = self._buf.split(b"\0", 1)
         return json.loads(msg)
 
-    def call(self, method: str, params: dict[str, Any] | None = None, *, session: bool = False,
-             timeout_s: float = 60.0) -> dict[str, Any]:
+    def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        session: bool = False,
+        timeout_s: float = 60.0,
+    ) -> dict[str, Any]:
         self._next_id += 1
         msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session:

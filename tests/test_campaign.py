@@ -71,7 +71,10 @@ def test_typos_are_rejected_before_anything_runs(tmp_path: Path, snippet: str, n
 
 
 def test_matrix_expands_to_product_of_alternatives_seeds_and_limits(tmp_path: Path) -> None:
-    camp = cp.load(write(tmp_path, """
+    camp = cp.load(
+        write(
+            tmp_path,
+            """
 [campaign]
 cluster = "fake"
 seeds = [1, 2, 3]
@@ -81,7 +84,9 @@ name = "m"
 workloads = ["register", "set"]
 nemeses = [["partition"], ["kill", "pause"]]
 expect = "valid"
-"""))
+""",
+        )
+    )
     assert len(camp.runs) == 2 * 2 * 3 * 2
     assert len({r.key for r in camp.runs}) == len(camp.runs)
     assert {r.opts["nemesis"] for r in camp.runs} == {"partition", "kill,pause"}
@@ -124,13 +129,18 @@ def test_campaign_meets_expectations_and_resumes_without_repeating(tmp_path: Pat
 @pytest.mark.integration
 def test_cli_dry_run_and_bad_file_exit_codes(tmp_path: Path) -> None:
     path = write(tmp_path, FAKE_CAMPAIGN)
-    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "good|seed=1|t=1.5\texpect valid" in out.stdout
     bad = write(tmp_path, FAKE_CAMPAIGN.replace('workload = "register"', 'workload = "regster"', 1))
-    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(bad)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "faultline", "campaign", str(bad)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 254
     assert "valid: register" in out.stderr and "Traceback" not in out.stderr
 
@@ -142,16 +152,53 @@ def test_select_narrows_cells_and_overrides_seeds_keeping_keys(tmp_path: Path) -
     assert [r.key for r in only.runs] == ["stale|seed=1|t=1.5", "stale|seed=2|t=1.5"]
     reseeded = cp.select(camp, seeds=[7, 8, 9])
     assert [(r.cell, r.seed, r.opts["seed"]) for r in reseeded.runs] == [
-        ("good", 7, 7), ("good", 8, 8), ("good", 9, 9), ("stale", 7, 7), ("stale", 8, 8), ("stale", 9, 9)]
+        ("good", 7, 7),
+        ("good", 8, 8),
+        ("good", 9, 9),
+        ("stale", 7, 7),
+        ("stale", 8, 8),
+        ("stale", 9, 9),
+    ]
     assert reseeded.runs[3].opts["inject_bug"] == "stale-leader-reads"
     with pytest.raises(UsageError, match="no cell matches nope; cells: good, stale"):
         cp.select(camp, cells=["nope"])
-    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(tmp_path / "c.toml"), "--dry-run",
-                          "--cell", "good", "--seeds", "4,5"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "campaign",
+            str(tmp_path / "c.toml"),
+            "--dry-run",
+            "--cell",
+            "good",
+            "--seeds",
+            "4,5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[:2] == ["good|seed=4|t=1.5\texpect valid", "good|seed=5|t=1.5\texpect valid"]
-    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(tmp_path / "c.toml"), "--dry-run",
-                          "--seeds", "x"], capture_output=True, text=True, timeout=120)
+    assert out.stdout.splitlines()[:2] == [
+        "good|seed=4|t=1.5\texpect valid",
+        "good|seed=5|t=1.5\texpect valid",
+    ]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "campaign",
+            str(tmp_path / "c.toml"),
+            "--dry-run",
+            "--seeds",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 254 and "--seeds wants integers" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -160,18 +207,37 @@ def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path)
     # "good" with the bug injected cannot be valid: its expectation must fail the campaign (exit 1)
     text = FAKE_CAMPAIGN.replace("seeds = [1, 2]", "seeds = [1]").replace(
         'name = "good"\nworkload = "register"\nnemesis = ["partition"]',
-        'name = "good"\nworkload = "register"\nnemesis = ["partition"]\nbugs = ["stale-leader-reads"]')
+        'name = "good"\nworkload = "register"\nnemesis = ["partition"]\nbugs = ["stale-leader-reads"]',
+    )
     path = write(tmp_path, text)
     store = tmp_path / "store"
-    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(path), "--store", str(store),
-                          "--quiet", "--engine", "spark"], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "campaign",
+            str(path),
+            "--store",
+            str(store),
+            "--quiet",
+            "--engine",
+            "spark",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "expectation not met: good|seed=1" in out.stdout
     assert (store / "_score" / "scorecard.html").exists()
     # the JVM's own warnings go to a log beside the scores, not to the terminal
     for noise in ("WARN", "log4j", "incubator", "setLogLevel"):
         assert noise not in out.stderr and noise not in out.stdout, noise
-    assert "log4j" in (store / "_score" / "spark.log").read_text() or "WARN" in (store / "_score" / "spark.log").read_text()
+    assert (
+        "log4j" in (store / "_score" / "spark.log").read_text()
+        or "WARN" in (store / "_score" / "spark.log").read_text()
+    )
     assert "1/2 expectations met" in out.stdout
     state = json.loads((store / "campaign.json").read_text())
     assert {r["cell"] for r in state["runs"]} == {"good", "stale"}
@@ -185,7 +251,7 @@ def test_a_run_cut_short_never_meets_a_valid_expectation(tmp_path: Path) -> None
     camp = cp.load(write(tmp_path, FAKE_CAMPAIGN), store_override=tmp_path / "store")
 
     def crashed(test: TestSpec, store: Path) -> object:
-        valid = "good" in test.name   # the good cell's partial history is valid, the buggy one's not
+        valid = "good" in test.name  # the good cell's partial history is valid, the buggy one's not
         return Outcome(valid, {"valid": valid}, None, "nemesis crashed on replace-master: NemesisError", 10)
 
     records = cp.execute(camp, crashed)
@@ -197,13 +263,28 @@ def test_a_run_cut_short_never_meets_a_valid_expectation(tmp_path: Path) -> None
 @pytest.mark.integration
 def test_summary_piped_keeps_full_cell_names_and_says_what_was_met_and_what_next(tmp_path: Path) -> None:
     """Output that is not a terminal (a CI log, `| cat`) keeps the table at 120 columns or more."""
-    text = (FAKE_CAMPAIGN.replace("seeds = [1, 2]", "seeds = [1]")
-            .replace('name = "good"', 'name = "register-partition-expected-valid-long-name"')
-            .replace('name = "stale"', 'name = "register-stale-leader-reads-expected-invalid"'))
+    text = (
+        FAKE_CAMPAIGN.replace("seeds = [1, 2]", "seeds = [1]")
+        .replace('name = "good"', 'name = "register-partition-expected-valid-long-name"')
+        .replace('name = "stale"', 'name = "register-stale-leader-reads-expected-invalid"')
+    )
     store = tmp_path / "store"
-    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(write(tmp_path, text)), "--store",
-                          str(store), "--no-score"], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "COLUMNS": "80"})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "campaign",
+            str(write(tmp_path, text)),
+            "--store",
+            str(store),
+            "--no-score",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "register-partition-expected-valid-long-name" in out.stdout
     assert "register-stale-leader-reads-expected-invalid" in out.stdout and "…" not in out.stdout
@@ -225,22 +306,34 @@ CELL = '[[cell]]\nworkload = "register"\nexpect = "valid"\n'
     [
         ("cell = [1, 2]\n" + HEAD, "cell #1 must be a [[cell]] table, not 1"),
         ('cell = "register"\n' + HEAD, "no [[cell]] tables"),
-        (HEAD + '[[cell]]\nworkloads = []\nexpect = "valid"\n', "workloads must be a non-empty list of workload names"),
+        (
+            HEAD + '[[cell]]\nworkloads = []\nexpect = "valid"\n',
+            "workloads must be a non-empty list of workload names",
+        ),
         (HEAD + CELL + "nemeses = []\n", "nemeses must be a non-empty list of nemesis lists"),
         (HEAD + CELL + "nemeses = ['kill']\n", "nemeses must be a non-empty list of nemesis lists"),
         (HEAD + CELL + "bug_sets = []\n", "bug_sets must be a non-empty list of bug lists"),
-        ("[campaign]\nname = 'x'\ncluster = 'fake'\ntime_limit = inf\n" + CELL, "time_limit must be a finite number > 0, not inf"),
+        (
+            "[campaign]\nname = 'x'\ncluster = 'fake'\ntime_limit = inf\n" + CELL,
+            "time_limit must be a finite number > 0, not inf",
+        ),
         (HEAD + CELL + "nemesis_interval = nan\n", "nemesis_interval must be a finite number > 0, not nan"),
         (HEAD + CELL + "quiet_period = -100\n", "quiet_period must be a finite number >= 0, not -100"),
         (HEAD + CELL + "rate = -inf\n", "rate must be a finite number > 0"),
         (HEAD + CELL + "op_timeout = 0\n", "op_timeout must be a finite number > 0, not 0"),
         (HEAD + CELL + "concurrency = 0\n", "concurrency must be a whole number > 0, not 0"),
-        (HEAD + CELL + "time_limits = [10, nan]\n", "time_limits must be a non-empty list of finite numbers > 0"),
+        (
+            HEAD + CELL + "time_limits = [10, nan]\n",
+            "time_limits must be a non-empty list of finite numbers > 0",
+        ),
         (HEAD + CELL + "seeds = []\n", "seeds must be a non-empty list of integers"),
         (HEAD + CELL + "nodes = [1, 2]\n", "nodes must be str (the ssh backend's hosts file"),
         ("[campaign]\nname = '../escape'\ncluster = 'fake'\n" + CELL, "name must be letters, digits"),
         ("[campaign]\nname = '/tmp/x'\ncluster = 'fake'\n" + CELL, "name must be letters, digits"),
-        (HEAD + '[[cell]]\nname = "../../up"\nworkload = "register"\nexpect = "valid"\n', "name must be letters, digits"),
+        (
+            HEAD + '[[cell]]\nname = "../../up"\nworkload = "register"\nexpect = "valid"\n',
+            "name must be letters, digits",
+        ),
     ],
 )
 def test_every_campaign_value_is_checked_against_the_schema(tmp_path: Path, body: str, needle: str) -> None:
@@ -267,7 +360,11 @@ def test_a_byte_order_mark_is_skipped_and_other_encodings_are_refused(tmp_path: 
     path.write_bytes((HEAD + "# caf\xe9\n" + CELL).encode("latin-1"))
     with pytest.raises(UsageError, match=r"is not UTF-8 text \(byte 44 is 0xe9\)"):
         cp.load(path)
-    out = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 254 and "not UTF-8" in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1

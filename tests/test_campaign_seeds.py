@@ -35,16 +35,24 @@ def test_parse_seeds_lists_and_random_draws() -> None:
     assert is_drawn and len(set(drawn)) == 5 and all(isinstance(s, int) and 0 < s < 2**31 for s in drawn)
     # fresh every time: two draws of 5 from 2**31 agree only by a vanishing chance
     assert cp.parse_seeds("random:5")[0] != drawn
-    for bad, msg in (("random:0", "from 1 to"), ("random:x", "whole number"), ("random:", "whole number"),
-                     ("random:-2", "whole number"), ("1,x", "integers"), ("", "empty"), ("3,3", "twice"),
-                     (f"random:{cp.MAX_DRAWN_SEEDS + 1}", "from 1 to")):
+    for bad, msg in (
+        ("random:0", "from 1 to"),
+        ("random:x", "whole number"),
+        ("random:", "whole number"),
+        ("random:-2", "whole number"),
+        ("1,x", "integers"),
+        ("", "empty"),
+        ("3,3", "twice"),
+        (f"random:{cp.MAX_DRAWN_SEEDS + 1}", "from 1 to"),
+    ):
         with pytest.raises(UsageError, match=msg):
             cp.parse_seeds(bad)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "faultline", "campaign", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "faultline", "campaign", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.integration

@@ -67,24 +67,37 @@ def write(tmp_path: Path, text: str = CAMPAIGN, name: str = "c.toml") -> Path:
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "faultline", *args], capture_output=True, text=True, timeout=600,
-                          env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "faultline", *args], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 # ---- the split ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.integration
 def test_shard_specs_parse_and_bad_ones_are_one_line_254(tmp_path: Path) -> None:
     assert cp.parse_shard("2/3") == cp.Shard(2, 3) and cp.parse_shard(" 1 / 1 ") == cp.Shard(1, 1)
-    for bad, needle in (("0/2", "I must be from 1 to 2"), ("3/2", "I must be from 1 to 2"), ("x", "wants I/N"),
-                        ("1/0", "at least 1"), ("1/2/3", "wants I/N"), ("-1/2", "wants I/N"), ("", "wants I/N")):
+    for bad, needle in (
+        ("0/2", "I must be from 1 to 2"),
+        ("3/2", "I must be from 1 to 2"),
+        ("x", "wants I/N"),
+        ("1/0", "at least 1"),
+        ("1/2/3", "wants I/N"),
+        ("-1/2", "wants I/N"),
+        ("", "wants I/N"),
+    ):
         with pytest.raises(UsageError, match=needle):
             cp.parse_shard(bad)
     path = write(tmp_path)
     for bad in ("0/2", "3/2", "x", "1/0"):
         out = cli("campaign", str(path), "--dry-run", "--shard", bad)
         assert out.returncode == 254, (bad, out.stderr)
-        assert len(out.stderr.strip().splitlines()) == 1 and "--shard" in out.stderr and "Traceback" not in out.stderr
+        assert (
+            len(out.stderr.strip().splitlines()) == 1
+            and "--shard" in out.stderr
+            and "Traceback" not in out.stderr
+        )
     # more shards than runs: a shard with nothing to do is refused rather than silently idle
     out = cli("campaign", str(path), "--dry-run", "--shard", "7/7")
     assert out.returncode == 254 and "plans only 6 run(s)" in out.stderr
@@ -103,19 +116,37 @@ def test_shards_split_the_runs_the_same_way_whatever_the_order_or_host(tmp_path:
     swapped = CAMPAIGN.replace("seeds = [1, 2, 3]", "seeds = [3, 1, 2]")
     cells = swapped.split("[[cell]]")
     swapped = cells[0] + "[[cell]]" + cells[2] + "[[cell]]" + cells[1]
-    other = cp.load(write(tmp_path, swapped.replace("time_limit = 1.0", "time_limits = [2.0, 1.0]"), "d.toml"))
+    other = cp.load(
+        write(tmp_path, swapped.replace("time_limit = 1.0", "time_limits = [2.0, 1.0]"), "d.toml")
+    )
     for n in (2, 3, 5):
         for i in range(1, n + 1):
-            assert ({r.key for r in cp.shard_runs(camp.runs, cp.Shard(i, n))}
-                    == {r.key for r in cp.shard_runs(other.runs, cp.Shard(i, n))})
+            assert {r.key for r in cp.shard_runs(camp.runs, cp.Shard(i, n))} == {
+                r.key for r in cp.shard_runs(other.runs, cp.Shard(i, n))
+            }
     # with at least N seeds, every cell is on every shard
     for i in (1, 2, 3):
         assert {r.cell for r in cp.shard_runs(camp.runs, cp.Shard(i, 3))} == {"good", "stale"}
     # the CLI lists the same share from another directory, time zone and host name
     first = cli("campaign", str(write(tmp_path)), "--dry-run", "--shard", "2/3")
     env = {**os.environ, "TZ": "Pacific/Kiritimati", "HOSTNAME": "elsewhere"}
-    again = subprocess.run([sys.executable, "-m", "faultline", "campaign", str(tmp_path / "c.toml"), "--dry-run",
-                            "--shard", "2/3"], capture_output=True, text=True, timeout=120, cwd="/", env=env)
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "campaign",
+            str(tmp_path / "c.toml"),
+            "--dry-run",
+            "--shard",
+            "2/3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        env=env,
+    )
     assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
     listed = [ln.split("\t")[0] for ln in first.stdout.splitlines() if "\texpect " in ln]
     assert listed == [ln.split("\t")[0] for ln in again.stdout.splitlines() if "\texpect " in ln]
@@ -151,17 +182,21 @@ def test_random_seeds_are_drawn_once_and_shared_through_a_seed_file(tmp_path: Pa
         with pytest.raises(UsageError, match=needle):
             cp.parse_seeds(f"@{seed_file}")
     out = cli("campaign", str(path), "--dry-run", "--seeds", f"@{tmp_path / 'missing.txt'}")
-    assert out.returncode == 254 and "cannot read the seed file" in out.stderr and "Traceback" not in out.stderr
+    assert (
+        out.returncode == 254 and "cannot read the seed file" in out.stderr and "Traceback" not in out.stderr
+    )
 
 
 # ---- deterministic runs: whole scorecards compared -------------------------------------------------------
+
 
 def synthetic_run(test: TestSpec, store: Path) -> Outcome:
     """A run decided by its cell and seed alone: a synthetic register history with stale reads when the
     cell injects the bug, stored as a real run would be."""
     rng = random.Random(f"{test.name}|{test.seed}|{test.time_limit}")
-    history, injected, _ = synth_run(rng, 300, concurrency=4, keys=3, nemesis=list(test.nemesis),
-                                     anomalies=2 if test.bugs else 0)
+    history, injected, _ = synth_run(
+        rng, 300, concurrency=4, keys=3, nemesis=list(test.nemesis), anomalies=2 if test.bugs else 0
+    )
     run = Store(store).create_run(test.name, test.to_json())
     run.history_path.write_text("".join(json.dumps(op) + "\n" for op in history))
     valid = not injected
@@ -173,8 +208,9 @@ def comparable(card: dict[str, Any]) -> dict[str, Any]:
     """A scorecard without what depends on when and where it ran: wall-clock fields, and the run ids
     (time stamps, and with several stores the store's label)."""
     out = {k: v for k, v in card.items() if k not in WALL_CLOCK}
-    out["run_scores"] = sorted(json.dumps({k: v for k, v in r.items() if k != "run_id"}, sort_keys=True)
-                               for r in card["run_scores"])
+    out["run_scores"] = sorted(
+        json.dumps({k: v for k, v in r.items() if k != "run_id"}, sort_keys=True) for r in card["run_scores"]
+    )
     out["warnings"] = sorted(re.sub(r"^\S+: ", "", w) for w in card["warnings"])
     exp = card["expectations"]
     out["expectations"] = {**exp, "runs": sorted(json.dumps(v, sort_keys=True) for v in exp["runs"].values())}
@@ -190,7 +226,9 @@ def test_shards_in_two_stores_or_one_score_like_one_host(tmp_path: Path) -> None
 
     # two hosts, each with its own store
     for i, store in ((1, "host1"), (2, "host2")):
-        part = cp.apply_shard(cp.load(tmp_path / "c.toml", store_override=tmp_path / store / "store"), cp.Shard(i, 2))
+        part = cp.apply_shard(
+            cp.load(tmp_path / "c.toml", store_override=tmp_path / store / "store"), cp.Shard(i, 2)
+        )
         assert len(part.runs) == 3
         cp.execute(part, synthetic_run)
         assert cp.state_path(part).name == f"campaign.shard-{i}-of-2.json"
@@ -231,8 +269,10 @@ def test_shards_in_two_stores_or_one_score_like_one_host(tmp_path: Path) -> None
     for t in threads:
         t.join(timeout=120)
     assert not errors, errors
-    assert sorted(p.name for p in shared.glob("campaign*.json")) == ["campaign.shard-1-of-2.json",
-                                                                     "campaign.shard-2-of-2.json"]
+    assert sorted(p.name for p in shared.glob("campaign*.json")) == [
+        "campaign.shard-1-of-2.json",
+        "campaign.shard-2-of-2.json",
+    ]
     assert not list(shared.rglob("*.tmp"))
     run_dirs = list(Store(shared).run_dirs())
     assert len(run_dirs) == 6 and len({r.run_id for r in run_dirs}) == 6
@@ -241,8 +281,10 @@ def test_shards_in_two_stores_or_one_score_like_one_host(tmp_path: Path) -> None
     assert comparable(json.loads((one_store.out_dir / "scorecard.json").read_text())) == comparable(card)
     # the whole campaign into that store later runs nothing again: the shards' runs count
     ran: list[str] = []
-    records = cp.execute(cp.load(tmp_path / "c.toml", store_override=shared),
-                         lambda test, store: ran.append(test.name) or synthetic_run(test, store))
+    records = cp.execute(
+        cp.load(tmp_path / "c.toml", store_override=shared),
+        lambda test, store: ran.append(test.name) or synthetic_run(test, store),
+    )
     assert ran == [] and len(records) == 6
 
 
@@ -259,17 +301,22 @@ def test_scoring_several_stores_refuses_mistakes(tmp_path: Path) -> None:
     assert out.returncode == 254 and "needs --out DIR" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_auto_engine_takes_pandas_for_a_small_store_and_says_why(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_engine_takes_pandas_for_a_small_store_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from faultline.results import engines
     from faultline.results.synth import synth_store
 
     synth_store(tmp_path / "s", runs=2, ops=200, seed=3, jobs=1)
     choice = engines.choose_engine(tmp_path / "s")
-    assert choice.engine == "pandas" and "2 runs" in choice.reason and f"under {AUTO_SPARK_EVENTS:,}" in choice.reason
+    assert (
+        choice.engine == "pandas"
+        and "2 runs" in choice.reason
+        and f"under {AUTO_SPARK_EVENTS:,}" in choice.reason
+    )
     assert engines.choose_engine(tmp_path / "s", "spark").engine == "spark"
     assert engines.choose_engine(tmp_path / "s", master="spark://h:7077").engine == "spark"
-    monkeypatch.setattr(engines, "AUTO_SPARK_EVENTS", 100)   # a store beyond the threshold goes to Spark
+    monkeypatch.setattr(engines, "AUTO_SPARK_EVENTS", 100)  # a store beyond the threshold goes to Spark
     big = engines.choose_engine(tmp_path / "s")
     assert big.engine == "spark" and "at least 100" in big.reason
     out = cli("score", str(tmp_path / "s"))
@@ -291,10 +338,14 @@ def test_a_cluster_with_no_executor_is_a_clean_error_not_a_hang() -> None:
         return SimpleNamespace(sparkContext=SimpleNamespace(master=master, _jsc=jvm))
 
     said: list[str] = []
-    with pytest.raises(UsageError, match="no executor joined from spark://h:7077 in 1 s: is a worker registered"):
+    with pytest.raises(
+        UsageError, match="no executor joined from spark://h:7077 in 1 s: is a worker registered"
+    ):
         wait_for_executors(session("spark://h:7077", 1), timeout_s=0.6, say=said.append)
     assert said == ["waiting for executors from spark://h:7077"]
-    assert wait_for_executors(session("spark://h:7077", 3), timeout_s=0.6, settle_s=0.1) == 2   # not the driver
+    assert (
+        wait_for_executors(session("spark://h:7077", 3), timeout_s=0.6, settle_s=0.1) == 2
+    )  # not the driver
     assert wait_for_executors(session("local[2]", 1), timeout_s=0.6) == 0
 
 
@@ -311,10 +362,22 @@ def test_executors_that_join_late_are_waited_for() -> None:
 
 # ---- the CLI end to end on the fake cluster ---------------------------------------------------------------
 
+
 def verdicts(card: dict[str, Any]) -> list[tuple[Any, ...]]:
     """What a fake-cluster scorecard must agree on (its histories vary with timing, its verdicts do not)."""
-    return sorted((g["workload"], g["nemesis"], g["bug"], g["runs"], g["valid"], g["invalid"], g["unknown"],
-                   g["detection_rate"]) for g in card["groups"])
+    return sorted(
+        (
+            g["workload"],
+            g["nemesis"],
+            g["bug"],
+            g["runs"],
+            g["valid"],
+            g["invalid"],
+            g["unknown"],
+            g["detection_rate"],
+        )
+        for g in card["groups"]
+    )
 
 
 @pytest.mark.integration
@@ -322,11 +385,16 @@ def test_cli_shards_on_the_fake_cluster_into_two_stores_and_into_one(tmp_path: P
     path = write(tmp_path, CAMPAIGN.replace("seeds = [1, 2, 3]", "seeds = [1, 2]"))
     base = [sys.executable, "-m", "faultline", "campaign", str(path), "--quiet"]
     # four hosts' worth at once: shards 1/2 and 2/2 into their own stores, and again into one shared store
-    jobs = [(["--store", str(tmp_path / "h1"), "--shard", "1/2"]), (["--store", str(tmp_path / "h2"), "--shard", "2/2"]),
-            (["--store", str(tmp_path / "shared"), "--shard", "1/2"]),
-            (["--store", str(tmp_path / "shared"), "--shard", "2/2"])]
-    procs = [subprocess.Popen([*base, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for extra in jobs]
+    jobs = [
+        (["--store", str(tmp_path / "h1"), "--shard", "1/2"]),
+        (["--store", str(tmp_path / "h2"), "--shard", "2/2"]),
+        (["--store", str(tmp_path / "shared"), "--shard", "1/2"]),
+        (["--store", str(tmp_path / "shared"), "--shard", "2/2"]),
+    ]
+    procs = [
+        subprocess.Popen([*base, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for extra in jobs
+    ]
     try:
         outs = [p.communicate(timeout=300) for p in procs]
     finally:
@@ -353,7 +421,8 @@ def test_cli_shards_on_the_fake_cluster_into_two_stores_and_into_one(tmp_path: P
     state = {p.name: json.loads(p.read_text()) for p in (tmp_path / "shared").glob("campaign*.json")}
     assert sorted(state) == ["campaign.shard-1-of-2.json", "campaign.shard-2-of-2.json"]
     assert sorted(r["key"] for s in state.values() for r in s["runs"]) == sorted(
-        f"{c}|seed={s}|t=1" for c in ("good", "stale") for s in (1, 2))
+        f"{c}|seed={s}|t=1" for c in ("good", "stale") for s in (1, 2)
+    )
     assert {s["shard"] for s in state.values()} == {"1/2", "2/2"}
     assert len({r["run_dir"] for s in state.values() for r in s["runs"]}) == 4
     assert not list((tmp_path / "shared").glob(".*.tmp"))
@@ -395,34 +464,75 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 def standalone(tmp_path: Path) -> Iterator[tuple[str, list[Path], dict[str, str]]]:
     """A standalone master and two one-core workers on 127.0.0.1; (master URL, the workers' work dirs, the
     environment for a driver). Stopped, with the executors they launched, whatever the test did."""
-    conf = tmp_path / "spark-conf"  # spark-defaults.conf for the driver: its own JVM's and the executors' options
+    conf = (
+        tmp_path / "spark-conf"
+    )  # spark-defaults.conf for the driver: its own JVM's and the executors' options
     conf.mkdir()
-    (conf / "spark-defaults.conf").write_text(f"spark.driver.extraJavaOptions {QUICK_JVM}\n"
-                                              f"spark.executor.extraJavaOptions {QUICK_JVM}\n")
+    (conf / "spark-defaults.conf").write_text(
+        f"spark.driver.extraJavaOptions {QUICK_JVM}\nspark.executor.extraJavaOptions {QUICK_JVM}\n"
+    )
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_DAEMON_MEMORY": "256m", "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_DAEMON_JAVA_OPTS", QUICK_JVM)}
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_DAEMON_MEMORY": "256m",
+        "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_DAEMON_JAVA_OPTS", QUICK_JVM),
+    }
     logs = tmp_path / "spark-daemons"
     logs.mkdir()
     work_dirs = [tmp_path / "worker1", tmp_path / "worker2"]
-    commands = [["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                 "--webui-port", "0"]]
-    commands += [["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
-                  "--memory", "1g", "--webui-port", "0", "--work-dir", str(work)] for work in work_dirs]
+    commands = [
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            "0",
+        ]
+    ]
+    commands += [
+        [
+            "org.apache.spark.deploy.worker.Worker",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--webui-port",
+            "0",
+            "--work-dir",
+            str(work),
+        ]
+        for work in work_dirs
+    ]
     for work in work_dirs:
         work.mkdir()
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for name, command in zip(("master", "worker1", "worker2"), commands, strict=True):
             with open(logs / f"{name}.log", "wb") as log:
-                procs.append(subprocess.Popen([str(_spark_class()), *command], stdout=log, stderr=subprocess.STDOUT,
-                                              env=env, start_new_session=True))
+                procs.append(
+                    subprocess.Popen(
+                        [str(_spark_class()), *command],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                    )
+                )
         deadline = time.monotonic() + 120
         while (logs / "master.log").read_text(errors="replace").count("Registering worker") < 2:
             dead = [p.args for p in procs if p.poll() is not None]
             assert not dead and time.monotonic() < deadline, (
-                f"workers did not register: {dead}\n" + (logs / "master.log").read_text(errors="replace")[-2000:])
+                f"workers did not register: {dead}\n"
+                + (logs / "master.log").read_text(errors="replace")[-2000:]
+            )
             time.sleep(0.5)
         yield url, work_dirs, {**os.environ, "SPARK_CONF_DIR": str(conf)}
     finally:
@@ -431,7 +541,8 @@ def standalone(tmp_path: Path) -> Iterator[tuple[str, list[Path], dict[str, str]
 
 @pytest.mark.spark
 def test_score_several_stores_on_a_standalone_cluster_of_two_workers(
-        tmp_path: Path, standalone: tuple[str, list[Path], dict[str, str]]) -> None:
+    tmp_path: Path, standalone: tuple[str, list[Path], dict[str, str]]
+) -> None:
     from faultline.results.synth import synth_store
 
     url, work_dirs, env = standalone
@@ -443,7 +554,10 @@ def test_score_several_stores_on_a_standalone_cluster_of_two_workers(
     assert re.search(r"\d executor\(s\) joined from " + re.escape(url), out.stderr), out.stderr
     assert f"with spark {url}" in out.stderr
     card = json.loads((tmp_path / "cluster" / "scorecard.json").read_text())
-    assert card["engine"] == f"spark {url} (runs)" and card["engine_reason"] == f"auto: --master {url} asked for Spark"
+    assert (
+        card["engine"] == f"spark {url} (runs)"
+        and card["engine_reason"] == f"auto: --master {url} asked for Spark"
+    )
     # every executor ran on a worker of that cluster, and the numbers are the single process's
     for work in work_dirs:
         assert [p.name for p in work.glob("app-*/*/stderr")], f"no executor on {work}"
@@ -451,5 +565,10 @@ def test_score_several_stores_on_a_standalone_cluster_of_two_workers(
     assert baseline.returncode == 1, baseline.stderr
     base = json.loads((tmp_path / "baseline" / "scorecard.json").read_text())
     drop = (*WALL_CLOCK, "engine", "engine_reason")
-    assert {k: v for k, v in card.items() if k not in drop} == {k: v for k, v in base.items() if k not in drop}
-    assert card["runs"] == 4 and {r["run_id"].split("/")[0] for r in card["run_scores"]} == {"h1-store", "h2-store"}
+    assert {k: v for k, v in card.items() if k not in drop} == {
+        k: v for k, v in base.items() if k not in drop
+    }
+    assert card["runs"] == 4 and {r["run_id"].split("/")[0] for r in card["run_scores"]} == {
+        "h1-store",
+        "h2-store",
+    }

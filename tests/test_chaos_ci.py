@@ -25,6 +25,13 @@ RUNS = CI_RUNS + [r for r in load(CAMPAIGNS / "disk.toml").runs if r.cell not in
 @pytest.mark.docker
 @pytest.mark.parametrize("planned", chaos_params(RUNS, [r.key for r in RUNS]))
 def test_ci_campaign_cell(planned, faultline_run) -> None:  # type: ignore[no-untyped-def]
-    opts = {k: v for k, v in planned.opts.items() if k not in ("workload", "nemesis", "inject_bug", "cluster")}
-    faultline_run(workload=planned.opts["workload"], nemesis=planned.opts["nemesis"].split(","),
-                  bugs=[b for b in planned.opts["inject_bug"].split(",") if b], expect=planned.expect, **opts)
+    opts = {
+        k: v for k, v in planned.opts.items() if k not in ("workload", "nemesis", "inject_bug", "cluster")
+    }
+    faultline_run(
+        workload=planned.opts["workload"],
+        nemesis=planned.opts["nemesis"].split(","),
+        bugs=[b for b in planned.opts["inject_bug"].split(",") if b],
+        expect=planned.expect,
+        **opts,
+    )

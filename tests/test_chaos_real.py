@@ -26,8 +26,11 @@ CAMPAIGN = Path(__file__).resolve().parent.parent / "campaigns" / "real.toml"
 SHORT_S = 30
 FIRST_WORKLOADS = {"register", "set", "list-append", "rw-register"}
 LIBRARY_IN_CI = {"etcd-bank-partition-kill-pause", "postgres-queue-kill"}
-RUNS = [r for r in load(CAMPAIGN).runs if r.opts.get("seed", 1) == 1
-        and (r.opts["workload"] in FIRST_WORKLOADS or r.cell in LIBRARY_IN_CI)]
+RUNS = [
+    r
+    for r in load(CAMPAIGN).runs
+    if r.opts.get("seed", 1) == 1 and (r.opts["workload"] in FIRST_WORKLOADS or r.cell in LIBRARY_IN_CI)
+]
 
 
 @pytest.mark.chaos
@@ -35,21 +38,30 @@ RUNS = [r for r in load(CAMPAIGN).runs if r.opts.get("seed", 1) == 1
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("planned", chaos_params(RUNS, [r.key.split("|")[0] for r in RUNS]))
 def test_real_campaign_cell(planned, faultline_run) -> None:  # type: ignore[no-untyped-def]
-    opts = {k: v for k, v in planned.opts.items() if k not in ("workload", "nemesis", "inject_bug", "cluster")}
+    opts = {
+        k: v for k, v in planned.opts.items() if k not in ("workload", "nemesis", "inject_bug", "cluster")
+    }
     if planned.expect == "valid":  # a cell that must find a bug keeps its whole fault schedule
         opts["time_limit"] = min(float(opts.get("time_limit") or SHORT_S), SHORT_S)
-    run = faultline_run(workload=planned.opts["workload"], nemesis=planned.opts["nemesis"].split(","),
-                        expect=planned.expect, **opts)
+    run = faultline_run(
+        workload=planned.opts["workload"],
+        nemesis=planned.opts["nemesis"].split(","),
+        expect=planned.expect,
+        **opts,
+    )
     assert run.cut_short is None, run.describe()
     # a node that refused to start on a file a file fault damaged has found the damage: it stays down,
     # and the residue check lists it (docs/reliability.md); anything else left behind is a failure
     refused = _refused_to_start(run.run_dir)
-    assert [r for r in run.results["residue"] if r not in {f"{n}: node process stopped" for n in refused}] == [], \
-        run.results["residue"]
+    assert [
+        r for r in run.results["residue"] if r not in {f"{n}: node process stopped" for n in refused}
+    ] == [], run.results["residue"]
     isolation = (planned.opts.get("db_opt") or {}).get("isolation")
     if isolation:
         _check_isolation(planned.opts["db"], isolation, run.results["workload"])
-    if planned.opts.get("db") in ("redis-sentinel", "nats") and planned.expect == "invalid":  # the lost writes, listed
+    if (
+        planned.opts.get("db") in ("redis-sentinel", "nats") and planned.expect == "invalid"
+    ):  # the lost writes, listed
         lost = run.results["workload"]["lost_count"]
         assert lost > 0 and run.results["workload"]["lost"]
         assert run.run_dir is not None and str(lost) in (run.run_dir / "report.html").read_text()
@@ -61,7 +73,11 @@ def _check_isolation(db: str, isolation: str, wl: dict) -> None:  # type: ignore
     violated = set(wl.get("not", [])) | set(wl.get("also_not", []))
     anomalies = set(wl["anomaly_types"])
     if db == "mariadb" and isolation == "repeatable-read":
-        assert "snapshot-isolation" in violated and anomalies & {"lost-update", "G-single", "G-single-item"}, wl
+        assert "snapshot-isolation" in violated and anomalies & {
+            "lost-update",
+            "G-single",
+            "G-single-item",
+        }, wl
     elif isolation == "repeatable-read":
         assert "G2-item" in anomalies and "serializable" in violated, wl
         assert "snapshot-isolation" not in violated, wl
@@ -74,6 +90,13 @@ def _refused_to_start(run_dir: Path | None) -> set[str]:
     if run_dir is None:
         return set()
     ops = (json.loads(line) for line in (run_dir / "history.jsonl").open())
-    return {d["node"] for op in ops if op.get("process") == "nemesis" and op["type"] == "ok"
-            and str(op["f"]).startswith("file-") and isinstance(op.get("value"), dict)
-            for d in op["value"].get("damage", []) if d.get("start_refused")}
+    return {
+        d["node"]
+        for op in ops
+        if op.get("process") == "nemesis"
+        and op["type"] == "ok"
+        and str(op["f"]).startswith("file-")
+        and isinstance(op.get("value"), dict)
+        for d in op["value"].get("damage", [])
+        if d.get("start_refused")
+    }

@@ -34,8 +34,10 @@ def test_valid_invalid_and_merge(shared_dir: Path, capsys, tmp_path: Path) -> No
 def test_unknown_exit_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     n = 22
     ops = [{"type": "invoke", "process": p, "f": "write", "value": p} for p in range(n)]
-    ops += [{"type": "invoke", "process": 100, "f": "read", "value": None},
-            {"type": "ok", "process": 100, "f": "read", "value": 999}]
+    ops += [
+        {"type": "invoke", "process": 100, "f": "read", "value": None},
+        {"type": "ok", "process": 100, "f": "read", "value": 999},
+    ]
     ops += [{"type": "ok", "process": p, "f": "write", "value": p} for p in range(n)]
     p = tmp_path / "hard.jsonl"
     p.write_text("".join(json.dumps(o) + "\n" for o in ops))
@@ -68,20 +70,27 @@ def test_other_checkers_and_formats(shared_dir: Path, capsys) -> None:  # type: 
 
 
 def test_console_script_help_and_argparse_errors() -> None:
-    proc = subprocess.run([sys.executable, "-m", "faultline", "check", "--help"], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "faultline", "check", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0 and "--time-limit" in proc.stdout and "254" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "faultline", "check", "x", "--model", "nope"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "faultline", "check", "x", "--model", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 254
 
 
 def test_stability_window_flag(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """--stability-window SECONDS turns the set checker's window on; off by default; bad values are 254."""
-    ops = [{"type": "invoke", "process": 0, "f": "add", "value": 1, "time": 0},
-           {"type": "ok", "process": 0, "f": "add", "value": 1, "time": 10**9},
-           {"type": "invoke", "process": 1, "f": "read", "value": None, "time": 2 * 10**9},
-           {"type": "ok", "process": 1, "f": "read", "value": [], "time": 3 * 10**9}]
+    ops = [
+        {"type": "invoke", "process": 0, "f": "add", "value": 1, "time": 0},
+        {"type": "ok", "process": 0, "f": "add", "value": 1, "time": 10**9},
+        {"type": "invoke", "process": 1, "f": "read", "value": None, "time": 2 * 10**9},
+        {"type": "ok", "process": 1, "f": "read", "value": [], "time": 3 * 10**9},
+    ]
     p = tmp_path / "set.jsonl"
     p.write_text("".join(json.dumps(o) + "\n" for o in ops))
     rc, lines, _ = run_cli([str(p)], capsys)
@@ -94,31 +103,46 @@ def test_stability_window_flag(tmp_path: Path, capsys) -> None:  # type: ignore[
         with pytest.raises(SystemExit) as exc:
             run_cli([str(p), f"--stability-window={bad}"], capsys)
         err = capsys.readouterr().err
-        assert exc.value.code == 254 and len(err.strip().splitlines()) == 1 and "--stability-window" in err, bad
+        assert exc.value.code == 254 and len(err.strip().splitlines()) == 1 and "--stability-window" in err, (
+            bad
+        )
 
 
 @pytest.mark.parametrize("depth", [150, 1030, 5000])
 @pytest.mark.parametrize("name", ["deep.jsonl", "deep.txt"])
-def test_a_first_line_nested_deep_is_refused_with_the_format_detected(tmp_path: Path, capsys, depth: int,  # type: ignore[no-untyped-def]
-                                                                    name: str) -> None:
+def test_a_first_line_nested_deep_is_refused_with_the_format_detected(
+    tmp_path: Path,
+    capsys,
+    depth: int,  # type: ignore[no-untyped-def]
+    name: str,
+) -> None:
     """Format detection parses the first line: 5,000 levels once crashed it (RecursionError, exit 255).
     1,030 is past orjson's limit of 1,024 and below Python's recursion limit."""
     p = tmp_path / name
-    p.write_text('{"type": "invoke", "process": 0, "f": "write", "value": ' + "[" * depth + "]" * depth + "}\n")
+    p.write_text(
+        '{"type": "invoke", "process": 0, "f": "write", "value": ' + "[" * depth + "]" * depth + "}\n"
+    )
     rc, lines, err = run_cli([str(p)], capsys)
-    assert rc == 254 and not lines and err.strip() == \
-        f"faultline check: error: {p}:1: a value nested deeper than 100 levels", err
+    assert (
+        rc == 254
+        and not lines
+        and err.strip() == f"faultline check: error: {p}:1: a value nested deeper than 100 levels"
+    ), err
 
 
 def test_an_unknown_edn_tag_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     p = tmp_path / "h.edn"
-    p.write_text("[{:process 0, :type :invoke, :f :write, :value 1}\n"
-                 " {:process 0, :type :ok, :f :write, :value #foo/bar 1}]\n")
+    p.write_text(
+        "[{:process 0, :type :invoke, :f :write, :value 1}\n"
+        " {:process 0, :type :ok, :f :write, :value #foo/bar 1}]\n"
+    )
     rc, lines, err = run_cli([str(p)], capsys)
     assert rc == 254 and not lines and len(err.strip().splitlines()) == 1
     assert f"{p}:2: malformed EDN: unknown EDN tag #foo/bar" in err
-    p.write_text("[#jepsen.history.Op{:process 0, :type :invoke, :f :write, :value 1, :time #inst \"2026-11-26\"}\n"
-                 " #jepsen.history.Op{:process 0, :type :ok, :f :write, :value 1}]\n")
+    p.write_text(
+        '[#jepsen.history.Op{:process 0, :type :invoke, :f :write, :value 1, :time #inst "2026-11-26"}\n'
+        " #jepsen.history.Op{:process 0, :type :ok, :f :write, :value 1}]\n"
+    )
     rc, lines, _ = run_cli([str(p), "--model", "register"], capsys)
     assert rc == 0 and lines[0]["valid"] is True
 
@@ -142,7 +166,10 @@ def test_check_and_analyze_take_a_nul_padded_history_as_a_cut_one(tmp_path: Path
     rc, lines, err = run_cli([str(run / "history.jsonl")], capsys)
     assert rc == 0 and lines[0]["valid"] is True, err
     assert len(lines[0]["warnings"]) == 1
-    assert f":{lines_in_file + 1}: ignoring a truncated last line and the 4096 NUL bytes" in lines[0]["warnings"][0]
+    assert (
+        f":{lines_in_file + 1}: ignoring a truncated last line and the 4096 NUL bytes"
+        in lines[0]["warnings"][0]
+    )
     import warnings
 
     with warnings.catch_warnings():

@@ -22,8 +22,16 @@ class H:
         self.open: dict[str, tuple[Any, list[Any]]] = {}
 
     def _add(self, typ: str, process: Any, mops: list[Any]) -> None:
-        self.ops.append({"index": len(self.ops), "time": len(self.ops), "type": typ, "process": process,
-                         "f": "txn", "value": mops})
+        self.ops.append(
+            {
+                "index": len(self.ops),
+                "time": len(self.ops),
+                "type": typ,
+                "process": process,
+                "f": "txn",
+                "value": mops,
+            }
+        )
 
     def invoke(self, name: str, process: Any, mops: list[Any]) -> H:
         self.open[name] = (process, mops)
@@ -60,9 +68,20 @@ def rr(h: H, models: list[str] | None = None, **kw: Any) -> dict[str, Any]:
 
 def test_paper_figure_2_g_single() -> None:
     """Fig. 2/3: T1 missed T2's append of 8 to 255, T3 saw it, and T1 appended 3 to 256 after T3's 4."""
-    h = H().txn(1, [["append", 253, 1], ["append", 253, 3], ["append", 253, 4], ["append", 255, 2],
-                    ["append", 255, 3], ["append", 255, 4], ["append", 255, 5], ["append", 256, 1],
-                    ["append", 256, 2]])
+    h = H().txn(
+        1,
+        [
+            ["append", 253, 1],
+            ["append", 253, 3],
+            ["append", 253, 4],
+            ["append", 255, 2],
+            ["append", 255, 3],
+            ["append", 255, 4],
+            ["append", 255, 5],
+            ["append", 256, 1],
+            ["append", 256, 2],
+        ],
+    )
     h.txn(1, [["append", 255, 8], ["r", 253, [1, 3, 4]]])
     h.txn(1, [["append", 256, 4], ["r", 255, [2, 3, 4, 5, 8]], ["r", 256, [1, 2, 4]], ["r", 253, [1, 3, 4]]])
     h.txn(1, [["append", 250, 10], ["r", 253, [1, 3, 4]], ["r", 255, [2, 3, 4, 5]], ["append", 256, 3]])
@@ -82,8 +101,11 @@ def test_paper_figure_2_g_single() -> None:
 def test_paper_tidb_read_skew() -> None:
     """§7: T1 read 34 = [2 1] and appended 4; T2 appended 5; T3 read [2 1 5 4]: G-single."""
     h = H().txn(0, [["append", 34, 2]]).txn(0, [["append", 34, 1]])
-    h.concurrent((1, [["r", 34, [2, 1]], ["append", 36, 5], ["append", 34, 4]]), (2, [["append", 34, 5]]),
-                 (3, [["r", 34, [2, 1, 5, 4]]]))
+    h.concurrent(
+        (1, [["r", 34, [2, 1]], ["append", 36, 5], ["append", 34, 4]]),
+        (2, [["append", 34, 5]]),
+        (3, [["r", 34, [2, 1, 5, 4]]]),
+    )
     r = la(h)
     assert r["valid"] is False and "G-single-item" in r["anomaly_types"]
 
@@ -121,8 +143,11 @@ def test_paper_dgraph_stale_read_is_realtime_g_single() -> None:
 
 def test_paper_dgraph_read_skew() -> None:
     """§7: T1 read 2432 = 10 and 2434 = nil; T2 wrote 2434; T3 wrote 2432 and read T2's 2434."""
-    h = H().concurrent((0, [["r", 2432, 10], ["r", 2434, None]]), (1, [["w", 2434, 10]]),
-                       (2, [["w", 2432, 10], ["r", 2434, 10]]))
+    h = H().concurrent(
+        (0, [["r", 2432, 10], ["r", 2434, None]]),
+        (1, [["w", 2434, 10]]),
+        (2, [["w", 2432, 10], ["r", 2434, 10]]),
+    )
     r = rr(h)
     assert r["valid"] is False and r["anomaly_types"] == ["G-single-item"]
     assert [s["type"] for s in r["anomalies"]["G-single-item"][0]["steps"]].count("rw") == 1
@@ -130,8 +155,11 @@ def test_paper_dgraph_read_skew() -> None:
 
 def test_readme_g1c_example() -> None:
     """Elle's README: T1 appends x and reads y = [1]; T2 appends x and y; x = [1 2]: G1c."""
-    h = H().concurrent((0, [["append", "x", 1], ["r", "y", [1]]]), (1, [["append", "x", 2], ["append", "y", 1]]),
-                       (2, [["r", "x", [1, 2]]]))
+    h = H().concurrent(
+        (0, [["append", "x", 1], ["r", "y", [1]]]),
+        (1, [["append", "x", 2], ["append", "y", 1]]),
+        (2, [["r", "x", [1, 2]]]),
+    )
     r = la(h, ["serializable"])
     assert r["valid"] is False and r["anomaly_types"] == ["G1c"]
     assert r["not"] == ["read-committed"]
@@ -139,8 +167,11 @@ def test_readme_g1c_example() -> None:
 
 def test_paper_section2_registers_alone_show_nothing() -> None:
     """§2: without a version order, these register transactions cannot be shown non-serializable."""
-    h = H().concurrent((0, [["w", "z", 1], ["w", "x", 1], ["w", "y", 1]]), (1, [["r", "x", 1], ["w", "y", 2]]),
-                       (2, [["w", "x", 3], ["r", "y", 2], ["w", "z", 3]]))
+    h = H().concurrent(
+        (0, [["w", "z", 1], ["w", "x", 1], ["w", "y", 1]]),
+        (1, [["r", "x", 1], ["w", "y", 2]]),
+        (2, [["w", "x", 3], ["r", "y", 2], ["w", "z", 3]]),
+    )
     assert rr(h)["valid"] is True
 
 
@@ -148,8 +179,11 @@ def test_paper_section2_registers_alone_show_nothing() -> None:
 
 
 def test_g0_write_cycle() -> None:
-    h = H().concurrent((0, [["append", "x", 1], ["append", "y", 2]]), (1, [["append", "x", 2], ["append", "y", 1]]),
-                       (2, [["r", "x", [1, 2]], ["r", "y", [1, 2]]]))
+    h = H().concurrent(
+        (0, [["append", "x", 1], ["append", "y", 2]]),
+        (1, [["append", "x", 2], ["append", "y", 1]]),
+        (2, [["r", "x", [1, 2]], ["r", "y", [1, 2]]]),
+    )
     r = la(h)
     assert r["anomaly_types"] == ["G0"] and r["not"] == ["read-uncommitted"]
     assert all(s["type"] == "ww" for s in r["anomalies"]["G0"][0]["steps"])
@@ -177,8 +211,12 @@ def test_register_aborted_read() -> None:
 
 
 def test_incompatible_order_and_duplicates() -> None:
-    h = H().concurrent((0, [["append", "x", 1]]), (1, [["append", "x", 2]]), (2, [["r", "x", [1, 2]]]),
-                       (3, [["r", "x", [2, 1]]]))
+    h = H().concurrent(
+        (0, [["append", "x", 1]]),
+        (1, [["append", "x", 2]]),
+        (2, [["r", "x", [1, 2]]]),
+        (3, [["r", "x", [2, 1]]]),
+    )
     r = la(h)
     assert "incompatible-order" in r["anomaly_types"] and r["valid"] is False
     r = la(H().concurrent((0, [["append", "x", 1]]), (1, [["r", "x", [1, 1]]])))
@@ -200,8 +238,11 @@ def test_garbage_reads_are_reported_not_counted() -> None:
 
 
 def test_lost_update() -> None:
-    h = H().txn(0, [["append", 1, 0]]).concurrent((1, [["r", 1, [0]], ["append", 1, 1]]),
-                                                   (2, [["r", 1, [0]], ["append", 1, 2]]))
+    h = (
+        H()
+        .txn(0, [["append", 1, 0]])
+        .concurrent((1, [["r", 1, [0]], ["append", 1, 1]]), (2, [["r", 1, [0]], ["append", 1, 2]]))
+    )
     r = la(h)
     assert {"lost-update", "G2-item"} <= set(r["anomaly_types"])
     assert la(h, ["snapshot-isolation"])["valid"] is False
@@ -217,8 +258,12 @@ def test_future_read() -> None:
 
 def test_g_nonadjacent_item() -> None:
     """rw, wr, rw, wr: forbidden by snapshot isolation, although no rw edges are adjacent."""
-    h = H().concurrent((0, [["r", "a", []], ["r", "d", [1]]]), (1, [["append", "a", 1], ["append", "b", 1]]),
-                       (2, [["r", "b", [1]], ["r", "c", []]]), (3, [["append", "c", 1], ["append", "d", 1]]))
+    h = H().concurrent(
+        (0, [["r", "a", []], ["r", "d", [1]]]),
+        (1, [["append", "a", 1], ["append", "b", 1]]),
+        (2, [["r", "b", [1]], ["r", "c", []]]),
+        (3, [["append", "c", 1], ["append", "d", 1]]),
+    )
     r = la(h)
     assert r["anomaly_types"] == ["G-nonadjacent-item"]
     assert r["not"] == ["repeatable-read", "snapshot-isolation"]
@@ -230,7 +275,10 @@ def test_process_and_realtime_variants() -> None:
     other = H().txn(0, [["append", "x", 1]]).txn(1, [["r", "x", []]])
     r = la(other)
     assert r["anomaly_types"] == ["G-single-item-realtime"]
-    assert "completed (op 1) before T2 was invoked (op 2)" in r["anomalies"]["G-single-item-realtime"][0]["explanation"]
+    assert (
+        "completed (op 1) before T2 was invoked (op 2)"
+        in r["anomalies"]["G-single-item-realtime"][0]["explanation"]
+    )
     assert la(other, ["strong-session-serializable"])["valid"] is True
     assert la(stale, ["strong-session-serializable"])["valid"] is False
     g0 = H().txn(0, [["append", "x", 1]]).txn(1, [["append", "x", 2]]).txn(2, [["r", "x", [2, 1]]])
@@ -240,12 +288,27 @@ def test_process_and_realtime_variants() -> None:
 
 
 def test_g2_item_realtime_and_nonadjacent_realtime() -> None:
-    h = (H().invoke("t1", 1, [["append", "a", 1], ["r", "b", []]]).invoke("tb", 2, [["append", "b", 1]]).done("tb")
-         .invoke("t0", 0, [["r", "a", []]]).done("t0").done("t1"))
+    h = (
+        H()
+        .invoke("t1", 1, [["append", "a", 1], ["r", "b", []]])
+        .invoke("tb", 2, [["append", "b", 1]])
+        .done("tb")
+        .invoke("t0", 0, [["r", "a", []]])
+        .done("t0")
+        .done("t1")
+    )
     assert la(h)["anomaly_types"] == ["G2-item-realtime"]
-    h = (H().invoke("t2", 1, [["append", "a", 1], ["append", "b", 1]]).invoke("t3", 2, [["r", "b", [1]], ["r", "c", []]])
-         .invoke("t4", 3, [["append", "c", 1]]).done("t4").invoke("t1", 0, [["r", "a", []]])
-         .done("t2").done("t3").done("t1"))
+    h = (
+        H()
+        .invoke("t2", 1, [["append", "a", 1], ["append", "b", 1]])
+        .invoke("t3", 2, [["r", "b", [1]], ["r", "c", []]])
+        .invoke("t4", 3, [["append", "c", 1]])
+        .done("t4")
+        .invoke("t1", 0, [["r", "a", []]])
+        .done("t2")
+        .done("t3")
+        .done("t1")
+    )
     assert la(h)["anomaly_types"] == ["G-nonadjacent-item-realtime"]
 
 
@@ -295,9 +358,15 @@ def test_claimed_models_decide_the_verdict() -> None:
 
 
 def test_cycle_search_out_of_time_is_unknown_never_wrong() -> None:
-    h = H().txn(1, [["append", 255, 5]]).concurrent(
-        (1, [["r", 255, [5]], ["append", 256, 3]]), (2, [["append", 255, 8]]),
-        (3, [["append", 256, 4], ["r", 255, [5, 8]], ["r", 256, [4]]]))
+    h = (
+        H()
+        .txn(1, [["append", 255, 5]])
+        .concurrent(
+            (1, [["r", 255, [5]], ["append", 256, 3]]),
+            (2, [["append", 255, 8]]),
+            (3, [["append", 256, 4], ["r", 255, [5, 8]], ["r", 256, [4]]]),
+        )
+    )
     full = la(h, ["consistent-view"])
     assert full["valid"] is False and "G-single-item" in full["anomaly_types"]
     starved = la(h, ["consistent-view"], cycle_search_timeout=1e-9)
@@ -342,7 +411,10 @@ def test_registry_checkers_follow_the_protocol() -> None:
     assert c.check({}, h.ops, {})["valid"] is False
     assert c.check({}, h.ops, {"consistency-models": "snapshot-isolation"})["valid"] is True
     assert c.check({"consistency_models": ["read-committed"]}, h.ops, {})["valid"] is True
-    assert get_checker("elle-list-append", consistency_models=["read-committed"]).check({}, h.ops, {})["valid"] is True
+    assert (
+        get_checker("elle-list-append", consistency_models=["read-committed"]).check({}, h.ops, {})["valid"]
+        is True
+    )
     reg = get_checker("elle-rw-register")
     assert reg.check({}, H().txn(0, [["w", "x", 1]]).txn(1, [["r", "x", 1]]).ops, {})["valid"] is True
     with pytest.raises(ValueError):
@@ -350,8 +422,13 @@ def test_registry_checkers_follow_the_protocol() -> None:
 
 
 def test_wfr_keys_orders_register_versions() -> None:
-    h = H().concurrent((0, [["w", "x", 1]]), (1, [["r", "x", 1], ["w", "x", 2]]), (2, [["r", "x", 2], ["w", "x", 3]]),
-                       (3, [["r", "x", 3], ["r", "y", None]]), (4, [["w", "y", 1], ["r", "x", 1]]))
+    h = H().concurrent(
+        (0, [["w", "x", 1]]),
+        (1, [["r", "x", 1], ["w", "x", 2]]),
+        (2, [["r", "x", 2], ["w", "x", 3]]),
+        (3, [["r", "x", 3], ["r", "y", None]]),
+        (4, [["w", "y", 1], ["r", "x", 1]]),
+    )
     assert rr(h)["valid"] is True
     r = rr(h, wfr_keys=True)  # x: 1 < 2 < 3, so T4 read a stale 1 after ... and y closes a cycle
     assert r["valid"] is False

@@ -64,8 +64,12 @@ def test_rw_register_jsonl_and_explicit_checker(tmp_path: Path, capsys: pytest.C
 
 
 def test_jepsen_store_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = _edn_store(tmp_path, SKEW, '{:name "elle-test", :consistency-models [:snapshot-isolation], '
-                                       ':nodes ["n1" "n2"], :remote #object[jepsen.control.SSHRemote 0x1 "x"]}')
+    store = _edn_store(
+        tmp_path,
+        SKEW,
+        '{:name "elle-test", :consistency-models [:snapshot-isolation], '
+        ':nodes ["n1" "n2"], :remote #object[jepsen.control.SSHRemote 0x1 "x"]}',
+    )
     rc, lines, _ = _run([str(store)], capsys)
     assert rc == 0 and lines[0]["valid"] is True  # test.edn claims snapshot isolation
     assert lines[0]["evidence"]["consistency_models"] == ["snapshot-isolation"]
@@ -85,9 +89,13 @@ def test_html_report_draws_each_cycle(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_bad_input_is_one_line_and_254(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mixed = [["append", "x", 1], ["w", "x", 2]]
-    bad = history.write_jsonl([{"index": 0, "type": "invoke", "process": 0, "f": "txn", "value": mixed},
-                               {"index": 1, "type": "ok", "process": 0, "f": "txn", "value": mixed}],
-                              tmp_path / "bad.jsonl")
+    bad = history.write_jsonl(
+        [
+            {"index": 0, "type": "invoke", "process": 0, "f": "txn", "value": mixed},
+            {"index": 1, "type": "ok", "process": 0, "f": "txn", "value": mixed},
+        ],
+        tmp_path / "bad.jsonl",
+    )
     rc, _, err = _run([str(bad), "--checker", "elle-list-append"], capsys)
     assert rc == EXIT_BAD_INPUT and len(err.strip().splitlines()) == 1 and "no writes" in err
     rc, _, err = _run([str(tmp_path), "--checker", "elle-list-append"], capsys)
@@ -97,14 +105,20 @@ def test_bad_input_is_one_line_and_254(tmp_path: Path, capsys: pytest.CaptureFix
     with pytest.raises(SystemExit) as exit_:  # refused while the options are parsed (core.options)
         _run([str(bad), "--cycle-search-timeout", "0"], capsys)
     assert exit_.value.code == EXIT_BAD_INPUT
-    reg = history.write_jsonl([{"index": 0, "type": "invoke", "process": 0, "f": "read", "value": None},
-                               {"index": 1, "type": "ok", "process": 0, "f": "read", "value": 1}], tmp_path / "r.jsonl")
+    reg = history.write_jsonl(
+        [
+            {"index": 0, "type": "invoke", "process": 0, "f": "read", "value": None},
+            {"index": 1, "type": "ok", "process": 0, "f": "read", "value": 1},
+        ],
+        tmp_path / "r.jsonl",
+    )
     rc, _, err = _run([str(reg), "--checker", "elle-rw-register"], capsys)
     assert rc == EXIT_BAD_INPUT and "no transactions" in err
 
 
-def test_multi_register_histories_still_go_to_linearizability(shared_dir: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_multi_register_histories_still_go_to_linearizability(
+    shared_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = shared_dir / "anchors" / "knossos" / "multi-register" / "good" / "multi-register.edn"
     rc, lines, _ = _run([str(path)], capsys)
     assert lines[0]["model"] == "multi-register" and rc == 0

@@ -39,39 +39,118 @@ def _txn(*mops: str, process: int = 0, typ: str = "ok") -> str:
 CASES: list[tuple[str, str, str, str, Any, set[str], list[str] | None]] = [
     ("readme-demo", README_DEMO, "list-append", "serializable", False, {"G1c"}, ["read-committed"]),
     # list_append_test.clj, checker-test "G2": (op "ax1ry") (op "ay1rx")
-    *[("la-g2-" + m, "\n".join([_txn("[:append :x 1]", "[:r :y nil]"), _txn("[:append :y 1]", "[:r :x nil]")]),
-       "list-append", m, v, t, n) for m, v, t, n in [
-          ("read-committed", True, set(), None),
-          ("serializable", False, {"G2-item"}, ["repeatable-read"]),
-          ("repeatable-read", False, {"G2-item"}, ["repeatable-read"])]],
+    *[
+        (
+            "la-g2-" + m,
+            "\n".join([_txn("[:append :x 1]", "[:r :y nil]"), _txn("[:append :y 1]", "[:r :x nil]")]),
+            "list-append",
+            m,
+            v,
+            t,
+            n,
+        )
+        for m, v, t, n in [
+            ("read-committed", True, set(), None),
+            ("serializable", False, {"G2-item"}, ["repeatable-read"]),
+            ("repeatable-read", False, {"G2-item"}, ["repeatable-read"]),
+        ]
+    ],
     # list_append_test.clj, repeatable-read-test: (op "rxay1") (op "ryax1")
-    *[("la-rr-" + m, "\n".join([_txn("[:r :x nil]", "[:append :y 1]"), _txn("[:r :y nil]", "[:append :x 1]")]),
-       "list-append", m, v, t, n) for m, v, t, n in [
-          ("read-committed", True, set(), None),
-          ("repeatable-read", False, {"G2-item"}, ["repeatable-read"])]],
+    *[
+        (
+            "la-rr-" + m,
+            "\n".join([_txn("[:r :x nil]", "[:append :y 1]"), _txn("[:r :y nil]", "[:append :x 1]")]),
+            "list-append",
+            m,
+            v,
+            t,
+            n,
+        )
+        for m, v, t, n in [
+            ("read-committed", True, set(), None),
+            ("repeatable-read", False, {"G2-item"}, ["repeatable-read"]),
+        ]
+    ],
     # list_append_test.clj, checker-test "duplicated elements": (op "ax1ry1") (op "ax2ay1") (op "rx121")
-    ("la-duplicates", "\n".join([_txn("[:append :x 1]", "[:r :y [1]]"), _txn("[:append :x 2]", "[:append :y 1]"),
-                                 _txn("[:r :x [1 2 1]]")]),
-     "list-append", "read-committed", False, {"G1c", "duplicate-elements"}, ["read-uncommitted"]),
+    (
+        "la-duplicates",
+        "\n".join(
+            [
+                _txn("[:append :x 1]", "[:r :y [1]]"),
+                _txn("[:append :x 2]", "[:append :y 1]"),
+                _txn("[:r :x [1 2 1]]"),
+            ]
+        ),
+        "list-append",
+        "read-committed",
+        False,
+        {"G1c", "duplicate-elements"},
+        ["read-uncommitted"],
+    ),
     # list_append_test.clj, checker-test "G1a": a failed append of 1 to x, then (op "rx1"); read-committed
-    ("la-g1a", "\n".join(["{:process 0, :type :fail, :value [[:append :x 1]]}", _txn("[:r :x [1]]")]),
-     "list-append", "read-committed", False, {"G1a"}, ["read-committed"]),
+    (
+        "la-g1a",
+        "\n".join(["{:process 0, :type :fail, :value [[:append :x 1]]}", _txn("[:r :x [1]]")]),
+        "list-append",
+        "read-committed",
+        False,
+        {"G1a"},
+        ["read-committed"],
+    ),
     # rw_register_test.clj, checker-test "G1c": (op "wx1ry1") (op "wy1rx1")
-    *[("rw-g1c-" + m, "\n".join([_txn("[:w :x 1]", "[:r :y 1]"), _txn("[:w :y 1]", "[:r :x 1]")]),
-       "rw-register", m, v, t, n) for m, v, t, n in [
-          ("read-uncommitted", True, set(), None),
-          ("read-committed", False, {"G1c"}, ["read-committed"]),
-          ("serializable", False, {"G1c"}, ["read-committed"])]],
+    *[
+        (
+            "rw-g1c-" + m,
+            "\n".join([_txn("[:w :x 1]", "[:r :y 1]"), _txn("[:w :y 1]", "[:r :x 1]")]),
+            "rw-register",
+            m,
+            v,
+            t,
+            n,
+        )
+        for m, v, t, n in [
+            ("read-uncommitted", True, set(), None),
+            ("read-committed", False, {"G1c"}, ["read-committed"]),
+            ("serializable", False, {"G1c"}, ["read-committed"]),
+        ]
+    ],
     # rw_register_test.clj, checker-test "G1b": (op "wx1wx2") (op "rx1"); repeatable-read
-    ("rw-g1b", "\n".join([_txn("[:w :x 1]", "[:w :x 2]"), _txn("[:r :x 1]")]),
-     "rw-register", "repeatable-read", False, {"G1b"}, ["read-committed"]),
+    (
+        "rw-g1b",
+        "\n".join([_txn("[:w :x 1]", "[:w :x 2]"), _txn("[:r :x 1]")]),
+        "rw-register",
+        "repeatable-read",
+        False,
+        {"G1b"},
+        ["read-committed"],
+    ),
     # rw_register_test.clj, "G-single transaction-order" and "G2-item transaction-order", without the
     # transaction order: nothing can be inferred, valid
-    ("rw-g-single-unordered", "\n".join([_txn("[:r :x nil]", "[:w :y 2]"), _txn("[:w :x 3]", "[:w :y 4]")]),
-     "rw-register", "serializable", True, set(), None),
-    ("rw-g2-unordered", "\n".join([_txn("[:w :x 1]", "[:w :y 2]", "[:w :z 3]"), _txn("[:r :x 1]", "[:w :y 5]"),
-                                   _txn("[:r :z 3]", "[:w :x 4]"), _txn("[:w :z 7]", "[:w :y 8]")]),
-     "rw-register", "serializable", True, set(), None),
+    (
+        "rw-g-single-unordered",
+        "\n".join([_txn("[:r :x nil]", "[:w :y 2]"), _txn("[:w :x 3]", "[:w :y 4]")]),
+        "rw-register",
+        "serializable",
+        True,
+        set(),
+        None,
+    ),
+    (
+        "rw-g2-unordered",
+        "\n".join(
+            [
+                _txn("[:w :x 1]", "[:w :y 2]", "[:w :z 3]"),
+                _txn("[:r :x 1]", "[:w :y 5]"),
+                _txn("[:r :z 3]", "[:w :x 4]"),
+                _txn("[:w :z 7]", "[:w :y 8]"),
+            ]
+        ),
+        "rw-register",
+        "serializable",
+        True,
+        set(),
+        None,
+    ),
 ]
 
 
@@ -82,8 +161,9 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_elle_examples_of_completions_alone_get_elles_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                              case: tuple[Any, ...]) -> None:
+def test_elle_examples_of_completions_alone_get_elles_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: tuple[Any, ...]
+) -> None:
     name, text, kind, model, valid, types, not_ = case
     path = tmp_path / f"{name}.edn"
     path.write_text(text + "\n")
@@ -98,21 +178,27 @@ def test_elle_examples_of_completions_alone_get_elles_verdict(tmp_path: Path, ca
     assert out["evidence"]["without_invocation"] == len(text.strip().splitlines())
 
 
-def test_the_readme_demo_as_elle_cli_json_and_with_the_checker_named(tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    ops = [{"process": 0, "type": "ok", "value": [["append", "x", 1], ["r", "y", [1]]]},
-           {"process": 1, "type": "ok", "value": [["append", "x", 2], ["append", "y", 1]]},
-           {"process": 2, "type": "ok", "value": [["r", "x", [1, 2]]]}]
+def test_the_readme_demo_as_elle_cli_json_and_with_the_checker_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ops = [
+        {"process": 0, "type": "ok", "value": [["append", "x", 1], ["r", "y", [1]]]},
+        {"process": 1, "type": "ok", "value": [["append", "x", 2], ["append", "y", 1]]},
+        {"process": 2, "type": "ok", "value": [["r", "x", [1, 2]]]},
+    ]
     path = tmp_path / "demo.json"
     path.write_text(json.dumps(ops))
     for extra in ([], ["--checker", "elle-list-append"]):
         rc, lines, err = _run([str(path), "--consistency-models", "serializable", *extra], capsys)
         assert rc == 1 and lines[0]["format"] == "elle-json", err
-        assert lines[0]["evidence"]["anomaly_types"] == ["G1c"] and lines[0]["evidence"]["not"] == ["read-committed"]
+        assert lines[0]["evidence"]["anomaly_types"] == ["G1c"] and lines[0]["evidence"]["not"] == [
+            "read-committed"
+        ]
 
 
-def test_without_invocations_realtime_is_said_to_be_partial(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_invocations_realtime_is_said_to_be_partial(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The default claim (strict-serializable) needs realtime order, which completions alone do not give:
     the result says so; serializable needs none and says nothing. The verdict is Elle's either way."""
     path = tmp_path / "demo.edn"
@@ -142,18 +228,29 @@ def test_wfr_keys_on_completions_alone(tmp_path: Path) -> None:
     assert wfr["not"] == ["consistent-view", "repeatable-read"]
 
 
-def test_only_transactions_may_come_without_invocations(tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_only_transactions_may_come_without_invocations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Other checkers pair every completion with its invocation (a register's read without one could be
     any age), and a transactional history that has invocations must pair all of its completions."""
     reg = tmp_path / "reg.edn"
-    reg.write_text("{:process 0, :type :ok, :f :write, :value 1}\n{:process 1, :type :ok, :f :read, :value 1}\n")
+    reg.write_text(
+        "{:process 0, :type :ok, :f :write, :value 1}\n{:process 1, :type :ok, :f :read, :value 1}\n"
+    )
     rc, lines, err = _run([str(reg)], capsys)
     assert rc == EXIT_BAD_INPUT and not lines and "without an invocation" in err
     assert len(err.strip().splitlines()) == 1
     mixed = tmp_path / "mixed.edn"
-    mixed.write_text("\n".join(["{:process 0, :type :invoke, :f :txn, :value [[:append :x 1]]}",
-                                _txn("[:append :x 1]"), _txn("[:r :x [1]]", process=1)]) + "\n")
+    mixed.write_text(
+        "\n".join(
+            [
+                "{:process 0, :type :invoke, :f :txn, :value [[:append :x 1]]}",
+                _txn("[:append :x 1]"),
+                _txn("[:r :x [1]]", process=1),
+            ]
+        )
+        + "\n"
+    )
     for extra in ([], ["--checker", "elle-list-append"]):
         rc, _, err = _run([str(mixed), *extra], capsys)
         assert rc == EXIT_BAD_INPUT and f"{mixed}:3:" in err and "without an invocation" in err

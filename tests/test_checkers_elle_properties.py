@@ -39,10 +39,17 @@ def simulate(rng: random.Random, kind: str, n: int, keys: int, concurrency: int)
             for _ in range(rng.randint(1, 4)):
                 counter += 1
                 write = "append" if kind == "list-append" else "w"
-                mops.append(["r", rng.randrange(keys), None] if rng.random() < 0.5
-                            else [write, rng.randrange(keys), counter])
+                mops.append(
+                    ["r", rng.randrange(keys), None]
+                    if rng.random() < 0.5
+                    else [write, rng.randrange(keys), counter]
+                )
             r = rng.random()
-            active[p] = {"mops": mops, "out": None, "fate": "info" if r < 0.1 else "fail" if r < 0.2 else "ok"}
+            active[p] = {
+                "mops": mops,
+                "out": None,
+                "fate": "info" if r < 0.1 else "fail" if r < 0.2 else "ok",
+            }
             op("invoke", p, mops)
             started += 1
             continue
@@ -86,40 +93,67 @@ def _s(*txns: tuple[Any, ...]) -> list[Event]:
 
 A, R, W = "append", "r", "w"
 LIST_PLANTS: dict[str, list[Event]] = {
-    "G0": _c((0, [[A, "x", 1], [A, "y", 2]]), (1, [[A, "x", 2], [A, "y", 1]]), (2, [[R, "x", [1, 2]], [R, "y", [1, 2]]])),
+    "G0": _c(
+        (0, [[A, "x", 1], [A, "y", 2]]),
+        (1, [[A, "x", 2], [A, "y", 1]]),
+        (2, [[R, "x", [1, 2]], [R, "y", [1, 2]]]),
+    ),
     "G1a": _c((0, [[A, "x", 1]], "fail"), (1, [[R, "x", [1]]])),
     "G1b": _c((0, [[A, "x", 1], [A, "x", 2]]), (1, [[R, "x", [1]]])),
     "G1c": _c((0, [[A, "x", 1], [R, "y", [1]]]), (1, [[A, "y", 1], [R, "x", [1]]])),
-    "G-single-item": _c((0, [[A, "x", 1], [A, "y", 1]]), (1, [[R, "x", [1]], [A, "x", 2], [R, "y", [1]], [A, "y", 2]]),
-                        (2, [[R, "x", [1, 2]], [R, "y", [1]]])),
+    "G-single-item": _c(
+        (0, [[A, "x", 1], [A, "y", 1]]),
+        (1, [[R, "x", [1]], [A, "x", 2], [R, "y", [1]], [A, "y", 2]]),
+        (2, [[R, "x", [1, 2]], [R, "y", [1]]]),
+    ),
     "G2-item": _c((0, [[A, "x", 1], [R, "y", []]]), (1, [[A, "y", 1], [R, "x", []]])),
-    "G-nonadjacent-item": _c((0, [[R, "a", []], [R, "d", [1]]]), (1, [[A, "a", 1], [A, "b", 1]]),
-                             (2, [[R, "b", [1]], [R, "c", []]]), (3, [[A, "c", 1], [A, "d", 1]])),
+    "G-nonadjacent-item": _c(
+        (0, [[R, "a", []], [R, "d", [1]]]),
+        (1, [[A, "a", 1], [A, "b", 1]]),
+        (2, [[R, "b", [1]], [R, "c", []]]),
+        (3, [[A, "c", 1], [A, "d", 1]]),
+    ),
     "internal": _c((0, [[A, "x", 1], [R, "x", []]])),
     "future-read": _c((0, [[R, "x", [1]], [A, "x", 1]])),
     "dirty-update": _c((0, [[A, "x", 1]], "fail"), (1, [[A, "x", 2]]), (2, [[R, "x", [1, 2]]])),
-    "incompatible-order": _c((0, [[A, "x", 1]]), (1, [[A, "x", 2]]), (2, [[R, "x", [1, 2]]]), (3, [[R, "x", [2, 1]]])),
+    "incompatible-order": _c(
+        (0, [[A, "x", 1]]), (1, [[A, "x", 2]]), (2, [[R, "x", [1, 2]]]), (3, [[R, "x", [2, 1]]])
+    ),
     "duplicate-elements": _c((0, [[A, "x", 1]]), (1, [[R, "x", [1, 1]]])),
-    "lost-update": _s((0, [[A, "x", 0]])) + _c((1, [[R, "x", [0]], [A, "x", 1]]), (2, [[R, "x", [0]], [A, "x", 2]])),
+    "lost-update": _s((0, [[A, "x", 0]]))
+    + _c((1, [[R, "x", [0]], [A, "x", 1]]), (2, [[R, "x", [0]], [A, "x", 2]])),
     "G0-realtime": _s((0, [[A, "x", 1]]), (1, [[A, "x", 2]]), (2, [[R, "x", [2, 1]]])),
     "G1c-realtime": _s((0, [[R, "y", [1]]]), (1, [[A, "y", 1]])),
     "G1c-process": _s((0, [[R, "y", [1]]]), (0, [[A, "y", 1]])),
     "G-single-item-realtime": _s((0, [[A, "x", 1]]), (1, [[R, "x", []]])),
     "G-single-item-process": _s((0, [[A, "x", 1]]), (0, [[R, "x", []]])),
-    "G2-item-realtime": [("inv", "t1", 1, [[A, "a", 1], [R, "b", []]]), ("inv", "tb", 2, [[A, "b", 1]]),
-                         ("done", "tb", "ok", None), ("inv", "t0", 0, [[R, "a", []]]), ("done", "t0", "ok", None),
-                         ("done", "t1", "ok", None)],
+    "G2-item-realtime": [
+        ("inv", "t1", 1, [[A, "a", 1], [R, "b", []]]),
+        ("inv", "tb", 2, [[A, "b", 1]]),
+        ("done", "tb", "ok", None),
+        ("inv", "t0", 0, [[R, "a", []]]),
+        ("done", "t0", "ok", None),
+        ("done", "t1", "ok", None),
+    ],
     "G-nonadjacent-item-realtime": [
-        ("inv", "t2", 1, [[A, "a", 1], [A, "b", 1]]), ("inv", "t3", 2, [[R, "b", [1]], [R, "c", []]]),
-        ("inv", "t4", 3, [[A, "c", 1]]), ("done", "t4", "ok", None), ("inv", "t1", 0, [[R, "a", []]]),
-        ("done", "t2", "ok", None), ("done", "t3", "ok", None), ("done", "t1", "ok", None)],
+        ("inv", "t2", 1, [[A, "a", 1], [A, "b", 1]]),
+        ("inv", "t3", 2, [[R, "b", [1]], [R, "c", []]]),
+        ("inv", "t4", 3, [[A, "c", 1]]),
+        ("done", "t4", "ok", None),
+        ("inv", "t1", 0, [[R, "a", []]]),
+        ("done", "t2", "ok", None),
+        ("done", "t3", "ok", None),
+        ("done", "t1", "ok", None),
+    ],
 }
 REGISTER_PLANTS: dict[str, list[Event]] = {
     "G1a": _c((0, [[W, "x", 1]], "fail"), (1, [[R, "x", 1]])),
     "G1b": _c((0, [[W, "x", 1], [W, "x", 2]]), (1, [[R, "x", 1]])),
     "G1c": _c((0, [[W, "x", 1], [R, "y", 1]]), (1, [[W, "y", 1], [R, "x", 1]])),
     "internal": _c((0, [[W, "x", 2], [R, "x", 1]])),
-    "G-single-item": _c((0, [[R, "a", 10], [R, "b", None]]), (1, [[W, "b", 10]]), (2, [[W, "a", 10], [R, "b", 10]])),
+    "G-single-item": _c(
+        (0, [[R, "a", 10], [R, "b", None]]), (1, [[W, "b", 10]]), (2, [[W, "a", 10], [R, "b", 10]])
+    ),
     "G2-item": _c((0, [[R, "x", None], [W, "y", 1]]), (1, [[R, "y", None], [W, "x", 1]])),
     "lost-update": _c((0, [[R, "x", None], [W, "x", 1]]), (1, [[R, "x", None], [W, "x", 2]])),
     "G-single-item-realtime": _s((0, [[R, "z", None], [W, "x", 2]]), (1, [[R, "x", None], [W, "y", 1]])),
@@ -135,8 +169,14 @@ def plant(hist: list[dict[str, Any]], events: list[Event], at: int, tag: int) ->
         if kind == "inv":
             fresh = [[f, f"planted{tag}-{k}", v] for f, k, v in mops]
             open_[name] = (f"planted-{p}", fresh)
-            block.append({"type": "invoke", "process": f"planted-{p}", "f": "txn",
-                          "value": [[f, k, None if f == R else v] for f, k, v in fresh]})
+            block.append(
+                {
+                    "type": "invoke",
+                    "process": f"planted-{p}",
+                    "f": "txn",
+                    "value": [[f, k, None if f == R else v] for f, k, v in fresh],
+                }
+            )
         else:
             proc, fresh = open_.pop(name)
             block.append({"type": p, "process": proc, "f": "txn", "value": fresh})
@@ -177,7 +217,9 @@ PLANT_SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=
 @pytest.mark.parametrize("name", sorted(LIST_PLANTS))
 @PLANT_SETTINGS
 @given(histories, st.floats(0, 1))
-def test_list_append_planted_anomaly_is_found(name: str, params: tuple[int, int, int, int], where: float) -> None:
+def test_list_append_planted_anomaly_is_found(
+    name: str, params: tuple[int, int, int, int], where: float
+) -> None:
     seed, n, keys, conc = params
     base = simulate(random.Random(seed), "list-append", n, keys, conc)
     hist = plant(base, LIST_PLANTS[name], int(where * len(base)), seed)
@@ -189,7 +231,9 @@ def test_list_append_planted_anomaly_is_found(name: str, params: tuple[int, int,
 @pytest.mark.parametrize("name", sorted(REGISTER_PLANTS))
 @PLANT_SETTINGS
 @given(histories, st.floats(0, 1))
-def test_rw_register_planted_anomaly_is_found(name: str, params: tuple[int, int, int, int], where: float) -> None:
+def test_rw_register_planted_anomaly_is_found(
+    name: str, params: tuple[int, int, int, int], where: float
+) -> None:
     seed, n, keys, conc = params
     base = simulate(random.Random(seed), "rw-register", n, keys, conc)
     hist = plant(base, REGISTER_PLANTS[name], int(where * len(base)), seed)
@@ -201,16 +245,30 @@ def test_rw_register_planted_anomaly_is_found(name: str, params: tuple[int, int,
 # ------------------------------------------------------------------ against brute force, on tiny histories
 
 
-def chaotic(rng: random.Random, kind: str, n: int, keys: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def chaotic(
+    rng: random.Random, kind: str, n: int, keys: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A store that often reads an old snapshot: histories both valid and not. Returns (history, txns)."""
     txns = []
     for i in range(n):
         s = rng.uniform(0, 10)
-        mops = [[R, rng.randrange(keys), None] if rng.random() < 0.5
-                else [A if kind == "list-append" else W, rng.randrange(keys), 100 * i + j] for j in range(rng.randint(1, 3))]
+        mops = [
+            [R, rng.randrange(keys), None]
+            if rng.random() < 0.5
+            else [A if kind == "list-append" else W, rng.randrange(keys), 100 * i + j]
+            for j in range(rng.randint(1, 3))
+        ]
         r = rng.random()
-        txns.append({"s": s, "e": s + rng.uniform(0.1, 4), "p": i, "mops": mops,
-                     "fate": "fail" if r < 0.1 else "info" if r < 0.2 else "ok", "applied": rng.random() < 0.5})
+        txns.append(
+            {
+                "s": s,
+                "e": s + rng.uniform(0.1, 4),
+                "p": i,
+                "mops": mops,
+                "fate": "fail" if r < 0.1 else "info" if r < 0.2 else "ok",
+                "applied": rng.random() < 0.5,
+            }
+        )
     state: dict[int, Any] = {}
     snaps: list[dict[int, Any]] = []
     for t in sorted(txns, key=lambda t: rng.uniform(t["s"], t["e"])):
@@ -222,11 +280,20 @@ def chaotic(rng: random.Random, kind: str, n: int, keys: int) -> tuple[list[dict
             t["out"].append(_apply(view, kind, m))
             if m[0] != R and real:
                 _apply(state, kind, m)
-    events = sorted([(t["s"], 0, t) for t in txns] + [(t["e"], 1, t) for t in txns if t["fate"] != "info"],
-                    key=lambda e: (e[0], e[1]))
-    hist = [{"index": i, "type": "invoke" if kind_ == 0 else t["fate"], "process": t["p"], "f": "txn",
-             "value": t["out"] if kind_ == 1 and t["fate"] == "ok" else t["mops"]}
-            for i, (_, kind_, t) in enumerate(events)]
+    events = sorted(
+        [(t["s"], 0, t) for t in txns] + [(t["e"], 1, t) for t in txns if t["fate"] != "info"],
+        key=lambda e: (e[0], e[1]),
+    )
+    hist = [
+        {
+            "index": i,
+            "type": "invoke" if kind_ == 0 else t["fate"],
+            "process": t["p"],
+            "f": "txn",
+            "value": t["out"] if kind_ == 1 and t["fate"] == "ok" else t["mops"],
+        }
+        for i, (_, kind_, t) in enumerate(events)
+    ]
     return hist, txns
 
 

@@ -29,27 +29,38 @@ def h(*events: tuple[Any, ...]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("use_c", ENGINES)
 def test_sequential_and_concurrent_cases(use_c: bool) -> None:
-    ok = h((0, "invoke", "write", 1), (0, "ok", "write", 1), (1, "invoke", "read", None), (1, "ok", "read", 1))
+    ok = h(
+        (0, "invoke", "write", 1), (0, "ok", "write", 1), (1, "invoke", "read", None), (1, "ok", "read", 1)
+    )
     assert check(ok, "register", init=0, use_c=use_c)["valid"] is True
-    stale = h((0, "invoke", "write", 1), (0, "ok", "write", 1), (1, "invoke", "read", None), (1, "ok", "read", 0))
+    stale = h(
+        (0, "invoke", "write", 1), (0, "ok", "write", 1), (1, "invoke", "read", None), (1, "ok", "read", 0)
+    )
     r = check(stale, "register", init=0, use_c=use_c)
     assert r["valid"] is False
     assert r["failure"]["op"]["f"] == "read" and r["failure"]["op"]["value"] == 0
     assert r["failure"]["final_states"] == [1]
     # A read concurrent with the write may see either value.
-    conc = h((0, "invoke", "write", 1), (1, "invoke", "read", None), (1, "ok", "read", 0), (0, "ok", "write", 1))
+    conc = h(
+        (0, "invoke", "write", 1), (1, "invoke", "read", None), (1, "ok", "read", 0), (0, "ok", "write", 1)
+    )
     assert check(conc, "register", init=0, use_c=use_c)["valid"] is True
 
 
 @pytest.mark.parametrize("use_c", ENGINES)
 def test_info_write_may_or_may_not_happen(use_c: bool) -> None:
-    happened = h((0, "invoke", "write", 2), (0, "info", "write", 2), (1, "invoke", "read", None), (1, "ok", "read", 2))
-    not_happened = h((0, "invoke", "write", 2), (0, "info", "write", 2), (1, "invoke", "read", None),
-                     (1, "ok", "read", 0))
+    happened = h(
+        (0, "invoke", "write", 2), (0, "info", "write", 2), (1, "invoke", "read", None), (1, "ok", "read", 2)
+    )
+    not_happened = h(
+        (0, "invoke", "write", 2), (0, "info", "write", 2), (1, "invoke", "read", None), (1, "ok", "read", 0)
+    )
     assert check(happened, "cas-register", init=0, use_c=use_c)["valid"] is True
     assert check(not_happened, "cas-register", init=0, use_c=use_c)["valid"] is True
     # A failed write did not happen (jepsen semantics), so reading its value is impossible.
-    failed = h((0, "invoke", "write", 2), (0, "fail", "write", 2), (1, "invoke", "read", None), (1, "ok", "read", 2))
+    failed = h(
+        (0, "invoke", "write", 2), (0, "fail", "write", 2), (1, "invoke", "read", None), (1, "ok", "read", 2)
+    )
     assert check(failed, "cas-register", init=0, use_c=use_c)["valid"] is False
 
 
@@ -68,8 +79,14 @@ def test_semantics_of_failed_cas(use_c: bool) -> None:
 
 @pytest.mark.parametrize("use_c", ENGINES)
 def test_keys_are_checked_independently(use_c: bool) -> None:
-    hist = h((0, "invoke", "write", 1, "a"), (1, "invoke", "write", 2, "b"), (0, "ok", "write", 1, "a"),
-             (1, "ok", "write", 2, "b"), (2, "invoke", "read", None, "a"), (2, "ok", "read", 2, "a"))
+    hist = h(
+        (0, "invoke", "write", 1, "a"),
+        (1, "invoke", "write", 2, "b"),
+        (0, "ok", "write", 1, "a"),
+        (1, "ok", "write", 2, "b"),
+        (2, "invoke", "read", None, "a"),
+        (2, "ok", "read", 2, "a"),
+    )
     r = check(hist, "register", init=0, use_c=use_c)
     assert r["valid"] is False and r["partitions"] == 2 and r["failure"]["key"] == "a"
     hist[-1]["value"] = 1
@@ -78,8 +95,14 @@ def test_keys_are_checked_independently(use_c: bool) -> None:
 
 @pytest.mark.parametrize("use_c", ENGINES)
 def test_kv_append_model(use_c: bool) -> None:
-    hist = h((0, "invoke", "append", "x", "k"), (1, "invoke", "append", "y", "k"), (0, "ok", "append", "x", "k"),
-             (1, "ok", "append", "y", "k"), (2, "invoke", "get", None, "k"), (2, "ok", "get", "yx", "k"))
+    hist = h(
+        (0, "invoke", "append", "x", "k"),
+        (1, "invoke", "append", "y", "k"),
+        (0, "ok", "append", "x", "k"),
+        (1, "ok", "append", "y", "k"),
+        (2, "invoke", "get", None, "k"),
+        (2, "ok", "get", "yx", "k"),
+    )
     assert check(hist, "kv", semantics="porcupine", use_c=use_c)["valid"] is True
     hist[-1]["value"] = "xz"
     r = check(hist, "kv", semantics="porcupine", use_c=use_c)
@@ -87,16 +110,25 @@ def test_kv_append_model(use_c: bool) -> None:
 
 
 def test_generic_models_through_python_stepper() -> None:
-    hist = h((0, "invoke", "add", 1), (0, "ok", "add", 1), (1, "invoke", "add", 2), (2, "invoke", "read", None),
-             (2, "ok", "read", [1, 2]), (1, "ok", "add", 2))
+    hist = h(
+        (0, "invoke", "add", 1),
+        (0, "ok", "add", 1),
+        (1, "invoke", "add", 2),
+        (2, "invoke", "read", None),
+        (2, "ok", "read", [1, 2]),
+        (1, "ok", "add", 2),
+    )
     for use_c in ENGINES:
         assert check(hist, "set", use_c=use_c)["valid"] is True
         bad = [dict(o) for o in hist]
         bad[4]["value"] = [2]
         assert check(bad, "set", use_c=use_c)["valid"] is False
-    txn = h((0, "invoke", "txn", [["write", "x", 1], ["write", "y", 2]]), (0, "ok", "txn", [["write", "x", 1],
-            ["write", "y", 2]]), (1, "invoke", "txn", [["read", "x", None], ["read", "y", None]]),
-            (1, "ok", "txn", [["read", "x", 1], ["read", "y", 0]]))
+    txn = h(
+        (0, "invoke", "txn", [["write", "x", 1], ["write", "y", 2]]),
+        (0, "ok", "txn", [["write", "x", 1], ["write", "y", 2]]),
+        (1, "invoke", "txn", [["read", "x", None], ["read", "y", None]]),
+        (1, "ok", "txn", [["read", "x", 1], ["read", "y", 0]]),
+    )
     assert check(txn, "multi-register", init=0, use_c=False)["valid"] is False
 
 
@@ -129,8 +161,14 @@ def test_checker_protocol_and_opts_override() -> None:
 
 
 def test_nemesis_ops_are_ignored() -> None:
-    hist = h(("nemesis", "invoke", "start-partition", None), (0, "invoke", "write", 1), (0, "ok", "write", 1),
-             ("nemesis", "info", "start-partition", None), (1, "invoke", "read", None), (1, "ok", "read", 1))
+    hist = h(
+        ("nemesis", "invoke", "start-partition", None),
+        (0, "invoke", "write", 1),
+        (0, "ok", "write", 1),
+        ("nemesis", "info", "start-partition", None),
+        (1, "invoke", "read", None),
+        (1, "ok", "read", 1),
+    )
     assert check(hist, "register", init=0)["valid"] is True
 
 
@@ -172,7 +210,9 @@ def execute(ops: list[tuple[str, int, int]], timings: list[tuple[int, int, str]]
         free_at[proc] = comp
         if typ == "info":
             free_at.pop(proc)
-        events.append((inv, 1, {"type": "invoke", "process": proc, "f": f, "value": None if f == "read" else value}))
+        events.append(
+            (inv, 1, {"type": "invoke", "process": proc, "f": f, "value": None if f == "read" else value})
+        )
         events.append((comp, 0, {"type": typ, "process": proc, "f": f, "value": value}))
     events.sort(key=lambda e: (e[0], e[1]))
     hist = []
@@ -242,7 +282,9 @@ def test_shrinking_finds_a_minimal_counterexample() -> None:
     assert len(ops) == 1 and ops[0][0] == "read"
 
 
-KV_OP = st.tuples(st.sampled_from(["get", "get", "append", "append", "put"]), st.sampled_from(["a", "b", "c"]))
+KV_OP = st.tuples(
+    st.sampled_from(["get", "get", "append", "append", "put"]), st.sampled_from(["a", "b", "c"])
+)
 
 
 def execute_kv(ops: list[tuple[str, str]], timings: list[tuple[int, int, str]]) -> list[dict[str, Any]]:
@@ -277,7 +319,9 @@ def execute_kv(ops: list[tuple[str, str]], timings: list[tuple[int, int, str]]) 
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(KV_OP, min_size=1, max_size=20), st.lists(TIMING, min_size=1, max_size=20), st.integers(0, 50))
+@given(
+    st.lists(KV_OP, min_size=1, max_size=20), st.lists(TIMING, min_size=1, max_size=20), st.integers(0, 50)
+)
 def test_property_kv_real_executions_and_corrupted_gets(ops: list, timings: list, which: int) -> None:
     hist = execute_kv(ops, timings)
     runs = {use_c: check(hist, "kv", semantics="porcupine", init="", use_c=use_c) for use_c in ENGINES}

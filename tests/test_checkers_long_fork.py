@@ -15,13 +15,17 @@ from faultline.controller.cli import main
 
 def _read(proc: int, seen: dict[int, Any]) -> list[dict[str, Any]]:
     """An invoke/ok pair reading the keys of `seen` (None: not yet written)."""
-    return [{"type": "invoke", "process": proc, "f": "read", "value": [["r", k, None] for k in seen]},
-            {"type": "ok", "process": proc, "f": "read", "value": [["r", k, v] for k, v in seen.items()]}]
+    return [
+        {"type": "invoke", "process": proc, "f": "read", "value": [["r", k, None] for k in seen]},
+        {"type": "ok", "process": proc, "f": "read", "value": [["r", k, v] for k, v in seen.items()]},
+    ]
 
 
 def _write(proc: int, key: int, ok: bool = True) -> list[dict[str, Any]]:
-    return [{"type": "invoke", "process": proc, "f": "write", "value": [["w", key, 1]]},
-            {"type": "ok" if ok else "info", "process": proc, "f": "write", "value": [["w", key, 1]]}]
+    return [
+        {"type": "invoke", "process": proc, "f": "write", "value": [["w", key, 1]]},
+        {"type": "ok" if ok else "info", "process": proc, "f": "write", "value": [["w", key, 1]]},
+    ]
 
 
 def _check(history: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
@@ -30,8 +34,15 @@ def _check(history: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
 
 
 def test_reads_that_see_growing_prefixes_are_valid() -> None:
-    h = (_write(0, 0) + _read(1, {0: 1, 1: None, 2: None}) + _write(0, 1) + _read(2, {0: 1, 1: 1, 2: None})
-         + _read(3, {0: 1, 1: None, 2: None}) + _write(0, 2, ok=False) + _read(1, {0: 1, 1: 1, 2: 1}))
+    h = (
+        _write(0, 0)
+        + _read(1, {0: 1, 1: None, 2: None})
+        + _write(0, 1)
+        + _read(2, {0: 1, 1: 1, 2: None})
+        + _read(3, {0: 1, 1: None, 2: None})
+        + _write(0, 2, ok=False)
+        + _read(1, {0: 1, 1: 1, 2: 1})
+    )
     res = _check(h)
     assert res["valid"] is True and res["read_count"] == 4 and res["fork_count"] == 0
 
@@ -59,8 +70,10 @@ def test_keys_written_twice_make_the_verdict_unknown() -> None:
 
 @pytest.mark.parametrize("value", [[["x", 0, None]], [["r", 0]], 7, [["r", [1], None]]])
 def test_values_that_are_not_micro_ops_are_bad_input(value: Any) -> None:
-    h = [{"type": "invoke", "process": 0, "f": "read", "value": value, "index": 0},
-         {"type": "ok", "process": 0, "f": "read", "value": value, "index": 1}]
+    h = [
+        {"type": "invoke", "process": 0, "f": "read", "value": value, "index": 0},
+        {"type": "ok", "process": 0, "f": "read", "value": value, "index": 1},
+    ]
     with pytest.raises(BadOp):
         LongForkChecker().check({}, h, {})
 
@@ -72,8 +85,12 @@ def test_an_operation_it_does_not_know_is_bad_input() -> None:
 
 def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
-    good.write_text("".join(json.dumps(op) + "\n" for op in _read(1, {0: 1, 1: None}) + _read(2, {0: 1, 1: 1})))
-    bad.write_text("".join(json.dumps(op) + "\n" for op in _read(1, {0: 1, 1: None}) + _read(2, {0: None, 1: 1})))
+    good.write_text(
+        "".join(json.dumps(op) + "\n" for op in _read(1, {0: 1, 1: None}) + _read(2, {0: 1, 1: 1}))
+    )
+    bad.write_text(
+        "".join(json.dumps(op) + "\n" for op in _read(1, {0: 1, 1: None}) + _read(2, {0: None, 1: 1}))
+    )
     assert main(["check", str(good), "--checker", "long-fork"]) == 0
     assert main(["check", str(bad), "--checker", "long-fork"]) == 1
     out = capsys.readouterr().out.splitlines()

@@ -23,20 +23,30 @@ S = 1_000_000_000  # ns per second
 
 def ops(*events: tuple[Any, ...]) -> list[dict[str, Any]]:
     """(time_s, process, type, f, value) -> history."""
-    return [{"index": i, "time": int(e[0] * S), "process": e[1], "type": e[2], "f": e[3], "value": e[4]}
-            for i, e in enumerate(events)]
+    return [
+        {"index": i, "time": int(e[0] * S), "process": e[1], "type": e[2], "f": e[3], "value": e[4]}
+        for i, e in enumerate(events)
+    ]
 
 
 def test_set_lost_unexpected_duplicated_recovered() -> None:
-    h = ops((0, 0, "invoke", "add", 1), (1, 0, "ok", "add", 1), (2, 1, "invoke", "add", 2), (3, 1, "info", "add", 2),
-            (4, 2, "invoke", "add", 3), (5, 2, "ok", "add", 3), (6, 3, "invoke", "read", None),
-            (7, 3, "ok", "read", [1, 2, 2, 9]))
+    h = ops(
+        (0, 0, "invoke", "add", 1),
+        (1, 0, "ok", "add", 1),
+        (2, 1, "invoke", "add", 2),
+        (3, 1, "info", "add", 2),
+        (4, 2, "invoke", "add", 3),
+        (5, 2, "ok", "add", 3),
+        (6, 3, "invoke", "read", None),
+        (7, 3, "ok", "read", [1, 2, 2, 9]),
+    )
     checker = SetChecker(stability_window_s=0)
     r = checker.check({}, h, {})
     assert r["valid"] is False
     assert (r["lost"], r["unexpected"], r["duplicated"], r["recovered"]) == ([3], [9], [[2, 2]], [2])
     assert r["op"] == {"process": 3, "f": "read", "index": 7, "time": 7 * S}  # the read that showed it
     from faultline.checkers.detection import first_anomaly
+
     assert first_anomaly({"workload": r}, {o["index"]: o["time"] for o in h})[0] == 7.0
     h[-1]["value"] = [1, 3]
     assert checker.check({}, h, {})["valid"] is True
@@ -57,8 +67,14 @@ def test_bank_total_and_negatives() -> None:
 
 
 def test_counter_bounds() -> None:
-    h = ops((0, 0, "invoke", "add", 2), (1, 0, "ok", "add", 2), (2, 1, "invoke", "add", 5),
-            (3, 2, "invoke", "read", None), (4, 2, "ok", "read", 7), (5, 1, "info", "add", 5))
+    h = ops(
+        (0, 0, "invoke", "add", 2),
+        (1, 0, "ok", "add", 2),
+        (2, 1, "invoke", "add", 5),
+        (3, 2, "invoke", "read", None),
+        (4, 2, "ok", "read", 7),
+        (5, 1, "info", "add", 5),
+    )
     assert CounterChecker().check({}, h, {})["valid"] is True
     h[4]["value"] = 1  # below the acknowledged 2
     r = CounterChecker().check({}, h, {})
@@ -68,8 +84,12 @@ def test_counter_bounds() -> None:
 
 
 def test_unique_ids() -> None:
-    h = ops((0, 0, "invoke", "generate", None), (1, 0, "ok", "generate", 1), (2, 1, "invoke", "generate", None),
-            (3, 1, "ok", "generate", 2))
+    h = ops(
+        (0, 0, "invoke", "generate", None),
+        (1, 0, "ok", "generate", 1),
+        (2, 1, "invoke", "generate", None),
+        (3, 1, "ok", "generate", 2),
+    )
     assert UniqueIds().check({}, h, {})["valid"] is True
     h[3]["value"] = 1
     r = UniqueIds().check({}, h, {})
@@ -77,12 +97,19 @@ def test_unique_ids() -> None:
 
 
 def _catalog(final: list[str], extra: tuple = ()) -> list[dict[str, Any]]:
-    return ops((0, 0, "invoke", "create-table", "t0"), (1, 0, "ok", "create-table", "t0"),
-               (2, 1, "invoke", "create-table", "t1"), (3, 1, "ok", "create-table", "t1"),
-               (4, 2, "invoke", "delete-table", "t1"), (5, 2, "ok", "delete-table", "t1"),
-               (6, 3, "invoke", "alter-table", {"table": "t0", "version": 3}),
-               (7, 3, "ok", "alter-table", {"table": "t0", "version": 3}), *extra,
-               (20, 4, "invoke", "list-tables", None), (21, 4, "ok", "list-tables", final))
+    return ops(
+        (0, 0, "invoke", "create-table", "t0"),
+        (1, 0, "ok", "create-table", "t0"),
+        (2, 1, "invoke", "create-table", "t1"),
+        (3, 1, "ok", "create-table", "t1"),
+        (4, 2, "invoke", "delete-table", "t1"),
+        (5, 2, "ok", "delete-table", "t1"),
+        (6, 3, "invoke", "alter-table", {"table": "t0", "version": 3}),
+        (7, 3, "ok", "alter-table", {"table": "t0", "version": 3}),
+        *extra,
+        (20, 4, "invoke", "list-tables", None),
+        (21, 4, "ok", "list-tables", final),
+    )
 
 
 def test_catalog_rules() -> None:
@@ -97,8 +124,10 @@ def test_catalog_rules() -> None:
     assert back["valid"] is False and back["resurrected_count"] == 1
     ghost = c.check({}, _catalog(["t0", "zz"]), {})
     assert ghost["valid"] is False and ghost["unexpected_count"] == 1
-    regress = (8, 5, "invoke", "describe-table", {"table": "t0"}), (9, 5, "ok", "describe-table",
-                                                                     {"table": "t0", "version": 2})
+    regress = (
+        (8, 5, "invoke", "describe-table", {"table": "t0"}),
+        (9, 5, "ok", "describe-table", {"table": "t0", "version": 2}),
+    )
     r = c.check({}, _catalog(["t0"], regress), {})
     assert r["valid"] is False and r["version_regressed"][0]["version"] == 2
     assert c.check({}, _catalog(["t0"])[:-2], {})["valid"] == "unknown"
@@ -111,15 +140,26 @@ def test_catalog_every_listing_shows_what_was_acknowledged_before_it() -> None:
     # even though the last listing shows it again
     early = ((8, 5, "invoke", "list-tables", None), (9, 5, "ok", "list-tables", []))
     r = c.check({}, _catalog(["t0"], early), {})
-    assert r["valid"] is False and [x["table"] for x in r["lost"]] == ["t0"] and r["first_anomaly"]["index"] == 9
+    assert (
+        r["valid"] is False and [x["table"] for x in r["lost"]] == ["t0"] and r["first_anomaly"]["index"] == 9
+    )
     # a listing that began before the create was acknowledged may miss it
-    concurrent = ops((0, 0, "invoke", "create-table", "t0"), (1, 5, "invoke", "list-tables", None),
-                     (2, 0, "ok", "create-table", "t0"), (3, 5, "ok", "list-tables", []),
-                     (4, 6, "invoke", "list-tables", None), (5, 6, "ok", "list-tables", ["t0"]))
+    concurrent = ops(
+        (0, 0, "invoke", "create-table", "t0"),
+        (1, 5, "invoke", "list-tables", None),
+        (2, 0, "ok", "create-table", "t0"),
+        (3, 5, "ok", "list-tables", []),
+        (4, 6, "invoke", "list-tables", None),
+        (5, 6, "ok", "list-tables", ["t0"]),
+    )
     assert c.check({}, concurrent, {})["valid"] is True
     # a delete invoked before the listing completed (outcome unknown) may have removed it
-    deleting = ((8, 6, "invoke", "delete-table", "t0"), (9, 5, "invoke", "list-tables", None),
-                (10, 5, "ok", "list-tables", []), (11, 6, "info", "delete-table", "t0"))
+    deleting = (
+        (8, 6, "invoke", "delete-table", "t0"),
+        (9, 5, "invoke", "list-tables", None),
+        (10, 5, "ok", "list-tables", []),
+        (11, 6, "info", "delete-table", "t0"),
+    )
     assert c.check({}, _catalog([], deleting), {})["valid"] is True
 
 
@@ -145,7 +185,9 @@ def test_catalog_tablets_must_find_a_leader_after_healing() -> None:
     assert c.check({}, _catalog(["t0"], _locates({"t0": ["a"]}, True)), {})["valid"] is True
     # the leader master never found a leader for t0's tablet: invalid, named by the last answer
     r = c.check({}, _catalog(["t0"], _locates({"t0": ["a"]}, None, {"t0": ["a"]})), {})
-    assert r["valid"] is False and r["leaderless"][0]["tablets"] == ["a"] and r["leaderless"][0]["answers"] == 2
+    assert (
+        r["valid"] is False and r["leaderless"][0]["tablets"] == ["a"] and r["leaderless"][0]["answers"] == 2
+    )
     assert r["first_anomaly"]["index"] == 13 and r["first_anomaly"]["f"] == "locate-tables"
     # no answer at all after healing: cannot be valid
     u = c.check({}, _catalog(["t0"], _locates(None, None)), {})
@@ -156,15 +198,31 @@ def test_catalog_a_table_may_vanish_from_a_locate_only_under_its_own_delete() ->
     c = CatalogChecker()
 
     def locate(at: int, vanished: list[str]) -> tuple:
-        return ((at, 6, "invoke", "locate-tables", None),
-                (at + 1, 6, "ok", "locate-tables", {"tables": 2, "leaderless": {}, "vanished": vanished}))
+        return (
+            (at, 6, "invoke", "locate-tables", None),
+            (at + 1, 6, "ok", "locate-tables", {"tables": 2, "leaderless": {}, "vanished": vanished}),
+        )
+
     # t1 was listed and then answered NOT_FOUND while its delete (invoked before the locate completed) ran
-    racing = ((4, 2, "invoke", "delete-table", "t1"), (5, 6, "invoke", "locate-tables", None),
-              (6, 2, "ok", "delete-table", "t1"),
-              (7, 6, "ok", "locate-tables", {"tables": 2, "leaderless": {}, "vanished": ["t1"]}))
-    ok = c.check({}, ops((0, 0, "invoke", "create-table", "t0"), (1, 0, "ok", "create-table", "t0"),
-                         (2, 1, "invoke", "create-table", "t1"), (3, 1, "ok", "create-table", "t1"), *racing,
-                         (20, 4, "invoke", "list-tables", None), (21, 4, "ok", "list-tables", ["t0"])), {})
+    racing = (
+        (4, 2, "invoke", "delete-table", "t1"),
+        (5, 6, "invoke", "locate-tables", None),
+        (6, 2, "ok", "delete-table", "t1"),
+        (7, 6, "ok", "locate-tables", {"tables": 2, "leaderless": {}, "vanished": ["t1"]}),
+    )
+    ok = c.check(
+        {},
+        ops(
+            (0, 0, "invoke", "create-table", "t0"),
+            (1, 0, "ok", "create-table", "t0"),
+            (2, 1, "invoke", "create-table", "t1"),
+            (3, 1, "ok", "create-table", "t1"),
+            *racing,
+            (20, 4, "invoke", "list-tables", None),
+            (21, 4, "ok", "list-tables", ["t0"]),
+        ),
+        {},
+    )
     assert ok["valid"] is True and ok["vanished_count"] == 0
     # t0 vanished and nobody ever deleted it: the master lost a table it had just listed
     r = c.check({}, _catalog(["t0"], locate(8, ["t0"])), {})
@@ -183,19 +241,31 @@ def test_catalog_every_master_must_catch_up_after_healing() -> None:
         for i, lag in enumerate(lagging):
             out.append((10 + 2 * i, 6, "invoke", "master-replicas", None))
             problems = ["master-3:7051 lags the leader"] if lag else []
-            out.append((11 + 2 * i, 6, "fail" if lag else "ok", "master-replicas",
-                        {"masters": {}, "problems": problems}))
+            out.append(
+                (
+                    11 + 2 * i,
+                    6,
+                    "fail" if lag else "ok",
+                    "master-replicas",
+                    {"masters": {}, "problems": problems},
+                )
+            )
         return tuple(out)
 
-    assert c.check({}, _catalog(["t0"], answers(True, False)), {})["valid"] is True   # it caught up
+    assert c.check({}, _catalog(["t0"], answers(True, False)), {})["valid"] is True  # it caught up
     r = c.check({}, _catalog(["t0"], answers(True, True)), {})
     assert r["valid"] is False and r["masters_diverged"][0]["problems"] == ["master-3:7051 lags the leader"]
     assert r["masters_diverged"][0]["attempts"] == 2 and r["first_anomaly"]["f"] == "master-replicas"
 
 
 def test_stats_counts() -> None:
-    h = ops((0, 0, "invoke", "read", None), (1, 0, "ok", "read", 1), (2, 0, "invoke", "write", 2),
-            (3, 0, "fail", "write", 2), (4, "nemesis", "info", "start-partition", None))
+    h = ops(
+        (0, 0, "invoke", "read", None),
+        (1, 0, "ok", "read", 1),
+        (2, 0, "invoke", "write", 2),
+        (3, 0, "fail", "write", 2),
+        (4, "nemesis", "info", "start-partition", None),
+    )
     r = Stats().check({}, h, {})
     assert r["valid"] is True and r["count"] == 2 and r["by_f"]["write"]["fail"] == 1
     assert r["never_ok"] == ["write"]
@@ -203,11 +273,18 @@ def test_stats_counts() -> None:
 
 
 def test_availability_and_heal_convention() -> None:
-    h = ops((0, 0, "invoke", "read", None), (0.1, 0, "ok", "read", 1),
-            (1, "nemesis", "invoke", "start-partition", "halves"), (1.1, "nemesis", "info", "start-partition", None),
-            (1.2, 0, "invoke", "read", None), (3.0, 0, "info", "read", None),
-            (4, "nemesis", "invoke", "stop-partition", None), (4.5, "nemesis", "info", "stop-partition", None),
-            (5, 1, "invoke", "read", None), (6.5, 1, "ok", "read", 1))
+    h = ops(
+        (0, 0, "invoke", "read", None),
+        (0.1, 0, "ok", "read", 1),
+        (1, "nemesis", "invoke", "start-partition", "halves"),
+        (1.1, "nemesis", "info", "start-partition", None),
+        (1.2, 0, "invoke", "read", None),
+        (3.0, 0, "info", "read", None),
+        (4, "nemesis", "invoke", "stop-partition", None),
+        (4.5, "nemesis", "info", "stop-partition", None),
+        (5, 1, "invoke", "read", None),
+        (6.5, 1, "ok", "read", 1),
+    )
     intervals, heals = nemesis_intervals(h)
     assert [t for t, _ in heals] == [4.5]
     assert [(iv.name, iv.start, iv.end) for iv in intervals] == [("partition", 1.0, 4.5)]
@@ -220,8 +297,12 @@ def test_availability_and_heal_convention() -> None:
 
 
 def test_compose_and_registry() -> None:
-    h = ops((0, 0, "invoke", "add", 1), (1, 0, "ok", "add", 1), (2, 1, "invoke", "read", None),
-            (3, 1, "ok", "read", [1]))
+    h = ops(
+        (0, 0, "invoke", "add", 1),
+        (1, 0, "ok", "add", 1),
+        (2, 1, "invoke", "read", None),
+        (3, 1, "ok", "read", [1]),
+    )
     r = Compose({"set": get_checker("set"), "stats": get_checker("stats")}).check({}, h, {})
     assert r["valid"] is True and r["set"]["valid"] is True
     h[-1]["value"] = []
@@ -231,7 +312,16 @@ def test_compose_and_registry() -> None:
     assert both.check({"quiet_period": 5}, h, {})["valid"] is False
     assert get_checker("set", stability_window_s=1).check({}, h, {})["valid"] is False
     assert get_checker("set", stability_window_s=5).check({"quiet_period": 0}, h, {})["valid"] == "unknown"
-    assert {"linearizable", "set", "bank", "counter", "unique-ids", "catalog", "stats", "availability"} <= set(CHECKERS)
+    assert {
+        "linearizable",
+        "set",
+        "bank",
+        "counter",
+        "unique-ids",
+        "catalog",
+        "stats",
+        "availability",
+    } <= set(CHECKERS)
     with pytest.raises(ValueError, match="unknown checker"):
         get_checker("nope")
 
@@ -239,11 +329,18 @@ def test_compose_and_registry() -> None:
 def test_a_heal_at_the_very_end_is_judged_by_the_quiet_period() -> None:
     """The demo's case: the last fault heals after the clients stopped; the runner then waits out the
     quiet period. No client op after the heal is no evidence of an outage."""
-    main = ops((0, 0, "invoke", "write", 1), (0.5, 0, "ok", "write", 1),
-               (1, "nemesis", "invoke", "start-partition", None), (1.1, "nemesis", "info", "start-partition", None),
-               (2, 1, "invoke", "read", None), (2.2, 1, "ok", "read", 1),
-               (9.9, 1, "invoke", "read", None), (10.0, 1, "ok", "read", 1),
-               (10.2, "nemesis", "invoke", "stop-partition", None), (10.4, "nemesis", "info", "stop-partition", None))
+    main = ops(
+        (0, 0, "invoke", "write", 1),
+        (0.5, 0, "ok", "write", 1),
+        (1, "nemesis", "invoke", "start-partition", None),
+        (1.1, "nemesis", "info", "start-partition", None),
+        (2, 1, "invoke", "read", None),
+        (2.2, 1, "ok", "read", 1),
+        (9.9, 1, "invoke", "read", None),
+        (10.0, 1, "ok", "read", 1),
+        (10.2, "nemesis", "invoke", "stop-partition", None),
+        (10.4, "nemesis", "info", "stop-partition", None),
+    )
     r = Availability().check({"quiet_period": 5}, main, {})
     assert r["valid"] is True and r["unrecovered_heals"] == 0
     assert r["heals"][0]["recovered_after_s"] is None and "quiet period (5 s)" in r["heals"][0]["judged_by"]

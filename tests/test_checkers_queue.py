@@ -16,8 +16,10 @@ from faultline.controller.cli import main
 
 def h(*events: tuple[Any, ...]) -> list[dict[str, Any]]:
     """(process, type, f, value) -> history."""
-    return [{"index": i, "time": i, "process": e[0], "type": e[1], "f": e[2], "value": e[3]}
-            for i, e in enumerate(events)]
+    return [
+        {"index": i, "time": i, "process": e[0], "type": e[1], "f": e[2], "value": e[3]}
+        for i, e in enumerate(events)
+    ]
 
 
 def enq(p: int, v: int, t: str = "ok") -> list[tuple[Any, ...]]:
@@ -33,7 +35,9 @@ def drain(p: int, vs: Any, t: str = "ok") -> list[tuple[Any, ...]]:
 
 
 def test_everything_out_once_is_valid() -> None:
-    r = TotalQueue().check({}, h(*enq(0, 1), *enq(1, 2), *deq(0, 1), *deq(1, None, "fail"), *drain(0, [2])), {})
+    r = TotalQueue().check(
+        {}, h(*enq(0, 1), *enq(1, 2), *deq(0, 1), *deq(1, None, "fail"), *drain(0, [2])), {}
+    )
     assert r["valid"] is True and r["lost_count"] == 0 and r["dequeued_count"] == 2 and r["drained"]
 
 
@@ -70,8 +74,10 @@ def test_a_dequeue_in_doubt_may_account_for_one_loss() -> None:
 def test_without_a_completed_drain_losses_are_unknown() -> None:
     assert TotalQueue().check({}, h(*enq(0, 1), *drain(0, None, "fail")), {})["valid"] == "unknown"
     # an info drain may have taken any number of elements
-    assert TotalQueue().check({}, h(*enq(0, 1), *enq(0, 2), *drain(0, [], "info"), *drain(0, [])),
-                              {})["valid"] == "unknown"
+    assert (
+        TotalQueue().check({}, h(*enq(0, 1), *enq(0, 2), *drain(0, [], "info"), *drain(0, [])), {})["valid"]
+        == "unknown"
+    )
     # ...but what it carries counts, and unexpected elements stay proven
     assert TotalQueue().check({}, h(*enq(0, 1), *drain(0, [1, 7], "info")), {})["valid"] is False
     # a history with no drain at all (one written as dequeues) is judged as it stands
@@ -100,8 +106,11 @@ def test_faultline_check_on_a_queue_history(tmp_path: Path, capsys) -> None:  # 
     out = json.loads(capsys.readouterr().out.splitlines()[0])
     assert rc == 1 and out["valid"] is False and out["evidence"]["lost"] == [2]
     bad = tmp_path / "mixed.jsonl"
-    bad.write_text("".join(json.dumps(o) + "\n" for o in h(*enq(0, 1), (0, "invoke", "frob", None),
-                                                         (0, "ok", "frob", 1))))
+    bad.write_text(
+        "".join(
+            json.dumps(o) + "\n" for o in h(*enq(0, 1), (0, "invoke", "frob", None), (0, "ok", "frob", 1))
+        )
+    )
     rc = main(["check", str(bad)])
     err = capsys.readouterr().err
     assert rc == 254 and len(err.strip().splitlines()) == 1 and "frob" in err

@@ -55,7 +55,9 @@ def _refused(rc: int, err: str, where: str, words: str) -> bool:
 # ---------------------------------------------------------------- bad input, not a verdict
 
 
-def test_ok_completion_without_invocation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ok_completion_without_invocation_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The stale read of 1 after the write of 2 has no invocation: once dropped silently (valid)."""
     ops = _call(0, "write", 1, 1) + _call(0, "write", 2, 2) + [_op("ok", 1, "read", 1)]
     p = _jsonl(tmp_path / "h.jsonl", ops)
@@ -63,8 +65,9 @@ def test_ok_completion_without_invocation_is_refused(tmp_path: Path, capsys: pyt
     assert not lines and _refused(rc, err, f"{p}:5:", "without an invocation"), err
 
 
-def test_second_invocation_of_a_busy_process_is_refused(tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_second_invocation_of_a_busy_process_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ops = [_op("invoke", 0, "write", 1), _op("invoke", 0, "read"), _op("ok", 0, "read", 7)]
     p = _jsonl(tmp_path / "h.jsonl", ops)
     rc, _, err = _run([str(p), "--model", "register"], capsys)
@@ -75,8 +78,9 @@ def test_second_invocation_of_a_busy_process_is_refused(tmp_path: Path,
 
 
 @pytest.mark.parametrize("f", ["increment", None])
-def test_unknown_or_missing_f_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                           f: str | None) -> None:
+def test_unknown_or_missing_f_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], f: str | None
+) -> None:
     """An op the model does not know was once a violation (exit 1)."""
     ops = [*_call(0, "write", 1, 1), _op("invoke", 1, f, 1), _op("ok", 1, f, 1)]
     p = _jsonl(tmp_path / "h.jsonl", ops)
@@ -86,8 +90,9 @@ def test_unknown_or_missing_f_is_bad_input(tmp_path: Path, capsys: pytest.Captur
     assert rc == EXIT_BAD_INPUT and f"{p}:1:" in err and "set checker has no operation 'write'" in err
 
 
-def test_the_catalog_checker_refuses_a_history_of_other_ops(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_catalog_checker_refuses_a_history_of_other_ops(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A register history under --checker catalog was once "unknown" (exit 2: no listing), where every
     other checker refuses an f it does not know."""
     p = _jsonl(tmp_path / "h.jsonl", _call(0, "write", 1, 1) + _call(0, "read", None, 1))
@@ -98,12 +103,16 @@ def test_the_catalog_checker_refuses_a_history_of_other_ops(tmp_path: Path,
     assert rc == 0 and lines[0]["valid"] is True, err
 
 
-def test_a_bank_read_that_is_not_a_map_is_refused_naming_its_line(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bank_read_that_is_not_a_map_is_refused_naming_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A read of [5 5] was once skipped without a word (valid on the other reads)."""
     transfer = {"from": "a", "to": "b", "amount": 1}
-    ops = (_call(0, "transfer", transfer, transfer) + _call(1, "read", None, {"a": 4, "b": 6})
-           + _call(1, "read", None, [4, 6]))
+    ops = (
+        _call(0, "transfer", transfer, transfer)
+        + _call(1, "read", None, {"a": 4, "b": 6})
+        + _call(1, "read", None, [4, 6])
+    )
     p = _jsonl(tmp_path / "h.jsonl", ops)
     for extra in ([], ["--checker", "bank"]):
         rc, lines, err = _run([str(p), *extra], capsys)
@@ -126,8 +135,9 @@ def test_cas_without_old_and_new_names_its_line(tmp_path: Path, capsys: pytest.C
     assert _refused(rc, err, f"{p}:4:", "[old new]"), err
 
 
-def test_garbage_without_newline_and_nul_bytes_are_refused(tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_garbage_without_newline_and_nul_bytes_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Both were once "a truncated last line", dropped: valid on 0 operations."""
     garbage = tmp_path / "garbage.jsonl"
     garbage.write_text("this is not a history")
@@ -144,8 +154,9 @@ def test_garbage_without_newline_and_nul_bytes_are_refused(tmp_path: Path,
     assert rc == EXIT_BAD_INPUT and f"{cut}:1:" in err
 
 
-def test_only_a_cut_last_line_after_valid_ones_is_dropped(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_only_a_cut_last_line_after_valid_ones_is_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = tmp_path / "h.jsonl"
     p.write_text("".join(json.dumps(op) + "\n" for op in _call(0, "write", 1, 1)) + '{"type": "invoke", "pro')
     rc, lines, _ = _run([str(p), "--model", "register"], capsys)
@@ -167,11 +178,23 @@ ENGINES = [True, False] if linearizability._wgl is not None else [False]
 
 
 @pytest.mark.parametrize("use_c", ENGINES, ids=lambda c: "c" if c else "python")
-@pytest.mark.parametrize(("w", "r", "valid"), [
-    (True, 1, False), (1, True, False), (1, 1.0, False), (0, False, False), (1.0, 1.0, True),
-    (math.nan, math.nan, True), (math.nan, 0.0, False), (0.0, -0.0, True), ([1, True], [1, 1], False),
-    ({"a": 1}, {"a": 1.0}, False), ("1", 1, False), (None, 0, False),
-])
+@pytest.mark.parametrize(
+    ("w", "r", "valid"),
+    [
+        (True, 1, False),
+        (1, True, False),
+        (1, 1.0, False),
+        (0, False, False),
+        (1.0, 1.0, True),
+        (math.nan, math.nan, True),
+        (math.nan, 0.0, False),
+        (0.0, -0.0, True),
+        ([1, True], [1, 1], False),
+        ({"a": 1}, {"a": 1.0}, False),
+        ("1", 1, False),
+        (None, 0, False),
+    ],
+)
 def test_values_compare_by_type_and_value(w: Any, r: Any, valid: bool, use_c: bool) -> None:
     assert linearizability.check(_write_read(w, r), "register", use_c=use_c)["valid"] is valid
 
@@ -183,7 +206,9 @@ def test_true_read_as_one_through_the_cli(tmp_path: Path, capsys: pytest.Capture
     assert lines[0]["evidence"]["failure"]["final_states"] == [True]  # reported as JSON true, not "True"
 
 
-EDGE = st.sampled_from([True, False, 0, 1, 1.0, 0.0, -0.0, math.nan, math.inf, None, "1", "", [1], [1.0], [True]])
+EDGE = st.sampled_from(
+    [True, False, 0, 1, 1.0, 0.0, -0.0, math.nan, math.inf, None, "1", "", [1], [1.0], [True]]
+)
 
 
 @st.composite
@@ -228,8 +253,12 @@ def test_both_engines_agree_on_edge_values(case: tuple[str, list[Op]], semantics
 
 def test_elle_cli_list_append_is_not_a_register(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A single append of 1 to x, then a read of [1]: valid, as elle-cli says (once valid:false, exit 1)."""
-    txns = [_op("invoke", 0, "txn", [["append", "x", 1]]), _op("ok", 0, "txn", [["append", "x", 1]]),
-            _op("invoke", 0, "txn", [["r", "x", None]]), _op("ok", 0, "txn", [["r", "x", [1]]])]
+    txns = [
+        _op("invoke", 0, "txn", [["append", "x", 1]]),
+        _op("ok", 0, "txn", [["append", "x", 1]]),
+        _op("invoke", 0, "txn", [["r", "x", None]]),
+        _op("ok", 0, "txn", [["r", "x", [1]]]),
+    ]
     p = tmp_path / "la.json"
     p.write_text("[" + ",\n".join(json.dumps(op) for op in txns) + "]\n")
     rc, lines, _ = _run([str(p)], capsys)
@@ -244,17 +273,25 @@ def test_elle_cli_list_append_is_not_a_register(tmp_path: Path, capsys: pytest.C
     assert not lines and _refused(rc, err, str(q), "--model") and "--checker" in err, err
 
 
-def test_a_set_history_from_our_store_is_checked_as_a_set(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_set_history_from_our_store_is_checked_as_a_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`faultline check STORE/demo-set-kill/latest/history.jsonl` with no flags (once: cas-register, invalid)."""
     run = tmp_path / "store" / "demo-set-kill" / "20260101T000000.000Z"
     run.mkdir(parents=True)
-    ops = [_op("invoke", 0, "add", 1, index=0, time=1), _op("ok", 0, "add", 1, index=1, time=2),
-           _op("invoke", 1, "add", 2, index=2, time=3), _op("info", 1, "add", 2, index=3, time=4),
-           _op("invoke", "nemesis", "kill", None, index=4, time=5),
-           _op("invoke", 2, "read", None, index=5, time=6), _op("ok", 2, "read", [1, 2], index=6, time=7)]
+    ops = [
+        _op("invoke", 0, "add", 1, index=0, time=1),
+        _op("ok", 0, "add", 1, index=1, time=2),
+        _op("invoke", 1, "add", 2, index=2, time=3),
+        _op("info", 1, "add", 2, index=3, time=4),
+        _op("invoke", "nemesis", "kill", None, index=4, time=5),
+        _op("invoke", 2, "read", None, index=5, time=6),
+        _op("ok", 2, "read", [1, 2], index=6, time=7),
+    ]
     h = _jsonl(run / "history.jsonl", ops)
-    (run / "test.json").write_text(json.dumps({"name": "demo-set-kill", "workload": "set", "nemesis": "kill"}))
+    (run / "test.json").write_text(
+        json.dumps({"name": "demo-set-kill", "workload": "set", "nemesis": "kill"})
+    )
     rc, lines, _ = _run([str(h)], capsys)
     assert rc == 0 and lines[0]["model"] == "set" and lines[0]["valid"] is True
     assert "workload set" in lines[0]["inferred"]
@@ -262,14 +299,19 @@ def test_a_set_history_from_our_store_is_checked_as_a_set(tmp_path: Path,
     rc, lines, _ = _run([str(h)], capsys)
     assert rc == 0 and lines[0]["model"] == "set" and "reads of element lists" in lines[0]["inferred"]
     # the acknowledged add of 1 missing from a read begun 10 s later, past a 5-s stability window: lost
-    late = [_op("invoke", 2, "read", None, index=5, time=10**10), _op("ok", 2, "read", [2], index=6, time=10**10 + 1)]
+    late = [
+        _op("invoke", 2, "read", None, index=5, time=10**10),
+        _op("ok", 2, "read", [2], index=6, time=10**10 + 1),
+    ]
     _jsonl(h, [*ops[:-2], *late])
     rc, lines, _ = _run([str(h), "--stability-window", "5"], capsys)
     assert rc == 1 and lines[0]["evidence"]["lost"] == [1]
     _jsonl(h, [*ops[:-1], _op("ok", 2, "read", [2], index=6, time=7)])  # missing 4 ns after the ack
-    rc, lines, _ = _run([str(h)], capsys)   # no window by default: Jepsen's rule, lost
-    assert rc == 1 and lines[0]["evidence"]["lost"] == [1] and lines[0]["evidence"]["stability_window_s"] is None
-    rc, lines, _ = _run([str(h), "--stability-window", "5"], capsys)   # too soon to tell
+    rc, lines, _ = _run([str(h)], capsys)  # no window by default: Jepsen's rule, lost
+    assert (
+        rc == 1 and lines[0]["evidence"]["lost"] == [1] and lines[0]["evidence"]["stability_window_s"] is None
+    )
+    rc, lines, _ = _run([str(h), "--stability-window", "5"], capsys)  # too soon to tell
     assert rc == 2 and lines[0]["valid"] == "unknown" and lines[0]["evidence"]["unconfirmed_lost"] == [1]
     assert lines[0]["evidence"]["stability_window_s"] == 5
 
@@ -289,8 +331,9 @@ def test_inference_from_fs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert rc == EXIT_BAD_INPUT and "--checker" in err  # set or counter? no read says
 
 
-def test_adds_of_repeated_amounts_without_a_read_are_a_counter(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_adds_of_repeated_amounts_without_a_read_are_a_counter(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Jepsen's counter adds the same amounts again and again (elle-cli's counter files: adds of 1, no read);
     a set adds each element once, so distinct adds without a read still say nothing."""
     counter = _call(0, "add", 1, 1) + _call(1, "add", 2, 2) + _call(0, "add", 1, 1)
@@ -313,9 +356,12 @@ def test_adds_of_repeated_amounts_without_a_read_are_a_counter(tmp_path: Path,
 
 INDEPENDENT = (
     # key 1: write 1, read 1; key 2: write 2, read 2 -- valid per key, invalid as one register
-    _call(0, "write", [1, 1], [1, 1]) + _call(1, "write", [2, 2], [2, 2])
-    + _call(0, "read", [1, None], [1, 1]) + _call(1, "read", [2, None], [2, 2])
-    + _call(0, "cas", [1, [1, 3]], [1, [1, 3]]) + _call(0, "read", [1, None], [1, 3])
+    _call(0, "write", [1, 1], [1, 1])
+    + _call(1, "write", [2, 2], [2, 2])
+    + _call(0, "read", [1, None], [1, 1])
+    + _call(1, "read", [2, None], [2, 2])
+    + _call(0, "cas", [1, [1, 3]], [1, [1, 3]])
+    + _call(0, "read", [1, None], [1, 3])
 )
 
 
@@ -330,8 +376,9 @@ def _write_format(path: Path, ops: list[Op]) -> Path:
 
 
 @pytest.mark.parametrize("name", ["h.jsonl", "h.json", "h.edn"])
-def test_independent_tuples_are_split_by_key_in_every_format(tmp_path: Path, name: str,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_independent_tuples_are_split_by_key_in_every_format(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = _write_format(tmp_path / name, INDEPENDENT)
     rc, lines, err = _run([str(p), "--init", "null"], capsys)
     assert rc == 0 and lines[0]["valid"] is True and lines[0]["independent"] is True, (lines, err)
@@ -343,14 +390,22 @@ def test_independent_tuples_are_split_by_key_in_every_format(tmp_path: Path, nam
 
 
 @pytest.mark.parametrize("model", ["register", "set"])
-def test_independent_tuples_for_other_models(tmp_path: Path, model: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_independent_tuples_for_other_models(
+    tmp_path: Path, model: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     if model == "register":
-        ops = _call(0, "write", ["a", 5], ["a", 5]) + _call(1, "write", ["b", 6], ["b", 6]) \
+        ops = (
+            _call(0, "write", ["a", 5], ["a", 5])
+            + _call(1, "write", ["b", 6], ["b", 6])
             + _call(0, "read", ["a", None], ["a", 5])
+        )
     else:
-        ops = _call(0, "add", ["a", 1], ["a", 1]) + _call(1, "add", ["b", 2], ["b", 2]) \
-            + _call(0, "read", ["a", None], ["a", [1]]) + _call(1, "read", ["b", None], ["b", [2]])
+        ops = (
+            _call(0, "add", ["a", 1], ["a", 1])
+            + _call(1, "add", ["b", 2], ["b", 2])
+            + _call(0, "read", ["a", None], ["a", [1]])
+            + _call(1, "read", ["b", None], ["b", [2]])
+        )
     p = _write_format(tmp_path / "h.edn", ops)
     rc, lines, err = _run([str(p), "--model", model], capsys)
     assert rc == 0 and lines[0]["evidence"]["partitions"] == 2, (lines, err)
@@ -367,7 +422,9 @@ def _nested(depth: int) -> Any:
 
 
 @pytest.mark.parametrize("name", ["deep.jsonl", "deep.json", "deep.edn"])
-def test_values_nested_900_deep_are_refused(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_values_nested_900_deep_are_refused(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = tmp_path / name
     inv = {"type": "invoke", "process": 0, "f": "write", "value": None}
     if name.endswith(".edn"):
@@ -385,8 +442,11 @@ def test_os_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     afile = _jsonl(tmp_path / "h.jsonl", _write_read(1, 1))
     loop = tmp_path / "loop"
     os.symlink(loop, loop)
-    for p, words in [(afile / "x.jsonl", "Not a directory"), (loop, "symbolic links"),
-                     (tmp_path / ("n" * 300), "name too long")]:
+    for p, words in [
+        (afile / "x.jsonl", "Not a directory"),
+        (loop, "symbolic links"),
+        (tmp_path / ("n" * 300), "name too long"),
+    ]:
         rc, _, err = _run([str(p)], capsys)
         assert _refused(rc, err, str(p), words), err
         rc, _, err = _run([str(p), "--checker", "elle-list-append"], capsys)
@@ -467,8 +527,9 @@ def test_a_test_map_nested_too_deep_is_ignored(tmp_path: Path, capsys: pytest.Ca
     assert rc == 0 and lines[0]["model"] == "cas-register"
 
 
-def test_every_reference_history_gets_its_verdict_with_no_flags(shared_dir: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_reference_history_gets_its_verdict_with_no_flags(
+    shared_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Porcupine's and Knossos's reference sets through `faultline check` alone: the checker is inferred
     (etcd and Knossos cas-register, kv, multi-register; a Knossos history of nemesis ops only)."""
     import csv
@@ -487,8 +548,9 @@ def test_every_reference_history_gets_its_verdict_with_no_flags(shared_dir: Path
     assert not wrong, wrong
 
 
-def test_every_elle_cli_file_gets_its_verdict_or_a_refusal(shared_dir: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_elle_cli_file_gets_its_verdict_or_a_refusal(
+    shared_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """elle-cli's files with no flags beyond the ones VERDICTS.tsv gives: the expected verdict (the counter
     files, adds of 1 and no read, by their repeated amounts), except where nothing in the file says which
     checker fits (a long-fork history: reads of key groups alone), which is refused, never guessed, and
@@ -503,7 +565,7 @@ def test_every_elle_cli_file_gets_its_verdict_or_a_refusal(shared_dir: Path,
     wrong = []
     for r in rows:
         words = shlex.split(r["model/opts"].replace("(", "").replace(")", ""))
-        extra = words[words.index("--consistency-models"):][:2] if "--consistency-models" in words else []
+        extra = words[words.index("--consistency-models") :][:2] if "--consistency-models" in words else []
         rc, lines, err = _run([str(base / r["file"]), *extra], capsys)
         expected = r["expected_valid"] == "true"
         if r["file"] in refused_ok:
@@ -521,11 +583,16 @@ def test_every_elle_cli_file_gets_its_verdict_or_a_refusal(shared_dir: Path,
 
 
 @pytest.mark.parametrize("name", ["h.jsonl", "h.json", "h.edn"])
-def test_independent_tuples_for_the_set_checker(tmp_path: Path, name: str,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_independent_tuples_for_the_set_checker(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each key's adds against that key's final read (once: one set, so key a's element looked lost)."""
-    ops = (_call(0, "add", ["a", 1], ["a", 1]) + _call(1, "add", ["b", 2], ["b", 2])
-           + _call(0, "read", ["a", None], ["a", [1]]) + _call(1, "read", ["b", None], ["b", [2]]))
+    ops = (
+        _call(0, "add", ["a", 1], ["a", 1])
+        + _call(1, "add", ["b", 2], ["b", 2])
+        + _call(0, "read", ["a", None], ["a", [1]])
+        + _call(1, "read", ["b", None], ["b", [2]])
+    )
     p = _write_format(tmp_path / name, ops)
     rc, lines, err = _run([str(p)], capsys)
     assert rc == 0 and lines[0]["model"] == "set" and lines[0]["evidence"]["key_count"] == 2, (lines, err)
@@ -535,19 +602,24 @@ def test_independent_tuples_for_the_set_checker(tmp_path: Path, name: str,
     assert lines[0]["evidence"]["keys"][0]["lost"] == [2]
 
 
-SCALARS = st.one_of(st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False), st.none(),
-                    st.text(max_size=8))
+SCALARS = st.one_of(
+    st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.none(), st.text(max_size=8)
+)
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3), max_leaves=6)
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(VALUES, min_size=1, max_size=4), st.sampled_from(["h.jsonl", "h.json", "h.edn"]))
-@example(["a\rb\tc\n\\\"", 1.0, True, -0.0, 2**64], "h.edn")
+@example(['a\rb\tc\n\\"', 1.0, True, -0.0, 2**64], "h.edn")
 @example([["\x00"], "a\x01\x7fb"], "h.edn")  # control characters, NUL above all, are written escaped
-def test_values_keep_their_type_through_every_format(tmp_path_factory: pytest.TempPathFactory,
-                                                     values: list[Any], name: str) -> None:
+def test_values_keep_their_type_through_every_format(
+    tmp_path_factory: pytest.TempPathFactory, values: list[Any], name: str
+) -> None:
     """A value written in any format reads back with its type: true stays a boolean, 1.0 a float."""
-    ops = [*_call(99, "read", None, None), *(op for i, v in enumerate(values) for op in _call(i, "write", v, v))]
+    ops = [
+        *_call(99, "read", None, None),
+        *(op for i, v in enumerate(values) for op in _call(i, "write", v, v)),
+    ]
     p = _write_format(tmp_path_factory.mktemp("fmt") / name, ops)
     back = history.load(p).ops
     for op, got in zip(ops, back, strict=True):

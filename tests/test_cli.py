@@ -14,7 +14,9 @@ from faultline.controller.cli import COMMANDS, main
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "faultline", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "faultline", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_help_lists_every_command() -> None:
@@ -63,8 +65,9 @@ def test_generated_grpc_stubs_import() -> None:
     assert hasattr(common_pb2_grpc, "GenericStub")
 
 
-def _typed_options(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...],
-                                                                                               argparse.Action]]:
+def _typed_options(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.Action]]:
     """(the subcommand's words, the option) for every option with a type, in every (nested) subcommand."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -81,8 +84,12 @@ def test_every_number_option_refuses_nan_infinity_and_negatives(capsys: pytest.C
     from faultline.core import options
 
     found = list(_typed_options(build_parser()))
-    assert {(("check",), "--time-limit"), (("check",), "--max-memory"), (("sim",), "--steps"),
-            (("cluster", "up"), "--masters")} <= {(p, a.option_strings[0]) for p, a in found}
+    assert {
+        (("check",), "--time-limit"),
+        (("check",), "--max-memory"),
+        (("sim",), "--steps"),
+        (("cluster", "up"), "--masters"),
+    } <= {(p, a.option_strings[0]) for p, a in found}
     for path, action in found:
         assert action.type not in (float, int), (path, action.option_strings)  # unchecked: nan, -5 pass
         if action.type not in options.NUMBER_TYPES:

@@ -38,7 +38,7 @@ def _allocated(path: Path) -> int:
 def test_files_come_back_exact_and_zeros_take_no_space(tmp_path: Path, compress: bool) -> None:
     wal, log = _preallocated_wal(), b"2026-11-26 started\n"
     raw = _tar({"data/member/wal/0.wal": wal, "logs/etcd.log": log}, compress)
-    chunks = [raw[i:i + 1000] for i in range(0, len(raw), 1000)]  # the docker API's small chunks
+    chunks = [raw[i : i + 1000] for i in range(0, len(raw), 1000)]  # the docker API's small chunks
     extract_tar(ChunkStream(chunks) if not compress else io.BytesIO(raw), tmp_path, compressed=compress)
     out = tmp_path / "data/member/wal/0.wal"
     assert out.read_bytes() == wal and (tmp_path / "logs/etcd.log").read_bytes() == log

@@ -37,8 +37,10 @@ def image() -> str:
 def cluster(image: str) -> Iterator:
     from faultline.cluster.docker_backend import DockerBackend
 
-    b = DockerBackend(StoreDB().cluster_spec(_name("tdock"), {"masters": 3, "tservers": 5,
-                                                              "daemon": "placeholder"}), image=image)
+    b = DockerBackend(
+        StoreDB().cluster_spec(_name("tdock"), {"masters": 3, "tservers": 5, "daemon": "placeholder"}),
+        image=image,
+    )
     try:
         b.up()
         yield b
@@ -70,8 +72,10 @@ def test_up_three_masters_five_tservers(cluster) -> None:
     assert attrs["HostConfig"]["CapAdd"] == ["NET_ADMIN"]
     # the store's nodes are held to one CPU each, round-robin in node order
     ncpu = int(cluster.client.info()["NCPU"])
-    cpusets = [cluster.client.api.inspect_container(cluster.info[n].host)["HostConfig"]["CpusetCpus"]
-               for n in cluster.nodes()]
+    cpusets = [
+        cluster.client.api.inspect_container(cluster.info[n].host)["HostConfig"]["CpusetCpus"]
+        for n in cluster.nodes()
+    ]
     assert cpusets == [str(i % ncpu) for i in range(8)]
     assert attrs["Config"]["Labels"][f"{LABEL}.cluster"] == cluster.spec.name
     assert list(attrs["NetworkSettings"]["Networks"]) == [cluster.network]
@@ -193,8 +197,14 @@ def test_clock_offset_file(cluster) -> None:
     try:
         cluster.set_clock_offset("t2", -7.25)
         assert cluster.remote.get("t2", cluster.clock_file("t2")).decode().strip() == "-7.250000"
-        env = cluster.run("t2", ["sh", "-c", "tr '\\0' '\\n' < /proc/$(cut -d' ' -f1 "
-                                             "/var/lib/faultline/run/tserver.pid)/environ"])[1]
+        env = cluster.run(
+            "t2",
+            [
+                "sh",
+                "-c",
+                "tr '\\0' '\\n' < /proc/$(cut -d' ' -f1 /var/lib/faultline/run/tserver.pid)/environ",
+            ],
+        )[1]
         assert f"FAULTLINE_CLOCK_OFFSET_FILE={cluster.clock_file('t2')}" in env
     finally:
         cluster.set_clock_offset("t2", 0)
@@ -254,8 +264,23 @@ def test_cli_up_status_down_leaves_nothing(image: str, capsys: pytest.CaptureFix
     name = _name("tcli")
     client = docker_client()
     try:
-        assert main(["cluster", "up", "--name", name, "--masters", "1", "--tservers", "1",
-                     "--daemon", "placeholder"]) == 0
+        assert (
+            main(
+                [
+                    "cluster",
+                    "up",
+                    "--name",
+                    name,
+                    "--masters",
+                    "1",
+                    "--tservers",
+                    "1",
+                    "--daemon",
+                    "placeholder",
+                ]
+            )
+            == 0
+        )
         assert main(["cluster", "status", "--name", name]) == 0
         out = capsys.readouterr().out
         assert "master-1" in out and "running" in out

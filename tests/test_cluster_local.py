@@ -19,8 +19,11 @@ pytestmark = pytest.mark.root
 def cluster() -> Iterator:
     from faultline.cluster.local_backend import LocalBackend
 
-    b = LocalBackend(StoreDB().cluster_spec(f"tloc-{secrets.token_hex(3)}", {"masters": 3, "tservers": 2,
-                                                                             "daemon": "placeholder"}))
+    b = LocalBackend(
+        StoreDB().cluster_spec(
+            f"tloc-{secrets.token_hex(3)}", {"masters": 3, "tservers": 2, "daemon": "placeholder"}
+        )
+    )
     try:
         b.up()
         yield b

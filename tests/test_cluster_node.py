@@ -64,8 +64,12 @@ def test_table_created_and_written_from_the_host(cluster) -> None:
     from faultline.node.client.client import KuduClient
 
     with KuduClient(cluster.addresses("master"), resolve=cluster.resolve) as c:
-        wait_for("create_table", lambda: c.create_table("tcl", num_tablets=2, replication=3, timeout=20) or True,
-                 timeout=90, every=2)
+        wait_for(
+            "create_table",
+            lambda: c.create_table("tcl", num_tablets=2, replication=3, timeout=20) or True,
+            timeout=90,
+            every=2,
+        )
         for i in range(10):
             c.put("tcl", i, i * i, timeout=20)
         assert [c.get("tcl", i, timeout=20) for i in range(10)] == [i * i for i in range(10)]
@@ -80,8 +84,12 @@ def test_moved_master_name_is_followed(cluster) -> None:
         wait_for("another leader", lambda: leader_master(cluster) not in (None, "m3"))
     client = KuduClient(cluster.addresses("master"), resolve=cluster.resolve)
     try:
-        wait_for("create_table", lambda: client.create_table("moved", num_tablets=1, replication=3,
-                                                             timeout=20) or True, timeout=90, every=2)
+        wait_for(
+            "create_table",
+            lambda: client.create_table("moved", num_tablets=1, replication=3, timeout=20) or True,
+            timeout=90,
+            every=2,
+        )
         client.put("moved", "before", 1, timeout=20)
         d = cluster.node_dir("m3")
         uuid = tool(cluster, "m3", "fs", "dump", "uuid", "--fs-dir", f"{d}/data").strip()
@@ -90,8 +98,17 @@ def test_moved_master_name_is_followed(cluster) -> None:
         cluster.add_node("m9", role="master", start=False)
         tool(cluster, "m9", "fs", "format", "--fs-dir", f"{d}/data", "--uuid", uuid)
         source = cluster.info[wait_for("a leader master", lambda: leader_master(cluster))].dns[0]
-        tool(cluster, "m9", "local_replica", "copy_from_remote", "--fs-dir", f"{d}/data", "sys", f"{source}:7051",
-             timeout=120)
+        tool(
+            cluster,
+            "m9",
+            "local_replica",
+            "copy_from_remote",
+            "--fs-dir",
+            f"{d}/data",
+            "sys",
+            f"{source}:7051",
+            timeout=120,
+        )
         cluster.set_dns("master-3", "m9")
         cluster.start("m9")
         assert cluster.resolve("master-3") == cluster.info["m9"].address != old_ip
@@ -108,8 +125,12 @@ def test_moved_master_name_is_followed(cluster) -> None:
         leader = wait_for("a leader master", lambda: leader_master(cluster))
         cluster.stop(leader)
         try:
-            wait_for("a write after the leader stopped",
-                     lambda: client.put("moved", "after", 2, timeout=10) or True, timeout=90, every=1)
+            wait_for(
+                "a write after the leader stopped",
+                lambda: client.put("moved", "after", 2, timeout=10) or True,
+                timeout=90,
+                every=1,
+            )
             assert client.get("moved", "before", timeout=20) == 1
             assert client.get("moved", "after", timeout=20) == 2
         finally:

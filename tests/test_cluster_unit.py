@@ -25,11 +25,13 @@ def test_apt_sources_read_from_both_formats(tmp_path: Path) -> None:
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list").write_text(
         "# comment\ndeb [arch=amd64] http://mirror.example/debian bookworm main contrib\n"
-        "deb http://other.example/x focal main\n")
+        "deb http://other.example/x focal main\n"
+    )
     (tmp_path / "sources.list.d" / "debian.sources").write_text(
         "Types: deb\nURIs: http://deb.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\n\n"
         "Types: deb\nURIs: http://sec.example/debian-security\nSuites: bookworm-security\nComponents: main\n\n"
-        "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\nComponents: main\n")
+        "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\nComponents: main\n"
+    )
     assert image.apt_sources(tmp_path) == [
         "deb http://mirror.example/debian bookworm main",
         "deb http://deb.example/debian bookworm main",
@@ -87,19 +89,50 @@ class _Dry(NodeBackend):
 
 
 def test_the_store_runs_the_same_processes_through_role_templates() -> None:
-    spec = StoreDB().cluster_spec("c1", {"masters": 3, "tservers": 2, "bugs": ["no-fsync"],
-                                         "node_args": ["--fsync", "never"]})
+    spec = StoreDB().cluster_spec(
+        "c1", {"masters": 3, "tservers": 2, "bugs": ["no-fsync"], "node_args": ["--fsync", "never"]}
+    )
     b = _Dry(spec)
     for n, role, dns in spec.node_names():
         b.info[n] = NodeInfo(n, role, f"10.9.0.{len(b.info) + 2}", "", dns)
     masters = "master-1:7051,master-2:7051,master-3:7051"
-    assert b.process_argv("m2") == ["python3", "-m", "faultline.node", "master", "--fs-dir", "/d/m2/data",
-                                    "--rpc-bind", "0.0.0.0:7051", "--rpc-advertise", "master-2:7051",
-                                    "--master-addresses", masters, "--fsync", "never", "--inject-bug", "no-fsync"]
-    assert b.process_argv("t1")[3:10] == ["tserver", "--fs-dir", "/d/t1/data", "--rpc-bind", "0.0.0.0:7050",
-                                          "--rpc-advertise", "10.9.0.5:7050"]
-    assert b.expand("t2", spec.role("tserver").prepare) == ["python3", "-m", "faultline.node", "tool", "fs",
-                                                             "format", "--fs-dir", "/d/t2/data"]
+    assert b.process_argv("m2") == [
+        "python3",
+        "-m",
+        "faultline.node",
+        "master",
+        "--fs-dir",
+        "/d/m2/data",
+        "--rpc-bind",
+        "0.0.0.0:7051",
+        "--rpc-advertise",
+        "master-2:7051",
+        "--master-addresses",
+        masters,
+        "--fsync",
+        "never",
+        "--inject-bug",
+        "no-fsync",
+    ]
+    assert b.process_argv("t1")[3:10] == [
+        "tserver",
+        "--fs-dir",
+        "/d/t1/data",
+        "--rpc-bind",
+        "0.0.0.0:7050",
+        "--rpc-advertise",
+        "10.9.0.5:7050",
+    ]
+    assert b.expand("t2", spec.role("tserver").prepare) == [
+        "python3",
+        "-m",
+        "faultline.node",
+        "tool",
+        "fs",
+        "format",
+        "--fs-dir",
+        "/d/t2/data",
+    ]
     spec.role("master").count = 1  # master-migrate grows the role; every process then names all masters
     assert b.process_argv("t1")[b.process_argv("t1").index("--master-addresses") + 1] == "master-1:7051"
     with pytest.raises(ClusterError, match="unknown placeholder"):
@@ -107,24 +140,43 @@ def test_the_store_runs_the_same_processes_through_role_templates() -> None:
     none = _Dry(StoreDB().cluster_spec("c2", {"daemon": "none"}))
     none.info["m1"] = NodeInfo("m1", "master", "10.9.0.2")
     assert none.process_argv("m1") is None
-    generic = _Dry(ClusterSpec.from_mapping({"roles": [RoleSpec("kv", 2, "n", 2379, argv=["kv", "{addresses:kv}"])]}))
+    generic = _Dry(
+        ClusterSpec.from_mapping({"roles": [RoleSpec("kv", 2, "n", 2379, argv=["kv", "{addresses:kv}"])]})
+    )
     generic.info["n1"] = NodeInfo("n1", "kv", "10.9.0.2")
     assert generic.process_argv("n1") == ["kv", "n1:2379,n2:2379"]
 
 
 def _daemon(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "faultline.cluster.daemon", *args[:1], "--dir", str(tmp), *args[1:]],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "faultline.cluster.daemon", *args[:1], "--dir", str(tmp), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_daemon_lifecycle(tmp_path: Path) -> None:
-    r = _daemon(tmp_path, "start", "--name", "sleeper", "--env", "FOO=bar", "--",
-                sys.executable, "-c", "import os,time; print(os.environ['FOO'], flush=True); time.sleep(60)")
+    r = _daemon(
+        tmp_path,
+        "start",
+        "--name",
+        "sleeper",
+        "--env",
+        "FOO=bar",
+        "--",
+        sys.executable,
+        "-c",
+        "import os,time; print(os.environ['FOO'], flush=True); time.sleep(60)",
+    )
     assert r.returncode == 0, r.stderr
     try:
         assert daemon.status(tmp_path, "sleeper") == "running"
-        assert _daemon(tmp_path, "start", "--name", "sleeper", "--", "sleep", "60").stdout.strip().endswith(
-            "already running")
+        assert (
+            _daemon(tmp_path, "start", "--name", "sleeper", "--", "sleep", "60")
+            .stdout.strip()
+            .endswith("already running")
+        )
         assert _daemon(tmp_path, "pause", "--name", "sleeper").returncode == 0
         assert daemon.status(tmp_path, "sleeper") == "paused"
         assert _daemon(tmp_path, "resume", "--name", "sleeper").returncode == 0
@@ -163,7 +215,9 @@ time.sleep(60)
 
 def _start_with_a_setsid_child(tmp: Path) -> int:
     pid_file = tmp / "child.pid"
-    r = _daemon(tmp, "start", "--name", "pm", "--", sys.executable, "-c", _FORKS_A_SESSION_LEADER, str(pid_file))
+    r = _daemon(
+        tmp, "start", "--name", "pm", "--", sys.executable, "-c", _FORKS_A_SESSION_LEADER, str(pid_file)
+    )
     assert r.returncode == 0, r.stderr
     deadline = time.monotonic() + 10
     while not pid_file.exists() or not pid_file.read_text():
@@ -195,7 +249,9 @@ def test_pause_and_resume_reach_children_that_left_the_process_group(tmp_path: P
     child = _start_with_a_setsid_child(tmp_path)
     try:
         assert _daemon(tmp_path, "pause", "--name", "pm").returncode == 0
-        _until(lambda: daemon._state(child) == "T", "the child never stopped")   # a signal lands when scheduled
+        _until(
+            lambda: daemon._state(child) == "T", "the child never stopped"
+        )  # a signal lands when scheduled
         assert _daemon(tmp_path, "resume", "--name", "pm").returncode == 0
         _until(lambda: daemon._state(child) in ("S", "R"), "the child never resumed")
     finally:
@@ -205,7 +261,9 @@ def test_pause_and_resume_reach_children_that_left_the_process_group(tmp_path: P
 
 
 def test_daemon_that_dies_at_once_is_reported(tmp_path: Path) -> None:
-    r = _daemon(tmp_path, "start", "--name", "bad", "--", sys.executable, "-c", "import sys; sys.exit('boom')")
+    r = _daemon(
+        tmp_path, "start", "--name", "bad", "--", sys.executable, "-c", "import sys; sys.exit('boom')"
+    )
     assert r.returncode == 5 and "boom" in r.stderr
 
 
@@ -216,8 +274,21 @@ def test_daemon_runs_under_faketime_offset(tmp_path: Path) -> None:
     out = tmp_path / "t.txt"
     # (no time.sleep: libfaketime 0.9.10 breaks CPython's clock_nanosleep, see ClusterSpec.faketime)
     code = f"import signal, time; open({str(out)!r}, 'w').write(str(time.time())); signal.pause()"
-    assert _daemon(tmp_path, "start", "--name", "c", "--faketime", str(tmp_path / "ft"), "--",
-                   sys.executable, "-c", code).returncode == 0
+    assert (
+        _daemon(
+            tmp_path,
+            "start",
+            "--name",
+            "c",
+            "--faketime",
+            str(tmp_path / "ft"),
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ).returncode
+        == 0
+    )
     try:
         deadline = time.monotonic() + 10
         while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
@@ -229,13 +300,17 @@ def test_daemon_runs_under_faketime_offset(tmp_path: Path) -> None:
 
 def test_ssh_hosts_file(tmp_path: Path) -> None:
     f = tmp_path / "hosts.toml"
-    f.write_text('[ssh]\nuser = "ops"\nkey = "/k"\n\n[[node]]\nname = "m1"\naddress = "192.0.2.1"\n\n'
-                 '[[node]]\nname = "t1"\naddress = "192.0.2.2"\nport = 2222\n')
+    f.write_text(
+        '[ssh]\nuser = "ops"\nkey = "/k"\n\n[[node]]\nname = "m1"\naddress = "192.0.2.1"\n\n'
+        '[[node]]\nname = "t1"\naddress = "192.0.2.2"\nport = 2222\n'
+    )
     hosts = load_hosts(f)
     spec = StoreDB().cluster_spec("x", {"daemon": "none"})
     fit_spec(spec, hosts)
-    assert [(h.name, h.role, h.user, h.port) for h in hosts] == [("m1", "master", "ops", 22),
-                                                                 ("t1", "tserver", "ops", 2222)]
+    assert [(h.name, h.role, h.user, h.port) for h in hosts] == [
+        ("m1", "master", "ops", 22),
+        ("t1", "tserver", "ops", 2222),
+    ]
     assert [(r.role, r.count) for r in spec.roles] == [("master", 1), ("tserver", 1)]
     assert not hosts[0].accept_new_host_keys  # known_hosts is checked unless asked otherwise
     b = SSHBackend(spec, hosts)
@@ -268,8 +343,20 @@ def test_placeholder_answers_with_its_name() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "faultline.testing.placeholder", "--name", "n1", "--bind", "127.0.0.1",
-                          "--port", str(port)], stdout=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "faultline.testing.placeholder",
+            "--name",
+            "n1",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -286,8 +373,9 @@ def test_placeholder_answers_with_its_name() -> None:
         p.wait(5)
 
 
-def test_local_backend_without_root_says_so(monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_backend_without_root_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert cli_main(["cluster", "up", "--cluster", "local", "--daemon", "none"]) == 254
     err = capsys.readouterr().err.strip().splitlines()
@@ -305,17 +393,29 @@ def test_nodes_import_the_package_from_a_folder_holding_faultline(tmp_path: Path
     folder = Path(host_pythonpath())
     assert (folder / "faultline").resolve() == PACKAGE_DIR
     code = "import faultline.cluster.daemon, faultline.testing.placeholder as p; print(p.__file__)"
-    out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(folder)},
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        env={"PYTHONPATH": str(folder)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stdout.startswith(str(folder)), out.stderr
     (tmp_path / "src").mkdir()
     with tarfile.open(fileobj=io.BytesIO(node_tarball()), mode="r:gz") as tar:
         names = tar.getnames()
         tar.extractall(tmp_path / "src", filter="data")
     assert "faultline/__init__.py" in names and "faultline/node/__main__.py" in names
-    assert not [n for n in names if n.startswith(("faultline/controller", "faultline/results", "faultline/checkers"))]
-    out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(tmp_path / "src")},
-                         capture_output=True, text=True, timeout=60)
+    assert not [
+        n for n in names if n.startswith(("faultline/controller", "faultline/results", "faultline/checkers"))
+    ]
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        env={"PYTHONPATH": str(tmp_path / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stdout.startswith(str(tmp_path / "src")), out.stderr
 
 
@@ -399,8 +499,11 @@ def test_a_hidden_kind_is_not_listed_but_can_be_made(registered: list[str]) -> N
 def test_an_unknown_kind_names_the_valid_ones(registered: list[str]) -> None:
     registered.append("double-h")
     backends.register(backends.BackendKind("double-h", _double, hidden=True))
-    for call in (lambda: backends.kind("nope"), lambda: backends.make_backend("nope", _SPEC),
-                 lambda: backends.attach("nope", "c1")):
+    for call in (
+        lambda: backends.kind("nope"),
+        lambda: backends.make_backend("nope", _SPEC),
+        lambda: backends.attach("nope", "c1"),
+    ):
         with pytest.raises(ClusterError) as exc:
             call()
         msg = str(exc.value)
@@ -437,7 +540,11 @@ def test_a_cluster_network_racing_another_for_a_subnet_takes_the_next() -> None:
         api = Api()
         networks = Networks()
 
-    b = DockerBackend(ClusterSpec.from_mapping({"name": "race", "roles": [{"role": "a", "count": 1, "prefix": "a"}]}), client=Client(), image="x")
+    b = DockerBackend(
+        ClusterSpec.from_mapping({"name": "race", "roles": [{"role": "a", "count": 1, "prefix": "a"}]}),
+        client=Client(),
+        image="x",
+    )
     b._create_network()
     first, second = Client.networks.created
     assert str(b.subnet) == second and second != first
@@ -466,8 +573,11 @@ class _VanishingEngine:
         if cid == "gone":
             self.live.remove("gone")
             raise docker.errors.NotFound("No such container: gone")
-        return {"Id": cid, "Name": "/fl-other-n1",
-                "Config": {"Labels": {"org.faultline.managed": "1", "org.faultline.cluster": "fl-other"}}}
+        return {
+            "Id": cid,
+            "Name": "/fl-other-n1",
+            "Config": {"Labels": {"org.faultline.managed": "1", "org.faultline.cluster": "fl-other"}},
+        }
 
     def remove_container(self, cid: str, **_: Any) -> None:
         self.live.remove(cid)
@@ -493,6 +603,6 @@ def test_a_container_removed_while_listed_is_left_out_not_a_crash() -> None:
     client = Client()
     client.containers = ContainerCollection(client=client)
     assert list_clusters(client) == ["fl-other"]
-    client.api.live.insert(0, "gone")   # and again while the cluster is removed
+    client.api.live.insert(0, "gone")  # and again while the cluster is removed
     assert remove_cluster(client, "fl-other", attempts=1) == 1
     assert client.api.removed == ["kept"]

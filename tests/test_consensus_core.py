@@ -36,7 +36,9 @@ from faultline.node.consensus import (
 
 def make(uuid: str, config: RaftConfig, entries=(), term: int = 0, voted: str | None = None, bugs=(), **kw):
     opts = Options(election_ticks=10, heartbeat_ticks=2, bugs=frozenset(bugs), **kw)
-    return RaftCore(uuid, PersistentState(HardState(term, voted), config, tuple(entries)), opts, random.Random(7))
+    return RaftCore(
+        uuid, PersistentState(HardState(term, voted), config, tuple(entries)), opts, random.Random(7)
+    )
 
 
 def drain(core: RaftCore) -> Ready:
@@ -284,8 +286,15 @@ def test_figure_8_end_to_end():
 
 
 def test_count_nonvoter_acks():
-    cfg = RaftConfig((Peer("a"), Peer("b"), Peer("c"), Peer("d", member_type=MemberType.NON_VOTER),
-                      Peer("e", member_type=MemberType.NON_VOTER)))
+    cfg = RaftConfig(
+        (
+            Peer("a"),
+            Peer("b"),
+            Peer("c"),
+            Peer("d", member_type=MemberType.NON_VOTER),
+            Peer("e", member_type=MemberType.NON_VOTER),
+        )
+    )
     for bugs, committed in (((), False), (("count-nonvoter-acks",), True)):
         lead = _leader_of("a", cfg, [], term=0, bugs=bugs)
         for nv in ("d", "e"):
@@ -311,8 +320,9 @@ def test_config_change_rules():
     with pytest.raises(RaftError) as e:
         lead.change_config(ConfigChange(ChangeType.ADD_PEER, Peer("d"), cas_config_index=99))
     assert e.value.code == ErrorCode.CAS_FAILED
-    idx = lead.change_config(ConfigChange(ChangeType.ADD_PEER, Peer("d", "d:1", MemberType.NON_VOTER, True),
-                                          cas_config_index=-1))
+    idx = lead.change_config(
+        ConfigChange(ChangeType.ADD_PEER, Peer("d", "d:1", MemberType.NON_VOTER, True), cas_config_index=-1)
+    )
     assert lead.config.peer("d") is not None and lead.config.opid_index == idx  # effective on append
     assert lead.committed_config.peer("d") is None
     with pytest.raises(RaftError) as e:
@@ -503,7 +513,7 @@ def test_reads_in_one_ready_share_one_round_and_later_reads_need_a_new_one():
     lead.read_index("r2")
     rd = lead.ready()
     rounds = [m for m in rd.messages if isinstance(m, AppendRequest)]
-    assert len(rounds) == 2 and len({m.seq for m in rounds}) == 1   # one heartbeat per follower
+    assert len(rounds) == 2 and len({m.seq for m in rounds}) == 1  # one heartbeat per follower
     # a read that arrives after that round left must not ride on it: it could be confirming a stale leader
     lead.read_index("r3")
     rd3 = lead.ready()
@@ -531,9 +541,9 @@ def test_campaign_now_skips_pre_vote_and_the_disruption_guard():
     follower = next(c for c in net.cores.values() if c is not lead)
     term = lead.term
     assert follower.campaign_now() == term + 1
-    assert follower.role == Role.CANDIDATE          # no pre-vote round first
+    assert follower.role == Role.CANDIDATE  # no pre-vote round first
     net.settle()
-    assert follower.role == Role.LEADER and follower.term == term + 1   # granted despite a live leader
+    assert follower.role == Role.LEADER and follower.term == term + 1  # granted despite a live leader
     # asked of a leader, it steps down first and campaigns in the next term
     assert follower.campaign_now() == term + 2
     net.settle()
@@ -547,7 +557,7 @@ def test_without_failure_detection_nobody_campaigns_until_asked():
         c.failure_detection = False
     net.down.add(lead.uuid)
     term = lead.term
-    net.tick(100)   # ten election timeouts
+    net.tick(100)  # ten election timeouts
     assert all(c.term == term and c.role == Role.FOLLOWER for u, c in net.cores.items() if u != lead.uuid)
     survivor = next(c for u, c in net.cores.items() if u != lead.uuid)
     survivor.campaign_now()
@@ -566,7 +576,9 @@ def test_max_batch_entries_bounds_each_append_request():
     lead.max_batch_entries = 2
     net.readies[lead.uuid].clear()
     net.tick(4)
-    sent = [m for r in net.readies[lead.uuid] for m in r.messages if isinstance(m, AppendRequest) and m.entries]
+    sent = [
+        m for r in net.readies[lead.uuid] for m in r.messages if isinstance(m, AppendRequest) and m.entries
+    ]
     assert sent and max(len(m.entries) for m in sent) == 2
     assert lead.commit_index == lead.last_index()
 
@@ -585,7 +597,7 @@ class _SnapNet(Net):
         while core.has_ready():
             r = core.ready()
             self.readies[u].append(r)
-            if r.snapshot is not None:   # installed first, as the node does
+            if r.snapshot is not None:  # installed first, as the node does
                 self.sm[u] = [bytes.fromhex(x) for x in r.snapshot.data.decode().split(",") if x]
                 self.installed[u].append(r.snapshot.index)
             if u not in self.down:
@@ -621,7 +633,7 @@ def test_a_follower_behind_the_leaders_log_start_catches_up_by_snapshot():
     assert f.commit_index == lead.commit_index and f.last_index() == lead.last_index()
     assert net.sm[late] == net.sm[lead.uuid] and len(net.sm[late]) == 20
     assert lead.peer_health()[late] == PeerHealth.HEALTHY
-    idx = lead.propose(b"after")   # and it follows by plain appends from then on
+    idx = lead.propose(b"after")  # and it follows by plain appends from then on
     net.tick(3)
     assert f.commit_index >= idx and net.sm[late][-1] == b"after" and len(net.installed[late]) == 1
 
@@ -641,9 +653,24 @@ def test_a_leader_holding_its_log_only_from_a_copy_sends_its_snapshot():
     drops its uncommitted tail, and follows D's log."""
     cfg = RaftConfig.of("d", "l", "x")
     opts = Options(election_ticks=10, heartbeat_ticks=2, install_snapshots=True)
-    d = RaftCore("d", PersistentState(HardState(3), cfg, (Entry(3, 11, EntryType.NO_OP),), log_start=11,
-                                      log_start_prev_term=1, applied_index=10), opts, random.Random(1))
-    entries = (*(Entry(1, i) for i in range(1, 6)), Entry(2, 6, payload=b"lost"), Entry(2, 7, payload=b"lost"))
+    d = RaftCore(
+        "d",
+        PersistentState(
+            HardState(3),
+            cfg,
+            (Entry(3, 11, EntryType.NO_OP),),
+            log_start=11,
+            log_start_prev_term=1,
+            applied_index=10,
+        ),
+        opts,
+        random.Random(1),
+    )
+    entries = (
+        *(Entry(1, i) for i in range(1, 6)),
+        Entry(2, 6, payload=b"lost"),
+        Entry(2, 7, payload=b"lost"),
+    )
     lag = RaftCore("l", PersistentState(HardState(2), cfg, entries), opts, random.Random(2))
     lag.step(AppendRequest("x", "l", 2, 7, 2, (), commit_index=5))
     drain(lag)

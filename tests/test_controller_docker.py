@@ -34,8 +34,12 @@ def cluster_name() -> str:
 
 
 def remove_cluster(name: str) -> None:
-    subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name], cwd=ROOT,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def verify_healthy(name: str) -> list[str]:
@@ -55,9 +59,18 @@ def verify_healthy(name: str) -> list[str]:
 
 
 def run_docker(tmp_path: Path, name: str, **opts: Any) -> Any:
-    test = testspec.build_test({"cluster": "docker", "cluster_name": name, "time_limit": 20,
-                                "nemesis_interval": 5, "concurrency": 6, "seed": 11,
-                                "leave_cluster_running": True, **opts})
+    test = testspec.build_test(
+        {
+            "cluster": "docker",
+            "cluster_name": name,
+            "time_limit": 20,
+            "nemesis_interval": 5,
+            "concurrency": 6,
+            "seed": 11,
+            "leave_cluster_running": True,
+            **opts,
+        }
+    )
     return run_once(test, tmp_path / "store", install_signals=False)
 
 
@@ -80,11 +93,33 @@ def test_register_partition_kill_is_valid_and_heals(tmp_path: Path) -> None:
 def test_ctrl_c_on_docker_heals_keeps_history_and_analyze_works(tmp_path: Path) -> None:
     name = cluster_name()
     store = tmp_path / "store"
-    proc = subprocess.Popen([sys.executable, "-m", "faultline", "run", "--workload", "register",
-                             "--nemesis", "partition,pause", "--nemesis-interval", "3", "--time-limit", "120",
-                             "--cluster-name", name, "--store", str(store), "--quiet", "--leave-cluster-running"],
-                            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "run",
+            "--workload",
+            "register",
+            "--nemesis",
+            "partition,pause",
+            "--nemesis-interval",
+            "3",
+            "--time-limit",
+            "120",
+            "--cluster-name",
+            name,
+            "--store",
+            str(store),
+            "--quiet",
+            "--leave-cluster-running",
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         deadline = time.monotonic() + 300
         run_dir = None
@@ -102,8 +137,13 @@ def test_ctrl_c_on_docker_heals_keeps_history_and_analyze_works(tmp_path: Path) 
         results = json.loads((run_dir / "results.json").read_text())
         assert results["residue"] == []
         assert verify_healthy(name) == []
-        ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", "--json", str(run_dir)], cwd=ROOT,
-                             capture_output=True, text=True, timeout=300)
+        ana = subprocess.run(
+            [sys.executable, "-m", "faultline", "analyze", "--json", str(run_dir)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert ana.returncode == 2, ana.stderr  # cut short
         assert json.loads(ana.stdout)["workload"]["valid"] is not False
     finally:
@@ -117,8 +157,15 @@ def test_ctrl_c_on_docker_heals_keeps_history_and_analyze_works(tmp_path: Path) 
 def test_stale_leader_reads_are_caught(tmp_path: Path) -> None:
     name = cluster_name()
     try:
-        out = run_docker(tmp_path, name, workload="register", nemesis="partition-leader", time_limit=45,
-                         inject_bug=["stale-leader-reads"], nemesis_interval=10)
+        out = run_docker(
+            tmp_path,
+            name,
+            workload="register",
+            nemesis="partition-leader",
+            time_limit=45,
+            inject_bug=["stale-leader-reads"],
+            nemesis_interval=10,
+        )
         assert out.valid is False, out.results.get("workload")
         assert out.results["workload"]["failure"]["op"]["f"] == "read"
     finally:
@@ -127,30 +174,50 @@ def test_stale_leader_reads_are_caught(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", ["register", "set", "bank", "catalog"])
-@pytest.mark.parametrize("nemesis", ["partition", "kill", "pause", "clock", "membership", "tserver-replace",
-                                     "master-replace", "master-migrate", "majority-loss", "power-loss"])
-def test_matrix_runs_to_completion_and_leaves_the_cluster_healthy(tmp_path: Path, workload: str,
-                                                                  nemesis: str) -> None:
+@pytest.mark.parametrize(
+    "nemesis",
+    [
+        "partition",
+        "kill",
+        "pause",
+        "clock",
+        "membership",
+        "tserver-replace",
+        "master-replace",
+        "master-migrate",
+        "majority-loss",
+        "power-loss",
+    ],
+)
+def test_matrix_runs_to_completion_and_leaves_the_cluster_healthy(
+    tmp_path: Path, workload: str, nemesis: str
+) -> None:
     """Every workload with every nemesis: the run completes and heals, and the cluster is healthy after.
     The verdict must be valid, except under majority-loss, which loses acknowledged writes by design: the
     run must still complete, and with the set workload the checker must report the loss."""
     name = cluster_name()
     extra: dict[str, Any] = {"tservers": 6 if nemesis in ("tserver-replace", "majority-loss") else 5}
     if nemesis == "master-migrate":
-        extra["masters"] = 1   # the nemesis migrates one master to three
+        extra["masters"] = 1  # the nemesis migrates one master to three
     if workload == "catalog":
-        extra["rate"] = 6   # a few hundred tables keep 2 cores re-replicating for minutes after a loss
+        extra["rate"] = 6  # a few hundred tables keep 2 cores re-replicating for minutes after a loss
     try:
-        out = run_docker(tmp_path, name, workload=workload, nemesis=nemesis, time_limit=30, nemesis_interval=8,
-                         **extra)
+        out = run_docker(
+            tmp_path, name, workload=workload, nemesis=nemesis, time_limit=30, nemesis_interval=8, **extra
+        )
         assert out.cut_short is None, out.cut_short
         if nemesis != "majority-loss":
             assert out.valid is not False, out.results.get("workload")
         elif workload == "set":
             # the survivor lagged when the majority died: acknowledged adds are gone, and said so
-            assert out.valid is False and out.results["workload"]["lost_count"] > 0, out.results.get("workload")
-        acted = [o for o in read_jsonl(Path(out.run_dir) / "history.jsonl")
-                 if o["process"] == "nemesis" and o["type"] in ("ok", "info") and not o["f"].startswith("stop")]
+            assert out.valid is False and out.results["workload"]["lost_count"] > 0, out.results.get(
+                "workload"
+            )
+        acted = [
+            o
+            for o in read_jsonl(Path(out.run_dir) / "history.jsonl")
+            if o["process"] == "nemesis" and o["type"] in ("ok", "info") and not o["f"].startswith("stop")
+        ]
         assert acted, "the nemesis never acted"
         assert verify_healthy(name) == []
     finally:
@@ -169,8 +236,9 @@ def test_master_replace_during_catalog(tmp_path: Path) -> None:
 
     name = cluster_name()
     try:
-        out = run_docker(tmp_path, name, workload="catalog", nemesis="master-replace", time_limit=40,
-                         nemesis_interval=10)
+        out = run_docker(
+            tmp_path, name, workload="catalog", nemesis="master-replace", time_limit=40, nemesis_interval=10
+        )
         assert out.cut_short is None, out.cut_short
         assert out.valid is not False, out.results.get("workload")
         h = [json.loads(x) for x in (Path(out.run_dir) / "history.jsonl").read_text().splitlines()]
@@ -178,7 +246,7 @@ def test_master_replace_during_catalog(tmp_path: Path) -> None:
         assert done, [o for o in h if o["f"] == "replace-master"]
         v = done[0]["value"]
         assert v["healthy"] is True and v["replacement"] not in ("m1", "m2", "m3")
-        assert v["replacement_leads"] is True, v["steps"]   # handed the leadership, it took it
+        assert v["replacement_leads"] is True, v["steps"]  # handed the leadership, it took it
         b = DockerBackend.attach(name)
         test = Run(TestSpec(name="t", workload="register"), StoreDB(), b)
         assert b.dns_holder(v["name"]) == v["replacement"]

@@ -55,11 +55,19 @@ def test_progress_names_every_phase_after_main_and_never_counts_past_the_limit()
             p.phase(phase)
         p.stop()
     out = buf.getvalue()
-    for words in ("heal: healing the faults", "quiet: waiting for recovery", "final reads",
-                  "healing: stopping the workers", "checking the history", "writing results and report",
-                  "teardown: taking the cluster down"):
+    for words in (
+        "heal: healing the faults",
+        "quiet: waiting for recovery",
+        "final reads",
+        "healing: stopping the workers",
+        "checking the history",
+        "writing results and report",
+        "teardown: taking the cluster down",
+    ):
         assert f"faultline run: {words}" in out, out
-    assert "ok/s" not in out.split("healing the faults")[1]  # later phases show their own clock, not the main's
+    assert (
+        "ok/s" not in out.split("healing the faults")[1]
+    )  # later phases show their own clock, not the main's
 
 
 def test_tables_keep_120_columns_when_not_a_terminal() -> None:

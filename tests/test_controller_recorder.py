@@ -32,8 +32,9 @@ def op(i: int) -> dict[str, Any]:
     return {"process": i % 3, "type": "invoke", "f": "read"}
 
 
-def test_the_recorder_fsyncs_every_few_seconds_while_ops_come(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_recorder_fsyncs_every_few_seconds_while_ops_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     now = [0]
     path = tmp_path / "history.jsonl"
     rec = Recorder(path, clock=lambda: now[0])
@@ -60,7 +61,9 @@ def test_the_recorder_fsyncs_every_few_seconds_while_ops_come(tmp_path: Path,
     assert len(path.read_text().splitlines()) == 10
 
 
-def test_close_and_a_phase_end_fsync_what_was_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_close_and_a_phase_end_fsync_what_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "history.jsonl"
     rec = Recorder(path, clock=lambda: 0)
     spy = FsyncSpy(monkeypatch, path)
@@ -92,4 +95,6 @@ def test_a_run_fsyncs_its_history_at_each_phase_end(tmp_path: Path, monkeypatch:
     assert out.valid is True, out.results
     # cluster, setup, main, heal, quiet, final, healing: each phase's start syncs the one before
     assert len(synced) == 7
-    assert synced[2] == "0" and int(synced[-1]) >= int(synced[3]) > 0  # the main phase's ops, synced as the heal began
+    assert (
+        synced[2] == "0" and int(synced[-1]) >= int(synced[3]) > 0
+    )  # the main phase's ops, synced as the heal began

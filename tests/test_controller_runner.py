@@ -32,13 +32,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_test(**kw: Any) -> TestSpec:
-    opts = {"cluster": "fake", "workload": "register", "nemesis": "partition,kill", "time_limit": 1.5,
-            "nemesis_interval": 0.2, "concurrency": 6, "seed": 7, **kw}
+    opts = {
+        "cluster": "fake",
+        "workload": "register",
+        "nemesis": "partition,kill",
+        "time_limit": 1.5,
+        "nemesis_interval": 0.2,
+        "concurrency": 6,
+        "seed": 7,
+        **kw,
+    }
     return testspec.stamp(testspec.build_test(opts))
 
 
-def run_fake(tmp_path: Path, test: TestSpec, workload: Workload | None = None,
-             nemesis_pkg: NemesisPackage | None = None) -> tuple[Any, FakeBackend]:
+def run_fake(
+    tmp_path: Path,
+    test: TestSpec,
+    workload: Workload | None = None,
+    nemesis_pkg: NemesisPackage | None = None,
+) -> tuple[Any, FakeBackend]:
     backend = FakeBackend(seed=test.seed)
     wl = workload or get_workload(test.workload, test.workload_opts)
     pkg = nemesis_pkg or compose(list(test.nemesis), test.nemesis_interval)
@@ -97,8 +109,13 @@ def test_buggy_fake_is_flagged_invalid(tmp_path: Path) -> None:
     test = make_test(inject_bug=["stale-leader-reads"], nemesis="partition", seed=2, time_limit=2)
     backend = FakeBackend(seed=2)
     run_dir = Store(tmp_path / "s").create_run("bug", {})
-    out = run_test(testspec.start_run(test, backend), get_workload("register", test.workload_opts),
-                   compose(["partition"], 0.2), run_dir, install_signals=False)
+    out = run_test(
+        testspec.start_run(test, backend),
+        get_workload("register", test.workload_opts),
+        compose(["partition"], 0.2),
+        run_dir,
+        install_signals=False,
+    )
     assert out.valid is False
     failure = out.results["workload"]["failure"]
     assert failure["op"]["f"] == "read"
@@ -205,8 +222,17 @@ def test_op_timeout_reaches_the_client() -> None:
 
 
 def test_run_once_and_reanalyze(tmp_path: Path) -> None:
-    test = testspec.build_test({"cluster": "fake", "workload": "register", "nemesis": "pause,clock",
-                                "time_limit": 1, "nemesis_interval": 0.2, "concurrency": 4, "seed": 5})
+    test = testspec.build_test(
+        {
+            "cluster": "fake",
+            "workload": "register",
+            "nemesis": "pause,clock",
+            "time_limit": 1,
+            "nemesis_interval": 0.2,
+            "concurrency": 4,
+            "seed": 5,
+        }
+    )
     out = run_once(test, tmp_path / "store")
     assert out.valid is True
     (Path(out.run_dir) / "results.json").unlink()
@@ -217,8 +243,14 @@ def test_run_once_and_reanalyze(tmp_path: Path) -> None:
 
 def faultline(*args: str, env_extra: dict | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
-    return subprocess.Popen([sys.executable, "-m", "faultline", *args], cwd=ROOT, text=True, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "faultline", *args],
+        cwd=ROOT,
+        text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _wait_for_history(store: Path, min_lines: int, timeout: float = 60) -> Path:
@@ -235,9 +267,25 @@ def _wait_for_history(store: Path, min_lines: int, timeout: float = 60) -> Path:
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: int) -> None:
     store = tmp_path / "store"
-    proc = faultline("run", "--cluster", "fake", "--workload", "register", "--nemesis", "partition,kill",
-                     "--nemesis-interval", "0.3", "--time-limit", "60", "--seed", "4", "--store", str(store),
-                     "--quiet", env_extra={"FAULTLINE_FAKE_HEAL_DELAY": "1.5"})
+    proc = faultline(
+        "run",
+        "--cluster",
+        "fake",
+        "--workload",
+        "register",
+        "--nemesis",
+        "partition,kill",
+        "--nemesis-interval",
+        "0.3",
+        "--time-limit",
+        "60",
+        "--seed",
+        "4",
+        "--store",
+        str(store),
+        "--quiet",
+        env_extra={"FAULTLINE_FAKE_HEAL_DELAY": "1.5"},
+    )
     try:
         run_dir = _wait_for_history(store, 500)
         proc.send_signal(signal.SIGINT)
@@ -258,8 +306,13 @@ def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: i
     assert len(lines) >= 500
     if presses == 2:
         assert results["valid"] == "unknown" and "checking skipped" in results["skipped"]
-    ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", "--json", str(run_dir)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    ana = subprocess.run(
+        [sys.executable, "-m", "faultline", "analyze", "--json", str(run_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ana.returncode == 2, ana.stderr  # cut short: as `faultline run` says it
     again = json.loads(ana.stdout)
     assert again["valid"] is True and again["cut_short"].startswith("interrupted")
@@ -269,24 +322,59 @@ def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: i
 
 
 def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--nemesis", "bogus",
-                        "--store", str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "run",
+            "--cluster",
+            "fake",
+            "--nemesis",
+            "bogus",
+            "--store",
+            str(tmp_path / "s"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 254
     assert "unknown nemesis 'bogus'; valid:" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "s").exists()
-    p = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(tmp_path)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "faultline", "analyze", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 254 and "not a run directory" in p.stderr
 
 
 @pytest.mark.integration
 def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_path: Path) -> None:
-    test = testspec.build_test({"cluster": "fake", "workload": "register", "nemesis": "partition",
-                                "time_limit": 1, "nemesis_interval": 0.2, "concurrency": 3, "seed": 2})
+    test = testspec.build_test(
+        {
+            "cluster": "fake",
+            "workload": "register",
+            "nemesis": "partition",
+            "time_limit": 1,
+            "nemesis_interval": 0.2,
+            "concurrency": 3,
+            "seed": 2,
+        }
+    )
     run_dir = Path(run_once(test, tmp_path / "store").run_dir)
     before = json.loads((run_dir / "results.json").read_text())
-    ana = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(run_dir)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    ana = subprocess.run(
+        [sys.executable, "-m", "faultline", "analyze", str(run_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ana.returncode == 0, ana.stderr
     lines = ana.stdout.splitlines()
     assert lines[0] == f"{run_dir}: valid" and len(ana.stdout) < 2000
@@ -295,11 +383,20 @@ def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_pa
     assert lines[-1] == f"  report: {run_dir / 'report.html'}"
     after = json.loads((run_dir / "results.json").read_text())
     assert after["faults"] == before["faults"] and after["residue"] == before["residue"] == []
-    for body, needle in (("[1, 2]", "is not a JSON object"), ('{"name": "x"}', "names no workload"),
-                         ('{"name": "x", "workload": 5}', "names no workload"), ("{oops", "is not valid JSON")):
+    for body, needle in (
+        ("[1, 2]", "is not a JSON object"),
+        ('{"name": "x"}', "names no workload"),
+        ('{"name": "x", "workload": 5}', "names no workload"),
+        ("{oops", "is not valid JSON"),
+    ):
         (run_dir / "test.json").write_text(body)
-        p = subprocess.run([sys.executable, "-m", "faultline", "analyze", str(run_dir)], cwd=ROOT,
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            [sys.executable, "-m", "faultline", "analyze", str(run_dir)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.returncode == 254 and needle in p.stderr, (body, p.stderr)
         assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
@@ -308,8 +405,18 @@ def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_pa
 def test_the_quiet_period_precedes_final_reads_only(tmp_path: Path, workload: str, quiet: float) -> None:
     """register has no final reads, so its run idles through no quiet period, and test.json says so; set
     keeps the one it was given."""
-    test = testspec.build_test({"cluster": "fake", "workload": workload, "nemesis": "partition", "time_limit": 1,
-                                "nemesis_interval": 0.3, "concurrency": 2, "seed": 3, "quiet_period": 0.7})
+    test = testspec.build_test(
+        {
+            "cluster": "fake",
+            "workload": workload,
+            "nemesis": "partition",
+            "time_limit": 1,
+            "nemesis_interval": 0.3,
+            "concurrency": 2,
+            "seed": 3,
+            "quiet_period": 0.7,
+        }
+    )
     out = run_once(test, tmp_path / "store")
     assert out.valid is True
     assert json.loads((Path(out.run_dir) / "test.json").read_text())["quiet_period"] == quiet

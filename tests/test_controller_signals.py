@@ -14,16 +14,40 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration   # real runs in subprocesses, signalled
+pytestmark = pytest.mark.integration  # real runs in subprocesses, signalled
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def start_run(store: Path, nemesis: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--workload", "register",
-                             "--nemesis", nemesis, "--nemesis-interval", "0.3", "--time-limit", "60", "--seed", "4",
-                             "--store", str(store), "--quiet"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "run",
+            "--cluster",
+            "fake",
+            "--workload",
+            "register",
+            "--nemesis",
+            nemesis,
+            "--nemesis-interval",
+            "0.3",
+            "--time-limit",
+            "60",
+            "--seed",
+            "4",
+            "--store",
+            str(store),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+    )
 
 
 def wait_for_history(store: Path, min_lines: int, timeout: float = 60) -> Path:
@@ -74,9 +98,19 @@ def test_the_heal_comes_after_the_fault_in_flight(tmp_path: Path) -> None:
     from faultline.nemesis.registry import compose
     from faultline.workloads.registry import get as get_workload
 
-    test = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": "register", "nemesis": "pause",
-                                               "nemesis_interval": 0.3, "time_limit": 30, "seed": 4,
-                                               "quiet_period": 0}))
+    test = testspec.stamp(
+        testspec.build_test(
+            {
+                "cluster": "fake",
+                "workload": "register",
+                "nemesis": "pause",
+                "nemesis_interval": 0.3,
+                "time_limit": 30,
+                "seed": 4,
+                "quiet_period": 0,
+            }
+        )
+    )
     backend = FakeBackend(seed=4)
     backend.pause_delay_s = 2.0
     run = testspec.start_run(test, backend)

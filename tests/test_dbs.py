@@ -25,8 +25,12 @@ from faultline.workloads.registry import get as get_workload
 def test_dbs_by_name_and_by_import_path() -> None:
     assert isinstance(get_db(None), StoreDB) and isinstance(get_db("store"), StoreDB)
     assert isinstance(get_db("faultline.dbs.store:StoreDB"), StoreDB)
-    for bad, says in (("nope", "unknown DB 'nope'"), ("no.such.module:X", "cannot import"),
-                      ("faultline.dbs.store:Nope", "has no Nope"), ("json:loads", "is not a DB")):
+    for bad, says in (
+        ("nope", "unknown DB 'nope'"),
+        ("no.such.module:X", "cannot import"),
+        ("faultline.dbs.store:Nope", "has no Nope"),
+        ("json:loads", "is not a DB"),
+    ):
         with pytest.raises(UnknownDB, match=says):
             get_db(bad)
 
@@ -56,8 +60,18 @@ class _Recording:
 
 @pytest.mark.parametrize(("db", "role"), [(StoreDB(), TSERVER), (_ClientsOnMasters(), MASTER)])
 def test_the_runner_spreads_workers_over_the_nodes_the_db_names(tmp_path: Path, db: Any, role: str) -> None:
-    test = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": "register", "time_limit": 0.5,
-                                               "concurrency": 4, "seed": 3, "quiet_period": 0}))
+    test = testspec.stamp(
+        testspec.build_test(
+            {
+                "cluster": "fake",
+                "workload": "register",
+                "time_limit": 0.5,
+                "concurrency": 4,
+                "seed": 3,
+                "quiet_period": 0,
+            }
+        )
+    )
     run = testspec.start_run(test, FakeBackend(seed=3))
     run.db = db
     seen: list[str] = []
@@ -94,8 +108,12 @@ def test_build_test_asks_the_db() -> None:
 
 
 def test_cli_refuses_an_unknown_db_in_one_line() -> None:
-    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "nope.mod:X"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "nope.mod:X"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 254
     assert p.stderr.strip().count("\n") == 0 and "nope.mod" in p.stderr, p.stderr
 
@@ -118,10 +136,18 @@ def test_real_dbs_declare_packages_processes_and_templates_that_fill(name: str) 
     assert image_tag(spec.packages) != image_tag(())
     for role in spec.roles:
         for node in role.node_names():
-            values = {"python": "python3", "dir": f"/d/{node}", "name": node, "address": "10.0.0.2",
-                      "port": str(role.port), "advertise": f"10.0.0.2:{role.port}"}
+            values = {
+                "python": "python3",
+                "dir": f"/d/{node}",
+                "name": node,
+                "address": "10.0.0.2",
+                "port": str(role.port),
+                "advertise": f"10.0.0.2:{role.port}",
+            }
             for template in (role.argv, role.prepare):
-                filled = fill_template(template, values, lambda r: [f"{n}:1" for n in spec.role(r).node_names()])
+                filled = fill_template(
+                    template, values, lambda r: [f"{n}:1" for n in spec.role(r).node_names()]
+                )
                 assert not any("{" in part and "}" in part and "{dir}" in part for part in filled)
 
 
@@ -156,16 +182,24 @@ def test_db_options_are_key_value(raw: list[str]) -> None:
 
 def test_a_user_db_module_that_fails_to_import_is_named(tmp_path: Path) -> None:
     (tmp_path / "crashing_db.py").write_text("raise RuntimeError('boom at import')\n")
-    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "crashing_db:DB"],
-                       capture_output=True, text=True, timeout=120, env={**__import__("os").environ,
-                                                                         "PYTHONPATH": str(tmp_path)})
+    p = subprocess.run(
+        [sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "crashing_db:DB"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert p.returncode == 254, p.stderr
     assert "crashing_db" in p.stderr and "boom at import" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_an_unknown_db_lists_the_registered_ones() -> None:
-    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "mongo"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "mongo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 254
     assert all(n in p.stderr for n in ("store", *REAL)), p.stderr
 
@@ -179,13 +213,17 @@ def test_a_db_setup_failure_stops_the_run_with_the_nodes_log(tmp_path: Path) -> 
         def setup(self, test: Any, node: str) -> None:
             raise DBStartError(f"store on {node} did not become ready: last lines of its log: kaboom")
 
-    test = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": "register", "time_limit": 0.5,
-                                               "seed": 3, "quiet_period": 0}))
+    test = testspec.stamp(
+        testspec.build_test(
+            {"cluster": "fake", "workload": "register", "time_limit": 0.5, "seed": 3, "quiet_period": 0}
+        )
+    )
     backend = FakeBackend(seed=3)
     run = testspec.start_run(test, backend)
     run.db = NeverReady()
-    out = run_test(run, get_workload("register", test.workload_opts), compose(["none"], 1), None,
-                   install_signals=False)
+    out = run_test(
+        run, get_workload("register", test.workload_opts), compose(["none"], 1), None, install_signals=False
+    )
     assert out.valid == "unknown" and "DBSetupFailed" in str(out.cut_short) and "kaboom" in str(out.cut_short)
     assert out.ops == 0 and backend.events[-1] == ("down", "") and not backend.is_up
 
@@ -196,7 +234,9 @@ def test_primary_targeted_faults_ask_the_db() -> None:
     from faultline.nemesis.faults import PartitionNemesis, ProcessNemesis
 
     run = fake_run()
-    run.backend.up(run.spec.cluster_spec or __import__("faultline.dbs.store.fake", fromlist=["x"]).store_spec())
+    run.backend.up(
+        run.spec.cluster_spec or __import__("faultline.dbs.store.fake", fromlist=["x"]).store_spec()
+    )
 
     class Primaried(StoreDB):
         def primaries(self, test: Any) -> list[str]:
@@ -235,7 +275,9 @@ def test_campaigns_take_db_options(tmp_path: Path) -> None:
     from faultline.controller.campaign import load
 
     path = tmp_path / "c.toml"
-    cell = '[campaign]\nname = "x"\n[[cell]]\nname = "e"\ndb = "etcd"\nworkload = "register"\nexpect = "valid"\n'
+    cell = (
+        '[campaign]\nname = "x"\n[[cell]]\nname = "e"\ndb = "etcd"\nworkload = "register"\nexpect = "valid"\n'
+    )
     path.write_text(cell + "db_opt = {members = 5}\n")
     assert load(path).runs[0].opts["db_opt"] == {"members": 5}
     path.write_text(cell + "db_opt = {members = 4}\n")
@@ -244,8 +286,12 @@ def test_campaigns_take_db_options(tmp_path: Path) -> None:
 
 
 def test_a_stores_own_fault_is_refused_for_etcd_in_one_line_naming_what_etcd_supports() -> None:
-    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--db", "etcd", "--nemesis", "master-replace"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "faultline", "run", "--db", "etcd", "--nemesis", "master-replace"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 254, p.stderr
     assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr, p.stderr
     assert "master-replace is a fault of the store DB" in p.stderr
@@ -279,7 +325,9 @@ def test_generic_faults_kill_and_pause_through_the_db() -> None:
     test = dataclasses.replace(fake_run(seed=3), db=Recording())
     for mode, undo in (("kill", "start"), ("pause", "resume")):
         n = ProcessNemesis(mode).setup(test)
-        hit = n.invoke(test, {"f": f"start-{mode}", "value": {"targets": "tservers", "subset": "one"}})["value"]
+        hit = n.invoke(test, {"f": f"start-{mode}", "value": {"targets": "tservers", "subset": "one"}})[
+            "value"
+        ]
         n.invoke(test, {"f": f"stop-{mode}", "value": None})
         assert calls[-2:] == [(mode, hit["nodes"][0]), (undo, hit["nodes"][0])], calls
     assert test.backend.residue() == []
@@ -319,8 +367,9 @@ def test_the_stores_own_workload_and_faults_are_listed_with_their_owner() -> Non
     assert workloads.supported(get_db("etcd")) == ["register", "set", "bank", "lock", "counter", "unique-ids"]
     with pytest.raises(UsageError, match="catalog is a workload of the store DB"):
         testspec.build_test({"db": "etcd", "workload": "catalog"})
-    help_text = subprocess.run([sys.executable, "-m", "faultline", "run", "--help"], capture_output=True,
-                               text=True, timeout=120).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "faultline", "run", "--help"], capture_output=True, text=True, timeout=120
+    ).stdout
     assert "master-replace" in " ".join(help_text.split()) and "store only" in " ".join(help_text.split())
 
 
@@ -341,7 +390,9 @@ def test_the_controller_names_no_db_and_no_backend() -> None:
             if isinstance(node, ast.Constant) and node.value == "fake":
                 offenders.append(f"{path.name}:{node.lineno}: 'fake'")
             if isinstance(node, ast.Compare) and any(
-                    isinstance(side, ast.Name) and side.id == "DEFAULT_DB" for side in [node.left, *node.comparators]):
+                isinstance(side, ast.Name) and side.id == "DEFAULT_DB"
+                for side in [node.left, *node.comparators]
+            ):
                 offenders.append(f"{path.name}:{node.lineno}: compares with DEFAULT_DB")
     assert not offenders, offenders
 
@@ -349,8 +400,9 @@ def test_the_controller_names_no_db_and_no_backend() -> None:
 def test_a_user_db_offers_a_fault_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/examples/single_redis.py ships `client-pause`: its runs may name it, other DBs' may not."""
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "docs" / "examples"))
-    spec = testspec.build_test({"db": "single_redis:SingleRedis", "workload": "register",
-                                "nemesis": "pause,client-pause"})
+    spec = testspec.build_test(
+        {"db": "single_redis:SingleRedis", "workload": "register", "nemesis": "pause,client-pause"}
+    )
     assert spec.nemesis == ("pause", "client-pause")
     from faultline.nemesis import registry
 

@@ -14,7 +14,9 @@ from faultline.dbs import get_db, loadable
 from faultline.dbs.base import Definite, Indeterminate
 from faultline.dbs.mariadb import MariaDBConnection, MariaDBTxnClient, aborted, parse_list, session_sql
 
-DEADLOCK = pymysql.err.OperationalError(1213, "Deadlock found when trying to get lock; try restarting transaction")
+DEADLOCK = pymysql.err.OperationalError(
+    1213, "Deadlock found when trying to get lock; try restarting transaction"
+)
 LOCK_WAIT = pymysql.err.OperationalError(1205, "Lock wait timeout exceeded; try restarting transaction")
 LOST = pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
 GONE = pymysql.err.OperationalError(2006, "MySQL server has gone away")
@@ -48,9 +50,19 @@ class FakeCursor:
 
 
 class FakeConn:
-    def __init__(self, rows: list[Any] | None = None, fail_on: dict[str, Exception] | None = None,
-                 commit_error: Exception | None = None, matched: int = 1) -> None:
-        self.rows, self.fail_on, self.commit_error, self.matched = rows or [], fail_on or {}, commit_error, matched
+    def __init__(
+        self,
+        rows: list[Any] | None = None,
+        fail_on: dict[str, Exception] | None = None,
+        commit_error: Exception | None = None,
+        matched: int = 1,
+    ) -> None:
+        self.rows, self.fail_on, self.commit_error, self.matched = (
+            rows or [],
+            fail_on or {},
+            commit_error,
+            matched,
+        )
         self.sent: list[tuple[str, tuple[Any, ...]]] = []
         self.committed = self.rolled_back = self.closed = False
 
@@ -100,20 +112,26 @@ def test_rw_register_writes_by_upsert_and_reads_a_missing_row_as_none() -> None:
     op = {**OP, "value": [["r", 4, None], ["w", 4, 7]]}
     done = MariaDBTxnClient("rw-register", conn, "t").invoke(None, op)  # type: ignore[arg-type]
     assert done["value"] == [["r", 4, None], ["w", 4, 7]]
-    assert conn.sent[1] == ("INSERT INTO `t` (k, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)", (4, 7))
+    assert conn.sent[1] == (
+        "INSERT INTO `t` (k, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)",
+        (4, 7),
+    )
 
 
-@pytest.mark.parametrize(("fail_on", "commit_error", "expected"), [
-    ({"SELECT": DEADLOCK}, None, "fail"),     # InnoDB rolled the transaction back (expected at SERIALIZABLE)
-    ({"INSERT": LOCK_WAIT}, None, "fail"),    # the statement waited too long; closing rolls back the rest
-    ({"INSERT": LOST}, None, "fail"),         # lost before COMMIT was sent: the server rolls back
-    ({}, LOST, "info"),                        # COMMIT sent, its answer lost: it may have committed
-    ({}, GONE, "info"),
-    ({}, DEADLOCK, "fail"),                    # the server answered COMMIT with a rollback
-])
-def test_a_failed_transaction_is_fail_unless_its_commit_is_in_doubt(fail_on: dict[str, Exception],
-                                                                    commit_error: Exception | None,
-                                                                    expected: str) -> None:
+@pytest.mark.parametrize(
+    ("fail_on", "commit_error", "expected"),
+    [
+        ({"SELECT": DEADLOCK}, None, "fail"),  # InnoDB rolled the transaction back (expected at SERIALIZABLE)
+        ({"INSERT": LOCK_WAIT}, None, "fail"),  # the statement waited too long; closing rolls back the rest
+        ({"INSERT": LOST}, None, "fail"),  # lost before COMMIT was sent: the server rolls back
+        ({}, LOST, "info"),  # COMMIT sent, its answer lost: it may have committed
+        ({}, GONE, "info"),
+        ({}, DEADLOCK, "fail"),  # the server answered COMMIT with a rollback
+    ],
+)
+def test_a_failed_transaction_is_fail_unless_its_commit_is_in_doubt(
+    fail_on: dict[str, Exception], commit_error: Exception | None, expected: str
+) -> None:
     conn = FakeConn(rows=[("1",)], fail_on=fail_on, commit_error=commit_error)
     client = _txn("list-append", conn)
     done = client.invoke(None, OP)  # type: ignore[arg-type]
@@ -125,11 +143,20 @@ def test_list_values_are_comma_separated_integers() -> None:
     assert parse_list(None) == [] and parse_list("") == [] and parse_list("5,10,3") == [5, 10, 3]
 
 
-@pytest.mark.parametrize(("level", "sql"), [("serializable", "SERIALIZABLE"), ("repeatable-read", "REPEATABLE-READ"),
-                                            ("read-committed", "READ-COMMITTED")])
-def test_each_connection_sets_its_isolation_and_a_lock_wait_shorter_than_the_op_timeout(level: str, sql: str) -> None:
-    assert session_sql(level, 5.0) == ("SET SESSION innodb_lock_wait_timeout = 3, "
-                                       f"SESSION tx_isolation = '{sql}'")
+@pytest.mark.parametrize(
+    ("level", "sql"),
+    [
+        ("serializable", "SERIALIZABLE"),
+        ("repeatable-read", "REPEATABLE-READ"),
+        ("read-committed", "READ-COMMITTED"),
+    ],
+)
+def test_each_connection_sets_its_isolation_and_a_lock_wait_shorter_than_the_op_timeout(
+    level: str, sql: str
+) -> None:
+    assert session_sql(level, 5.0) == (
+        f"SET SESSION innodb_lock_wait_timeout = 3, SESSION tx_isolation = '{sql}'"
+    )
     assert session_sql(None, 1.0) == "SET SESSION innodb_lock_wait_timeout = 1"
 
 

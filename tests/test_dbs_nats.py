@@ -32,8 +32,9 @@ def test_each_node_writes_a_config_with_its_name_routes_to_every_node_and_jetstr
     assert "server_name: {name}" in text and f"listen: 0.0.0.0:{CLIENT_PORT}" in text
     assert f"http: 0.0.0.0:{MONITOR_PORT}" in text  # /healthz: the readiness probe
     assert 'store_dir: "{dir}/data"' in text and f"listen: 0.0.0.0:{CLUSTER_PORT}" in text
-    assert [ln.strip() for ln in text.splitlines() if "nats-route://" in ln] == \
-        [f"nats-route://n{i}:{CLUSTER_PORT}" for i in (1, 2, 3)]
+    assert [ln.strip() for ln in text.splitlines() if "nats-route://" in ln] == [
+        f"nats-route://n{i}:{CLUSTER_PORT}" for i in (1, 2, 3)
+    ]
     assert "sync_interval" not in text  # 2.9 refuses the field
 
 
@@ -43,7 +44,11 @@ def test_the_cluster_spec_runs_three_servers_from_the_config_written_once() -> N
     spec = NatsDB().cluster_spec("fl-x", {})
     (role,) = spec.roles
     assert spec.packages == ["nats-server"] and spec.db == "nats"
-    assert role.node_names() == ["n1", "n2", "n3"] and role.argv == ["/usr/sbin/nats-server", "-c", "{dir}/nats.conf"]
+    assert role.node_names() == ["n1", "n2", "n3"] and role.argv == [
+        "/usr/sbin/nats-server",
+        "-c",
+        "{dir}/nats.conf",
+    ]
     assert role.prepare_unless == "{dir}/nats.conf"  # a restarted node keeps its config and its data
     filled = fill_template(role.prepare, {"dir": "/d/n2", "name": "n2"}, lambda r: [])
     assert "server_name: n2" in filled[5] and 'store_dir: "/d/n2/data"' in filled[5]
@@ -78,18 +83,31 @@ def test_every_db_image_includes_nats_server() -> None:
     assert "nats-server" in debs
 
 
-@pytest.mark.parametrize(("exc", "write_type"), [
-    (nats.errors.NoRespondersError(), "fail"),            # no server took the publish
-    (nats.js.errors.NoStreamResponseError(), "fail"),     # nats-py's name for it on a JetStream publish
-    (nats.js.errors.ServiceUnavailableError(code=503, err_code=10008, description="JetStream unavailable"), "fail"),
-    (nats.js.errors.APIError(code=400, err_code=10060, description="expected stream does not match"), "fail"),
-    (nats.errors.TimeoutError(), "info"),                 # the ack never came: it may be stored
-    (TimeoutError(), "info"),                             # the op timeout around the call
-    (nats.errors.ConnectionClosedError(), "info"),
-    (nats.errors.UnexpectedEOF(), "info"),
-    (RuntimeError("anything else"), "info"),
-])
-def test_refusals_fail_and_everything_else_on_a_write_is_indeterminate(exc: BaseException, write_type: str) -> None:
+@pytest.mark.parametrize(
+    ("exc", "write_type"),
+    [
+        (nats.errors.NoRespondersError(), "fail"),  # no server took the publish
+        (nats.js.errors.NoStreamResponseError(), "fail"),  # nats-py's name for it on a JetStream publish
+        (
+            nats.js.errors.ServiceUnavailableError(
+                code=503, err_code=10008, description="JetStream unavailable"
+            ),
+            "fail",
+        ),
+        (
+            nats.js.errors.APIError(code=400, err_code=10060, description="expected stream does not match"),
+            "fail",
+        ),
+        (nats.errors.TimeoutError(), "info"),  # the ack never came: it may be stored
+        (TimeoutError(), "info"),  # the op timeout around the call
+        (nats.errors.ConnectionClosedError(), "info"),
+        (nats.errors.UnexpectedEOF(), "info"),
+        (RuntimeError("anything else"), "info"),
+    ],
+)
+def test_refusals_fail_and_everything_else_on_a_write_is_indeterminate(
+    exc: BaseException, write_type: str
+) -> None:
     assert completion(WRITE, classify(exc), read_only=False)["type"] == write_type
     assert completion(READ, classify(exc), read_only=True)["type"] == "fail"  # a read changes nothing
 

@@ -23,16 +23,37 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.docker, pytest.mark.paired, pytest.mark.timeout(900)]
 
 
-def faultline_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-                  name: str | None = None, cleanup: bool = True) -> tuple[int, str, dict[str, Any]]:
+def faultline_run(
+    tmp_path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    name: str | None = None,
+    cleanup: bool = True,
+) -> tuple[int, str, dict[str, Any]]:
     """`faultline run ARGS` as a user runs it: (exit code, output, results.json of the run). The cluster
     is removed afterwards unless `cleanup` is False (the caller then removes it)."""
     name = name or f"fltest-{uuid.uuid4().hex[:6]}"
     store = tmp_path / "store"
     try:
-        proc = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster-name", name, "--store", str(store),
-                               "--quiet", *args], cwd=ROOT, capture_output=True, text=True, timeout=800,
-                              env={**os.environ, **(env or {})})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "faultline",
+                "run",
+                "--cluster-name",
+                name,
+                "--store",
+                str(store),
+                "--quiet",
+                *args,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=800,
+            env={**os.environ, **(env or {})},
+        )
     finally:
         if cleanup:
             remove_cluster(name)
@@ -43,24 +64,51 @@ def faultline_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
 
 
 def remove_cluster(name: str) -> None:
-    subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name], cwd=ROOT,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def test_the_example_user_db_runs(tmp_path: Path) -> None:
-    code, out, results = faultline_run(tmp_path, "--db", "single_redis:SingleRedis", "--workload", "register",
-                                       "--nemesis", "pause", "--time-limit", "20", "--seed", "5",
-                                       env={"PYTHONPATH": str(ROOT / "docs" / "examples")})
+    code, out, results = faultline_run(
+        tmp_path,
+        "--db",
+        "single_redis:SingleRedis",
+        "--workload",
+        "register",
+        "--nemesis",
+        "pause",
+        "--time-limit",
+        "20",
+        "--seed",
+        "5",
+        env={"PYTHONPATH": str(ROOT / "docs" / "examples")},
+    )
     assert code == 0, out
     assert results["valid"] is True and results["workload"], results
 
 
 def test_the_example_user_db_runs_a_fault_of_its_own(tmp_path: Path) -> None:
     """The fault the example ships itself (CLIENT PAUSE), offered beside the generic ones."""
-    code, out, results = faultline_run(tmp_path, "--db", "single_redis:SingleRedis", "--workload", "register",
-                                       "--nemesis", "client-pause", "--nemesis-interval", "3",
-                                       "--time-limit", "12", "--seed", "5",
-                                       env={"PYTHONPATH": str(ROOT / "docs" / "examples")})
+    code, out, results = faultline_run(
+        tmp_path,
+        "--db",
+        "single_redis:SingleRedis",
+        "--workload",
+        "register",
+        "--nemesis",
+        "client-pause",
+        "--nemesis-interval",
+        "3",
+        "--time-limit",
+        "12",
+        "--seed",
+        "5",
+        env={"PYTHONPATH": str(ROOT / "docs" / "examples")},
+    )
     assert code == 0, out
     assert results["valid"] is True, results
     history = [json.loads(line) for line in next((tmp_path / "store").glob("*/2*/history.jsonl")).open()]
@@ -75,9 +123,18 @@ def test_a_db_process_that_cannot_start_fails_with_its_log_and_leaves_nothing(tm
 
     name = f"fltest-{uuid.uuid4().hex[:6]}"
     try:
-        code, out, _ = faultline_run(tmp_path, "--db", "broken_db:BrokenEtcd", "--workload", "register",
-                                           "--time-limit", "10", name=name, cleanup=False,
-                                           env={"PYTHONPATH": str(Path(__file__).parent / "dbs")})
+        code, out, _ = faultline_run(
+            tmp_path,
+            "--db",
+            "broken_db:BrokenEtcd",
+            "--workload",
+            "register",
+            "--time-limit",
+            "10",
+            name=name,
+            cleanup=False,
+            env={"PYTHONPATH": str(Path(__file__).parent / "dbs")},
+        )
         left = labelled_containers(docker.from_env(), f"org.faultline.cluster={name}")
     finally:
         remove_cluster(name)

@@ -45,23 +45,23 @@ def test_fsynced_data_survives_a_loss_and_unsynced_data_does_not(layer: disklaye
     write(m / "wal", b"committed", sync=True)
     write(m / "wal", b"-pending", offset=9)
     write(m / "other", b"never synced")
-    assert (m / "wal").read_bytes() == b"committed-pending"   # reads see the held writes
+    assert (m / "wal").read_bytes() == b"committed-pending"  # reads see the held writes
     assert (layer.backing / "wal").read_bytes() == b"committed"
     lost = layer.command("lose")
     assert lost == {"files": ["other", "wal"], "bytes": len(b"-pending") + len(b"never synced")}
     assert (m / "wal").read_bytes() == b"committed"
-    assert (m / "other").exists() and (m / "other").read_bytes() == b""   # a create is metadata: kept
+    assert (m / "other").exists() and (m / "other").read_bytes() == b""  # a create is metadata: kept
     assert layer.command("stats") == {"files": [], "bytes": 0}
 
 
 def test_partial_page_writes_keep_the_rest_of_the_page(layer: disklayer.Layer) -> None:
     m = layer.mountpoint
-    base = bytes(range(256)) * 40   # 10240 bytes: two full pages and a partial one
+    base = bytes(range(256)) * 40  # 10240 bytes: two full pages and a partial one
     write(m / "f", base, sync=True)
-    write(m / "f", b"XY", offset=4095)   # across a page boundary
+    write(m / "f", b"XY", offset=4095)  # across a page boundary
     expect = base[:4095] + b"XY" + base[4097:]
     assert (m / "f").read_bytes() == expect
-    write(m / "f", b"tail", offset=len(base) + 100)   # past the end: a hole of zeros
+    write(m / "f", b"tail", offset=len(base) + 100)  # past the end: a hole of zeros
     assert (m / "f").stat().st_size == len(base) + 104
     assert (m / "f").read_bytes() == expect + bytes(100) + b"tail"
     fd = os.open(m / "f", os.O_RDONLY)
@@ -83,16 +83,16 @@ def test_checkpoint_writes_everything_through(layer: disklayer.Layer) -> None:
 def test_rename_unlink_and_truncate(layer: disklayer.Layer) -> None:
     m = layer.mountpoint
     write(m / "tmp", b"held")
-    os.rename(m / "tmp", m / "final")   # the held data follows its inode
+    os.rename(m / "tmp", m / "final")  # the held data follows its inode
     assert (m / "final").read_bytes() == b"held"
     write(m / "gone", b"x" * 5000)
     os.unlink(m / "gone")
     write(m / "t", b"0123456789")
-    os.truncate(m / "t", 4)   # a truncate writes the file's held data through first
+    os.truncate(m / "t", 4)  # a truncate writes the file's held data through first
     assert (layer.backing / "t").read_bytes() == b"0123"
     layer.command("lose")
     assert not (m / "tmp").exists() and not (m / "gone").exists()
-    assert (m / "final").read_bytes() == b""   # renamed at once, its data never fsynced
+    assert (m / "final").read_bytes() == b""  # renamed at once, its data never fsynced
     assert (m / "t").read_bytes() == b"0123"
 
 
@@ -121,7 +121,7 @@ def test_mount_and_unmount_of_a_node_leave_nothing(tmp_path: Path, monkeypatch: 
         write(target / "x", b"unsynced")
         assert disklayer.lose("local", "tdisk", "n1") == {"files": ["x"], "bytes": 8}
         assert str(target) in disklayer.leftovers()
-        os.kill(int(layers[0].pidfile.read_text()), 9)   # a layer killed: its mount is left dangling
+        os.kill(int(layers[0].pidfile.read_text()), 9)  # a layer killed: its mount is left dangling
     finally:
         disklayer.unmount_cluster("local", "tdisk")
     assert not disklayer.is_mounted(target) and str(target) not in disklayer.leftovers()

@@ -56,18 +56,39 @@ def _plain_detect_kind(history: Sequence[Mapping[str, Any]]) -> str | None:
     return "rw-register"
 
 
-_MOPS: list[Any] = [["append", 1, 2], ["r", 1, [1, 2]], ["r", 1, None], ["r", 2, 3], ["w", 2, 3], ("r", 1, (1,)),
-                    ["read", 1, 2], ["r", 1], "r", 7, ["r", 1, 2, 3], [None, 1, 2], ["append", "k", "v"]]
+_MOPS: list[Any] = [
+    ["append", 1, 2],
+    ["r", 1, [1, 2]],
+    ["r", 1, None],
+    ["r", 2, 3],
+    ["w", 2, 3],
+    ("r", 1, (1,)),
+    ["read", 1, 2],
+    ["r", 1],
+    "r",
+    7,
+    ["r", 1, 2, 3],
+    [None, 1, 2],
+    ["append", "k", "v"],
+]
 _VALUES: list[Any] = [None, [], (), 5, "x", {"a": 1}]
 
 
 def _random_history(rng: random.Random) -> list[Any]:
     ops: list[Any] = []
     for i in range(rng.randint(0, 6)):
-        value = rng.choice(_VALUES) if rng.random() < 0.2 else \
-            [rng.choice(_MOPS) for _ in range(rng.randint(1, 4))]
-        op = {"index": i, "type": rng.choice(["invoke", "ok"]), "process": rng.choice([0, 1, "nemesis"]),
-              "f": rng.choice(["txn", "txn", None, "read"]), "value": value}
+        value = (
+            rng.choice(_VALUES)
+            if rng.random() < 0.2
+            else [rng.choice(_MOPS) for _ in range(rng.randint(1, 4))]
+        )
+        op = {
+            "index": i,
+            "type": rng.choice(["invoke", "ok"]),
+            "process": rng.choice([0, 1, "nemesis"]),
+            "f": rng.choice(["txn", "txn", None, "read"]),
+            "value": value,
+        }
         if rng.random() < 0.1:
             del op["f"]
         ops.append(op if rng.random() < 0.95 else "not an op")
@@ -84,10 +105,19 @@ def test_detect_kind_agrees_with_its_plain_definition() -> None:
     assert kinds == {None, "list-append", "rw-register"}
 
 
-@pytest.mark.parametrize("argv", [["check"], ["check", "--no-such-option", "x"], ["check", "--format", "yaml", "x"],
-                                  ["score", "--engine", "gpu", "x"], ["synth"]])
-def test_a_named_command_is_refused_as_by_the_whole_parser(argv: list[str],
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check"],
+        ["check", "--no-such-option", "x"],
+        ["check", "--format", "yaml", "x"],
+        ["score", "--engine", "gpu", "x"],
+        ["synth"],
+    ],
+)
+def test_a_named_command_is_refused_as_by_the_whole_parser(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as whole:
         build_parser().parse_args(argv)
     whole_err = capsys.readouterr().err
@@ -101,13 +131,22 @@ def test_check_imports_no_other_command(tmp_path: Path) -> None:
     """Start-up is part of `faultline check`'s time: the nemeses, the store's client and networkx are not
     needed to check a file."""
     hist = tmp_path / "h.jsonl"
-    hist.write_text("\n".join(json.dumps(op) for op in [
-        {"index": 0, "type": "invoke", "process": 0, "f": "txn", "value": [["append", 1, 1]]},
-        {"index": 1, "type": "ok", "process": 0, "f": "txn", "value": [["append", 1, 1]]}]) + "\n")
-    code = ("import sys, runpy; sys.argv = ['faultline', 'check', sys.argv[1]]\n"
-            "try:\n    runpy.run_module('faultline', run_name='__main__')\n"
-            "except SystemExit as e:\n    print(e.code, sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('networkx', 'grpc') or m.startswith(('faultline.nemesis', 'faultline.node', 'faultline.dbs'))))")
+    hist.write_text(
+        "\n".join(
+            json.dumps(op)
+            for op in [
+                {"index": 0, "type": "invoke", "process": 0, "f": "txn", "value": [["append", 1, 1]]},
+                {"index": 1, "type": "ok", "process": 0, "f": "txn", "value": [["append", 1, 1]]},
+            ]
+        )
+        + "\n"
+    )
+    code = (
+        "import sys, runpy; sys.argv = ['faultline', 'check', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('faultline', run_name='__main__')\n"
+        "except SystemExit as e:\n    print(e.code, sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('networkx', 'grpc') or m.startswith(('faultline.nemesis', 'faultline.node', 'faultline.dbs'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code, str(hist)], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
 
@@ -182,9 +221,17 @@ def test_spark_batches_hold_every_run_once_and_balance(tmp_path: Path) -> None:
 
 def test_scoring_daemon_is_pysparks_with_the_scoring_modules() -> None:
     pytest.importorskip("pyspark")
-    out = subprocess.run([sys.executable, "-c", "import sys, faultline.results.spark_daemon as d; "
-                          "print('faultline.results.scoring' in sys.modules, callable(d.daemon.manager))"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, faultline.results.spark_daemon as d; "
+            "print('faultline.results.scoring' in sys.modules, callable(d.daemon.manager))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout.split() == ["True", "True"], out.stderr
 
 
@@ -219,13 +266,18 @@ def _messy_list_append(rng: random.Random) -> list[Any]:
                     state.setdefault(k, []).append(v)
                 out.append([f, k, list(view.get(k, [])) if f == "r" else v])
             snaps.append({k: list(v) for k, v in state.items()})
-            hist.append({"index": i, "type": typ, "process": p, "f": "txn", "value": out if typ == "ok" else mops})
+            hist.append(
+                {"index": i, "type": typ, "process": p, "f": "txn", "value": out if typ == "ok" else mops}
+            )
             continue
         mops = []
         for _ in range(rng.randint(1, 4)):
             value += 1
-            mops.append(["r", rng.randrange(keys), None] if rng.random() < 0.5
-                        else ["append", rng.randrange(keys), value if rng.random() < 0.95 else rng.randint(1, 3)])
+            mops.append(
+                ["r", rng.randrange(keys), None]
+                if rng.random() < 0.5
+                else ["append", rng.randrange(keys), value if rng.random() < 0.95 else rng.randint(1, 3)]
+            )
         open_[p] = mops
         hist.append({"index": i, "type": "invoke", "process": p, "f": "txn", "value": mops})
     for _ in range(rng.choice([0, 0, 0, 1, 2])):
@@ -245,7 +297,9 @@ def _damage(rng: random.Random, hist: list[Any]) -> None:
     if what == 0 and mops:
         rng.choice(mops)[2] = rng.choice([None, (1, 2), [99], [1, 1], 7, "x"])
     elif what == 1 and mops:
-        mops.append(rng.choice([["w", 0, 1], ["r", 0], ("r", 0, None), ["cas", 0, 1], [0, 0, 0], ["r", [0], None]]))
+        mops.append(
+            rng.choice([["w", 0, 1], ["r", 0], ("r", 0, None), ["cas", 0, 1], [0, 0, 0], ["r", [0], None]])
+        )
     elif what == 2 and mops:
         mops.append(["r" if rng.random() < 0.5 else "append", mops[0][1], rng.choice([None, [1], 5])])
     elif what == 3:
@@ -255,7 +309,9 @@ def _damage(rng: random.Random, hist: list[Any]) -> None:
     elif what == 5:
         hist.insert(i, {"index": -1, "type": "invoke", "process": 9, "f": "read", "value": None})
     elif what == 6 and isinstance(op, dict):
-        op[rng.choice(["type", "process", "f", "value", "index"])] = rng.choice([None, "ok", "txn", (), {}, 3])
+        op[rng.choice(["type", "process", "f", "value", "index"])] = rng.choice(
+            [None, "ok", "txn", (), {}, 3]
+        )
     elif what == 7 and isinstance(op, dict):
         del op[rng.choice(list(op))]
     elif what == 8:

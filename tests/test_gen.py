@@ -177,8 +177,20 @@ def test_map_ops_and_lift_list() -> None:
 def test_simulation_is_deterministic_for_a_seed() -> None:
     def build() -> g.Gen:
         return g.any_of(
-            g.clients(g.time_limit(5, g.independent(2, lambda k: g.limit(10, g.stagger(0.05, g.mix(
-                g.repeat({"f": "read"}), g.repeat({"f": "write", "value": 1}))))))),
+            g.clients(
+                g.time_limit(
+                    5,
+                    g.independent(
+                        2,
+                        lambda k: g.limit(
+                            10,
+                            g.stagger(
+                                0.05, g.mix(g.repeat({"f": "read"}), g.repeat({"f": "write", "value": 1}))
+                            ),
+                        ),
+                    ),
+                )
+            ),
             g.nemesis(g.time_limit(5, g.cycle([g.sleep(1), {"f": "start"}, g.sleep(1), {"f": "stop"}]))),
         )
 
@@ -200,7 +212,9 @@ def test_updates_that_change_nothing_hand_back_the_same_generator() -> None:
     """A tree of stateless parts is not copied on every event; a stateful part below routing still sees
     the events of its own threads (until_ok counts its attempts from them)."""
     ctx = Context.initial(4, random.Random(0))
-    inert = g.any_of(g.clients(g.limit(5, g.mix(g.repeat({"f": "r"}), g.repeat({"f": "w"})))), g.nemesis(None))
+    inert = g.any_of(
+        g.clients(g.limit(5, g.mix(g.repeat({"f": "r"}), g.repeat({"f": "w"})))), g.nemesis(None)
+    )
     inv = {"type": "invoke", "f": "r", "process": 1, "time": 0}
     assert inert.update(ctx, inv) is inert
     mixed = g.any_of(g.clients(g.mix(g.repeat({"f": "r"}), g.repeat({"f": "w"}))))

@@ -33,8 +33,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # Where to interrupt: a phase the run announces on stderr, or a fault of that kind being applied.
-PHASES = ("cluster", "setup", "fault:start-partition", "fault:start-kill", "fault:start-pause",
-          "fault:start-packet", "heal", "final", "healing")
+PHASES = (
+    "cluster",
+    "setup",
+    "fault:start-partition",
+    "fault:start-kill",
+    "fault:start-pause",
+    "fault:start-packet",
+    "heal",
+    "final",
+    "healing",
+)
 PLANS = (("SIGTERM",), ("SIGINT",), ("SIGINT", "SIGINT"), ("SIGINT", "SIGINT", "SIGINT"), ("SIGKILL",))
 
 
@@ -56,7 +65,9 @@ def cases(n: int = 20) -> list[Case]:
     out = []
     for i in range(n):
         plan = PLANS[(i * 3) % len(PLANS)]  # each pass over the phases pairs them with other plans
-        out.append(Case(i + 1, PHASES[i % len(PHASES)], plan, leave_running=i % 3 == 1 and plan != ("SIGKILL",)))
+        out.append(
+            Case(i + 1, PHASES[i % len(PHASES)], plan, leave_running=i % 3 == 1 and plan != ("SIGKILL",))
+        )
     return out
 
 
@@ -64,8 +75,14 @@ class Watched:
     """A `faultline run` subprocess whose stderr lines are collected as they come."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         self.lines: list[str] = []
         self.out = ""
         threading.Thread(target=self._read, daemon=True).start()
@@ -117,13 +134,15 @@ def cluster_objects(name: str) -> list[str]:
 
     client = docker.from_env()
     label = f"org.faultline.cluster={name}"
-    return ([c.name for c in labelled_containers(client, label)]
-            + [n.name for n in client.networks.list(filters={"label": label})])
+    return [c.name for c in labelled_containers(client, label)] + [
+        n.name for n in client.networks.list(filters={"label": label})
+    ]
 
 
 def faultline(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "faultline", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "faultline", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def residue_of(name: str) -> list[str]:
@@ -136,9 +155,28 @@ def interrupt(case: Case, tmp: Path, clean_with_all: bool) -> list[str]:
     """Runs one case; returns the problems found (empty: the guarantee held)."""
     name = f"flint-{uuid.uuid4().hex[:6]}"
     store = tmp / case.id
-    argv = [sys.executable, "-m", "faultline", "run", "--db", "etcd", "--workload", "set", "--nemesis",
-            case.nemesis, "--nemesis-interval", "1", "--time-limit", "8", "--seed", str(case.seed),
-            "--cluster-name", name, "--store", str(store)]
+    argv = [
+        sys.executable,
+        "-m",
+        "faultline",
+        "run",
+        "--db",
+        "etcd",
+        "--workload",
+        "set",
+        "--nemesis",
+        case.nemesis,
+        "--nemesis-interval",
+        "1",
+        "--time-limit",
+        "8",
+        "--seed",
+        str(case.seed),
+        "--cluster-name",
+        name,
+        "--store",
+        str(store),
+    ]
     if case.leave_running:
         argv.append("--leave-cluster-running")
     run = Watched(argv)
@@ -196,8 +234,11 @@ def disk_layers_of(name: str) -> list[str]:
     from faultline.cluster import disklayer
 
     root = disklayer.layer_root("docker", name)
-    return ([m for m in disklayer.leftovers() if str(root) in m] + disklayer.residue("docker", name)
-            + ([str(root)] if root.exists() else []))
+    return (
+        [m for m in disklayer.leftovers() if str(root) in m]
+        + disklayer.residue("docker", name)
+        + ([str(root)] if root.exists() else [])
+    )
 
 
 def other_clusters(name: str) -> set[str]:
@@ -206,8 +247,10 @@ def other_clusters(name: str) -> set[str]:
 
     from faultline.cluster.docker_backend import labelled_containers
 
-    found = {c.labels.get("org.faultline.cluster", "") for c in
-             labelled_containers(docker.from_env(), "org.faultline.cluster")}
+    found = {
+        c.labels.get("org.faultline.cluster", "")
+        for c in labelled_containers(docker.from_env(), "org.faultline.cluster")
+    }
     return found - {name, ""}
 
 
@@ -221,9 +264,16 @@ def test_interruptions_at_every_phase_leave_nothing_behind(tmp_path: Path) -> No
     # cluster up, `--all` would remove it too, so it would fall back to `--name`).
     alone = all_cases[last_kill]
     with ThreadPoolExecutor(int(os.environ.get("FAULTLINE_INTERRUPTIONS_AT_ONCE", "3"))) as pool:
-        found = dict(zip([c.id for c in all_cases if c is not alone],
-                         pool.map(lambda c: interrupt(c, tmp_path, clean_with_all=False),
-                                  [c for c in all_cases if c is not alone]), strict=True))
+        found = dict(
+            zip(
+                [c.id for c in all_cases if c is not alone],
+                pool.map(
+                    lambda c: interrupt(c, tmp_path, clean_with_all=False),
+                    [c for c in all_cases if c is not alone],
+                ),
+                strict=True,
+            )
+        )
     found[alone.id] = interrupt(alone, tmp_path, clean_with_all=True)
     failures = {case: problems for case, problems in found.items() if problems}
     assert not failures, json.dumps(failures, indent=1)
@@ -232,8 +282,10 @@ def test_interruptions_at_every_phase_leave_nothing_behind(tmp_path: Path) -> No
 # A run with a disk fault: its disk layers (mounted on the host before the containers exist) are gone
 # after a SIGKILL while the layer drops writes (then `cluster down`) and after SIGINT while the cluster
 # comes up.
-DISK_CASES = [Case(31, "fault:lose-unfsynced", ("SIGKILL",), False, "lose-unfsynced,kill"),
-              Case(32, "cluster", ("SIGINT",), False, "lose-unfsynced")]
+DISK_CASES = [
+    Case(31, "fault:lose-unfsynced", ("SIGKILL",), False, "lose-unfsynced,kill"),
+    Case(32, "cluster", ("SIGINT",), False, "lose-unfsynced"),
+]
 
 
 @pytest.mark.docker

@@ -20,8 +20,16 @@ OPS = [
     {"index": 1, "time": 20, "type": "invoke", "process": "nemesis", "f": "start-partition", "value": None},
     {"index": 2, "time": 30, "type": "ok", "process": 0, "f": "write", "key": "k", "value": 3},
     {"index": 3, "time": 40, "type": "invoke", "process": 1, "f": "cas", "key": "k", "value": [3, 4]},
-    {"index": 4, "time": 50, "type": "info", "process": 1, "f": "cas", "key": "k", "value": [3, 4],
-     "error": "timeout"},
+    {
+        "index": 4,
+        "time": 50,
+        "type": "info",
+        "process": 1,
+        "f": "cas",
+        "key": "k",
+        "value": [3, 4],
+        "error": "timeout",
+    },
 ]
 
 
@@ -108,7 +116,12 @@ def test_porcupine_etcd_lines(tmp_path: Path) -> None:
         "INFO  jepsen.util - 1\t:fail\t:read\t:timed-out\n"
     )
     lh = load(p)
-    assert (lh.format, lh.semantics, lh.model, lh.init) == ("porcupine-etcd", "porcupine", "cas-register", None)
+    assert (lh.format, lh.semantics, lh.model, lh.init) == (
+        "porcupine-etcd",
+        "porcupine",
+        "cas-register",
+        None,
+    )
     assert lh.ops[0]["value"] == [1, 4] and lh.ops[3]["error"] == "timed-out"
     p.write_text("INFO  jepsen.util - 0\t:invoke\t:read\tnil\nsomething else\n")
     with pytest.raises(HistoryFormatError, match=r"e\.log:2:"):
@@ -139,8 +152,10 @@ def test_jsonl_values_beyond_strict_json_read_and_write_back(tmp_path: Path) -> 
     do the history files. Integers beyond 64 bits stay exact (orjson would turn them into floats)."""
     import math
 
-    ops = [{"index": 0, "type": "invoke", "process": 0, "f": "write", "value": [math.nan, math.inf, -math.inf]},
-           {"index": 1, "type": "ok", "process": 0, "f": "write", "value": 2**70, "error": {True: None}}]
+    ops = [
+        {"index": 0, "type": "invoke", "process": 0, "f": "write", "value": [math.nan, math.inf, -math.inf]},
+        {"index": 1, "type": "ok", "process": 0, "f": "write", "value": 2**70, "error": {True: None}},
+    ]
     p = write_jsonl(ops, tmp_path / "h.jsonl")
     text = p.read_text()
     assert "NaN" in text and "Infinity" in text and str(2**70) in text and '"true":null' in text
@@ -174,14 +189,18 @@ def _nul_padded(tmp_path: Path, tail: bytes) -> Path:
     return p
 
 
-@pytest.mark.parametrize(("tail", "kept"), [(b"\0" * 5000, 3), (b'{"index": 3, "ty' + b"\0" * 300, 3),
-                                            (json.dumps(OPS[3]).encode() + b"\0" * 7, 4)])
+@pytest.mark.parametrize(
+    ("tail", "kept"),
+    [(b"\0" * 5000, 3), (b'{"index": 3, "ty' + b"\0" * 300, 3), (json.dumps(OPS[3]).encode() + b"\0" * 7, 4)],
+)
 def test_a_nul_padded_end_is_dropped_like_a_cut_last_line(tmp_path: Path, tail: bytes, kept: int) -> None:
     """A crash in the middle of a write can leave the file longer than what was written, the rest NUL
     bytes: after valid lines they are dropped with one warning, with a cut line before them (a whole op
     whose newline was lost is kept)."""
     p = _nul_padded(tmp_path, tail)
-    with pytest.warns(UserWarning, match=r"history\.jsonl:4: ignoring .*NUL bytes that end the file") as caught:
+    with pytest.warns(
+        UserWarning, match=r"history\.jsonl:4: ignoring .*NUL bytes that end the file"
+    ) as caught:
         ops = read_jsonl(p)
     assert ops == OPS[:kept] and len(caught) == 1
     with warnings.catch_warnings():
@@ -207,10 +226,12 @@ def test_nul_bytes_anywhere_else_are_still_refused(tmp_path: Path) -> None:
 
 
 def test_edn_tags_jepsen_histories_use_are_read() -> None:
-    text = ('#jepsen.history.Op{:index 0, :type :invoke, :process 0, :f :read, :value nil}\n'
-            '#knossos.op.Op{:type :ok, :f :read, :value #{1 2}, :time #inst "2026-11-26T00:00:00.000-00:00",'
-            ' :id #uuid "f81d4fae-7dec-11d0-a765-00a0c91e6bf6", :error #error {:cause "boom"},'
-            ' :obj #object [java.lang.Object 0x1 "x"]}')
+    text = (
+        "#jepsen.history.Op{:index 0, :type :invoke, :process 0, :f :read, :value nil}\n"
+        '#knossos.op.Op{:type :ok, :f :read, :value #{1 2}, :time #inst "2026-11-26T00:00:00.000-00:00",'
+        ' :id #uuid "f81d4fae-7dec-11d0-a765-00a0c91e6bf6", :error #error {:cause "boom"},'
+        ' :obj #object [java.lang.Object 0x1 "x"]}'
+    )
     a, b = edn.loads_all(text)
     assert a == {"index": 0, "type": "invoke", "process": 0, "f": "read", "value": None}
     assert b["value"] == [1, 2] and b["time"] == "2026-11-26T00:00:00.000-00:00"
@@ -218,16 +239,19 @@ def test_edn_tags_jepsen_histories_use_are_read() -> None:
     assert b["obj"] == ["java.lang.Object", "0x1", "x"]
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ("[1\n #foo/bar 1]", "line 2: unknown EDN tag #foo/bar"),
-    ("#foo 1", "line 1: unknown EDN tag #foo"),
-    ('#inst 5', "#inst must be followed by a string"),
-    ("#jepsen.history.Op [1]", "#jepsen.history.Op must be followed by a map"),
-    ('#"regex"', "unknown EDN dispatch '#'"),
-    ("#:ns{:a 1}", "unknown EDN dispatch '#:ns'"),
-    ("[#inst]", "#inst must be followed by a string"),
-    ("#inst", "#inst with no value after it"),
-])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[1\n #foo/bar 1]", "line 2: unknown EDN tag #foo/bar"),
+        ("#foo 1", "line 1: unknown EDN tag #foo"),
+        ("#inst 5", "#inst must be followed by a string"),
+        ("#jepsen.history.Op [1]", "#jepsen.history.Op must be followed by a map"),
+        ('#"regex"', "unknown EDN dispatch '#'"),
+        ("#:ns{:a 1}", "unknown EDN dispatch '#:ns'"),
+        ("[#inst]", "#inst must be followed by a string"),
+        ("#inst", "#inst with no value after it"),
+    ],
+)
 def test_an_unknown_edn_tag_is_an_error_naming_it(text: str, needle: str) -> None:
     """A tag we cannot know the meaning of was once dropped without a word, its value kept."""
     with pytest.raises(edn.EdnError, match=needle):
@@ -236,15 +260,19 @@ def test_an_unknown_edn_tag_is_an_error_naming_it(text: str, needle: str) -> Non
 
 def test_an_unknown_tag_in_a_history_names_its_line(tmp_path: Path) -> None:
     p = tmp_path / "h.edn"
-    p.write_text("[{:process 0, :type :invoke, :f :write, :value 1}\n"
-                 " {:process 0, :type :ok, :f :write, :value #foo/bar 1}]\n")
+    p.write_text(
+        "[{:process 0, :type :invoke, :f :write, :value 1}\n"
+        " {:process 0, :type :ok, :f :write, :value #foo/bar 1}]\n"
+    )
     with pytest.raises(HistoryFormatError) as exc:
         load(p)
     assert str(exc.value).startswith(f"{p}:2: malformed EDN: unknown EDN tag #foo/bar")
 
 
 def test_edn_strings_over_several_lines_keep_their_line_numbers() -> None:
-    vals = list(edn.iter_values(['[{:a "one\n', 'two" :b 1}\n', ' {:a 2 ; c "\n', ' :b "x"}]\n'], spread=True))
+    vals = list(
+        edn.iter_values(['[{:a "one\n', 'two" :b 1}\n', ' {:a 2 ; c "\n', ' :b "x"}]\n'], spread=True)
+    )
     assert vals == [(2, {"a": "one\ntwo", "b": 1}), (4, {"a": 2, "b": "x"})]
     with pytest.raises(edn.EdnError, match="line 2: unterminated string"):
         edn.loads_all('[1\n "abc\n def')
@@ -252,8 +280,10 @@ def test_edn_strings_over_several_lines_keep_their_line_numbers() -> None:
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.floats() | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.text(max_size=4) | st.integers() | st.booleans() | st.none(), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=4) | st.integers() | st.booleans() | st.none(), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -273,20 +303,31 @@ def test_the_fast_codec_means_what_json_means(v: object) -> None:
 _LINES = [
     b'{"index":0,"time":1,"type":"invoke","process":0,"f":"txn","value":[["append",1,2],["r",1,null]]}',
     b'{"index":1,"type":"ok","process":0,"f":"read","value":[1,2,3]}',
-    b'{"type":"ok","process":0,"f":"read","value":1}', b'{"index":2,"type":"ok","process":"0","f":"w","value":1}',
-    b'{"index":3,"type":"ok","process":true,"f":"w","value":1}', b'{"index":4,"type":"done","process":0,"f":"w"}',
-    b'{"index":5,"type":"info","process":"nemesis","f":null,"value":null}', b'{"index":6,"type":"ok","process":0}',
-    b'{"index":7.5,"type":"ok","process":0,"f":"r","value":NaN}', b'{"index":8,"type":"fail","process":1,"f":3}',
-    b'', b'   ', b'[1,2]', b'"op"', b'{"index":9,"type":"ok"', b'{"a":' + b'[' * 120 + b']' * 120 + b'}',
-    b'{"index":10,"type":"ok","process":0,"f":"r","value":' + b'[' * 60 + b']' * 60 + b'}',
-    b'{"index":13,"type":"ok","process":0,"f":"r","value":' + b'[' * 101 + b']' * 101 + b'}',
-    b'{"index":11,"type":"ok","process":0,"f":"r","value":"\\ud800"}', b'\xff\xfe',
-    b'{"index":12,"type":"ok","process":0,"f":"r","value":[' + b'[[1]],' * 40 + b'null]}',
+    b'{"type":"ok","process":0,"f":"read","value":1}',
+    b'{"index":2,"type":"ok","process":"0","f":"w","value":1}',
+    b'{"index":3,"type":"ok","process":true,"f":"w","value":1}',
+    b'{"index":4,"type":"done","process":0,"f":"w"}',
+    b'{"index":5,"type":"info","process":"nemesis","f":null,"value":null}',
+    b'{"index":6,"type":"ok","process":0}',
+    b'{"index":7.5,"type":"ok","process":0,"f":"r","value":NaN}',
+    b'{"index":8,"type":"fail","process":1,"f":3}',
+    b"",
+    b"   ",
+    b"[1,2]",
+    b'"op"',
+    b'{"index":9,"type":"ok"',
+    b'{"a":' + b"[" * 120 + b"]" * 120 + b"}",
+    b'{"index":10,"type":"ok","process":0,"f":"r","value":' + b"[" * 60 + b"]" * 60 + b"}",
+    b'{"index":13,"type":"ok","process":0,"f":"r","value":' + b"[" * 101 + b"]" * 101 + b"}",
+    b'{"index":11,"type":"ok","process":0,"f":"r","value":"\\ud800"}',
+    b"\xff\xfe",
+    b'{"index":12,"type":"ok","process":0,"f":"r","value":[' + b"[[1]]," * 40 + b"null]}",
 ]
 
 
-def test_the_compiled_jsonl_reader_reads_what_the_python_loop_reads(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_compiled_jsonl_reader_reads_what_the_python_loop_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On files of the usual lines mixed with every kind of unusual one (ops to normalise, blank lines, lines
     msgspec refuses, deep nesting, errors), history/_jsonl.c and the Python loop give the same ops, line
     numbers and warnings, or the same error on the same line."""
@@ -298,7 +339,10 @@ def test_the_compiled_jsonl_reader_reads_what_the_python_loop_reads(tmp_path: Pa
     rng = random.Random(30)
     path = tmp_path / "h.jsonl"
     for trial in range(400):
-        lines = [rng.choice(_LINES[:2]) if rng.random() < 0.7 else rng.choice(_LINES) for _ in range(rng.randint(0, 30))]
+        lines = [
+            rng.choice(_LINES[:2]) if rng.random() < 0.7 else rng.choice(_LINES)
+            for _ in range(rng.randint(0, 30))
+        ]
         path.write_bytes(b"\n".join(lines) + (b"\n" if rng.random() < 0.8 else b""))
         outs = []
         for mod in (compiled, None):
@@ -324,9 +368,13 @@ def test_the_compiled_pairing_check_judges_as_the_python_loop(monkeypatch: pytes
     for trial in range(3000):
         ops: list[dict] = []
         for i in range(rng.randint(0, 12)):
-            op = {"index": i, "type": rng.choice(["invoke", "invoke", "ok", "info", "fail"]),
-                  "process": rng.choice([0, 1, 2, "nemesis", "p", None, True]), "f": rng.choice(["r", "w", None]),
-                  "value": None}
+            op = {
+                "index": i,
+                "type": rng.choice(["invoke", "invoke", "ok", "info", "fail"]),
+                "process": rng.choice([0, 1, 2, "nemesis", "p", None, True]),
+                "f": rng.choice(["r", "w", None]),
+                "value": None,
+            }
             if rng.random() < 0.2:
                 op["key"] = rng.choice([1, 2, None, [1]])
             ops.append(op)

@@ -46,7 +46,9 @@ def test_the_hosts_file_is_checked_against_its_schema(tmp_path: Path, text: str,
     assert needle in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_a_bad_hosts_file_is_one_line_and_exit_254(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_hosts_file_is_one_line_and_exit_254(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = tmp_path / "hosts.toml"
     for text in (b"node = [1]\n", b"ssh = 5\n", b'[[node]]\nname = "m1"\naddress = "caf\xe9"\n'):
         f.write_bytes(text)
@@ -61,8 +63,9 @@ class LocalShell:
     def __init__(self) -> None:
         self.argvs: list[list[str]] = []
 
-    def __call__(self, node: str, argv: Sequence[str], timeout: float = 30, check: bool = True,
-                 step: str = "") -> tuple[int, str, str]:
+    def __call__(
+        self, node: str, argv: Sequence[str], timeout: float = 30, check: bool = True, step: str = ""
+    ) -> tuple[int, str, str]:
         self.argvs.append(list(argv))
         if argv[0] != "sh":
             raise ClusterError("no daemon here")
@@ -74,8 +77,11 @@ class LocalShell:
 
 def ssh_backend(tmp_path: Path, workdir: Path, source_dir: Path) -> tuple[SSHBackend, LocalShell]:
     f = tmp_path / "hosts.toml"
-    f.write_text(f'[ssh]\nworkdir = "{workdir}"\nsource_dir = "{source_dir}"\n' + NODE
-                 + '[[node]]\nname = "t1"\naddress = "192.0.2.2"\n')
+    f.write_text(
+        f'[ssh]\nworkdir = "{workdir}"\nsource_dir = "{source_dir}"\n'
+        + NODE
+        + '[[node]]\nname = "t1"\naddress = "192.0.2.2"\n'
+    )
     b = SSHBackend.from_hosts_file(f, StoreDB().cluster_spec("inputs-test", {"daemon": "none"}))
     b.info = {"m1": NodeInfo("m1", "master", "192.0.2.1", "192.0.2.1", [])}
     shell = LocalShell()
@@ -109,8 +115,20 @@ def test_down_deletes_only_directories_faultline_created(tmp_path: Path) -> None
     assert not any(argv[:2] == ["rm", "-rf"] for argv in shell.argvs)  # never a bare rm -rf
 
 
-@pytest.mark.parametrize("path", ["/", "/usr", "/usr/bin", "/etc/ssh", "/home/alice", "/root", "relative/dir",
-                                  "/var/lib", "/usr/bin/../.."])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/usr",
+        "/usr/bin",
+        "/etc/ssh",
+        "/home/alice",
+        "/root",
+        "relative/dir",
+        "/var/lib",
+        "/usr/bin/../..",
+    ],
+)
 def test_system_and_home_directories_are_refused_before_the_marker_check(path: str) -> None:
     with pytest.raises(ClusterError, match="refusing"):
         _check_removable(path)
@@ -121,13 +139,16 @@ def test_dedicated_directories_pass_the_first_guard(path: str) -> None:
     _check_removable(path)
 
 
-@pytest.mark.parametrize(("opts", "needle"), [
-    ({"time_limit": "inf"}, "--time-limit must be positive and finite, not 'inf'"),
-    ({"nemesis_interval": float("nan")}, "--nemesis-interval must be positive and finite"),
-    ({"rate": "-inf"}, "--rate must be positive and finite"),
-    ({"quiet_period": -100}, "--quiet-period must be a finite number >= 0, not -100"),
-    ({"quiet_period": "nan"}, "--quiet-period must be a finite number >= 0"),
-])
+@pytest.mark.parametrize(
+    ("opts", "needle"),
+    [
+        ({"time_limit": "inf"}, "--time-limit must be positive and finite, not 'inf'"),
+        ({"nemesis_interval": float("nan")}, "--nemesis-interval must be positive and finite"),
+        ({"rate": "-inf"}, "--rate must be positive and finite"),
+        ({"quiet_period": -100}, "--quiet-period must be a finite number >= 0, not -100"),
+        ({"quiet_period": "nan"}, "--quiet-period must be a finite number >= 0"),
+    ],
+)
 def test_run_options_are_finite(opts: dict, needle: str) -> None:
     with pytest.raises(UsageError) as exc:
         testspec.build_test({"cluster": "fake", **opts})
@@ -150,14 +171,21 @@ def test_read_toml_names_the_file_and_the_problem(tmp_path: Path) -> None:
 
 
 def test_cluster_status_without_docker_says_it_cannot_reach_docker(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
     monkeypatch.setenv("FAULTLINE_RUN_DIR", str(tmp_path / "run"))  # no local or ssh cluster either
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    for argv in (["cluster", "status"], ["cluster", "status", "--cluster", "docker"], ["cluster", "logs", "m1"]):
+    for argv in (
+        ["cluster", "status"],
+        ["cluster", "status", "--cluster", "docker"],
+        ["cluster", "logs", "m1"],
+    ):
         assert cli_main(argv) == 254
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "cannot reach the Docker engine" in err[0] and "no cluster" not in err[0], err
+        assert len(err) == 1 and "cannot reach the Docker engine" in err[0] and "no cluster" not in err[0], (
+            err
+        )
 
 
 def test_a_run_on_ssh_checks_its_hosts_file_before_starting(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ def test_no_import_cycles_between_modules() -> None:
             if imported.startswith(importer + ".") or importer.startswith(imported + "."):
                 continue
             if graph.chain_exists(importer=imported, imported=importer):
-                cycles.append(" -> ".join([importer, *graph.find_shortest_chain(importer=imported,
-                                                                                  imported=importer)]))
+                cycles.append(
+                    " -> ".join([importer, *graph.find_shortest_chain(importer=imported, imported=importer)])
+                )
     assert not cycles, "import cycles:\n" + "\n".join(cycles)

@@ -23,8 +23,11 @@ def segment_files(path) -> list:
 
 def test_round_trip_all_entry_types(tmp_path):
     cfg = RaftConfig((Peer("a", "h:1"), Peer("b", "h:2", MemberType.NON_VOTER, True)), 3)
-    es = [Entry(1, 1, EntryType.NO_OP), Entry(1, 2, EntryType.WRITE, b"\x00\xffbin"),
-          Entry(2, 3, EntryType.CONFIG, config=cfg)]
+    es = [
+        Entry(1, 1, EntryType.NO_OP),
+        Entry(1, 2, EntryType.WRITE, b"\x00\xffbin"),
+        Entry(2, 3, EntryType.CONFIG, config=cfg),
+    ]
     with Wal(tmp_path / "wal") as w:
         assert w.append_sync(es) == 3
     with Wal(tmp_path / "wal") as w:
@@ -285,12 +288,16 @@ def test_wal_matches_a_model_under_random_operations(tmp_path_factory):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    ops = st.lists(st.one_of(
-        st.tuples(st.just("append"), st.integers(1, 6)),
-        st.tuples(st.just("truncate"), st.integers(0, 40)),
-        st.tuples(st.just("gc"), st.integers(0, 40)),
-        st.tuples(st.just("reopen"), st.just(0)),
-    ), min_size=1, max_size=25)
+    ops = st.lists(
+        st.one_of(
+            st.tuples(st.just("append"), st.integers(1, 6)),
+            st.tuples(st.just("truncate"), st.integers(0, 40)),
+            st.tuples(st.just("gc"), st.integers(0, 40)),
+            st.tuples(st.just("reopen"), st.just(0)),
+        ),
+        min_size=1,
+        max_size=25,
+    )
 
     @settings(max_examples=int(os.environ.get("WAL_PROP_EXAMPLES", "25")), deadline=None)
     @given(ops)
@@ -358,8 +365,9 @@ def test_killed_writer_then_power_loss(tmp_path, bugs):
 
     d = tmp_path / "wal"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    p = subprocess.Popen([sys.executable, "-c", _WRITER, str(d), *bugs], stdout=subprocess.PIPE, text=True,
-                         cwd=root)
+    p = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(d), *bugs], stdout=subprocess.PIPE, text=True, cwd=root
+    )
     acked: list[int] = []
     try:
         deadline = time.monotonic() + 30
@@ -384,10 +392,10 @@ def test_killed_writer_then_power_loss(tmp_path, bugs):
 
 def test_write_on_the_callers_thread_keeps_order_with_queued_appends(tmp_path):
     with Wal(tmp_path / "wal") as w:
-        futs = [w.append(entries(i, i)) for i in range(1, 21)]   # may still be queued or being written
-        w.write(None, entries(21, 25))                             # waits behind them, never overtakes
+        futs = [w.append(entries(i, i)) for i in range(1, 21)]  # may still be queued or being written
+        w.write(None, entries(21, 25))  # waits behind them, never overtakes
         assert all(f.done() for f in futs) and w.last_index == 25
-        w.write(23, entries(23, 24, term=2))                       # truncate and append in one call
+        w.write(23, entries(23, 24, term=2))  # truncate and append in one call
         assert (w.last_index, w.term_at(22), w.term_at(23)) == (24, 1, 2)
     with Wal(tmp_path / "wal") as w:
         assert [e.index for e in w.entries()] == list(range(1, 25)) and w.term_at(24) == 2

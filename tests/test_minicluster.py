@@ -9,7 +9,7 @@ import pytest
 
 from faultline.dbs.store.minicluster import MiniCluster, _ephemeral_low, free_port
 
-pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+pytestmark = pytest.mark.integration  # a real store cluster of processes on loopback
 
 
 def test_free_ports_are_below_the_ephemeral_range() -> None:

@@ -59,7 +59,7 @@ def test_a_plan_refuses_an_empty_file_and_an_unknown_kind() -> None:
 
 @pytest.mark.parametrize("kind", ["bitflip", "zero", "truncate"])
 def test_the_node_side_does_what_the_plan_says(tmp_path: Path, kind: str) -> None:
-    data = bytes(range(256)) * 8 + bytes(100)   # data, then trailing zeros as in a preallocated log
+    data = bytes(range(256)) * 8 + bytes(100)  # data, then trailing zeros as in a preallocated log
     f = tmp_path / "seg"
     f.write_bytes(data)
     assert filedamage.data_end(str(f)) == 256 * 8
@@ -75,11 +75,19 @@ def test_the_node_side_runs_from_its_source_alone(tmp_path: Path) -> None:
     for name, body in (("wal/b.seg", b"xy\0\0"), ("wal/a.seg", b"\0\0"), ("meta", b"m")):
         (tmp_path / name).write_bytes(body)
     req = {"op": "list", "globs": [f"{tmp_path}/wal/*.seg", f"{tmp_path}/none*", f"{tmp_path}/meta"]}
-    out = subprocess.run([sys.executable, "-c", Path(filedamage.__file__).read_text(), json.dumps(req)],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", Path(filedamage.__file__).read_text(), json.dumps(req)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     listing = json.loads(out.stdout)
-    assert listing == [[[f"{tmp_path}/wal/a.seg", 2, 0], [f"{tmp_path}/wal/b.seg", 4, 2]], [],
-                       [[f"{tmp_path}/meta", 1, 1]]]
+    assert listing == [
+        [[f"{tmp_path}/wal/a.seg", 2, 0], [f"{tmp_path}/wal/b.seg", 4, 2]],
+        [],
+        [[f"{tmp_path}/meta", 1, 1]],
+    ]
     # the first glob with a file that has data: the all-zero one is passed over
     assert pick_file(listing, random.Random(1)) == (f"{tmp_path}/wal/b.seg", 2)
     assert pick_file([[], [[f"{tmp_path}/wal/a.seg", 2, 0]]], random.Random(1)) is None
@@ -91,7 +99,9 @@ def test_snapshot_and_restore_roll_a_file_back(tmp_path: Path) -> None:
     filedamage.handle({"op": "snapshot", "path": str(f), "to": str(copy)})
     f.write_bytes(b"newer and longer")
     assert filedamage.handle({"op": "restore", "path": str(f), "from": str(copy)}) == {
-        "size_before": 16, "size_after": 3}
+        "size_before": 16,
+        "size_after": 3,
+    }
     assert f.read_bytes() == b"old"
 
 
@@ -151,8 +161,15 @@ def local_run(tmp_path: Path, refuse: set[str] = frozenset()) -> Any:
 def test_stopped_mode_kills_damages_starts_and_records_it(tmp_path: Path) -> None:
     test = local_run(tmp_path)
     nem = FileCorruptNemesis("file-bitflip").setup(test)
-    op = nem.invoke(test, {"f": "file-bitflip", "type": "invoke", "process": "nemesis",
-                           "value": {"kind": "bitflip", "mode": "stopped", "subset": "minority", "targets": "all"}})
+    op = nem.invoke(
+        test,
+        {
+            "f": "file-bitflip",
+            "type": "invoke",
+            "process": "nemesis",
+            "value": {"kind": "bitflip", "mode": "stopped", "subset": "minority", "targets": "all"},
+        },
+    )
     assert op["type"] == "ok"
     hits = op["value"]["damage"]
     nodes = [h["node"] for h in hits]
@@ -171,26 +188,36 @@ def test_stopped_mode_kills_damages_starts_and_records_it(tmp_path: Path) -> Non
     # `one` always hits the same node of the target, and `running` stops nothing
     test.backend.events.clear()
     for _ in range(3):
-        one = nem.invoke(test, {"f": "file-bitflip", "value": {"kind": "zero", "mode": "running",
-                                                               "subset": "one", "targets": "all"}})
-        assert [h["node"] for h in one["value"]["damage"]] == [nodes[0]] and "zero" in one["value"]["damage"][0]
+        one = nem.invoke(
+            test,
+            {
+                "f": "file-bitflip",
+                "value": {"kind": "zero", "mode": "running", "subset": "one", "targets": "all"},
+            },
+        )
+        assert [h["node"] for h in one["value"]["damage"]] == [nodes[0]] and "zero" in one["value"]["damage"][
+            0
+        ]
     assert test.backend.events == []
 
 
 def test_a_db_that_refuses_to_start_stays_down_and_the_op_says_why(tmp_path: Path) -> None:
     test = local_run(tmp_path, refuse={"a1", "a2", "a3"})
     nem = FileCorruptNemesis("file-zero").setup(test)
-    op = nem.invoke(test, {"f": "file-zero", "value": {"kind": "zero", "mode": "stopped", "subset": "one",
-                                                       "targets": "all"}})
+    op = nem.invoke(
+        test,
+        {"f": "file-zero", "value": {"kind": "zero", "mode": "stopped", "subset": "one", "targets": "all"}},
+    )
     (hit,) = op["value"]["damage"]
     assert op["type"] == "ok" and hit["start_refused"] == "refusing to start: CRC mismatch"
     assert nem.stopped == set()
-    nem.heal(test)   # nothing to bring back: the DB found the damage and stays down
+    nem.heal(test)  # nothing to bring back: the DB found the damage and stays down
     assert [e for e in test.backend.events if e[0] == "start"] == [("start", hit["node"])]
 
 
 def test_a_node_stopped_by_an_op_that_failed_is_started_by_the_op_or_the_heal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     test = local_run(tmp_path)
     nem = FileCorruptNemesis("file-zero").setup(test)
     value = {"kind": "zero", "mode": "stopped", "subset": "one", "targets": "all"}
@@ -206,7 +233,7 @@ def test_a_node_stopped_by_an_op_that_failed_is_started_by_the_op_or_the_heal(
     with pytest.raises(NemesisError, match="failed"):
         nem.invoke(test, {"f": "file-zero", "value": value})
     assert test.backend.events == [("kill", victim), ("start", victim)] and nem.stopped == set()
-    nem.stopped.add(victim)   # as an op cut off between its kill and its start leaves it
+    nem.stopped.add(victim)  # as an op cut off between its kill and its start leaves it
     nem.heal(test)
     assert test.backend.events[-1] == ("start", victim) and nem.stopped == set()
 
@@ -216,13 +243,15 @@ def test_rollback_copies_an_earlier_copy_back(tmp_path: Path) -> None:
     nem = FileCorruptNemesis("file-rollback").setup(test)
     value = {"kind": "rollback", "mode": "stopped", "subset": "one", "targets": "all"}
     snap = nem.invoke(test, {"f": "file-rollback", "value": value})["value"]["damage"][0]
-    assert snap["step"] == "snapshot" and test.backend.events == []   # taking the copy stops nothing
+    assert snap["step"] == "snapshot" and test.backend.events == []  # taking the copy stops nothing
     path = Path(snap["file"])
     path.write_bytes(b"grown since" * 10)
     back = nem.invoke(test, {"f": "file-rollback", "value": value})["value"]["damage"][0]
     assert back["step"] == "restore" and back["file"] == snap["file"]
     assert path.read_bytes() == bytes(range(1, 200)) + bytes(50)
-    assert nem.invoke(test, {"f": "file-rollback", "value": value})["value"]["damage"][0]["step"] == "snapshot"
+    assert (
+        nem.invoke(test, {"f": "file-rollback", "value": value})["value"]["damage"][0]["step"] == "snapshot"
+    )
 
 
 # ------------------------------------------------------------------ the user's file glob
@@ -242,12 +271,16 @@ def test_a_file_glob_names_the_files_relative_to_the_data_dirs_or_absolute(tmp_p
 
 
 @pytest.mark.parametrize("glob", ["nothing-*", "wal", "/nowhere/*.seg"])
-def test_a_file_glob_that_matches_no_file_on_any_node_refuses_the_run_at_setup(tmp_path: Path, glob: str) -> None:
+def test_a_file_glob_that_matches_no_file_on_any_node_refuses_the_run_at_setup(
+    tmp_path: Path, glob: str
+) -> None:
     test = local_run(tmp_path)
     test.spec.nemesis_opts = {"file_glob": glob}
-    with pytest.raises(UsageError, match=re.escape(f"file_glob={glob} matches no file on any of a1, a2, a3, b1")) as exc:
+    with pytest.raises(
+        UsageError, match=re.escape(f"file_glob={glob} matches no file on any of a1, a2, a3, b1")
+    ) as exc:
         FileCorruptNemesis("file-bitflip").setup(test)
-    assert "\n" not in str(exc.value) and test.backend.events == []   # nothing was stopped or damaged
+    assert "\n" not in str(exc.value) and test.backend.events == []  # nothing was stopped or damaged
 
 
 def test_a_file_glob_that_matches_on_one_node_only_is_taken(tmp_path: Path) -> None:
@@ -258,23 +291,39 @@ def test_a_file_glob_that_matches_on_one_node_only_is_taken(tmp_path: Path) -> N
 
 
 def test_nemesis_options_are_parsed_and_checked_when_the_test_is_built() -> None:
-    spec = testspec.build_test({"workload": "set", "nemesis": "file-zero,kill", "nemesis_opt": ["file_glob=0001"]})
-    assert spec.nemesis_opts == {"file_glob": "0001"} and spec.to_json()["nemesis_opts"] == {"file_glob": "0001"}
+    spec = testspec.build_test(
+        {"workload": "set", "nemesis": "file-zero,kill", "nemesis_opt": ["file_glob=0001"]}
+    )
+    assert spec.nemesis_opts == {"file_glob": "0001"} and spec.to_json()["nemesis_opts"] == {
+        "file_glob": "0001"
+    }
     assert testspec.build_test({"workload": "set"}).nemesis_opts == {}
-    assert testspec.build_test({"workload": "set", "nemesis": "file-corrupt",
-                                "nemesis_opt": {"file_glob": "/abs/*.seg"}}).nemesis_opts == {"file_glob": "/abs/*.seg"}
+    assert testspec.build_test(
+        {"workload": "set", "nemesis": "file-corrupt", "nemesis_opt": {"file_glob": "/abs/*.seg"}}
+    ).nemesis_opts == {"file_glob": "/abs/*.seg"}
 
 
-@pytest.mark.parametrize(("nemesis", "raw", "why"), [
-    ("file-zero", ["file_glob"], "--nemesis-opt 'file_glob': use KEY=VALUE"),
-    ("file-zero", ["file_glob="], "file_glob: must be a glob of files"),
-    ("file-zero", ["file_glob=../../etc/*"], "stays inside the data directories"),
-    ("file-zero", ["file_glob=wals/"], "not of directories"),
-    ("file-zero", {"file_glob": 7}, "must be a glob of files"),
-    ("file-zero", ["Glob=x"], "nemesis option 'Glob'"),
-    ("file-zero", ["depth=3"], "--nemesis-opt depth: no nemesis of this run takes it; they take: file_glob"),
-    ("kill", ["file_glob=x"], "no nemesis of this run takes it (it is an option of file-bitflip, file-corrupt"),
-])
+@pytest.mark.parametrize(
+    ("nemesis", "raw", "why"),
+    [
+        ("file-zero", ["file_glob"], "--nemesis-opt 'file_glob': use KEY=VALUE"),
+        ("file-zero", ["file_glob="], "file_glob: must be a glob of files"),
+        ("file-zero", ["file_glob=../../etc/*"], "stays inside the data directories"),
+        ("file-zero", ["file_glob=wals/"], "not of directories"),
+        ("file-zero", {"file_glob": 7}, "must be a glob of files"),
+        ("file-zero", ["Glob=x"], "nemesis option 'Glob'"),
+        (
+            "file-zero",
+            ["depth=3"],
+            "--nemesis-opt depth: no nemesis of this run takes it; they take: file_glob",
+        ),
+        (
+            "kill",
+            ["file_glob=x"],
+            "no nemesis of this run takes it (it is an option of file-bitflip, file-corrupt",
+        ),
+    ],
+)
 def test_a_bad_nemesis_option_is_one_line_of_usage_error(nemesis: str, raw: Any, why: str) -> None:
     with pytest.raises(UsageError) as exc:
         testspec.build_test({"workload": "set", "nemesis": nemesis, "nemesis_opt": raw})
@@ -285,13 +334,16 @@ def test_a_campaign_takes_nemesis_options(tmp_path: Path) -> None:
     from faultline.controller.campaign import load
 
     path = tmp_path / "c.toml"
-    path.write_text('[campaign]\nname = "c"\n[[cell]]\nname = "x"\nworkload = "set"\nnemesis = ["file-zero"]\n'
-                    'expect = "valid"\nnemesis_opt = {file_glob = "wals/*/wal-*.seg"}\n')
+    path.write_text(
+        '[campaign]\nname = "c"\n[[cell]]\nname = "x"\nworkload = "set"\nnemesis = ["file-zero"]\n'
+        'expect = "valid"\nnemesis_opt = {file_glob = "wals/*/wal-*.seg"}\n'
+    )
     assert load(path).runs[0].opts["nemesis_opt"] == {"file_glob": "wals/*/wal-*.seg"}
 
 
 def test_a_glob_that_matches_nothing_is_refused_with_254_and_the_cluster_torn_down(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The whole path on the fake cluster: built, brought up, the DB set up, the nemesis's setup lists the
     files on every node (here, for real, under a folder of this test) and refuses; the cluster goes down."""
     from faultline.controller import cli
@@ -301,7 +353,7 @@ def test_a_glob_that_matches_nothing_is_refused_with_254_and_the_cluster_torn_do
     real_exec, real_down = fake.FakeRemote.exec, fake.FakeBackend.down
 
     def exec_files(self: Any, node: str, argv: Any, timeout: float) -> tuple[int, str, str]:
-        if list(argv[1:2]) == ["-c"]:   # the file faults' node side: run it here
+        if list(argv[1:2]) == ["-c"]:  # the file faults' node side: run it here
             p = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, timeout=timeout)
             return p.returncode, p.stdout, p.stderr
         return real_exec(self, node, argv, timeout)
@@ -313,9 +365,24 @@ def test_a_glob_that_matches_nothing_is_refused_with_254_and_the_cluster_torn_do
     monkeypatch.setattr(fake.FakeRemote, "exec", exec_files)
     monkeypatch.setattr(fake.FakeBackend, "down", down)
     monkeypatch.setattr(fake.FakeBackend, "node_dir", lambda self, node: str(tmp_path / "nodes" / node))
-    code = cli.main(["run", "--cluster", "fake", "--workload", "set", "--nemesis", "file-zero", "--nemesis-opt",
-                     "file_glob=wals/*/nothing-*.seg", "--time-limit", "5", "--store", str(tmp_path / "store"),
-                     "--quiet"])
+    code = cli.main(
+        [
+            "run",
+            "--cluster",
+            "fake",
+            "--workload",
+            "set",
+            "--nemesis",
+            "file-zero",
+            "--nemesis-opt",
+            "file_glob=wals/*/nothing-*.seg",
+            "--time-limit",
+            "5",
+            "--store",
+            str(tmp_path / "store"),
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 254 and err.count("\n") == 0, err
     assert "file_glob=wals/*/nothing-*.seg matches no file on any of m1, m2, m3, t1" in err
@@ -360,10 +427,28 @@ def test_a_disk_fault_on_a_db_with_no_data_files_is_one_line_of_usage_error(neme
 
 
 def test_the_cli_refuses_it_with_254(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db",
-                        "tests.test_nemesis_corruption:NoFilesStore", "--workload", "set", "--nemesis", "file-zero",
-                        "--store", str(tmp_path)], capture_output=True, text=True, timeout=120,
-                       cwd=Path(__file__).resolve().parents[1])
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "run",
+            "--cluster",
+            "fake",
+            "--db",
+            "tests.test_nemesis_corruption:NoFilesStore",
+            "--workload",
+            "set",
+            "--nemesis",
+            "file-zero",
+            "--store",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert p.returncode == 254, p.stderr
     assert p.stderr.strip().count("\n") == 0 and "declares no data files" in p.stderr, p.stderr
 
@@ -384,7 +469,7 @@ def _flip_in_body(seg: Path, entry: int) -> None:
     off = SEG_HEADER.size
     for _ in range(entry - 1):
         off += FRAME.size + FRAME.unpack_from(data, off)[0]
-    data[off + FRAME.size + 2] ^= 0x04   # a byte of the body past its type byte
+    data[off + FRAME.size + 2] ^= 0x04  # a byte of the body past its type byte
     seg.write_bytes(bytes(data))
 
 
@@ -400,7 +485,9 @@ def test_the_correct_wal_refuses_a_damaged_entry_and_the_buggy_one_hands_it_up(t
     with Wal(tmp_path / "wal", bugs=["no-wal-checksum"]) as w:
         got = w.entries()
     assert [e.index for e in got] == [1, 2, 3, 4, 5]
-    assert got[2].payload != encode_write([Op(PUT, 3, 30)]) and got[1].payload == encode_write([Op(PUT, 2, 20)])
+    assert got[2].payload != encode_write([Op(PUT, 3, 30)]) and got[1].payload == encode_write(
+        [Op(PUT, 2, 20)]
+    )
 
 
 def test_a_read_under_a_running_wal_checks_the_crc_too(tmp_path: Path) -> None:
@@ -417,10 +504,11 @@ def test_a_tablet_handed_a_damaged_entry_says_so(caplog: pytest.LogCaptureFixtur
     state = TabletState()
     with caplog.at_level(logging.ERROR, logger="faultline.tablet"):
         state.apply(1, 1, encode_write([Op(PUT, 1, 1)]))
-        state.apply(2, 1, b"")                 # a no-op entry: nothing to say
+        state.apply(2, 1, b"")  # a no-op entry: nothing to say
         state.apply(3, 1, b'{"t":"wr\x00te"}')  # damaged past the checksum
     assert [r.getMessage() for r in caplog.records] == [
-        "damaged log entry 3 (term 1, 13 bytes) is not a valid write; skipping it"]
+        "damaged log entry 3 (term 1, 13 bytes) is not a valid write; skipping it"
+    ]
     from faultline.dbs.store.db import LOG_PATTERNS
 
     (pat,) = [p for p in LOG_PATTERNS if p.name == "damaged-entry"]
@@ -437,14 +525,18 @@ def test_etcds_own_detection_of_a_flipped_bit_is_expected_under_the_fault() -> N
 
     line = "2026-11-26 04:20:34.693188 C | etcdmain: walpb: crc mismatch"
     checker = LogPatternChecker(LOG_PATTERNS, {"e2": {"faultline/logs/etcd.log": [line]}})
-    ran = [{"type": "invoke", "f": "file-bitflip", "process": "nemesis", "time": 1},
-           {"type": "ok", "f": "file-bitflip", "process": "nemesis", "time": 2}]
+    ran = [
+        {"type": "invoke", "f": "file-bitflip", "process": "nemesis", "time": 1},
+        {"type": "ok", "f": "file-bitflip", "process": "nemesis", "time": 2},
+    ]
     got = checker.check({}, ran, {})
     assert got["valid"] is True and got["expected_matches"][0]["expected_under"] == ["file-bitflip"]
-    assert checker.check({}, [], {})["valid"] is False   # the same line with no such fault: a finding
+    assert checker.check({}, [], {})["valid"] is False  # the same line with no such fault: a finding
 
 
-def test_a_running_replica_will_not_ship_a_damaged_wal_as_a_tablet_copy(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_running_replica_will_not_ship_a_damaged_wal_as_a_tablet_copy(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A file damaged under a running tablet server (file-corrupt's `running` mode): a tablet copy that
     reads it back gets a clean DATA_LOSS error, and the log line is the store's detection."""
     import threading
@@ -457,8 +549,11 @@ def test_a_running_replica_will_not_ship_a_damaged_wal_as_a_tablet_copy(caplog: 
     def damaged(_index: int) -> list[Entry]:
         raise WalCorruption("wal-1.seg: entry 7 at byte 900 is damaged (CRC mismatch)")
 
-    replica = SimpleNamespace(lock=threading.Lock(), tablet=SimpleNamespace(snapshot=lambda: (b"{}", 3, 1)),
-                              storage=SimpleNamespace(entries_after=damaged))
+    replica = SimpleNamespace(
+        lock=threading.Lock(),
+        tablet=SimpleNamespace(snapshot=lambda: (b"{}", 3, 1)),
+        storage=SimpleNamespace(entries_after=damaged),
+    )
     host = object.__new__(ReplicaHost)
     host.get = lambda tablet_id: replica  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR, logger="faultline.node.host"), pytest.raises(HostError) as exc:
@@ -467,4 +562,6 @@ def test_a_running_replica_will_not_ship_a_damaged_wal_as_a_tablet_copy(caplog: 
     (pat,) = [p for p in LOG_PATTERNS if p.name == "damaged-wal-read"]
     import re
 
-    assert re.search(pat.regex, caplog.records[0].getMessage()) and pat.expected_under == FILE_CORRUPTION_FAULTS
+    assert (
+        re.search(pat.regex, caplog.records[0].getMessage()) and pat.expected_under == FILE_CORRUPTION_FAULTS
+    )

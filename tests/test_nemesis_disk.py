@@ -63,7 +63,7 @@ def test_all_are_killed_before_any_loses_and_the_history_says_what_was_lost() ->
     op = n.invoke(test, {"f": "lose-unfsynced", "value": {"subset": "all"}, "process": "nemesis"})
     kinds = [k for k, _ in test.backend.steps]
     assert kinds == ["kill"] * 3 + ["lose"] * 3 + ["start"] * 3
-    assert op["type"] == "ok" and op["value"]["nodes"] == ["n1", "n2", "n3"]   # x1 has no layer
+    assert op["type"] == "ok" and op["value"]["nodes"] == ["n1", "n2", "n3"]  # x1 has no layer
     assert op["value"]["lost"]["n2"] == {"files": ["wal"], "bytes": 10} and op["value"]["bytes"] == 30
 
 
@@ -83,12 +83,15 @@ def test_registry_needs_data_files_and_mounts_only_for_disk_faults() -> None:
     etcd = get_db("etcd")
     assert registry.disk_dirs(["kill"], etcd) == {}
     assert registry.disk_dirs(["kill", "lose-unfsynced"], etcd) == {"etcd": ["{dir}/data"]}
-    no_files = SimpleNamespace(name="nofiles", nemeses=None, nemesis_notes={},
-                               kill=lambda t, n: None, start=lambda t, n: None)
+    no_files = SimpleNamespace(
+        name="nofiles", nemeses=None, nemesis_notes={}, kill=lambda t, n: None, start=lambda t, n: None
+    )
     assert "DataFiles" in (registry.refusal(no_files, "lose-unfsynced") or "")
 
 
-def test_a_machine_without_fuse_or_the_layer_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def test_a_machine_without_fuse_or_the_layer_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     from faultline.cluster import disklayer
     from faultline.controller.testspec import disk_layer_dirs
 
@@ -112,7 +115,8 @@ def test_a_machine_without_fuse_or_the_layer_is_refused(monkeypatch: pytest.Monk
 
 
 def test_ssh_hosts_without_fuse_are_refused_before_anything_reaches_them(
-        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SSHBackend.up asks every host for FUSE first: one lacking it refuses the run (UsageError: one line,
     exit 254) before any upload, process or mount."""
     from faultline.cluster.ssh_backend import SSHBackend, SSHHost
@@ -137,10 +141,12 @@ def test_ssh_hosts_without_fuse_are_refused_before_anything_reaches_them(
     b.remote.put = lambda *a: calls.append(("put", list(a)))  # type: ignore[method-assign]
     with pytest.raises(UsageError) as exc:
         b.up()
-    assert str(exc.value) == ("--cluster ssh cannot mount the disk layer a disk fault needs on n2 (192.0.2.2): "
-                              "it has no /dev/fuse (the disk layer is a FUSE file system)")
+    assert str(exc.value) == (
+        "--cluster ssh cannot mount the disk layer a disk fault needs on n2 (192.0.2.2): "
+        "it has no /dev/fuse (the disk layer is a FUSE file system)"
+    )
     assert sorted(n for n, _ in calls) == ["n1", "n2", "n3"] and all(a[:2] == ["sh", "-c"] for _, a in calls)
     spec.disk_dirs = {}
     calls.clear()
-    b.check_fuse()   # a run without a disk fault asks nothing
+    b.check_fuse()  # a run without a disk fault asks nothing
     assert calls == []

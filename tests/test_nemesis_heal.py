@@ -15,8 +15,9 @@ def test_a_stage_cut_off_mid_way_is_restored_by_the_heal(monkeypatch: pytest.Mon
     restored: list[tuple[str, list[str]]] = []
 
     class RecordingStage:
-        def __init__(self, test: Any, client: Any, tablet: str, addrs: list[str], steps: list[str],
-                     wait_s: float) -> None:
+        def __init__(
+            self, test: Any, client: Any, tablet: str, addrs: list[str], steps: list[str], wait_s: float
+        ) -> None:
             self.tablet, self.addrs = tablet, addrs
 
         def restore(self) -> None:

@@ -25,15 +25,29 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 def _run(tmp_path: Path, bugs: list[str], seed: int) -> Any:
     name = f"fltest-{uuid.uuid4().hex[:6]}"
-    test = testspec.build_test({"cluster": "docker", "cluster_name": name, "time_limit": 30,
-                                "nemesis_interval": 10, "concurrency": 10, "seed": seed,
-                                "workload": "register", "nemesis": "partition-tablet-leader", "inject_bug": bugs,
-                                "leave_cluster_running": False})
+    test = testspec.build_test(
+        {
+            "cluster": "docker",
+            "cluster_name": name,
+            "time_limit": 30,
+            "nemesis_interval": 10,
+            "concurrency": 10,
+            "seed": seed,
+            "workload": "register",
+            "nemesis": "partition-tablet-leader",
+            "inject_bug": bugs,
+            "leave_cluster_running": False,
+        }
+    )
     try:
         return run_once(test, tmp_path / "store", install_signals=False)
     finally:
-        subprocess.run([sys.executable, "-m", "faultline", "cluster", "down", "--name", name], cwd=ROOT,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=300,
+        )
 
 
 def test_stale_leader_reads_invalid_and_correct_cluster_valid(tmp_path: Path) -> None:

@@ -69,7 +69,9 @@ def test_kill_and_pause_then_revive(test: dict, mode: str) -> None:
 def test_clock_bump_and_strobe_are_reset(test: dict) -> None:
     n = ClockNemesis(strobe_s=0.2, strobe_period_s=0.05).setup(test)
     for kind in ("bump", "strobe"):
-        done = n.invoke(test, {"f": "start-clock", "value": {"kind": kind, "targets": "all", "subset": "minority"}})
+        done = n.invoke(
+            test, {"f": "start-clock", "value": {"kind": kind, "targets": "all", "subset": "minority"}}
+        )
         assert done["value"]["offsets"] and all(abs(o) <= 5 for o in done["value"]["offsets"].values())
     assert any(test.backend.clock.values())
     n.invoke(test, {"f": "stop-clock"})
@@ -87,8 +89,13 @@ def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
     dead, new, name = v["dead"], v["replacement"], v["name"]
     assert new == "m4" and b.state[dead] == "destroyed" and b.dns[name] == new
     order = [e for e in b.events if e[1] in (dead, new) or e[0] == "dns"]
-    assert order[:5] == [("stopped", dead), ("destroyed", dead), ("add", new), ("dns", f"{name}->{new}"),
-                         ("running", new)]
+    assert order[:5] == [
+        ("stopped", dead),
+        ("destroyed", dead),
+        ("add", new),
+        ("dns", f"{name}->{new}"),
+        ("running", new),
+    ]
     copies = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
     leader_name = next(n for n, node in b.dns.items() if node == v["leader"])
     assert v["leader"] != dead and leader_name != name
@@ -109,10 +116,12 @@ def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
 def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_moves_the_cut(test: dict) -> None:
     test.spec = test.spec.replace(bugs=["copy-from-lagging-master"])
     b = test.backend
-    cuts: list[tuple[dict, str]] = []   # each grudge, and the replacement's state when it was applied
+    cuts: list[tuple[dict, str]] = []  # each grudge, and the replacement's state when it was applied
     partition = b.partition
-    b.partition = lambda g: (cuts.append(({k: set(v) for k, v in g.items()}, b.state.get("m4", "-"))),
-                             partition(g))[1]
+    b.partition = lambda g: (
+        cuts.append(({k: set(v) for k, v in g.items()}, b.state.get("m4", "-"))),
+        partition(g),
+    )[1]
     n = MasterReplaceLaggingNemesis(wait_s=3, lag_s=0, hold_s=0).setup(test)
     done = n.invoke(test, {"f": "replace-master-lagging"})
     v = done["value"]
@@ -145,12 +154,18 @@ def test_a_master_that_stays_behind_is_named_then_rebuilt_by_its_own_repair_op(t
     done = n.invoke(test, {"f": "rebuild-lagging-masters", "value": None})
     v = done["value"]
     assert done["type"] == "ok" and v["never_caught_up"] == ["master-3"] and v["rebuilt"] == ["master-3"], v
-    assert v["leader"] == "master-1" and v["waited_s"] == 0.5 and "master-3 still behind the leader" in v["reason"]
+    assert (
+        v["leader"] == "master-1"
+        and v["waited_s"] == 0.5
+        and "master-3 still behind the leader" in v["reason"]
+    )
     assert b.state["m3"] == "destroyed" and b.dns["master-3"] == "m4" and b.state["m4"] == "running"
     copy = next(argv for node, argv in b.remote.calls if "copy_from_remote" in argv)
-    assert copy[copy.index("copy_from_remote") + 2] == "master-1:7051"   # from the leader only
-    again = n.invoke(test, {"f": "rebuild-lagging-masters", "value": None})   # caught up now: nothing to do
-    assert again["type"] == "ok" and again["value"]["never_caught_up"] == [] and again["value"]["rebuilt"] == []
+    assert copy[copy.index("copy_from_remote") + 2] == "master-1:7051"  # from the leader only
+    again = n.invoke(test, {"f": "rebuild-lagging-masters", "value": None})  # caught up now: nothing to do
+    assert (
+        again["type"] == "ok" and again["value"]["never_caught_up"] == [] and again["value"]["rebuilt"] == []
+    )
 
 
 def test_master_replace_that_finds_no_leader_completes_as_info_and_recopy_is_its_own_op(test: dict) -> None:
@@ -162,7 +177,7 @@ def test_master_replace_that_finds_no_leader_completes_as_info_and_recopy_is_its
     n = MasterReplaceNemesis(wait_s=1).setup(test)
     real_stop = b.stop
 
-    def stop_all_masters(node: str) -> None:   # the victim's stop takes the other masters down too
+    def stop_all_masters(node: str) -> None:  # the victim's stop takes the other masters down too
         for m in list(b.masters):
             real_stop(m)
 
@@ -170,8 +185,10 @@ def test_master_replace_that_finds_no_leader_completes_as_info_and_recopy_is_its
     done = n.invoke(test, {"f": "replace-master"})
     b.stop = real_stop
     assert done["type"] == "info" and "no leader among the surviving masters" in done["value"]["error"]
-    assert done["value"]["steps"][:2] == [f"stop {done['value']['steps'][0].split()[-1]}",
-                                          f"destroy {done['value']['steps'][0].split()[-1]}"]
+    assert done["value"]["steps"][:2] == [
+        f"stop {done['value']['steps'][0].split()[-1]}",
+        f"destroy {done['value']['steps'][0].split()[-1]}",
+    ]
     assert not any("copy_from_remote" in argv for _, argv in b.remote.calls) and b.state["m4"] != "running"
     for m in ("m1", "m2", "m3"):
         if b.state[m] == "stopped":
@@ -182,7 +199,7 @@ def test_master_replace_that_finds_no_leader_completes_as_info_and_recopy_is_its
     assert rep["type"] == "ok" and "no leader among the surviving masters" in rep["value"]["reason"], rep
     copy = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
     assert len(copy) == 1 and b.state["m4"] == "running"
-    assert n.invoke(test, {"f": "recopy-master", "value": None})["type"] == "fail"   # once only
+    assert n.invoke(test, {"f": "recopy-master", "value": None})["type"] == "fail"  # once only
     n.heal(test)
     assert len([argv for _, argv in b.remote.calls if "copy_from_remote" in argv]) == 1
 
@@ -264,7 +281,7 @@ def test_master_migrate_one_to_three_on_the_fake() -> None:
     assert done["type"] == "ok" and done["value"]["healthy"] is True
     assert sorted(b.dns) == ["master-1", "master-2", "master-3"]
     assert b.dns["master-2"] == "m2" and b.dns["master-3"] == "m3"
-    tools = [list(argv[argv.index("tool") + 1:]) for _, argv in b.remote.calls if "tool" in argv]
+    tools = [list(argv[argv.index("tool") + 1 :]) for _, argv in b.remote.calls if "tool" in argv]
     rewrite = next(t for t in tools if "rewrite_raft_config" in t)
     assert sum(":master-" in a for a in rewrite) == 3  # uuid:dns:port for the three masters
     assert sum(t[:2] == ["local_replica", "copy_from_remote"] for t in tools) == 2
@@ -273,7 +290,10 @@ def test_master_migrate_one_to_three_on_the_fake() -> None:
 
 def test_partition_leader_on_tservers_isolates_a_leader_of_this_runs_table(test: dict) -> None:
     b = test.backend
-    b.tables = {"aaa-other": {"rows": {}, "schema_version": 0}, "register-r1": {"rows": {}, "schema_version": 0}}
+    b.tables = {
+        "aaa-other": {"rows": {}, "schema_version": 0},
+        "register-r1": {"rows": {}, "schema_version": 0},
+    }
     test.spec = test.spec.replace(run_tag="r1")
     placement = {table: reps for table, _, reps in b._placement()}
     n = PartitionNemesis().setup(test)
@@ -368,7 +388,7 @@ def test_leader_blip_heals_once_a_new_leader_is_elected(test: dict, elect_after:
     assert grudges and grudges[0]["t1"] == {"t2", "t3", "t4", "t5"}  # the leader alone, every tablet server
     assert b.residue() == [] and client.closed
     if elect_after is None:
-        assert v["new_leader"] is None and v["isolated_s"] >= 0.5   # gave up at max_s, healed anyway
+        assert v["new_leader"] is None and v["isolated_s"] >= 0.5  # gave up at max_s, healed anyway
     else:
         assert v["new_leader"] == "t2" and v["new_term"] == 4 and v["isolated_s"] < 0.5
         assert client.polls >= elect_after
@@ -394,7 +414,9 @@ class _StageClient:
         import grpc
 
         if method == "ListReplicas":
-            st = self.ns(tablet_id="tab1", role="FOLLOWER", term=3, last_term=3, last_index=10, commit_index=10)
+            st = self.ns(
+                tablet_id="tab1", role="FOLLOWER", term=3, last_term=3, last_index=10, commit_index=10
+            )
             return self.ns(replicas=[st])
         if method == "SetFlag":
             self.flags.setdefault(addr, {})[req.flag] = req.value
@@ -428,7 +450,7 @@ def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(t
     assert v["steps"][0].startswith("leader failure detection off") and "network healed" in v["steps"][-1]
     defaults = {k: str(x).lower() if isinstance(x, bool) else str(x) for k, x in vars(RuntimeFlags()).items()}
     assert set(client.flags) == {"t1:7050", "t2:7050", "t3:7050"}
-    assert all(flags == defaults for flags in client.flags.values())   # the last value set is the default
+    assert all(flags == defaults for flags in client.flags.values())  # the last value set is the default
     assert test.backend.residue() == [] and client.closed
 
 
@@ -436,11 +458,13 @@ def test_staged_election_roles_follow_where_the_logs_end(test: dict) -> None:
     from faultline.dbs.store.faults.elections import Figure8Nemesis, VoteCrashNemesis
 
     vote = VoteCrashNemesis().setup(test)
-    assert vote._roles({"a": (2, 5), "b": (2, 7), "c": (2, 6)}) is None      # candidates must end together
+    assert vote._roles({"a": (2, 5), "b": (2, 7), "c": (2, 6)}) is None  # candidates must end together
     voter, first, second = vote._roles({"a": (2, 5), "b": (2, 7), "c": (2, 7)})
     assert voter == "a" and {first, second} == {"b", "c"}
     f8 = Figure8Nemesis().setup(test)
-    assert f8._roles({"a": (2, 5), "b": (2, 6), "c": (2, 7)}) is None      # old leader and voter must end together
+    assert (
+        f8._roles({"a": (2, 5), "b": (2, 6), "c": (2, 7)}) is None
+    )  # old leader and voter must end together
     old, new, voter = f8._roles({"a": (2, 5), "b": (2, 9), "c": (2, 5)})
     assert new == "b" and {old, voter} == {"a", "c"}
     assert sorted(f8._roles({"a": (1, 4), "b": (1, 4), "c": (1, 4)})) == ["a", "b", "c"]
@@ -449,7 +473,6 @@ def test_staged_election_roles_follow_where_the_logs_end(test: dict) -> None:
     assert f8._roles({"a": (2, 5), "b": (1, 8), "c": (2, 5)}) is None
     voter, first, second = vote._roles({"a": (2, 5), "b": (1, 8), "c": (2, 5)})
     assert voter == "b" and {first, second} == {"a", "c"}
-
 
 
 def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(test: dict) -> None:
@@ -462,21 +485,31 @@ def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(te
     b = test.backend
 
     def tab(tid: str, nodes: list[str], leader: str | None) -> dict:
-        return {"tablet": tid, "replicas": [f"u-{n}" for n in nodes], "replica_nodes": nodes,
-                "leader_node": leader}
+        return {
+            "tablet": tid,
+            "replicas": [f"u-{n}" for n in nodes],
+            "replica_nodes": nodes,
+            "leader_node": leader,
+        }
 
-    listed = [tab("stale-leader", ["t1", "t2", "t3"], "t1"), tab("no-leader", ["t2", "t4", "t1"], None),
-              tab("live-leader", ["t1", "t4", "t5"], "t4"), tab("live-majority", ["t1", "t4", "t5"], None),
-              tab("all-lost", ["t1", "t2"], None)]
+    listed = [
+        tab("stale-leader", ["t1", "t2", "t3"], "t1"),
+        tab("no-leader", ["t2", "t4", "t1"], None),
+        tab("live-leader", ["t1", "t4", "t5"], "t4"),
+        tab("live-majority", ["t1", "t4", "t5"], None),
+        tab("all-lost", ["t1", "t2"], None),
+    ]
     n = MajorityLossNemesis().setup(test)
     tries: dict[str, int] = {}
     forced = n._force_orphans(test, listed, ["t1", "t2"], tries)
     assert forced == ["stale-leader", "no-leader"]
     calls = [argv for _, argv in b.remote.calls if "unsafe_change_config" in argv]
-    assert [c[c.index("unsafe_change_config") + 2:][:3] for c in calls] == [("stale-leader", "u-t3"),
-                                                                             ("no-leader", "u-t4")]
-    assert n._force_orphans(test, listed, ["t1", "t2"], tries) == []   # forced once is enough
-    b.remote.exec = lambda node, argv, timeout: (1, "", "no such tablet")   # a tablet that cannot be forced
+    assert [c[c.index("unsafe_change_config") + 2 :][:3] for c in calls] == [
+        ("stale-leader", "u-t3"),
+        ("no-leader", "u-t4"),
+    ]
+    assert n._force_orphans(test, listed, ["t1", "t2"], tries) == []  # forced once is enough
+    b.remote.exec = lambda node, argv, timeout: (1, "", "no such tablet")  # a tablet that cannot be forced
     fresh = [tab("gone", ["t2", "t3", "t1"], None)]
     for _ in range(5):
         assert n._force_orphans(test, fresh, ["t1", "t2"], tries) == []
@@ -523,7 +556,7 @@ def test_laggards_are_judged_only_once_a_leader_is_back(test: dict) -> None:
     def no_leader_at_first(self: Any, addr: str, timeout: float = 2.0) -> Any:
         polls["n"] += 1
         st = real(self, addr, timeout)
-        if polls["n"] <= 6:   # two rounds with no leader anywhere
+        if polls["n"] <= 6:  # two rounds with no leader anywhere
             return SimpleNamespace(**{**vars(st), "role": "FOLLOWER"})
         return st
 
@@ -535,15 +568,18 @@ def test_laggards_are_judged_only_once_a_leader_is_back(test: dict) -> None:
 def test_master_leader_return_hands_the_leadership_away_and_back(test: dict) -> None:
     b = test.backend
     first = next(m["addr"] for m in b.master_rows() if m["role"] == "LEADER").split(":")[0]
-    done = MasterLeaderReturnNemesis(hold_s=0, wait_s=2).setup(test).invoke(test, {"f": "master-leader-return"})
+    done = (
+        MasterLeaderReturnNemesis(hold_s=0, wait_s=2).setup(test).invoke(test, {"f": "master-leader-return"})
+    )
     v = done["value"]
     assert done["type"] == "ok" and v["leader"] == first and v["via"] != first and v["returned"] is True, v
     # away to the other master, then back to the first: two handovers, in that order
-    handed = [argv[argv.index("--new-leader") + 1] for _, argv in b.remote.calls if "leader_step_down" in argv]
+    handed = [
+        argv[argv.index("--new-leader") + 1] for _, argv in b.remote.calls if "leader_step_down" in argv
+    ]
     assert handed == [b.uuid(b.dns[v["via"]]), b.uuid(b.dns[first])]
     assert next(m["addr"] for m in b.master_rows() if m["role"] == "LEADER").startswith(first)
-    assert v["transient"] is True   # nothing left behind: the catalog checker's timed rules start at once
-
+    assert v["transient"] is True  # nothing left behind: the catalog checker's timed rules start at once
 
 
 def test_master_leader_return_waits_for_a_first_leader_instead_of_skipping(test: dict) -> None:
@@ -561,18 +597,27 @@ def test_master_leader_return_waits_for_a_first_leader_instead_of_skipping(test:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(topology, "master_roles", electing_at_first)
-        done = MasterLeaderReturnNemesis(hold_s=0, wait_s=3).setup(test).invoke(test, {"f": "master-leader-return"})
+        done = (
+            MasterLeaderReturnNemesis(hold_s=0, wait_s=3)
+            .setup(test)
+            .invoke(test, {"f": "master-leader-return"})
+        )
     assert done["type"] == "ok" and done["value"]["returned"] is True, done
     assert calls["n"] > 2
     # with no leader at all within the bound it still skips, as before
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(topology, "master_roles", lambda run: [(u, a, "FOLLOWER", v) for u, a, _, v in real(run)])
-        skipped = MasterLeaderReturnNemesis(hold_s=0, wait_s=1).setup(test).invoke(test, {"f": "master-leader-return"})
+        skipped = (
+            MasterLeaderReturnNemesis(hold_s=0, wait_s=1)
+            .setup(test)
+            .invoke(test, {"f": "master-leader-return"})
+        )
     assert skipped["type"] == "fail" and "skipped" in skipped["value"]
 
 
 def test_a_rebuild_waits_for_healthy_masters_as_long_as_a_replacement_not_as_a_fault(
-        test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    test: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Masters still unhealthy after a rebuild are the finding already (never_caught_up) and the final reads
     wait on for them: the repair bounds that wait by the replacement's catch-up time, not the fault's."""
     from faultline.dbs.store.faults import topology

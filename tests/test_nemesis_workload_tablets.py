@@ -49,9 +49,15 @@ class Client:
 
     def table_locations(self, name: str, timeout: float) -> SimpleNamespace:
         Client.asked.append(name)
-        t = SimpleNamespace(tablet_id="tab1", state="RUNNING",
-                            replicas=[_rep("u1", "10.0.0.11:7050", "FOLLOWER"), _rep("u2", "t2:7050", "LEADER"),
-                                      _rep("u3", "10.0.0.13:7050", "FOLLOWER")])
+        t = SimpleNamespace(
+            tablet_id="tab1",
+            state="RUNNING",
+            replicas=[
+                _rep("u1", "10.0.0.11:7050", "FOLLOWER"),
+                _rep("u2", "t2:7050", "LEADER"),
+                _rep("u3", "10.0.0.13:7050", "FOLLOWER"),
+            ],
+        )
         return SimpleNamespace(tablets=[t])
 
     def close(self) -> None:
@@ -60,22 +66,39 @@ class Client:
 
 def test_workload_tablets_maps_leader_to_node() -> None:
     Client.asked = []
-    test = Run(TestSpec(name="t", workload="register"), StoreDB(), Backend(), connect=Client,
-               state={"tables": ["register-x"]})
+    test = Run(
+        TestSpec(name="t", workload="register"),
+        StoreDB(),
+        Backend(),
+        connect=Client,
+        state={"tables": ["register-x"]},
+    )
     ts = workload_tablets(test)
     assert Client.asked == ["register-x"]
     assert ts[0]["leader_node"] == "t2" and ts[0]["replica_nodes"] == ["t1", "t2", "t3"]
     test.state = {}
-    assert workload_tablets(test) == []   # no recorded table: nothing to ask
+    assert workload_tablets(test) == []  # no recorded table: nothing to ask
 
 
 def test_partition_leader_isolates_the_workload_tablet_leader() -> None:
     b = Backend()
-    test = Run(TestSpec(name="t", workload="register", seed=1, masters=1, tservers=3), StoreDB(), b,
-               connect=Client, state={"tables": ["register-x"]})
+    test = Run(
+        TestSpec(name="t", workload="register", seed=1, masters=1, tservers=3),
+        StoreDB(),
+        b,
+        connect=Client,
+        state={"tables": ["register-x"]},
+    )
     nem = faults.PartitionNemesis().setup(test)
-    done = nem.invoke(test, {"type": "invoke", "f": "start-partition", "process": "nemesis",
-                             "value": {"shape": "leader", "targets": "tservers"}})
+    done = nem.invoke(
+        test,
+        {
+            "type": "invoke",
+            "f": "start-partition",
+            "process": "nemesis",
+            "value": {"shape": "leader", "targets": "tservers"},
+        },
+    )
     assert done["value"]["leader"] == "t2"
     grudge = b.grudges[-1]
     assert set(grudge["t2"]) == {"t1", "t3"}

@@ -37,14 +37,14 @@ def test_parse_offset_forms() -> None:
 def test_offset_file_moves_the_clock(tmp_path: Path) -> None:
     f = tmp_path / "clock-offset"
     clk = Clock(str(f), check_every_s=0.0)
-    assert abs(clk.monotonic() - time.monotonic()) < 0.05      # no file: real time
+    assert abs(clk.monotonic() - time.monotonic()) < 0.05  # no file: real time
     _write(f, "+3.500000\n")
     assert clk.offset() == 3.5
     assert 3.4 < clk.monotonic() - time.monotonic() < 3.6
     assert 3.4 < clk.time() - time.time() < 3.6
     _write(f, "-2.000000\n")
     assert -2.1 < clk.time() - time.time() < -1.9
-    _write(f, "garbage")                                         # a bad write keeps the last good offset
+    _write(f, "garbage")  # a bad write keeps the last good offset
     assert clk.offset() == -2.0
     f.unlink()
     assert clk.offset() == 0.0
@@ -72,7 +72,7 @@ def test_logging_a_change_reads_the_clock_without_deadlock(tmp_path: Path) -> No
     import logging
 
     f = tmp_path / "clock-offset"
-    clk = Clock(str(f), check_every_s=0.0)   # every call re-checks: the worst case of a slow log call
+    clk = Clock(str(f), check_every_s=0.0)  # every call re-checks: the worst case of a slow log call
     seen: list[float] = []
 
     class ReadsTheClock(logging.Handler):
@@ -102,7 +102,7 @@ def test_re_read_is_rate_limited(tmp_path: Path) -> None:
     clk = Clock(str(f), check_every_s=0.2)
     assert clk.offset() == 1.0
     _write(f, "+2\n")
-    assert clk.offset() == 1.0            # within the check interval: the cached value
+    assert clk.offset() == 1.0  # within the check interval: the cached value
     time.sleep(0.25)
     assert clk.offset() == 2.0
 
@@ -111,16 +111,16 @@ def test_waits_are_clamped_whatever_the_offset(tmp_path: Path) -> None:
     f = tmp_path / "clock-offset"
     clk = Clock(str(f), check_every_s=0.0)
     deadline = clk.monotonic() + 0.5
-    _write(f, "-3600\n")                  # clock set back an hour: never one long sleep
+    _write(f, "-3600\n")  # clock set back an hour: never one long sleep
     assert 0 < clk.wait_s(deadline, 0.1) <= 0.1
-    _write(f, "+3600\n")                  # forward: the deadline has passed, never a negative sleep
+    _write(f, "+3600\n")  # forward: the deadline has passed, never a negative sleep
     assert clk.wait_s(deadline, 0.1) == 0.0
     ev = threading.Event()
     t0 = time.monotonic()
-    assert clk.sleep_on(ev, 0.3) is False     # a pause measured on the shifted clock, from now
+    assert clk.sleep_on(ev, 0.3) is False  # a pause measured on the shifted clock, from now
     assert 0.25 <= time.monotonic() - t0 < 1.0
     ev.set()
-    assert clk.sleep_on(ev, 30.0) is True     # an event still ends it at once
+    assert clk.sleep_on(ev, 30.0) is True  # an event still ends it at once
 
 
 def _replica(tmp_path: Path, clk: Clock, tick_s: float = 0.02) -> tuple[Replica, list[int]]:
@@ -158,15 +158,15 @@ def test_tick_loop_follows_clock_jumps(tmp_path: Path) -> None:
     try:
         time.sleep(0.3)
         before = ticks[0]
-        _write(f, "+1.0\n")               # forward 1 s = 50 ticks: timers fire early, at once
+        _write(f, "+1.0\n")  # forward 1 s = 50 ticks: timers fire early, at once
         time.sleep(0.1)
         assert ticks[0] - before >= 45
-        _write(f, "-2.0\n")               # back 3 s: no tick for a while (timers fire late)
+        _write(f, "-2.0\n")  # back 3 s: no tick for a while (timers fire late)
         time.sleep(0.1)
         frozen = ticks[0]
         time.sleep(0.5)
         assert ticks[0] - frozen <= 1
-        _write(f, "-3600\n")             # an hour back: the stall is bounded (MAX_JUMP_TICKS ticks = 2 s)
+        _write(f, "-3600\n")  # an hour back: the stall is bounded (MAX_JUMP_TICKS ticks = 2 s)
         time.sleep(0.1)
         frozen = ticks[0]
         deadline = time.monotonic() + 4
@@ -188,7 +188,7 @@ def test_strobe_never_breaks_the_tick_loop(tmp_path: Path) -> None:
         while not r.core.is_leader() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert r.core.is_leader()
-        for i in range(60):               # 1.2 s of +-3 s flips every 20 ms, writing meanwhile
+        for i in range(60):  # 1.2 s of +-3 s flips every 20 ms, writing meanwhile
             _write(f, "+3.000000\n" if i % 2 == 0 else "-3.000000\n")
             time.sleep(0.02)
             if i % 10 == 0:
@@ -197,11 +197,11 @@ def test_strobe_never_breaks_the_tick_loop(tmp_path: Path) -> None:
         time.sleep(0.1)
         assert not r.stopped() and r.last_error == "" and r.thread.is_alive()
         n = ticks[0]
-        deadline = time.monotonic() + 5    # the last flip set it back 3 s at most: ticks resume by then
+        deadline = time.monotonic() + 5  # the last flip set it back 3 s at most: ticks resume by then
         while ticks[0] == n and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert ticks[0] > n                # still ticking
-        _put(r, 1000)                      # and still committing
+        assert ticks[0] > n  # still ticking
+        _put(r, 1000)  # and still committing
     finally:
         r.stop()
 
@@ -243,7 +243,7 @@ def test_minicluster_serves_writes_after_a_clock_bump(tmp_path: Path) -> None:
             assert len(acked) > 35
             for n in offsets:
                 log = c.logs(n, 400)
-                assert "clock offset" in log, log          # the node read the file
+                assert "clock offset" in log, log  # the node read the file
                 assert "consensus core failed" not in log
         finally:
             cl.close()

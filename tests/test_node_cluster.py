@@ -18,7 +18,7 @@ from faultline.node.client import (
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
 
-pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+pytestmark = pytest.mark.integration  # a real store cluster of processes on loopback
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,9 @@ def test_create_write_read_ksck(cluster, client):
     assert client.get("kv", "b1") == 2 and client.get("kv", "k2") is None
     # a batch on one tablet is all-or-nothing: a failed CAS cancels its puts
     t = client.table("kv")
-    same = [k for k in (f"s{i}" for i in range(200)) if client._partition("kv", k, time.monotonic() + 5) == 0][:2]
+    same = [
+        k for k in (f"s{i}" for i in range(200)) if client._partition("kv", k, time.monotonic() + 5) == 0
+    ][:2]
     res = t.batch([("put", same[0], 1), ("cas", same[1], 999, 1)])
     assert res[1][0] is False and t.get(same[0]) is None
     rows = client.scan("kv", "k", "l")
@@ -138,8 +140,11 @@ def test_kill_tablet_leader_writes_resume(cluster, client):
         assert client.get("kv", "before") >= 2
     finally:
         cluster.start(victim)
-    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40,
-                     "ksck clean after the old leader returns")
+    cluster.wait_for(
+        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0,
+        40,
+        "ksck clean after the old leader returns",
+    )
 
 
 def test_kill_leader_master_ddl_resumes(cluster, client):
@@ -160,8 +165,11 @@ def test_kill_leader_master_ddl_resumes(cluster, client):
         assert "after-failover" not in client.list_tables()
     finally:
         cluster.start(victim)
-    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 60,
-                     "ksck clean after the old leader master returns")
+    cluster.wait_for(
+        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0,
+        60,
+        "ksck clean after the old leader master returns",
+    )
 
 
 def test_ksck_clean_under_write_load(cluster, client):
@@ -224,4 +232,6 @@ def test_outcome_unknown_vs_not_applied(cluster, client):
     finally:
         cluster.start_all()
     assert client.get("kv", "pz", timeout=30) in (0, 1)
-    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck")
+    cluster.wait_for(
+        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck"
+    )

@@ -18,7 +18,9 @@ from faultline.node.server.transport import Transport
 
 
 def _msg(to: str, payload: bytes = b"{}") -> pb.ConsensusMessage:
-    return pb.ConsensusMessage(tablet_id="t", from_uuid="a", to_uuid=to, payload=payload, from_addr="127.0.0.1:1")
+    return pb.ConsensusMessage(
+        tablet_id="t", from_uuid="a", to_uuid=to, payload=payload, from_addr="127.0.0.1:1"
+    )
 
 
 def _echo(batch: pb.ConsensusBatch) -> pb.ConsensusAck:
@@ -31,7 +33,9 @@ def test_a_batch_and_its_ack_go_over_one_connection_in_turn():
     conn = FramedConnection("127.0.0.1", listener.port, 2.0)
     try:
         for i in range(3):
-            ack = conn.exchange(pb.ConsensusBatch(messages=[_msg("b", str(i).encode())], reply_in_ack=True), 2.0)
+            ack = conn.exchange(
+                pb.ConsensusBatch(messages=[_msg("b", str(i).encode())], reply_in_ack=True), 2.0
+            )
             assert [m.payload for m in ack.messages] == [f"re:{i}".encode()]
     finally:
         conn.close()
@@ -45,9 +49,9 @@ def test_the_listener_drops_a_connection_that_sends_garbage_or_an_oversized_fram
             s = socket.create_connection(("127.0.0.1", listener.port), timeout=2.0)
             s.sendall(bad)
             with pytest.raises(ConnectionError):
-                read_frame(s)              # closed without an answer
+                read_frame(s)  # closed without an answer
             s.close()
-        conn = FramedConnection("127.0.0.1", listener.port, 2.0)   # still accepting
+        conn = FramedConnection("127.0.0.1", listener.port, 2.0)  # still accepting
         assert conn.exchange(pb.ConsensusBatch(messages=[_msg("b")]), 2.0).messages
         conn.close()
     finally:
@@ -80,7 +84,7 @@ def test_an_undecodable_ack_is_a_connection_failure(raw_peer):
     conn, srv = raw_peer
     peer, _ = srv.accept()
     try:
-        write_frame(peer, b"\xff\xff\xff")   # a frame whose body is no ConsensusAck
+        write_frame(peer, b"\xff\xff\xff")  # a frame whose body is no ConsensusAck
         with pytest.raises(ConnectionError, match="undecodable ack"):
             conn.exchange(pb.ConsensusBatch(messages=[_msg("b")]), 1.0)
     finally:
@@ -137,19 +141,19 @@ def test_a_sender_learns_the_framed_port_from_a_grpc_ack_then_falls_back_when_it
         with lock:
             replies.extend(msgs)
 
-    t = Transport(pool, on_reply=on_reply)   # type: ignore[arg-type]
+    t = Transport(pool, on_reply=on_reply)  # type: ignore[arg-type]
     try:
         t.send("peer:7050", [_msg("b", b"1")])
         _collect(replies, 1)
-        assert pool.grpc_sends == 1 and not framed_batches   # the first batch learns the port by gRPC
+        assert pool.grpc_sends == 1 and not framed_batches  # the first batch learns the port by gRPC
         for i in range(2, 5):
             t.send("peer:7050", [_msg("b", str(i).encode())])
             _collect(replies, i)
         assert pool.grpc_sends == 1 and len(framed_batches) == 3
         assert [m.payload for m in replies] == [b"re:1", b"re:2", b"re:3", b"re:4"]
 
-        listener.stop()              # the peer went away: the next batch is lost, as a failed call's would be
-        pool.port = 0                # ... and comes back without a framed port
+        listener.stop()  # the peer went away: the next batch is lost, as a failed call's would be
+        pool.port = 0  # ... and comes back without a framed port
         t.send("peer:7050", [_msg("b", b"lost")])
         deadline = time.monotonic() + 5
         while t._senders["peer:7050"].framed_port and time.monotonic() < deadline:
@@ -157,17 +161,17 @@ def test_a_sender_learns_the_framed_port_from_a_grpc_ack_then_falls_back_when_it
         time.sleep(0.3)
         t.send("peer:7050", [_msg("b", b"6")])
         _collect(replies, 5)
-        assert replies[-1].payload == b"re:6" and pool.grpc_sends == 2   # back on gRPC
+        assert replies[-1].payload == b"re:6" and pool.grpc_sends == 2  # back on gRPC
     finally:
         t.stop()
         listener.stop()
 
 
 def test_a_grpc_only_sender_never_connects(monkeypatch):
-    listener = FramedListener("127.0.0.1", 0, lambda b: pytest.fail("framed batch"))   # type: ignore[arg-type]
+    listener = FramedListener("127.0.0.1", 0, lambda b: pytest.fail("framed batch"))  # type: ignore[arg-type]
     pool = _Pool(listener.port)
     replies: list = []
-    t = Transport(pool, on_reply=replies.extend, framed=False)   # type: ignore[arg-type]
+    t = Transport(pool, on_reply=replies.extend, framed=False)  # type: ignore[arg-type]
     try:
         for i in range(3):
             t.send("peer:7050", [_msg("b", str(i).encode())])
@@ -196,7 +200,7 @@ def _wait_until_blocked_in_accept(thread: threading.Thread) -> None:
     while time.monotonic() < deadline:
         frame = sys._current_frames().get(thread.ident or -1)
         if frame is not None and frame.f_code.co_name == "accept":
-            time.sleep(0.05)   # from the Python frame into the system call
+            time.sleep(0.05)  # from the Python frame into the system call
             return
         time.sleep(0.01)
     raise AssertionError("the accepting thread never reached accept()")

@@ -17,7 +17,7 @@ from faultline.node.protos import common_pb2 as cpb
 from faultline.node.protos import common_pb2_grpc as cpbg
 from faultline.node.server.rpc import HOSTS_ENV, ChannelPool, split_addr
 
-pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+pytestmark = pytest.mark.integration  # a real store cluster of processes on loopback
 
 
 class _Ping(cpbg.GenericServicer):
@@ -88,7 +88,7 @@ def test_permanent_master_failure_replacement(tmp_path, monkeypatch):
     hosts = tmp_path / "hosts"
     names = ["master-1", "master-2", "master-3"]
     _write_hosts(hosts, dict.fromkeys(names, "127.0.0.1"))
-    monkeypatch.setenv(HOSTS_ENV, str(hosts))   # this process's client resolves the names the same way
+    monkeypatch.setenv(HOSTS_ENV, str(hosts))  # this process's client resolves the names the same way
     c = MiniCluster(tmp_path / "c", master_names=names, env={HOSTS_ENV: str(hosts)})
     try:
         c.start_all()
@@ -103,7 +103,7 @@ def test_permanent_master_failure_replacement(tmp_path, monkeypatch):
         import shutil
 
         shutil.rmtree(dead.fs_dir)
-        cl.create_table("during", 1, 3, timeout=40)   # the survivors elect a leader and keep serving DDL
+        cl.create_table("during", 1, 3, timeout=40)  # the survivors elect a leader and keep serving DDL
         new_leader = cl._leader_master
         assert new_leader != leader_addr
         # 4. a replacement machine, formatted with the dead master's uuid
@@ -121,9 +121,15 @@ def test_permanent_master_failure_replacement(tmp_path, monkeypatch):
         assert r.returncode == 0, r.stderr
         # 7. start it with the same master addresses
         c.start("m-repl")
-        ms = c.wait_for(lambda: (lambda m: m if len(m.masters) == 3 and
-                                 sum(x.role == "LEADER" for x in m.masters) == 1 else None)(cl.list_masters()),
-                        30, "three masters with one leader")
+        ms = c.wait_for(
+            lambda: (
+                lambda m: (
+                    m if len(m.masters) == 3 and sum(x.role == "LEADER" for x in m.masters) == 1 else None
+                )
+            )(cl.list_masters()),
+            30,
+            "three masters with one leader",
+        )
         assert {m.uuid for m in ms.masters} >= {dead_uuid}
         # the catalog is intact, and DDL keeps working
         assert {"before", "during"} <= set(cl.list_tables())
@@ -157,10 +163,14 @@ def test_migrate_one_master_to_three(tmp_path):
         b.advertise = b.bind
         cc = c.add_master("m3", f"127.0.0.1:{free_port()}", "")
         cc.advertise = cc.bind
-        uuids = {n.name: c.tool("fs", "dump", "uuid", "--fs-dir", str(n.fs_dir)).stdout.strip() for n in (a, b, cc)}
+        uuids = {
+            n.name: c.tool("fs", "dump", "uuid", "--fs-dir", str(n.fs_dir)).stdout.strip() for n in (a, b, cc)
+        }
         assert all(len(u) == 32 for u in uuids.values())
         # misuse: a bad peer spec changes nothing
-        r = c.tool("local_replica", "cmeta", "rewrite_raft_config", "sys", "nonsense", "--fs-dir", str(a.fs_dir))
+        r = c.tool(
+            "local_replica", "cmeta", "rewrite_raft_config", "sys", "nonsense", "--fs-dir", str(a.fs_dir)
+        )
         assert r.returncode == 254 and "usage" in r.stderr
         peers = [f"{uuids[n.name]}:{n.advertise}" for n in (a, b, cc)]
         r = c.tool("local_replica", "cmeta", "rewrite_raft_config", "sys", *peers, "--fs-dir", str(a.fs_dir))
@@ -179,8 +189,13 @@ def test_migrate_one_master_to_three(tmp_path):
         from faultline.node.client import KuduClient
 
         cl = KuduClient([a.advertise], default_timeout_s=30)
-        ms = c.wait_for(lambda: (lambda m: m if sum(x.role == "LEADER" for x in m.masters) == 1 else None)(
-            cl.list_masters()), 30, "a leader among three masters")
+        ms = c.wait_for(
+            lambda: (lambda m: m if sum(x.role == "LEADER" for x in m.masters) == 1 else None)(
+                cl.list_masters()
+            ),
+            30,
+            "a leader among three masters",
+        )
         assert len(ms.masters) == 3
         assert cl.list_tables() == ["t"]
         assert [cl.get("t", i) for i in range(20)] == [i * i for i in range(20)]
@@ -235,14 +250,16 @@ def test_threads_are_not_leaked_by_pool():
 def test_new_leader_master_rebuilds_caches_from_catalog(tmp_path, bug):
     """KUDU-1353/1358: a new leader master serves what the catalog holds; with `cold-tserver-cache`
     it serves from caches never rebuilt, and loses tables created under the previous leader."""
-    c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1, bugs=("cold-tserver-cache",) if bug else ())
+    c = MiniCluster(
+        tmp_path / "c", num_masters=3, num_tservers=1, bugs=("cold-tserver-cache",) if bug else ()
+    )
     try:
         c.start_all()
         cl = c.client(timeout=30)
         cl.create_table("t", 1, 1, timeout=40)
         old = cl._leader_master
         c.kill(next(n.name for n in c.nodes.values() if n.advertise == old))
-        tables = cl.list_tables()   # retried by the client until a new leader master answers
+        tables = cl.list_tables()  # retried by the client until a new leader master answers
         assert cl._leader_master != old
         if bug:
             assert tables == []
@@ -260,7 +277,9 @@ def test_new_leader_master_rebuilds_caches_from_catalog(tmp_path, bug):
 def test_full_report_to_a_master_leading_again(tmp_path, bug):
     """KUDU-1374: a master that becomes leader for the second time must get full tablet reports; with
     `edge-triggered-reports` it never learns of unchanged tablets, and ksck says so."""
-    c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1, bugs=("edge-triggered-reports",) if bug else ())
+    c = MiniCluster(
+        tmp_path / "c", num_masters=3, num_tservers=1, bugs=("edge-triggered-reports",) if bug else ()
+    )
     try:
         c.start_all()
         cl = c.client(timeout=30)
@@ -270,8 +289,13 @@ def test_full_report_to_a_master_leading_again(tmp_path, bug):
         for target in [next(m.uuid for m in cl.list_masters().masters if m.uuid != first.uuid), first.uuid]:
             r = c.tool("tablet", "leader_step_down", c.masters_arg(), "sys", "--new-leader", target)
             assert r.returncode == 0, r.stderr
-            c.wait_for(lambda target=target: any(m.uuid == target and m.role == "LEADER"
-                                                 for m in cl.list_masters().masters), 20, "the new leader")
+            c.wait_for(
+                lambda target=target: any(
+                    m.uuid == target and m.role == "LEADER" for m in cl.list_masters().masters
+                ),
+                20,
+                "the new leader",
+            )
             time.sleep(1.0)
         assert next(m for m in cl.list_masters().masters if m.role == "LEADER").uuid == first.uuid
         r = c.tool("cluster", "ksck", c.masters_arg())
@@ -306,7 +330,10 @@ def test_a_cut_off_leader_master_does_not_answer_catalog_reads(tmp_path: Path) -
         try:
             with pytest.raises(grpc.RpcError) as err:
                 pbg.MasterStub(cl.pool.get(leader)).ListTables(pb.ListTablesRequest(), timeout=10)
-            assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "read not confirmed" in err.value.details()
+            assert (
+                err.value.code() == grpc.StatusCode.UNAVAILABLE
+                and "read not confirmed" in err.value.details()
+            )
         finally:
             for n in others:
                 os.killpg(n.proc.pid, signal.SIGCONT)
@@ -332,7 +359,7 @@ def test_a_master_left_behind_catches_up_by_the_leaders_snapshot(tmp_path: Path)
         masters = [n for n in c.nodes.values() if n.kind == "master"]
         leader = next(n for n in masters if n.advertise == leader_addr)
         lag, copied = [n for n in masters if n is not leader]
-        c.kill(lag.name)   # left behind: it never sees what follows
+        c.kill(lag.name)  # left behind: it never sees what follows
         for i in range(1, 6):
             cl.create_table(f"t{i}", 1, 1, timeout=40, wait=False)
         # `copied` is replaced by a copy of the leader's catalog: its log starts after the copy's snapshot
@@ -342,20 +369,30 @@ def test_a_master_left_behind_catches_up_by_the_leaders_snapshot(tmp_path: Path)
         r = c.tool("local_replica", "copy_from_remote", "sys", leader.advertise, "--fs-dir", str(repl.fs_dir))
         assert r.returncode == 0, r.stderr
         c.start("m-copy")
-        c.wait_for(lambda: (lambda st: st is not None and st.commit_index >= 7)(cl.catalog_replica(repl.advertise)),
-                   30, "the copy following the leader")
-        c.kill(leader.name)   # only the copy, whose log starts late, can catch the laggard up now
+        c.wait_for(
+            lambda: (lambda st: st is not None and st.commit_index >= 7)(cl.catalog_replica(repl.advertise)),
+            30,
+            "the copy following the leader",
+        )
+        c.kill(leader.name)  # only the copy, whose log starts late, can catch the laggard up now
         c.start(lag.name)
 
         def caught_up() -> bool:
             new, late = cl.catalog_replica(repl.advertise), cl.catalog_replica(lag.advertise)
-            return (new is not None and late is not None and new.role == "LEADER" and late.term == new.term
-                    and late.applied_index >= new.commit_index)
+            return (
+                new is not None
+                and late is not None
+                and new.role == "LEADER"
+                and late.term == new.term
+                and late.applied_index >= new.commit_index
+            )
 
         c.wait_for(caught_up, 40, "the laggard caught up by snapshot")
         assert "installed the leader's snapshot" in c.logs(lag.name, 400)
         assert "sending a snapshot" in c.logs("m-copy", 400)
-        cl.create_table("after", 1, 1, timeout=40, wait=False)   # committed by the copy and the laggard together
+        cl.create_table(
+            "after", 1, 1, timeout=40, wait=False
+        )  # committed by the copy and the laggard together
         assert {f"t{i}" for i in range(6)} | {"after"} <= set(cl.list_tables())
         cl.close()
     finally:

@@ -11,7 +11,7 @@ from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
 
-pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+pytestmark = pytest.mark.integration  # a real store cluster of processes on loopback
 
 
 def _configs(cl, table: str) -> dict[str, list]:
@@ -43,8 +43,10 @@ def test_tserver_loss_is_rereplicated(tmp_path):
 
         def healed():
             cf = _configs(cl, "t")
-            return all(len(reps) == 3 and all(v for _, v in reps) and victim_uuid not in [u for u, _ in reps]
-                       for reps in cf.values())
+            return all(
+                len(reps) == 3 and all(v for _, v in reps) and victim_uuid not in [u for u, _ in reps]
+                for reps in cf.values()
+            )
 
         c.wait_for(healed, 90, "every tablet back to 3 voters without the lost server")
         assert [cl.get("t", i) for i in range(30)] == list(range(30))
@@ -62,7 +64,7 @@ def test_majority_loss_unsafe_change_config(tmp_path):
         cl.create_table("t", 1, 3, timeout=40)
         for i in range(10):
             cl.put("t", i, i)
-        (tablet_id, reps), = _configs(cl, "t").items()
+        ((tablet_id, reps),) = _configs(cl, "t").items()
         uuids = [u for u, _ in reps]
         by_uuid = {n.uuid: n for n in c.nodes.values()}
         survivor, lost = by_uuid[uuids[0]], [by_uuid[u] for u in uuids[1:]]
@@ -73,17 +75,20 @@ def test_majority_loss_unsafe_change_config(tmp_path):
         assert r.returncode == 1 and "must include" in r.stderr
         r = c.tool("remote_replica", "unsafe_change_config", survivor.advertise, tablet_id, survivor.uuid)
         assert r.returncode == 0, r.stderr
-        cl.put("t", "after", 1, timeout=20)   # available again with one voter
+        cl.put("t", "after", 1, timeout=20)  # available again with one voter
         assert [cl.get("t", i) for i in range(10)] == list(range(10))
 
         def healed():
             (reps2,) = _configs(cl, "t").values()
-            return len(reps2) == 3 and all(v for _, v in reps2) and not ({u for u, _ in reps2} & set(uuids[1:]))
+            return (
+                len(reps2) == 3 and all(v for _, v in reps2) and not ({u for u, _ in reps2} & set(uuids[1:]))
+            )
 
         c.wait_for(healed, 90, "the tablet back to 3 voters")
         c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
         resp = pbg.ConsensusStub(cl.pool.get(survivor.advertise)).ListReplicas(
-            pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5)
+            pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5
+        )
         assert resp.replicas[0].state == "RUNNING"
         cl.close()
     finally:
@@ -102,11 +107,11 @@ def test_wal_gc_snapshots_restart_and_copy(tmp_path):
         cl.batch("t", [("put", f"pad{i}", "x" * 10) for i in range(5)])
         for i in range(200):
             cl.put("t", i, i)
-        (tablet_id, reps), = _configs(cl, "t").items()
+        ((tablet_id, reps),) = _configs(cl, "t").items()
         by_uuid = {n.uuid: n for n in c.nodes.values()}
         segs = sorted((by_uuid[reps[0][0]].fs_dir / "wals" / tablet_id).glob("wal-*.seg"))
         first = int(segs[0].name[4:24])
-        assert first > 1, [s.name for s in segs]              # early segments were collected
+        assert first > 1, [s.name for s in segs]  # early segments were collected
         assert (by_uuid[reps[0][0]].fs_dir / "snapshots" / tablet_id).exists()
         for u, _ in reps:
             c.kill(by_uuid[u].name)
@@ -115,12 +120,15 @@ def test_wal_gc_snapshots_restart_and_copy(tmp_path):
         assert [cl.get("t", i, timeout=30) for i in range(200)] == list(range(200))
         members = {u for u, _ in reps}
         spare = next(n for n in c.nodes.values() if n.kind == "tserver" and n.uuid not in members)
-        r = c.tool("tablet", "change_config", "move_replica", c.masters_arg(), tablet_id, reps[0][0], spare.uuid)
+        r = c.tool(
+            "tablet", "change_config", "move_replica", c.masters_arg(), tablet_id, reps[0][0], spare.uuid
+        )
         assert r.returncode == 0, r.stderr
 
         def spare_leads():
             resp = pbg.ConsensusStub(cl.pool.get(spare.advertise)).ListReplicas(
-                pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5)
+                pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5
+            )
             return resp.replicas[0].role == "LEADER"
 
         def transfer():
@@ -151,7 +159,7 @@ def test_tablet_placed_on_dead_servers_is_replaced(tmp_path):
         try:
             cl.create_table("t", 10, 3, timeout=5)
         except Exception:
-            pass   # the create is acknowledged, its tablets are not all running yet
+            pass  # the create is acknowledged, its tablets are not all running yet
         first = {t.tablet_id: {r.uuid for r in t.replicas} for t in cl.table_locations("t").tablets}
         doomed = {tid for tid, reps in first.items() if len(reps & set(dead)) >= 2}
 

@@ -12,7 +12,7 @@ from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
 from faultline.node.tool import output
 
-pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+pytestmark = pytest.mark.integration  # a real store cluster of processes on loopback
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,8 @@ def _status(c: MiniCluster, tablet_id: str) -> dict[str, pb.ReplicaStatus]:
     for n in c.nodes.values():
         if n.kind == "tserver" and n.alive():
             resp = pbg.ConsensusStub(c.cl.pool.get(n.advertise)).ListReplicas(
-                pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5)
+                pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5
+            )
             for r in resp.replicas:
                 out[n.uuid] = r
     return out
@@ -51,11 +52,18 @@ def _tablet(c: MiniCluster) -> pb.TabletLocation:
 
 def test_leader_step_down_to_chosen_replica(cluster):
     tab = _tablet(cluster)
-    st = cluster.wait_for(lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(
-        _status(cluster, tab.tablet_id)), 20, "a leader")
+    st = cluster.wait_for(
+        lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(
+            _status(cluster, tab.tablet_id)
+        ),
+        20,
+        "a leader",
+    )
     leader = next(u for u, r in st.items() if r.role == "LEADER")
     target = next(u for u, r in st.items() if r.role == "FOLLOWER" and r.state == "RUNNING")
-    r = cluster.tool("tablet", "leader_step_down", cluster.masters_arg(), tab.tablet_id, "--new-leader", target)
+    r = cluster.tool(
+        "tablet", "leader_step_down", cluster.masters_arg(), tab.tablet_id, "--new-leader", target
+    )
     assert r.returncode == 0, r.stderr
     cluster.wait_for(lambda: _status(cluster, tab.tablet_id)[target].role == "LEADER", 20, "the target leads")
     assert leader != target
@@ -67,13 +75,24 @@ def test_runtime_flags_staged_election_and_the_vote_crash_point(cluster):
     failure detection off, an abrupt step-down, an election by RPC, and a server that crashes right after
     granting its vote, then comes back with the defaults."""
     tab = _tablet(cluster)
-    st = cluster.wait_for(lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(
-        _status(cluster, tab.tablet_id)), 20, "a leader")
+    st = cluster.wait_for(
+        lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(
+            _status(cluster, tab.tablet_id)
+        ),
+        20,
+        "a leader",
+    )
     by_uuid = {n.uuid: n for n in cluster.nodes.values() if n.kind == "tserver"}
     servers = [by_uuid[u] for u in st]
     bad = cluster.tool("tserver", "set_flag", servers[0].advertise, "no_such_flag", "1")
-    assert bad.returncode != 0 and "enable_leader_failure_detection" in bad.stderr and "Traceback" not in bad.stderr
-    bad = cluster.tool("tserver", "set_flag", servers[0].advertise, "enable_leader_failure_detection", "maybe")
+    assert (
+        bad.returncode != 0
+        and "enable_leader_failure_detection" in bad.stderr
+        and "Traceback" not in bad.stderr
+    )
+    bad = cluster.tool(
+        "tserver", "set_flag", servers[0].advertise, "enable_leader_failure_detection", "maybe"
+    )
     assert bad.returncode != 0 and "true or false" in bad.stderr
     try:
         for n in servers:
@@ -81,22 +100,26 @@ def test_runtime_flags_staged_election_and_the_vote_crash_point(cluster):
             assert r.returncode == 0 and "true -> false" in r.stdout, r.stderr
         r = cluster.tool("tablet", "leader_step_down", cluster.masters_arg(), tab.tablet_id, "--abrupt")
         assert r.returncode == 0, r.stderr
-        time.sleep(4.0)   # more than two election timeouts: with detection off, nobody campaigns
+        time.sleep(4.0)  # more than two election timeouts: with detection off, nobody campaigns
         assert not any(s.role == "LEADER" for s in _status(cluster, tab.tablet_id).values())
 
         voter, candidate = servers[0], servers[1]
         r = cluster.tool("tserver", "set_flag", voter.advertise, "fault_crash_after_vote_fraction", "1")
         assert r.returncode == 0, r.stderr
         resp = pbg.ConsensusStub(cluster.cl.pool.get(candidate.advertise)).RunLeaderElection(
-            pb.RunLeaderElectionRequest(tablet_id=tab.tablet_id), timeout=5)
+            pb.RunLeaderElectionRequest(tablet_id=tab.tablet_id), timeout=5
+        )
         assert resp.term > st[candidate.uuid].term
         cluster.wait_for(lambda: not voter.alive(), 15, "the voter crashed after its vote")
         assert "crashing right after granting a vote" in cluster.logs(voter.name)
-        cluster.wait_for(lambda: _status(cluster, tab.tablet_id)[candidate.uuid].role == "LEADER", 15,
-                         "the candidate leads on the crashed voter's vote")
+        cluster.wait_for(
+            lambda: _status(cluster, tab.tablet_id)[candidate.uuid].role == "LEADER",
+            15,
+            "the candidate leads on the crashed voter's vote",
+        )
         cluster.start(voter.name)
         r = cluster.tool("tserver", "set_flag", voter.advertise, "fault_crash_after_vote_fraction", "0")
-        assert r.returncode == 0 and "0.0 -> 0" in r.stdout, r.stdout   # a restart disarmed it
+        assert r.returncode == 0 and "0.0 -> 0" in r.stdout, r.stdout  # a restart disarmed it
     finally:
         for n in servers:
             if not n.alive():
@@ -110,23 +133,40 @@ def test_move_replica_and_add_remove(cluster):
     members = {r.uuid for r in tab.replicas}
     spare = next(n.uuid for n in cluster.nodes.values() if n.kind == "tserver" and n.uuid not in members)
     src = sorted(members)[0]
-    r = cluster.tool("tablet", "change_config", "move_replica", cluster.masters_arg(), tab.tablet_id, src, spare)
+    r = cluster.tool(
+        "tablet", "change_config", "move_replica", cluster.masters_arg(), tab.tablet_id, src, spare
+    )
     assert r.returncode == 0, r.stderr
-    cluster.wait_for(lambda: {x.uuid for x in _tablet(cluster).replicas} == (members - {src}) | {spare}, 30,
-                     "the master's view of the moved replica")
+    cluster.wait_for(
+        lambda: {x.uuid for x in _tablet(cluster).replicas} == (members - {src}) | {spare},
+        30,
+        "the master's view of the moved replica",
+    )
     # the evicted replica gets tombstoned by the master
     cluster.wait_for(lambda: _status(cluster, tab.tablet_id)[src].state == "TOMBSTONED", 30, "tombstone")
     assert [cluster.cl.get("t", i) for i in range(20)] == list(range(20))
     # add the old server back as a non-voter, then remove it
-    r = cluster.tool("tablet", "change_config", "add_replica", cluster.masters_arg(), tab.tablet_id, src,
-                     "--replica-type", "NON_VOTER")
+    r = cluster.tool(
+        "tablet",
+        "change_config",
+        "add_replica",
+        cluster.masters_arg(),
+        tab.tablet_id,
+        src,
+        "--replica-type",
+        "NON_VOTER",
+    )
     assert r.returncode == 0, r.stderr
     cluster.wait_for(lambda: _status(cluster, tab.tablet_id)[src].state == "RUNNING", 30, "copied back")
     r = cluster.tool("tablet", "change_config", "remove_replica", cluster.masters_arg(), tab.tablet_id, src)
     assert r.returncode == 0, r.stderr
-    r = cluster.tool("tablet", "change_config", "remove_replica", cluster.masters_arg(), tab.tablet_id, "e" * 32)
+    r = cluster.tool(
+        "tablet", "change_config", "remove_replica", cluster.masters_arg(), tab.tablet_id, "e" * 32
+    )
     assert r.returncode == 1 and "not a member" in r.stderr
-    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 30, "ksck")
+    cluster.wait_for(
+        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 30, "ksck"
+    )
 
 
 def test_listing_tools_print_json_that_the_one_parser_reads(cluster):
@@ -157,7 +197,9 @@ def test_listing_tools_print_json_that_the_one_parser_reads(cluster):
 
 
 def test_table_tools_and_alter(cluster):
-    r = cluster.tool("table", "create", cluster.masters_arg(), "viatool", "--num-tablets", "2", "--replication", "1")
+    r = cluster.tool(
+        "table", "create", cluster.masters_arg(), "viatool", "--num-tablets", "2", "--replication", "1"
+    )
     assert r.returncode == 0, r.stderr
     r = cluster.tool("table", "list", cluster.masters_arg(), "--tablets")
     assert r.returncode == 0 and "viatool" in r.stdout and "LEADER" in r.stdout
@@ -167,13 +209,22 @@ def test_table_tools_and_alter(cluster):
     with pytest.raises(InvalidArgumentError):
         cluster.cl.alter_table("t", 1)
     tids = [t.tablet_id for t in cluster.cl.table_locations("t").tablets]
-    cluster.wait_for(lambda: all(all(r.schema_version == 2 for r in _status(cluster, tid).values()
-                                     if r.state == "RUNNING") for tid in tids), 30, "schema version 2 everywhere")
+    cluster.wait_for(
+        lambda: all(
+            all(r.schema_version == 2 for r in _status(cluster, tid).values() if r.state == "RUNNING")
+            for tid in tids
+        ),
+        30,
+        "schema version 2 everywhere",
+    )
     doomed = [t.tablet_id for t in cluster.cl.table_locations("viatool").tablets]
     r = cluster.tool("table", "delete", cluster.masters_arg(), "viatool")
     assert r.returncode == 0, r.stderr
-    cluster.wait_for(lambda: all(all(r.state == "TOMBSTONED" for r in _status(cluster, tid).values())
-                                 for tid in doomed), 30, "the deleted table's replicas tombstoned")
+    cluster.wait_for(
+        lambda: all(all(r.state == "TOMBSTONED" for r in _status(cluster, tid).values()) for tid in doomed),
+        30,
+        "the deleted table's replicas tombstoned",
+    )
     r = cluster.tool("table", "delete", cluster.masters_arg(), "viatool")
     assert r.returncode == 1 and "NOT_FOUND" in r.stderr
 
@@ -185,7 +236,9 @@ def test_full_restart_keeps_data(cluster):
     cluster.start_all()
     assert cluster.cl.get("t", "durable", timeout=40) == 42
     assert [cluster.cl.get("t", i) for i in range(20)] == list(range(20))
-    cluster.wait_for(lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck")
+    cluster.wait_for(
+        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck"
+    )
 
 
 class _Masters:
@@ -210,14 +263,15 @@ class _Masters:
         if method == "Ping":
             return cpb.PingResponse(server=cpb.ServerIdentity(uuid=uuid))
         assert method == "ListReplicas"
-        return pb.ListTabletsResponse(replicas=[pb.ReplicaStatus(tablet_id=SYS_TABLET, role=role, term=term,
-                                                                 last_index=last)])
+        return pb.ListTabletsResponse(
+            replicas=[pb.ReplicaStatus(tablet_id=SYS_TABLET, role=role, term=term, last_index=last)]
+        )
 
 
 def test_catalog_copy_source_is_the_current_leader_unless_careless() -> None:
     from faultline.node.tool.ops import ToolFailure, _catalog_source
 
-    lagging = ("u1", "LEADER", 3, 40)      # an old leader, cut off: still believes it leads term 3
+    lagging = ("u1", "LEADER", 3, 40)  # an old leader, cut off: still believes it leads term 3
     current = ("u2", "LEADER", 4, 90)
     follower = ("u3", "FOLLOWER", 4, 90)
     pool = _Masters({"a:1": lagging, "b:1": current, "c:1": follower, "d:1": None})

@@ -32,8 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_node(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "faultline.node", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "faultline.node", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def test_values_accept_str_and_int_only():
@@ -65,8 +70,19 @@ def test_tablet_batches_are_all_or_nothing_and_scans_ordered():
 
 
 def test_message_codec_round_trip():
-    m = AppendRequest("a", "b", 3, 4, 2, (Entry(3, 5, EntryType.CONFIG, b"", RaftConfig.of("a", "b")),
-                                          Entry(3, 6, EntryType.WRITE, b"\x00\xff")), 4, 7)
+    m = AppendRequest(
+        "a",
+        "b",
+        3,
+        4,
+        2,
+        (
+            Entry(3, 5, EntryType.CONFIG, b"", RaftConfig.of("a", "b")),
+            Entry(3, 6, EntryType.WRITE, b"\x00\xff"),
+        ),
+        4,
+        7,
+    )
     assert decode_message(encode_message(m)) == m
 
 
@@ -96,9 +112,19 @@ def test_tool_fs_commands_and_misuse(tmp_path):
     assert r.returncode == 254 and "usage:" in r.stderr
     r = run_node("tool")
     assert r.returncode == 254 and "usage:" in r.stderr
-    r = run_node("tool", "local_replica", "cmeta", "print_replica_uuids", "not-a-tablet", "--fs-dir", str(tmp_path / "d"))
+    r = run_node(
+        "tool",
+        "local_replica",
+        "cmeta",
+        "print_replica_uuids",
+        "not-a-tablet",
+        "--fs-dir",
+        str(tmp_path / "d"),
+    )
     assert r.returncode == 254 and "bad tablet id" in r.stderr
-    r = run_node("tool", "local_replica", "cmeta", "print_replica_uuids", "sys", "--fs-dir", str(tmp_path / "d"))
+    r = run_node(
+        "tool", "local_replica", "cmeta", "print_replica_uuids", "sys", "--fs-dir", str(tmp_path / "d")
+    )
     assert r.returncode == 1 and "no consensus metadata" in r.stderr
     r = run_node("tool", "table", "list", "not-an-address")
     assert r.returncode == 254 and "HOST:PORT" in r.stderr
@@ -123,8 +149,16 @@ def test_server_startup_refusals(tmp_path):
     try:
         r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--rpc-bind", f"127.0.0.1:{port}", *common)
         assert r.returncode == 1 and "cannot bind" in r.stderr
-        r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--rpc-bind", "127.0.0.1:0",
-                     "--consensus-port", str(port), *common)
+        r = run_node(
+            "tserver",
+            "--fs-dir",
+            str(tmp_path / "ok"),
+            "--rpc-bind",
+            "127.0.0.1:0",
+            "--consensus-port",
+            str(port),
+            *common,
+        )
         assert r.returncode == 1 and f"--consensus-port {port}: cannot listen" in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
     finally:
@@ -140,7 +174,9 @@ def test_server_startup_refusals(tmp_path):
     assert r.returncode == 1 and "formatted for" in r.stderr
     # one line each time, no traceback
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = run_node("tserver", "--fs-dir", str(tmp_path / "ok"), "--master-addresses", "x:1", "--inject-bug", "nonsense")
+    r = run_node(
+        "tserver", "--fs-dir", str(tmp_path / "ok"), "--master-addresses", "x:1", "--inject-bug", "nonsense"
+    )
     assert r.returncode == 254 and "unknown bug" in r.stderr
 
 
@@ -154,7 +190,7 @@ def test_half_copied_replica_is_tombstoned_on_start(tmp_path):
     host = ReplicaHost(u, layout, "127.0.0.1:1", ChannelPool(), DriverOptions(), fsync=False)
     try:
         host.load_all()
-        assert host.get(tid) is None                      # never runs, never votes
+        assert host.get(tid) is None  # never runs, never votes
         assert read_superblock(layout, tid).state == TOMBSTONED
         assert not layout.wal_dir(tid).exists()
         st = host.statuses(tid)[0]
@@ -207,11 +243,26 @@ def test_data_directory_is_locked_by_a_running_server(tmp_path):
     try:
         c.start("t1")
         t = c.nodes["t1"]
-        r = run_node("tserver", "--fs-dir", str(t.fs_dir), "--rpc-bind", "127.0.0.1:0", "--master-addresses",
-                     c.masters_arg())
+        r = run_node(
+            "tserver",
+            "--fs-dir",
+            str(t.fs_dir),
+            "--rpc-bind",
+            "127.0.0.1:0",
+            "--master-addresses",
+            c.masters_arg(),
+        )
         assert r.returncode == 1 and "in use by a running process" in r.stderr
-        r = run_node("tool", "local_replica", "cmeta", "rewrite_raft_config", "sys", f"{'a' * 32}:h:1",
-                     "--fs-dir", str(t.fs_dir))
+        r = run_node(
+            "tool",
+            "local_replica",
+            "cmeta",
+            "rewrite_raft_config",
+            "sys",
+            f"{'a' * 32}:h:1",
+            "--fs-dir",
+            str(t.fs_dir),
+        )
         assert r.returncode == 1 and "in use" in r.stderr
     finally:
         c.stop_all()
@@ -242,7 +293,7 @@ def test_power_loss_on_every_tablet_server(tmp_path, fsync):
         if fsync == "always":
             assert [cl.get("t", i, timeout=30) for i in range(30)] == list(range(30))
         else:
-            cl.put("t", "after", 1, timeout=30)   # the servers elected leaders and serve again
+            cl.put("t", "after", 1, timeout=30)  # the servers elected leaders and serve again
         cl.close()
     finally:
         c.stop_all()
@@ -259,7 +310,7 @@ def test_answers_to_a_send_ride_back_in_its_ack():
         slot = t.open_slot("10.0.0.1:7050")
         m = pb.ConsensusMessage(tablet_id="t", from_uuid="b", to_uuid="a", payload=b"{}")
         t.send("10.0.0.1:7050", [m])
-        assert t._senders == {}                       # nothing queued for a Send of its own
+        assert t._senders == {}  # nothing queued for a Send of its own
         assert [x.to_uuid for x in t.close_slot(slot)] == ["a"]
         t.send("10.0.0.1:7050", [m])
         assert list(t._senders) == ["10.0.0.1:7050"]  # slot closed: the normal path
@@ -273,22 +324,22 @@ def test_crash_points_fire_on_their_message_and_only_for_their_tablet() -> None:
     from faultline.node.server.replica import Replica
 
     fired: list[str] = []
-    r = Replica.__new__(Replica)   # only the crash-point logic: no storage, no driver thread
+    r = Replica.__new__(Replica)  # only the crash-point logic: no storage, no driver thread
     r.tablet_id, r.flags, r._crash = "tab1", RuntimeFlags(), fired.append
     grant, refusal = VoteResponse("b", "a", 3, True), VoteResponse("b", "a", 3, False)
     ack = AppendResponse("b", "a", 3, True, match_index=7)
     r._crash_points([grant, ack], took_entries=True)
-    assert fired == []                                    # nothing armed
+    assert fired == []  # nothing armed
     r.flags.set("fault_crash_after_vote_fraction", "1")
     r._crash_points([refusal, ack], took_entries=True)
-    assert fired == []                                    # a refusal and an ack are not a granted vote
+    assert fired == []  # a refusal and an ack are not a granted vote
     r._crash_points([grant], took_entries=False)
     assert fired == ["granting a vote in term 3"]
     r.flags.set("fault_crash_after_vote_fraction", "0")
     r.flags.set("fault_crash_after_append_fraction", "1")
-    r._crash_points([ack], took_entries=False)            # a heartbeat's answer carried no entries
+    r._crash_points([ack], took_entries=False)  # a heartbeat's answer carried no entries
     r.flags.set("fault_crash_tablet", "tab2")
-    r._crash_points([ack], took_entries=True)             # armed for another tablet
+    r._crash_points([ack], took_entries=True)  # armed for another tablet
     assert len(fired) == 1
     r.flags.set("fault_crash_tablet", "tab1")
     r._crash_points([ack], took_entries=True)
@@ -306,17 +357,66 @@ def test_bad_flags_and_data_directories_stop_at_the_edge(tmp_path, monkeypatch):
     cases = [
         (("tool", "fs", "format", "--fs-dir", str(regular)), f"data directory {regular} is not a directory"),
         (("tool", "fs", "format", "--fs-dir", str(regular / "sub")), f"{regular} is not a directory"),
-        (("tool", "fs", "dump", "uuid", "--fs-dir", str(regular)), f"data directory {regular} is not a directory"),
-        (("tool", "table", "create", "127.0.0.1:1", "t", "--num-tablets", "-1"), "--num-tablets: must be > 0, not -1"),
-        (("tool", "table", "create", "127.0.0.1:1", "t", "--replication", "0"), "--replication: must be > 0, not 0"),
-        (("master", "--fs-dir", str(tmp_path / "m"), "--master-addresses", "127.0.0.1:1",
-          "--heartbeat-interval-ms", "-5"), "--heartbeat-interval-ms: must be > 0, not -5"),
-        (("tserver", "--fs-dir", str(tmp_path / "t"), "--master-addresses", "127.0.0.1:1",
-          "--follower-unavailable-s", "nan"), "--follower-unavailable-s: must be a finite number > 0, not nan"),
-        (("tserver", "--fs-dir", str(tmp_path / "t"), "--master-addresses", "127.0.0.1:1",
-          "--consensus-port", "70000"), "--consensus-port: port must be in 0..65535, not 70000"),
-        (("tserver", "--fs-dir", str(tmp_path / "t"), "--master-addresses", "127.0.0.1:1",
-          "--consensus-port", "grpc"), "--consensus-port: 'grpc' is neither a port number nor `off`"),
+        (
+            ("tool", "fs", "dump", "uuid", "--fs-dir", str(regular)),
+            f"data directory {regular} is not a directory",
+        ),
+        (
+            ("tool", "table", "create", "127.0.0.1:1", "t", "--num-tablets", "-1"),
+            "--num-tablets: must be > 0, not -1",
+        ),
+        (
+            ("tool", "table", "create", "127.0.0.1:1", "t", "--replication", "0"),
+            "--replication: must be > 0, not 0",
+        ),
+        (
+            (
+                "master",
+                "--fs-dir",
+                str(tmp_path / "m"),
+                "--master-addresses",
+                "127.0.0.1:1",
+                "--heartbeat-interval-ms",
+                "-5",
+            ),
+            "--heartbeat-interval-ms: must be > 0, not -5",
+        ),
+        (
+            (
+                "tserver",
+                "--fs-dir",
+                str(tmp_path / "t"),
+                "--master-addresses",
+                "127.0.0.1:1",
+                "--follower-unavailable-s",
+                "nan",
+            ),
+            "--follower-unavailable-s: must be a finite number > 0, not nan",
+        ),
+        (
+            (
+                "tserver",
+                "--fs-dir",
+                str(tmp_path / "t"),
+                "--master-addresses",
+                "127.0.0.1:1",
+                "--consensus-port",
+                "70000",
+            ),
+            "--consensus-port: port must be in 0..65535, not 70000",
+        ),
+        (
+            (
+                "tserver",
+                "--fs-dir",
+                str(tmp_path / "t"),
+                "--master-addresses",
+                "127.0.0.1:1",
+                "--consensus-port",
+                "grpc",
+            ),
+            "--consensus-port: 'grpc' is neither a port number nor `off`",
+        ),
     ]
     for argv, needle in cases:
         r = run_node(*argv)
@@ -361,4 +461,4 @@ def test_atomic_write_from_two_threads_at_once_never_loses_its_temporary_file(tm
         t.join()
     assert not errors, errors[:1]
     assert target.read_bytes() in (b"a" * 64, b"b" * 64, b"c" * 64)
-    assert [p.name for p in target.parent.iterdir()] == ["tablet"]   # no temporary file left behind
+    assert [p.name for p in target.parent.iterdir()] == ["tablet"]  # no temporary file left behind

@@ -17,14 +17,24 @@ S = 1_000_000_000
 
 
 def _history() -> list[dict[str, Any]]:
-    ev = [(0.0, 0, "invoke", "write", 1), (0.2, 0, "ok", "write", 1),
-          (0.3, "nemesis", "invoke", "start-partition", None), (0.35, "nemesis", "info", "start-partition", None),
-          (0.5, 1, "invoke", "read", None), (0.7, 1, "ok", "read", 0),
-          (0.8, 2, "invoke", "write", 2), (1.9, 2, "info", "write", 2),
-          (2.0, "nemesis", "invoke", "stop-partition", None), (2.1, "nemesis", "info", "stop-partition", None),
-          (2.2, 3, "invoke", "read", None), (2.4, 3, "fail", "read", None)]
-    return [{"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
-            for i, (t, p, ty, f, v) in enumerate(ev)]
+    ev = [
+        (0.0, 0, "invoke", "write", 1),
+        (0.2, 0, "ok", "write", 1),
+        (0.3, "nemesis", "invoke", "start-partition", None),
+        (0.35, "nemesis", "info", "start-partition", None),
+        (0.5, 1, "invoke", "read", None),
+        (0.7, 1, "ok", "read", 0),
+        (0.8, 2, "invoke", "write", 2),
+        (1.9, 2, "info", "write", 2),
+        (2.0, "nemesis", "invoke", "stop-partition", None),
+        (2.1, "nemesis", "info", "stop-partition", None),
+        (2.2, 3, "invoke", "read", None),
+        (2.4, 3, "fail", "read", None),
+    ]
+    return [
+        {"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
+        for i, (t, p, ty, f, v) in enumerate(ev)
+    ]
 
 
 def test_plots_are_pngs(tmp_path: Path) -> None:
@@ -52,7 +62,9 @@ def test_timeline_has_a_lane_per_process(tmp_path: Path) -> None:
     assert text.startswith("<!doctype html>") and "<script src" not in text and "http://" not in text
     data = chart_data(text)
     assert data["lanes"] == ["0", "1", "2", "3"] and data["kinds"] == ["partition"]
-    assert data["faults"] == [{"kind": "partition", "f": "start-partition", "s": 0.3, "e": 2.1, "healed": True}]
+    assert data["faults"] == [
+        {"kind": "partition", "f": "start-partition", "s": 0.3, "e": 2.1, "healed": True}
+    ]
     ops = data["ops"]
     assert ops["k"] == [0, 0, 2, 1] and ops["i"] == [0, 4, 6, 10] and ops["c"] == [1, 5, 7, 11]
     assert ops["l"][1] == "read 0" and ops["s"][2] == 0.8 and ops["e"][2] == 1.9
@@ -62,10 +74,20 @@ def test_timeline_has_a_lane_per_process(tmp_path: Path) -> None:
 def test_timeline_pools_retired_processes_into_workers(tmp_path: Path) -> None:
     h = []
     for n in range(60):  # every op times out: each process is retired, the next one takes its worker
-        h += [{"index": 2 * n, "time": n * S, "process": n, "type": "invoke", "f": "read", "value": None},
-              {"index": 2 * n + 1, "time": n * S + 1, "process": n, "type": "info", "f": "read", "value": None}]
+        h += [
+            {"index": 2 * n, "time": n * S, "process": n, "type": "invoke", "f": "read", "value": None},
+            {"index": 2 * n + 1, "time": n * S + 1, "process": n, "type": "info", "f": "read", "value": None},
+        ]
     data = chart_data(write_timeline(h, tmp_path / "t.html", test={"concurrency": 5}).read_text())
-    assert data["lanes"] == [f"worker {w}" for w in range(5)] and data["ops"]["lane"][:7] == [0, 1, 2, 3, 4, 0, 1]
+    assert data["lanes"] == [f"worker {w}" for w in range(5)] and data["ops"]["lane"][:7] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        0,
+        1,
+    ]
     assert len(data["ops"]["s"]) == 60  # every op, no cut
 
 

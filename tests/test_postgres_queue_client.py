@@ -17,7 +17,7 @@ class _Conn:
 
     def execute(self, sql: str, args: tuple[Any, ...] = (), fetch: bool = False) -> Any:
         if sql.startswith("WITH d AS (DELETE"):
-            assert sql.count("_taken") == 1 and len(args) == 1   # the token goes in with the element
+            assert sql.count("_taken") == 1 and len(args) == 1  # the token goes in with the element
             raise Indeterminate("postgres: server closed the connection unexpectedly")
         assert sql.startswith("SELECT v FROM") and "_taken" in sql
         self.lookups += 1

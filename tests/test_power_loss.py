@@ -27,11 +27,13 @@ from faultline.dbs.store.faults.power import PowerLossNemesis
 from faultline.nemesis import registry
 from faultline.node.server.fs import format_fs, lock_dir
 
-pytestmark = pytest.mark.integration   # a real store cluster of processes on loopback
+pytestmark = pytest.mark.integration  # a real store cluster of processes on loopback
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "faultline.node", "tool", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "faultline.node", "tool", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_cut_tool_refuses_a_locked_directory(tmp_path: Path) -> None:
@@ -39,7 +41,7 @@ def test_cut_tool_refuses_a_locked_directory(tmp_path: Path) -> None:
 
     d = tmp_path / "fs"
     format_fs(d)
-    fd = lock_dir(d)   # as a running server holds it
+    fd = lock_dir(d)  # as a running server holds it
     try:
         r = _tool("fs", "cut_to_synced", "--fs-dir", str(d))
         assert r.returncode == 1
@@ -68,7 +70,7 @@ def test_power_cut_of_every_replica_on_loopback(tmp_path: Path, bugs: tuple[str,
             for i in range(30):
                 cl.put("pl", i, i)
             ts = ["t1", "t2", "t3"]
-            for n in ts:           # all dark before any is cut
+            for n in ts:  # all dark before any is cut
                 c.kill(n)
             for n in ts:
                 r = c.tool("fs", "cut_to_synced", "--fs-dir", str(c.nodes[n].fs_dir))
@@ -80,7 +82,7 @@ def test_power_cut_of_every_replica_on_loopback(tmp_path: Path, bugs: tuple[str,
         finally:
             cl.close()
     if bugs:
-        assert len(rows) < 30     # acknowledged writes lost: nothing had reached fsync
+        assert len(rows) < 30  # acknowledged writes lost: nothing had reached fsync
     else:
         assert rows == {i: i for i in range(30)}
 
@@ -97,7 +99,9 @@ def fake_test() -> dict[str, Any]:
 def test_power_loss_nemesis_cuts_and_restarts(fake_test: dict) -> None:
     b: FakeBackend = fake_test.backend
     n = PowerLossNemesis().setup(fake_test)
-    done = n.invoke(fake_test, {"f": "start-power-loss", "value": {"targets": "tservers", "subset": "majority"}})
+    done = n.invoke(
+        fake_test, {"f": "start-power-loss", "value": {"targets": "tservers", "subset": "majority"}}
+    )
     assert done["type"] == "ok"
     victims = done["value"]["nodes"]
     assert len(victims) == 3 and all(v.startswith("t") for v in victims)
@@ -115,11 +119,14 @@ def test_power_loss_nemesis_cuts_and_restarts(fake_test: dict) -> None:
 def test_power_loss_tablet_subsets_hit_one_tablets_replicas(fake_test: dict) -> None:
     b: FakeBackend = fake_test.backend
     n = PowerLossNemesis().setup(fake_test)
-    (_, _, reps), = b._placement()
-    done = n.invoke(fake_test, {"f": "start-power-loss", "value": {"targets": "tservers",
-                                                                   "subset": "tablet-majority"}})
+    ((_, _, reps),) = b._placement()
+    done = n.invoke(
+        fake_test, {"f": "start-power-loss", "value": {"targets": "tservers", "subset": "tablet-majority"}}
+    )
     assert len(done["value"]["nodes"]) == 2 and set(done["value"]["nodes"]) <= set(reps)
-    done = n.invoke(fake_test, {"f": "start-power-loss", "value": {"targets": "tservers", "subset": "tablet-all"}})
+    done = n.invoke(
+        fake_test, {"f": "start-power-loss", "value": {"targets": "tservers", "subset": "tablet-all"}}
+    )
     assert sorted(done["value"]["nodes"]) == sorted(reps)
 
 
@@ -154,14 +161,15 @@ def test_power_loss_on_docker(bugs: list[str]) -> None:
     from faultline.node.client.client import KuduClient
 
     t0 = time.monotonic()
-    b = DockerBackend(StoreDB().cluster_spec(f"tpl-{secrets.token_hex(3)}", {"masters": 1, "tservers": 3,
-                                                                             "bugs": bugs}))
+    b = DockerBackend(
+        StoreDB().cluster_spec(f"tpl-{secrets.token_hex(3)}", {"masters": 1, "tservers": 3, "bugs": bugs})
+    )
     try:
         b.up()
         test = Run(TestSpec(name="power-loss", workload="set", seed=1), StoreDB(), b)
         with KuduClient(b.addresses("master"), resolve=b.resolve) as c:
             deadline = time.monotonic() + 60
-            while True:   # the tablet servers register with the master after start
+            while True:  # the tablet servers register with the master after start
                 try:
                     c.create_table("pl", num_tablets=1, replication=3, timeout=20)
                     break
@@ -172,7 +180,9 @@ def test_power_loss_on_docker(bugs: list[str]) -> None:
             for i in range(30):
                 c.put("pl", i, i, timeout=20)
             n = PowerLossNemesis().setup(test)
-            done = n.invoke(test, {"f": "start-power-loss", "value": {"targets": "tservers", "subset": "tablet-all"}})
+            done = n.invoke(
+                test, {"f": "start-power-loss", "value": {"targets": "tservers", "subset": "tablet-all"}}
+            )
             assert sorted(done["value"]["nodes"]) == ["t1", "t2", "t3"]
             assert {b.daemon_status(x) for x in ("t1", "t2", "t3")} == {"running"}
             rows = dict(c.scan("pl", timeout=40))

@@ -26,7 +26,12 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("faultline.")}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("faultline"):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.startswith("faultline")
+        ):
             for a in node.names:  # `from faultline.results import store` imports a module
                 sub = f"{node.module}.{a.name}"
                 is_module = (ROOT / Path(*sub.split(".")[1:])).with_suffix(".py").exists()
@@ -50,7 +55,7 @@ def test_no_import_cycles_in_results() -> None:
             if dep not in graph:
                 continue
             if state.get(dep) == 1:
-                cycles.append([*path[path.index(dep):], dep] if dep in path else [mod, dep])
+                cycles.append([*path[path.index(dep) :], dep] if dep in path else [mod, dep])
             elif dep not in state:
                 visit(dep, [*path, dep])
         state[mod] = 2

@@ -37,8 +37,17 @@ def invalid_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunD
 
 def load(page: Path, tmp: Path, fragment: str = "") -> str:
     """The page's DOM after its scripts ran; fails on any console message or script error."""
-    out = chromium(["--enable-logging=stderr", "--v=0", "--window-size=1280,900", "--virtual-time-budget=10000",
-                    "--dump-dom", page.as_uri() + fragment], tmp)
+    out = chromium(
+        [
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,900",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            page.as_uri() + fragment,
+        ],
+        tmp,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     console = [line for line in out.stderr.splitlines() if re.search(r":CONSOLE[:(]", line)]
     assert console == []
@@ -60,7 +69,9 @@ def test_report_of_an_invalid_run_says_what_went_wrong(invalid_run: tuple, tmp_p
     first_screen = dom.split("<h2>Test</h2>")[0]
     op = lin["failure"]["op"]
     assert "What was wrong" in first_screen and 'id="counterexample-link"' in first_screen
-    assert f"a read on key \"{lin['failure']['key']}\" returned {op['value']}" in first_screen.replace("&quot;", '"')
+    assert f'a read on key "{lin["failure"]["key"]}" returned {op["value"]}' in first_screen.replace(
+        "&quot;", '"'
+    )
     assert "could only have held" in first_screen and "was written by process" in first_screen
     assert "<pre>" not in dom.split("<h2>Operations</h2>")[0]  # evidence as tables, never a JSON dump
     assert 'id="evidence-workload"' in dom and 'href="results.json"' in dom

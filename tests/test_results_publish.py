@@ -29,12 +29,20 @@ PLOTS = ["latency-quantiles.png", "latency-raw.png", "rate.png"]
 
 def _history() -> list[dict[str, Any]]:
     """A stale read during a partition: not linearizable, with evidence to draw."""
-    ev = [(0.0, 0, "invoke", "write", 1), (0.2, 0, "ok", "write", 1),
-          (0.3, "nemesis", "invoke", "start-partition", None), (0.35, "nemesis", "info", "start-partition", None),
-          (0.5, 1, "invoke", "read", None), (0.7, 1, "ok", "read", 0),
-          (2.0, "nemesis", "invoke", "stop-partition", None), (2.1, "nemesis", "info", "stop-partition", None)]
-    return [{"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
-            for i, (t, p, ty, f, v) in enumerate(ev)]
+    ev = [
+        (0.0, 0, "invoke", "write", 1),
+        (0.2, 0, "ok", "write", 1),
+        (0.3, "nemesis", "invoke", "start-partition", None),
+        (0.35, "nemesis", "info", "start-partition", None),
+        (0.5, 1, "invoke", "read", None),
+        (0.7, 1, "ok", "read", 0),
+        (2.0, "nemesis", "invoke", "stop-partition", None),
+        (2.1, "nemesis", "info", "stop-partition", None),
+    ]
+    return [
+        {"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
+        for i, (t, p, ty, f, v) in enumerate(ev)
+    ]
 
 
 def _run(tmp_path: Path) -> tuple[RunDir, list[dict[str, Any]], dict[str, Any]]:
@@ -46,7 +54,9 @@ def _run(tmp_path: Path) -> tuple[RunDir, list[dict[str, Any]], dict[str, Any]]:
     return run, history, {"valid": False, "workload": result}
 
 
-def test_finishing_and_publishing_makes_each_artifact_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_finishing_and_publishing_makes_each_artifact_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Counts every PNG saved and every text file written, whoever writes it: if plots or pages were made
     again anywhere (the runner, the report, the store), a count would be 2."""
     run, history, results = _run(tmp_path)
@@ -64,8 +74,12 @@ def test_finishing_and_publishing_makes_each_artifact_once(tmp_path: Path, monke
     monkeypatch.setattr(Figure, "savefig", counting_savefig)
     monkeypatch.setattr(Path, "write_text", counting_write_text)
     write_outputs(run, TestSpec.from_json(TEST), history, results)
-    assert dict(writes) == {**dict.fromkeys(PLOTS, 1), "timeline.html": 1, "counterexample.html": 1,
-                            "report.html": 1}
+    assert dict(writes) == {
+        **dict.fromkeys(PLOTS, 1),
+        "timeline.html": 1,
+        "counterexample.html": 1,
+        "report.html": 1,
+    }
     assert sorted(p.name for p in run.plots_dir.iterdir()) == PLOTS
     page = run.report_path.read_text()
     assert "id='counterexample-link'" in page and page.count("data:image/png;base64,") == len(PLOTS)
@@ -78,7 +92,9 @@ def test_report_only_renders(tmp_path: Path) -> None:
     run.finish(results)
     write_report(run)
     assert run.report_path.exists()
-    assert not run.plots_dir.exists() and not run.timeline_path.exists() and not run.counterexample_path.exists()
+    assert (
+        not run.plots_dir.exists() and not run.timeline_path.exists() and not run.counterexample_path.exists()
+    )
     assert "No plots" in run.report_path.read_text()
 
 
@@ -112,14 +128,31 @@ def test_every_page_uses_the_one_stylesheet(tmp_path: Path) -> None:
     run, history, results = _run(tmp_path)
     run.finish(results)
     publish(run, TEST, history, results)
-    card = {"store": "s", "runs": 0, "events": 0, "verdict": "true", "engine": "pandas", "seconds": 0.0,
-            "groups": [], "run_scores": [], "warnings": []}
-    pages = {"report": run.report_path.read_text(), "timeline": run.timeline_path.read_text(),
-             "counterexample": run.counterexample_path.read_text(), "scorecard": render_html(card),
-             "serve": _page("x", "<p>x</p>").decode()}
+    card = {
+        "store": "s",
+        "runs": 0,
+        "events": 0,
+        "verdict": "true",
+        "engine": "pandas",
+        "seconds": 0.0,
+        "groups": [],
+        "run_scores": [],
+        "warnings": [],
+    }
+    pages = {
+        "report": run.report_path.read_text(),
+        "timeline": run.timeline_path.read_text(),
+        "counterexample": run.counterexample_path.read_text(),
+        "scorecard": render_html(card),
+        "serve": _page("x", "<p>x</p>").decode(),
+    }
     for name, page in pages.items():
         assert page.count("<style>") == 1 and f"<style>{STYLESHEET}</style>" in page, name
     root = Path(__file__).resolve().parent.parent
-    styled = [p.relative_to(root).as_posix() for d in ("results", "checkers", "pages")
-              for p in sorted((root / d).glob("*.py")) if "<style" in p.read_text() or "font-family" in p.read_text()]
+    styled = [
+        p.relative_to(root).as_posix()
+        for d in ("results", "checkers", "pages")
+        for p in sorted((root / d).glob("*.py"))
+        if "<style" in p.read_text() or "font-family" in p.read_text()
+    ]
     assert styled == ["pages/layout.py"]

@@ -15,15 +15,28 @@ S = 1_000_000_000
 
 
 def _set_run(tmp_path: Path) -> tuple[RunDir, dict[str, Any]]:
-    ev = [(0, 0, "invoke", "add", 1), (1, 0, "ok", "add", 1), (2, 1, "invoke", "add", 2), (2.5, 1, "ok", "add", 2),
-          (3, "nemesis", "invoke", "start-partition", None), (3.1, "nemesis", "info", "start-partition", None),
-          (9, 3, "invoke", "read", None), (10, 3, "ok", "read", [1])]  # begun after 2 was acknowledged
-    history = [{"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
-               for i, (t, p, ty, f, v) in enumerate(ev)]
+    ev = [
+        (0, 0, "invoke", "add", 1),
+        (1, 0, "ok", "add", 1),
+        (2, 1, "invoke", "add", 2),
+        (2.5, 1, "ok", "add", 2),
+        (3, "nemesis", "invoke", "start-partition", None),
+        (3.1, "nemesis", "info", "start-partition", None),
+        (9, 3, "invoke", "read", None),
+        (10, 3, "ok", "read", [1]),
+    ]  # begun after 2 was acknowledged
+    history = [
+        {"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
+        for i, (t, p, ty, f, v) in enumerate(ev)
+    ]
     run = Store(tmp_path / "store").create_run("set-t", {"name": "set-t", "workload": "set"})
     run.history_path.write_text("".join(json.dumps(op) + "\n" for op in history))
-    results = {"valid": False, "workload": SetChecker().check({}, history, {}),
-               "availability": {"valid": "unknown", "error": "no heal in the history"}, "stats": {"valid": True}}
+    results = {
+        "valid": False,
+        "workload": SetChecker().check({}, history, {}),
+        "availability": {"valid": "unknown", "error": "no heal in the history"},
+        "stats": {"valid": True},
+    }
     run.finish(results)
     return run, results
 
@@ -33,8 +46,10 @@ def test_the_first_screen_says_what_went_wrong(tmp_path: Path) -> None:
     page = render_report(run)
     first = page.split("<h2>Test</h2>")[0]
     assert "<h2 id='wrong'>What was wrong</h2>" in first
-    assert ("workload: 1 of 2 acknowledged adds were lost (missing from every read begun after the last one "
-            "that showed them).") in first
+    assert (
+        "workload: 1 of 2 acknowledged adds were lost (missing from every read begun after the last one "
+        "that showed them)."
+    ) in first
     assert "Lost, for example: 2 (acknowledged at 2.500 s)." in first
     assert "<div class='story unknown'><h3>availability: no heal in the history</h3>" in first
     assert "<a href='results.json'>results.json</a>" in first
@@ -46,7 +61,9 @@ def test_the_evidence_is_folded_tables_not_a_dump(tmp_path: Path) -> None:
     page = render_report(run)
     checkers = page.split("<h2>Checkers</h2>")[1].split("<h2>Operations</h2>")[0]
     assert "<pre" not in checkers and checkers.count("<details id='evidence-") == 3
-    assert "<details id='evidence-workload'><summary>workload: invalid</summary><table class='ev'>" in checkers
+    assert (
+        "<details id='evidence-workload'><summary>workload: invalid</summary><table class='ev'>" in checkers
+    )
     assert "<tr><th>lost_count</th><td>1</td></tr>" in checkers
 
 

@@ -62,8 +62,12 @@ def test_spark_verdicts_equal_in_process_checker(scored: tuple) -> None:
     assert checked == 7  # six synthetic runs and the crashed one
     # and they find exactly the runs with injected anomalies
     for run_dir in Store(root).run_dirs():
-        test = json.loads(run_dir.test_path.read_text()) if run_dir.path.parent.name.startswith("register-p") or \
-            run_dir.path.parent.name.startswith("register-k") else None
+        test = (
+            json.loads(run_dir.test_path.read_text())
+            if run_dir.path.parent.name.startswith("register-p")
+            or run_dir.path.parent.name.startswith("register-k")
+            else None
+        )
         if test and "synthetic" in test:
             want = "false" if test["synthetic"]["anomalies"] else "true"
             assert runs.loc[run_dir.run_id, "verdict"] == want
@@ -79,14 +83,39 @@ def test_spark_metrics_equal_pandas_baseline(scored: tuple) -> None:
     for spark_result in (result, grouped):
         a = spark_result.runs.set_index("run_id").sort_index()
         assert list(a.index) == list(b.index)
-        for col in ("events", "ok", "fail", "info", "ok_rate", "lat_p50_ms", "lat_p99_ms", "lat_max_ms",
-                    "throughput", "outage_s", "availability", "recover_max_s", "verdict", "first_anomaly_s",
-                    "counts_json", "faults_json", "outages_json", "recover_json", "warning"):
-            pd.testing.assert_series_equal(a[col].astype(object).where(a[col].notna(), None),
-                                           b[col].astype(object).where(b[col].notna(), None),
-                                           check_dtype=False, check_names=False, obj=col)
-        pd.testing.assert_frame_equal(spark_result.groups.reset_index(drop=True),
-                                      baseline.groups.reset_index(drop=True), check_dtype=False)
+        for col in (
+            "events",
+            "ok",
+            "fail",
+            "info",
+            "ok_rate",
+            "lat_p50_ms",
+            "lat_p99_ms",
+            "lat_max_ms",
+            "throughput",
+            "outage_s",
+            "availability",
+            "recover_max_s",
+            "verdict",
+            "first_anomaly_s",
+            "counts_json",
+            "faults_json",
+            "outages_json",
+            "recover_json",
+            "warning",
+        ):
+            pd.testing.assert_series_equal(
+                a[col].astype(object).where(a[col].notna(), None),
+                b[col].astype(object).where(b[col].notna(), None),
+                check_dtype=False,
+                check_names=False,
+                obj=col,
+            )
+        pd.testing.assert_frame_equal(
+            spark_result.groups.reset_index(drop=True),
+            baseline.groups.reset_index(drop=True),
+            check_dtype=False,
+        )
 
 
 @pytest.mark.spark
@@ -96,10 +125,15 @@ def test_partial_and_malformed_runs_are_scored_with_warnings(scored: tuple) -> N
     crashed = next(r for r in runs.index if r.startswith("register-crashed/"))
     broken = next(r for r in runs.index if r.startswith("register-broken/"))
     empty = next(r for r in runs.index if r.startswith("register-empty/"))
-    assert "truncated last line" in runs.loc[crashed, "warning"] and "did not finish" in runs.loc[crashed, "warning"]
+    assert (
+        "truncated last line" in runs.loc[crashed, "warning"]
+        and "did not finish" in runs.loc[crashed, "warning"]
+    )
     assert runs.loc[crashed, "events"] == 300 and runs.loc[crashed, "verdict"] in ("true", "false", "unknown")
     assert "test.json" in runs.loc[broken, "warning"] and "malformed line" in runs.loc[broken, "warning"]
-    assert runs.loc[broken, "events"] == 80 and runs.loc[broken, "verdict"] == "unknown"  # no workload: no model
+    assert (
+        runs.loc[broken, "events"] == 80 and runs.loc[broken, "verdict"] == "unknown"
+    )  # no workload: no model
     assert "no history" in runs.loc[empty, "warning"] and runs.loc[empty, "verdict"] == "unknown"
     assert any(w.startswith(crashed) for w in result.warnings)
 
@@ -126,16 +160,26 @@ def test_scorecard_outputs(scored: tuple) -> None:
 def test_score_cli_errors_and_pandas_engine(tmp_path: Path) -> None:
     env = dict(os.environ)
     cli = [sys.executable, "-m", "faultline", "score"]
-    missing = subprocess.run([*cli, str(tmp_path / "nope")], capture_output=True, text=True, env=env, timeout=60)
-    assert missing.returncode == 254 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
-    bad = subprocess.run([*cli, str(tmp_path), "--master", "mesos://x"], capture_output=True, text=True, env=env,
-                         timeout=60)
+    missing = subprocess.run(
+        [*cli, str(tmp_path / "nope")], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert (
+        missing.returncode == 254 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    )
+    bad = subprocess.run(
+        [*cli, str(tmp_path), "--master", "mesos://x"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert bad.returncode == 254 and "--master" in bad.stderr
     empty = subprocess.run([*cli, str(tmp_path)], capture_output=True, text=True, env=env, timeout=60)
     assert empty.returncode == 254 and "has no runs" in empty.stderr
     synth_store(tmp_path / "s", runs=2, ops=200, anomaly_rate=0.5, seed=5, jobs=1)
-    out = subprocess.run([*cli, str(tmp_path / "s"), "--engine", "pandas", "--out", str(tmp_path / "o")],
-                         capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [*cli, str(tmp_path / "s"), "--engine", "pandas", "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 1, out.stderr  # one run has a stale read: invalid
     assert "1 valid, 1 invalid" in out.stderr
     assert (tmp_path / "o" / "scorecard.html").exists()
@@ -157,7 +201,9 @@ def test_several_stores_scored_together_by_both_plans_equal_pandas(spark: object
         b = baseline.runs.set_index("run_id").sort_index()
         assert list(a.index) == ids
         for col in ("events", "verdict", "first_anomaly_s", "lat_p99_ms", "availability", "keys"):
-            assert a[col].astype(object).where(a[col].notna(), None).tolist() == \
-                b[col].astype(object).where(b[col].notna(), None).tolist(), (plan, col)
+            assert (
+                a[col].astype(object).where(a[col].notna(), None).tolist()
+                == b[col].astype(object).where(b[col].notna(), None).tolist()
+            ), (plan, col)
         card = json.loads((tmp_path / plan / "scorecard.json").read_text())
         assert [s["label"] for s in card["stores"]] == ["h1-store", "h2-store"] and card["store"] is None

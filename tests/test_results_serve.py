@@ -31,9 +31,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]
     root = tmp_path_factory.mktemp("serve") / "store"
     synth_store(root, runs=3, ops=150, anomaly_rate=0.0, seed=2, jobs=1)
     store = Store(root)
-    bad = store.create_run("evil-test", {"workload": EVIL, "nemesis": ["partition"], "bugs": [EVIL], "seed": 9})
-    bad.history_path.write_text(json.dumps({"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "read",
-                                            "key": EVIL, "value": None}) + "\n")
+    bad = store.create_run(
+        "evil-test", {"workload": EVIL, "nemesis": ["partition"], "bugs": [EVIL], "seed": 9}
+    )
+    bad.history_path.write_text(
+        json.dumps(
+            {"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "read", "key": EVIL, "value": None}
+        )
+        + "\n"
+    )
     bad.finish({"valid": False, "linearizable": {"valid": False, "failure": {"op": {"f": EVIL}}}})
     publish(bad)
     (bad.path / "escape-link").symlink_to("/etc/passwd")
@@ -52,8 +58,20 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]
 def chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     assert exe
-    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           f"--user-data-dir={tmp / 'profile'}", *args], capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={tmp / 'profile'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def dom(url: str, tmp: Path) -> str:
@@ -121,10 +139,18 @@ def test_zip_download_and_no_path_escapes(site: tuple[str, Path]) -> None:
     evil = next(r for r in Store(root).runs() if r.test_name == "evil-test")
     status, body = raw_get(base, f"/zip/{evil.run_id}.zip")
     assert status == 200 and all("escape-link" not in n for n in zipfile.ZipFile(io.BytesIO(body)).namelist())
-    for path in (f"/files/{run.run_id}/../../secret.txt", f"/files/{run.run_id}/%2e%2e/%2e%2e/secret.txt",
-                 f"/files/{run.run_id}/..%2F..%2Fsecret.txt", "/files/../secret.txt/x",
-                 f"/files/{evil.run_id}/escape-link", f"/files/{run.run_id}//etc/passwd",
-                 "/run/..%2F..%2Fetc/", "/zip/../../etc.zip", "/secret.txt", "/files/evil-test/latest/test.json"):
+    for path in (
+        f"/files/{run.run_id}/../../secret.txt",
+        f"/files/{run.run_id}/%2e%2e/%2e%2e/secret.txt",
+        f"/files/{run.run_id}/..%2F..%2Fsecret.txt",
+        "/files/../secret.txt/x",
+        f"/files/{evil.run_id}/escape-link",
+        f"/files/{run.run_id}//etc/passwd",
+        "/run/..%2F..%2Fetc/",
+        "/zip/../../etc.zip",
+        "/secret.txt",
+        "/files/evil-test/latest/test.json",
+    ):
         status, body = raw_get(base, path)
         assert status == 404, path
         assert b"outside any run" not in body and b"root:" not in body
@@ -172,8 +198,18 @@ def make_demo_store(root: Path) -> Path:
     camp = cp.load(root.parent / "web.toml", store_override=root / "campaign-web")
     cp.execute(camp, lambda test, store: run_once(test, store, quiet=True, install_signals=False))
     score_store(camp.store, engine="pandas")
-    plain = testspec.build_test({"cluster": "fake", "workload": "set", "nemesis": "kill", "time_limit": 1,
-                                 "concurrency": 2, "nemesis_interval": 0.3, "quiet_period": 0.1, "seed": 3})
+    plain = testspec.build_test(
+        {
+            "cluster": "fake",
+            "workload": "set",
+            "nemesis": "kill",
+            "time_limit": 1,
+            "concurrency": 2,
+            "nemesis_interval": 0.3,
+            "quiet_period": 0.1,
+            "seed": 3,
+        }
+    )
     run_once(plain, root, quiet=True, install_signals=False)
     return root
 
@@ -206,11 +242,17 @@ def test_runs_are_found_at_any_depth_with_campaigns_and_their_scorecard(demo_sit
     base, _root = demo_site
     index = raw_get(base, "/")[1].decode()
     assert "3 of 3 runs in 2 stores" in index
-    assert index.count("/run/campaign-web/web-") == 2 and "/run/set/" not in index  # the plain run's test is named after its workload
+    assert (
+        index.count("/run/campaign-web/web-") == 2 and "/run/set/" not in index
+    )  # the plain run's test is named after its workload
     status, body = raw_get(base, "/?store=campaign-web")
     assert status == 200 and "2 of 3 runs" in body.decode()
     campaigns = raw_get(base, "/campaigns")[1].decode()
-    assert "campaign-web" in campaigns and "2/2 met" in campaigns and "/scorecard?store=campaign-web" in campaigns
+    assert (
+        "campaign-web" in campaigns
+        and "2/2 met" in campaigns
+        and "/scorecard?store=campaign-web" in campaigns
+    )
     status, card = raw_get(base, "/scorecard")  # the only scorecard there is
     text = card.decode()
     assert status == 200 and "all expectations met: 2/2" in text and "Scorecard: campaign web" in text
@@ -220,7 +262,9 @@ def test_runs_are_found_at_any_depth_with_campaigns_and_their_scorecard(demo_sit
         assert raw_get(base, href)[0] == 200, href
     groups = text.split("id='groups'")[1].split("</table>")[0]
     no_bug = next(row for row in groups.split("<tr>") if "<td class=''>none</td>" in row.replace('"', "'"))
-    assert "<td class='n'>–</td>" in no_bug.split("</td>", 7)[7] + "</td>"  # detection of a cell without a bug
+    assert (
+        "<td class='n'>–</td>" in no_bug.split("</td>", 7)[7] + "</td>"
+    )  # detection of a cell without a bug
     run_href = re.findall(r"href='(/run/campaign-web/[^']+)'", index)[0]
     run_page = raw_get(base, run_href)[1].decode()
     assert "/scorecard?store=campaign-web" in run_page and "/?store=campaign-web" in run_page
@@ -244,9 +288,13 @@ def test_damaged_runs_are_listed_never_a_500(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     good = store.create_run("fine", {"workload": "register", "seed": 1})
     good.finish({"valid": True})
-    cases = {"list-test": ("test.json", "[1, 2]"), "number-results": ("results.json", "7"),
-             "bad-json": ("test.json", "{nope"), "string-results": ("results.json", '"valid"'),
-             "odd-fields": ("results.json", '{"valid": [1], "_run": {"duration_s": "long", "ops": "many"}}')}
+    cases = {
+        "list-test": ("test.json", "[1, 2]"),
+        "number-results": ("results.json", "7"),
+        "bad-json": ("test.json", "{nope"),
+        "string-results": ("results.json", '"valid"'),
+        "odd-fields": ("results.json", '{"valid": [1], "_run": {"duration_s": "long", "ops": "many"}}'),
+    }
     for name, (file, text) in cases.items():
         run = store.create_run(name, {"workload": "register", "seed": 1})
         (run.path / file).write_text(text)
@@ -274,7 +322,11 @@ def test_damaged_runs_are_listed_never_a_500(tmp_path: Path) -> None:
 def raw_request(base: str, path: str, host: str | None) -> int:
     port = int(base.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        head = f"GET {path} HTTP/1.1\r\n" + (f"Host: {host}\r\n" if host is not None else "") + "Connection: close\r\n\r\n"
+        head = (
+            f"GET {path} HTTP/1.1\r\n"
+            + (f"Host: {host}\r\n" if host is not None else "")
+            + "Connection: close\r\n\r\n"
+        )
         s.sendall(head.encode())
         data = b""
         while chunk := s.recv(65536):
@@ -287,7 +339,12 @@ def test_the_host_header_must_name_this_server(demo_site: tuple[str, Path]) -> N
     port = base.rsplit(":", 1)[1]
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", None):
         assert raw_request(base, "/", host) == 200, host
-    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"10.0.0.1:{port}"):
+    for host in (
+        f"evil.example:{port}",
+        "evil.example",
+        f"127.0.0.1.evil.example:{port}",
+        f"10.0.0.1:{port}",
+    ):
         assert raw_request(base, "/", host) == 421, host
     from faultline.results.serve import allowed_hosts
 
@@ -371,7 +428,8 @@ def test_chromium_crawls_every_link_from_the_index(demo_site: tuple[str, Path], 
 
 
 def test_a_taken_port_or_a_host_that_does_not_resolve_is_one_line_and_254(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Both once crashed (exit 255, a traceback): the failed bind closed a server that had no `_closing`."""
     from faultline.controller.cli import main
 
@@ -387,7 +445,9 @@ def test_a_taken_port_or_a_host_that_does_not_resolve_is_one_line_and_254(
         for host, p in (("127.0.0.1", port), ("no-such-host.invalid", 0)):
             assert main(["serve", str(tmp_path / "store"), "--host", host, "--port", str(p)]) == 254
             err = capsys.readouterr().err.strip().splitlines()
-            assert len(err) == 1 and err[0].startswith(f"faultline serve: error: cannot listen on {host}:"), err
+            assert len(err) == 1 and err[0].startswith(f"faultline serve: error: cannot listen on {host}:"), (
+                err
+            )
     finally:
         taken.close()
     assert threading.active_count() == threads  # no worker started for a server that never bound

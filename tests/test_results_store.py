@@ -18,16 +18,41 @@ from faultline.results.publish import publish
 from faultline.results.store import STAMP_RE, RunDir, Store, StoreError, open_run
 from faultline.results.synth import synth_run, synth_store
 
-TEST = {"workload": "register", "nemesis": ["partition", "kill"], "bugs": ["stale-leader-reads"], "seed": 42,
-        "time_limit": 10, "concurrency": 3, "cluster": "local", "masters": 3, "tservers": 3,
-        "start_time": "2026-11-21T07:00:00Z"}
+TEST = {
+    "workload": "register",
+    "nemesis": ["partition", "kill"],
+    "bugs": ["stale-leader-reads"],
+    "seed": 42,
+    "time_limit": 10,
+    "concurrency": 3,
+    "cluster": "local",
+    "masters": 3,
+    "tservers": 3,
+    "start_time": "2026-11-21T07:00:00Z",
+}
 OPS = [
     {"index": 0, "time": 10, "type": "invoke", "process": 0, "f": "write", "key": "k1", "value": 1},
     {"index": 1, "time": 20, "type": "invoke", "process": "nemesis", "f": "start-partition", "value": None},
     {"index": 2, "time": 30, "type": "ok", "process": 0, "f": "write", "key": "k1", "value": 1, "node": "t1"},
-    {"index": 3, "time": 40, "type": "info", "process": "nemesis", "f": "start-partition", "value": {"t1": ["t2"]}},
+    {
+        "index": 3,
+        "time": 40,
+        "type": "info",
+        "process": "nemesis",
+        "f": "start-partition",
+        "value": {"t1": ["t2"]},
+    },
     {"index": 4, "time": 50, "type": "invoke", "process": 1, "f": "cas", "key": "k1", "value": [1, 2]},
-    {"index": 5, "time": 60, "type": "info", "process": 1, "f": "cas", "key": "k1", "value": [1, 2], "error": "timeout"},
+    {
+        "index": 5,
+        "time": 60,
+        "type": "info",
+        "process": 1,
+        "f": "cas",
+        "key": "k1",
+        "value": [1, 2],
+        "error": "timeout",
+    },
 ]
 
 
@@ -55,7 +80,9 @@ def test_create_run_layout_latest_links_and_index(tmp_path: Path) -> None:
     assert [r.run_id for r in runs] == [b.run_id, a.run_id]  # newest first
     assert runs[0].status == "incomplete" and runs[0].verdict is None
     assert runs[1].workload == "register" and runs[1].nemesis == ["partition", "kill"]
-    assert runs[1].bugs == ["stale-leader-reads"] and runs[1].seed == 42 and runs[1].verdict_label == "invalid"
+    assert (
+        runs[1].bugs == ["stale-leader-reads"] and runs[1].seed == 42 and runs[1].verdict_label == "invalid"
+    )
     # the index answers without the run's files: remove test.json, the index still knows the run
     a.test_path.unlink()
     assert store.runs()[1].workload == "register"
@@ -81,7 +108,9 @@ def test_publish_writes_report_and_open_run(tmp_path: Path) -> None:
     store = Store(tmp_path)
     run = store.create_run("t", TEST)
     _write_history(run, OPS)
-    run.finish({"valid": False, "linearizable": {"valid": False, "failure": {"op": {"f": "<script>x</script>"}}}})
+    run.finish(
+        {"valid": False, "linearizable": {"valid": False, "failure": {"op": {"f": "<script>x</script>"}}}}
+    )
     assert not run.report_path.exists()  # storing a verdict publishes nothing
     publish(run)
     page = run.report_path.read_text()
@@ -103,23 +132,40 @@ def test_truncated_tail_is_dropped_with_a_warning(tmp_path: Path) -> None:
         parquet.read_jsonl(run.history_path, strict=True)
 
 
-JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8) | st.floats(
-    allow_nan=False, allow_infinity=False)
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c,
-                                                                                               max_size=3), max_leaves=8)
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.text(max_size=8)
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
+    max_leaves=8,
+)
 OP = st.fixed_dictionaries(
     {"index": st.integers(0, 10**9), "type": st.sampled_from(["invoke", "ok", "fail", "info"])},
     # the whole int64 range: past 2**53 a float64 column (plain pandas, when a column holds a null) rounds
-    optional={"time": st.integers(0, 2**63 - 1) | st.none(), "process": st.integers(-5, 50) | st.just("nemesis") | JSON_VALUES,
-              "f": st.text(max_size=6), "key": JSON_VALUES, "value": JSON_VALUES, "node": JSON_VALUES,
-              "error": JSON_VALUES, "extra": JSON_VALUES},
+    optional={
+        "time": st.integers(0, 2**63 - 1) | st.none(),
+        "process": st.integers(-5, 50) | st.just("nemesis") | JSON_VALUES,
+        "f": st.text(max_size=6),
+        "key": JSON_VALUES,
+        "value": JSON_VALUES,
+        "node": JSON_VALUES,
+        "error": JSON_VALUES,
+        "extra": JSON_VALUES,
+    },
 )
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(OP, max_size=12))
 @example([{"index": 0, "type": "invoke"}, {"index": 0, "type": "invoke", "time": 9007199254740993}])
-@example([{"index": 2**53 + 1, "type": "ok", "value": 2**63 - 1, "time": 2**63 - 1}, {"index": 1, "type": "ok"}])
+@example(
+    [{"index": 2**53 + 1, "type": "ok", "value": 2**63 - 1, "time": 2**63 - 1}, {"index": 1, "type": "ok"}]
+)
 def test_parquet_round_trip_is_exact(ops: list[dict]) -> None:
     table = parquet.ops_to_table(ops)
     assert table.schema.equals(parquet.SCHEMA, check_metadata=False)
@@ -140,7 +186,9 @@ def test_a_history_frame_that_rounded_its_integers_is_refused() -> None:
         parquet.frame_to_ops(table.to_pandas())
     assert parquet.frame_to_ops(parquet.table_to_frame(table)) == ops
     small = [{"index": 0, "type": "invoke"}, {"index": 1, "type": "ok", "time": 2**53 - 1}]
-    assert parquet.frame_to_ops(parquet.ops_to_table(small).to_pandas()) == small  # below 2**53 float64 is exact
+    assert (
+        parquet.frame_to_ops(parquet.ops_to_table(small).to_pandas()) == small
+    )  # below 2**53 float64 is exact
 
 
 def test_parquet_file_round_trip_and_typed_columns(tmp_path: Path) -> None:
@@ -182,14 +230,18 @@ def test_synth_history_is_well_formed_and_linearizable_unless_injected() -> None
 
     from faultline.checkers.linearizability import check
 
-    clean, injected, kinds = synth_run(random.Random(7), 1500, concurrency=4, keys=3, nemesis=["partition", "kill"])
+    clean, injected, kinds = synth_run(
+        random.Random(7), 1500, concurrency=4, keys=3, nemesis=["partition", "kill"]
+    )
     _check_format(clean)
     assert injected == [] and kinds == ["partition", "kill"]
     fs = {op["f"] for op in clean if op["process"] == "nemesis"}
     assert {"start-partition", "stop-partition"} <= fs or {"kill", "start"} <= fs
     assert {op["type"] for op in clean} == {"invoke", "ok", "fail", "info"}
     assert check(clean, model="cas-register")["valid"] is True
-    bad, injected, _ = synth_run(random.Random(7), 1500, concurrency=4, keys=3, nemesis=["partition"], anomalies=2)
+    bad, injected, _ = synth_run(
+        random.Random(7), 1500, concurrency=4, keys=3, nemesis=["partition"], anomalies=2
+    )
     _check_format(bad)
     assert len(injected) == 2 and all(a["kind"] == "stale-read" for a in injected)
     res = check(bad, model="cas-register")
@@ -203,7 +255,10 @@ def test_synth_store_is_deterministic_and_indexed(tmp_path: Path) -> None:
     assert [p.relative_to(tmp_path / "a") for p in a] == [p.relative_to(tmp_path / "b") for p in b]
     for pa, pb in zip(a, b, strict=True):
         assert (pa / "history.jsonl").read_bytes() == (pb / "history.jsonl").read_bytes()
-        assert parquet.read_history_parquet(pa / "history.parquet") == parquet.read_jsonl(pa / "history.jsonl").ops
+        assert (
+            parquet.read_history_parquet(pa / "history.parquet")
+            == parquet.read_jsonl(pa / "history.jsonl").ops
+        )
     runs = Store(tmp_path / "a").runs()
     assert len(runs) == 6 and all(r.status == "finished" and r.verdict is None for r in runs)
     bugged = [r for r in runs if r.bugs]
@@ -248,18 +303,41 @@ def test_run_metrics_outages_and_recovery() -> None:
 
 def test_synth_cli(tmp_path: Path) -> None:
     env = dict(os.environ)
-    out = subprocess.run([sys.executable, "-m", "faultline", "synth", str(tmp_path / "s"), "--runs", "3", "--ops",
-                          "50", "--seed", "1"], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultline",
+            "synth",
+            str(tmp_path / "s"),
+            "--runs",
+            "3",
+            "--ops",
+            "50",
+            "--seed",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "3/3 runs" in out.stderr and len(Store(tmp_path / "s").runs()) == 3
-    bad = subprocess.run([sys.executable, "-m", "faultline", "synth", str(tmp_path / "s"), "--runs", "0", "--ops",
-                          "5"], capture_output=True, text=True, env=env, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "faultline", "synth", str(tmp_path / "s"), "--runs", "0", "--ops", "5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert bad.returncode == 254 and "must be a whole number > 0" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_a_store_made_by_another_writer_between_the_check_and_the_mkdir_is_taken(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two shards opening one fresh shared store at once: the second finds it made after it looked."""
     root = tmp_path / "shared"
     root.mkdir()

@@ -42,8 +42,14 @@ def test_same_seed_same_run_across_processes():
     outs = []
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        p = subprocess.run([sys.executable, "-m", "faultline", "sim", "--seeds", "3", "--seed", "40", "--json"],
-                           capture_output=True, text=True, env=env, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
+        p = subprocess.run(
+            [sys.executable, "-m", "faultline", "sim", "--seeds", "3", "--seed", "40", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            cwd=os.path.dirname(os.path.dirname(__file__)),
+        )
         summary = json.loads(p.stdout)
         outs.append((summary["ticks"], summary["messages"], summary["failures"]))
     assert outs[0] == outs[1]
@@ -53,7 +59,13 @@ def test_same_seed_same_run():
     a = simulate(11, SimOptions(bugs=frozenset({"follower-commit-past-batch"})))
     b = simulate(11, SimOptions(bugs=frozenset({"follower-commit-past-batch"})))
     assert (a.ok, a.violation, a.ticks, a.messages, a.commits, a.trace) == (
-        b.ok, b.violation, b.ticks, b.messages, b.commits, b.trace)
+        b.ok,
+        b.violation,
+        b.ticks,
+        b.messages,
+        b.commits,
+        b.trace,
+    )
 
 
 # One test per bug: the simulator must find a violation within a modest number of seeds. The seeds are

@@ -18,8 +18,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_package_type_checks() -> None:
     assert importlib.util.find_spec("mypy"), "mypy is not installed (it is in the [dev] extra)"
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "typecheck.py")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "typecheck.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
     assert "Success: no issues found" in out.stdout
 
@@ -37,4 +42,6 @@ def test_a_type_error_fails_the_check(tmp_path: Path) -> None:
         sys.path.insert(0, str(ROOT / "scripts"))
     typecheck = importlib.import_module("typecheck")
     out = typecheck.run(["faultline.core"], root=tmp_path)
-    assert out.returncode != 0 and "core/__init__.py" in out.stdout and "no-untyped-def" in out.stdout, out.stdout
+    assert out.returncode != 0 and "core/__init__.py" in out.stdout and "no-untyped-def" in out.stdout, (
+        out.stdout
+    )

@@ -92,30 +92,42 @@ def test_catalog_ops(test: dict) -> None:
     h = gen.simulate(gen.clients(gen.limit(200, wl.generator)), concurrency=2, latency_s=0.001, seed=4)
     creates = [o["value"] for o in h if o["type"] == "invoke" and o["f"] == "create-table"]
     assert len(creates) == len(set(creates)) > 20  # every create names a fresh table
-    targets = {o["value"] if isinstance(o["value"], str) else o["value"]["table"]
-               for o in h if o["type"] == "invoke" and o["f"] in ("delete-table", "alter-table")}
+    targets = {
+        o["value"] if isinstance(o["value"], str) else o["value"]["table"]
+        for o in h
+        if o["type"] == "invoke" and o["f"] in ("delete-table", "alter-table")
+    }
     assert targets <= set(creates)
 
 
-def test_catalog_locate_tables_names_tablets_without_a_leader(test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_catalog_locate_tables_names_tablets_without_a_leader(
+    test: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wl = get_workload("catalog", {})
     c = wl.client.open(test, "m1")
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
     led = c.invoke(test, {"f": "locate-tables", "value": None})
     assert led["type"] == "ok" and led["value"] == {"tables": 1, "leaderless": {}}
     # a leader master that lost track of the tablet's leader: a definite answer, with the tablet named
-    lost = SimpleNamespace(tablets=[SimpleNamespace(tablet_id="x1", replicas=[SimpleNamespace(role="FOLLOWER")])])
+    lost = SimpleNamespace(
+        tablets=[SimpleNamespace(tablet_id="x1", replicas=[SimpleNamespace(role="FOLLOWER")])]
+    )
     monkeypatch.setattr(c.conn, "table_locations", lambda name, timeout=None: lost)
     r = c.invoke(test, {"f": "locate-tables", "value": None})
     assert r["type"] == "fail" and r["value"]["leaderless"] == {"t0": ["x1"]}
     # no answer at all: a failure without a value (the checker cannot count it as evidence)
-    monkeypatch.setattr(c.conn, "table_locations", lambda name, timeout=None: (_ for _ in ()).throw(
-        FakeUnavailable("no leader master")))
+    monkeypatch.setattr(
+        c.conn,
+        "table_locations",
+        lambda name, timeout=None: (_ for _ in ()).throw(FakeUnavailable("no leader master")),
+    )
     e = c.invoke(test, {"f": "locate-tables", "value": None})
     assert e["type"] == "fail" and e.get("value") is None
 
 
-def test_catalog_master_replicas_names_a_master_left_behind(test: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_catalog_master_replicas_names_a_master_left_behind(
+    test: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wl = get_workload("catalog", {})
     c = wl.client.open(test, "m1")
     ok = c.invoke(test, {"f": "master-replicas", "value": None})
@@ -124,7 +136,7 @@ def test_catalog_master_replicas_names_a_master_left_behind(test: dict, monkeypa
     assert roles == ["FOLLOWER", "FOLLOWER", "LEADER"]
     real = c.conn.catalog_replica
 
-    def behind(addr: str, timeout: float = 2.0) -> Any:   # master-3 stopped at index 2: it never catches up
+    def behind(addr: str, timeout: float = 2.0) -> Any:  # master-3 stopped at index 2: it never catches up
         st = real(addr, timeout)
         return SimpleNamespace(**{**vars(st), "last_index": 2}) if addr.startswith("master-3") else st
 
@@ -132,21 +144,34 @@ def test_catalog_master_replicas_names_a_master_left_behind(test: dict, monkeypa
     r = c.invoke(test, {"f": "master-replicas", "value": None})
     assert r["type"] == "fail" and len(r["value"]["problems"]) == 1
     assert r["value"]["problems"][0].startswith("master-3:7051 lags the leader")
-    monkeypatch.setattr(c.conn, "catalog_replica", lambda addr, timeout=2.0: (_ for _ in ()).throw(
-        FakeUnavailable("down")))
+    monkeypatch.setattr(
+        c.conn, "catalog_replica", lambda addr, timeout=2.0: (_ for _ in ()).throw(FakeUnavailable("down"))
+    )
     down = c.invoke(test, {"f": "master-replicas", "value": None})
     assert down["type"] == "fail" and "0 masters lead" in down["value"]["problems"]
 
 
 @pytest.mark.parametrize("name", [w for w in WORKLOADS if w in StoreDB.workloads])  # the fake is the store
 def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str) -> None:
-    t = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": name, "nemesis": "partition",
-                                            "time_limit": 1, "nemesis_interval": 0.2, "concurrency": 4,
-                                            "seed": 9, "quiet_period": 0}))
+    t = testspec.stamp(
+        testspec.build_test(
+            {
+                "cluster": "fake",
+                "workload": name,
+                "nemesis": "partition",
+                "time_limit": 1,
+                "nemesis_interval": 0.2,
+                "concurrency": 4,
+                "seed": 9,
+                "quiet_period": 0,
+            }
+        )
+    )
     b = FakeBackend(seed=9)
     run = testspec.start_run(t, b)
-    out = run_test(run, get_workload(name, t.workload_opts), compose(["partition"], 0.2), None,
-                   install_signals=False)
+    out = run_test(
+        run, get_workload(name, t.workload_opts), compose(["partition"], 0.2), None, install_signals=False
+    )
     assert out.cut_short is None, out.cut_short
     assert out.valid is True, out.results["workload"]
     assert b.residue() == []
@@ -159,22 +184,44 @@ def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str)
         assert ops[-3]["f"] == "list-tables" and ops[-3]["type"] == "ok"
 
 
-@pytest.mark.parametrize("name,evidence", [("set", "lost"), ("bank", "first_wrong_total"), ("catalog", "lost")])
+@pytest.mark.parametrize(
+    "name,evidence", [("set", "lost"), ("bank", "first_wrong_total"), ("catalog", "lost")]
+)
 def test_lossy_fake_is_caught_by_each_workloads_checker(name: str, evidence: str) -> None:
     # a high rate: enough writes that some are lost (each is lost with probability 0.1 to 0.2)
-    t = testspec.stamp(testspec.build_test({"cluster": "fake", "workload": name, "nemesis": "none",
-                                            "time_limit": 1, "concurrency": 4, "seed": 5, "quiet_period": 0,
-                                            "rate": 400}))
+    t = testspec.stamp(
+        testspec.build_test(
+            {
+                "cluster": "fake",
+                "workload": name,
+                "nemesis": "none",
+                "time_limit": 1,
+                "concurrency": 4,
+                "seed": 5,
+                "quiet_period": 0,
+                "rate": 400,
+            }
+        )
+    )
     b = FakeBackend(seed=5)
     t.cluster_spec["db_opts"]["bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)
-    out = run_test(testspec.start_run(t, b), get_workload(name, t.workload_opts), compose(["none"], 1), None,
-                   install_signals=False)
+    out = run_test(
+        testspec.start_run(t, b),
+        get_workload(name, t.workload_opts),
+        compose(["none"], 1),
+        None,
+        install_signals=False,
+    )
     assert out.valid is False, out.results["workload"]
     assert out.results["workload"].get(evidence), out.results["workload"]
     # results.json records the time to detection: the completion of the op that proved it, within the run
     t_detect = out.results["time_to_detection_s"]
     assert "first_anomaly" in out.results
     if name in ("set", "catalog"):  # their checkers name the op that proved the anomaly
-        assert isinstance(t_detect, float) and t_detect > 0 and out.results["first_anomaly"].startswith("workload")
+        assert (
+            isinstance(t_detect, float)
+            and t_detect > 0
+            and out.results["first_anomaly"].startswith("workload")
+        )
     if name == "set":
         assert t_detect == pytest.approx(out.results["workload"]["first_lost_detected_s"], abs=1e-3)

@@ -59,11 +59,20 @@ def test_each_lock_worker_retries_until_it_holds_then_holds_and_releases() -> No
     five contend for one lock."""
     wl = get_workload("lock", {"concurrency": 10})
     refused = iter([True, True] + [False] * 100_000)
-    h = gen.simulate(gen.clients(gen.time_limit(20, wl.generator)), 10, latency_s=0.01,
-                     complete=lambda o: "fail" if o["process"] == 0 and o["f"] == "acquire" and next(refused) else "ok")
+    h = gen.simulate(
+        gen.clients(gen.time_limit(20, wl.generator)),
+        10,
+        latency_s=0.01,
+        complete=lambda o: "fail" if o["process"] == 0 and o["f"] == "acquire" and next(refused) else "ok",
+    )
     mine = [o for o in h if o["process"] == 0 and o["type"] != "invoke"]
-    assert [(o["f"], o["type"]) for o in mine[:5]] == [("acquire", "fail"), ("acquire", "fail"), ("acquire", "ok"),
-                                                       ("release", "ok"), ("acquire", "ok")]
+    assert [(o["f"], o["type"]) for o in mine[:5]] == [
+        ("acquire", "fail"),
+        ("acquire", "fail"),
+        ("acquire", "ok"),
+        ("release", "ok"),
+        ("acquire", "ok"),
+    ]
     assert 0.2e9 <= mine[1]["time"] - mine[0]["time"] < 0.3e9
     assert 6e9 <= mine[3]["time"] - mine[2]["time"] < 6.1e9
     keys_at_start = {o["process"]: o["key"] for o in h if o["type"] == "invoke" and o["time"] == 0}
@@ -89,16 +98,23 @@ def _verdicts(shared: Path) -> dict[str, bool]:
         return {r["file"]: r["expected_valid"] == "true" for r in csv.DictReader(fh, delimiter="\t")}
 
 
-@pytest.mark.parametrize(("rel", "checker"), [
-    ("histories/jepsen/counter.edn", "counter"),
-    ("histories/jepsen/counter.json", "counter"),
-    ("histories/jepsen/bank.edn", "bank"),
-    ("histories/jepsen/bank.json", "bank"),
-    ("histories/jepsen/bank-negative-balances.json", "bank"),
-    ("histories/knossos/mutex/bad/etcd.edn", "mutex"),
-])
-def test_faultline_check_infers_the_checker_of_jepsens_histories(shared_dir: Path, capsys, rel: str,  # type: ignore[no-untyped-def]
-                                                                 checker: str) -> None:
+@pytest.mark.parametrize(
+    ("rel", "checker"),
+    [
+        ("histories/jepsen/counter.edn", "counter"),
+        ("histories/jepsen/counter.json", "counter"),
+        ("histories/jepsen/bank.edn", "bank"),
+        ("histories/jepsen/bank.json", "bank"),
+        ("histories/jepsen/bank-negative-balances.json", "bank"),
+        ("histories/knossos/mutex/bad/etcd.edn", "mutex"),
+    ],
+)
+def test_faultline_check_infers_the_checker_of_jepsens_histories(
+    shared_dir: Path,
+    capsys,
+    rel: str,  # type: ignore[no-untyped-def]
+    checker: str,
+) -> None:
     """No --checker or --model: the checker comes from the history's ops, and the verdict is Jepsen's."""
     expected = _verdicts(shared_dir)[rel]
     rc = main(["check", str(shared_dir / "anchors" / "elle-cli" / rel)])
@@ -111,5 +127,7 @@ def test_long_fork_writes_each_key_once_and_reads_whole_groups() -> None:
     written = [m[1] for o in ops for m in o["value"] if m[0] == "w"]
     assert written and len(written) == len(set(written))
     reads = [o["value"] for o in ops if o["value"][0][0] == "r"]
-    assert reads and all(len(r) == 3 and r[0][1] % 3 == 0 and [m[1] for m in r] == list(range(r[0][1], r[0][1] + 3))
-                         for r in reads)
+    assert reads and all(
+        len(r) == 3 and r[0][1] % 3 == 0 and [m[1] for m in r] == list(range(r[0][1], r[0][1] + 3))
+        for r in reads
+    )

@@ -14,8 +14,13 @@ from faultline.workloads.register import workload
 
 def _history(opts: dict, seed: int = 3) -> list[dict]:
     wl = workload(opts)
-    return gen.simulate(gen.clients(gen.time_limit(3, wl.generator)), int(opts["concurrency"]), seed=seed,
-                        latency_s=0.01, complete=lambda o: "info" if o["f"] == "write" and o["value"] == 4 else "ok")
+    return gen.simulate(
+        gen.clients(gen.time_limit(3, wl.generator)),
+        int(opts["concurrency"]),
+        seed=seed,
+        latency_s=0.01,
+        complete=lambda o: "info" if o["f"] == "write" and o["value"] == 4 else "ok",
+    )
 
 
 def test_first_worker_of_each_group_only_reads() -> None:
@@ -37,7 +42,9 @@ def test_first_worker_of_each_group_only_reads() -> None:
 def test_readers_can_be_turned_off_and_small_groups_have_none() -> None:
     for opts in ({"concurrency": 10, "readers_per_group": 0}, {"concurrency": 4}):
         h = _history(opts)
-        writers = {o["process"] % opts["concurrency"] for o in h if o["type"] == "invoke" and o["f"] != "read"}
+        writers = {
+            o["process"] % opts["concurrency"] for o in h if o["type"] == "invoke" and o["f"] != "read"
+        }
         assert writers == set(range(opts["concurrency"])), writers
 
 

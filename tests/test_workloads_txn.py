@@ -13,7 +13,9 @@ from faultline.workloads.txn import KeyPool, transaction, workload_for
 
 
 @pytest.mark.parametrize(("kind", "write_f"), [("list-append", "append"), ("rw-register", "w")])
-def test_transactions_are_short_with_unique_values_per_key_over_a_rotating_pool(kind: str, write_f: str) -> None:
+def test_transactions_are_short_with_unique_values_per_key_over_a_rotating_pool(
+    kind: str, write_f: str
+) -> None:
     rng = random.Random(3)
     pool = KeyPool(size=3, writes_per_key=4)
     written: dict[int, list[int]] = {}
@@ -26,7 +28,9 @@ def test_transactions_are_short_with_unique_values_per_key_over_a_rotating_pool(
                 written.setdefault(k, []).append(v)
             else:
                 assert v is None
-    assert all(vs == list(range(1, len(vs) + 1)) and len(vs) <= 4 for vs in written.values())  # unique, bounded
+    assert all(
+        vs == list(range(1, len(vs) + 1)) and len(vs) <= 4 for vs in written.values()
+    )  # unique, bounded
     assert len(written) > 3 and len(pool.writes) == 3  # keys retired and replaced; the pool stays small
     wl = workload_for(kind, {})
     assert wl.checker.name == f"elle-{kind}" and wl.final_generator is not None

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from faultline.gen import Gen
 
 
-
 class Client(Protocol):
     """One per worker process. `invoke` returns the completion: type ok, fail or info.
 

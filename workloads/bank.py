@@ -52,8 +52,10 @@ class BankClient(KVClient):
             if b_src is None or b_dst is None or int(b_src) < amount:
                 return {**op, "type": "fail", "error": "insufficient funds"}
             # one tablet, so the batch is atomic: both conditional writes apply, or neither does
-            results = self.conn.batch(self.tbl(test), [("cas", src, b_src, int(b_src) - amount),
-                                                   ("cas", dst, b_dst, int(b_dst) + amount)])
+            results = self.conn.batch(
+                self.tbl(test),
+                [("cas", src, b_src, int(b_src) - amount), ("cas", dst, b_dst, int(b_dst) + amount)],
+            )
             ok = all(applied for applied, _ in results)
             return {**op, "type": "ok" if ok else "fail", **({} if ok else {"error": "balances changed"})}
         raise ValueError(f"bank: unknown op {op['f']!r}")

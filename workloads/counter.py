@@ -51,6 +51,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
     g: gen.Gen = gen.mix(gen.repeat(_add), gen.repeat(READ))
     if opts.get("rate"):
         g = gen.stagger(1.0 / float(opts["rate"]), g)
-    return Workload(client=CounterClient(), generator=g,
-                    final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(READ)), attempts=30),
-                    checker=LazyChecker("counter"))
+    return Workload(
+        client=CounterClient(),
+        generator=g,
+        final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(READ)), attempts=30),
+        checker=LazyChecker("counter"),
+    )

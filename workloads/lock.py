@@ -52,7 +52,9 @@ class Holder(gen.Gen):
             return self
         held = event.get("f") == "acquire" and event.get("type") in ("ok", "info")  # in doubt: release it too
         wait = self.hold_s if held else self.retry_s
-        return replace(self, next_f="release" if held else "acquire", due=ctx.time + int(wait * 1e9), busy=False)
+        return replace(
+            self, next_f="release" if held else "acquire", due=ctx.time + int(wait * 1e9), busy=False
+        )
 
 
 def workload(opts: Mapping[str, Any]) -> Workload:
@@ -67,5 +69,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
     g: gen.Gen = gen.independent(group, for_key, key_of=lambda i: f"lock{i}")
     if opts.get("rate"):
         g = gen.stagger(1.0 / float(opts["rate"]), g)
-    return Workload(client=DBClientOnly("locks"), generator=g, final_generator=None,
-                    checker=LazyChecker("linearizable", model="mutex"))
+    return Workload(
+        client=DBClientOnly("locks"),
+        generator=g,
+        final_generator=None,
+        checker=LazyChecker("linearizable", model="mutex"),
+    )

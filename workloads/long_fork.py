@@ -36,5 +36,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
     g: gen.Gen = gen.mix(gen.repeat(write), gen.repeat(read))
     if opts.get("rate"):
         g = gen.stagger(1.0 / float(opts["rate"]), g)
-    return Workload(client=DBClientOnly("long-fork transactions"), generator=g, final_generator=None,
-                    checker=LazyChecker("long-fork"))
+    return Workload(
+        client=DBClientOnly("long-fork transactions"),
+        generator=g,
+        final_generator=None,
+        checker=LazyChecker("long-fork"),
+    )

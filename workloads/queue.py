@@ -33,6 +33,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
     g: gen.Gen = gen.mix(gen.repeat(enqueue), gen.repeat(DEQUEUE))
     if opts.get("rate"):
         g = gen.stagger(1.0 / float(opts["rate"]), g)
-    return Workload(client=DBClientOnly("queues"), generator=g,
-                    final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(DRAIN)), attempts=30),
-                    checker=LazyChecker("total-queue", allow_duplicates=bool(opts.get("allow_duplicates", False))))
+    return Workload(
+        client=DBClientOnly("queues"),
+        generator=g,
+        final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(DRAIN)), attempts=30),
+        checker=LazyChecker("total-queue", allow_duplicates=bool(opts.get("allow_duplicates", False))),
+    )

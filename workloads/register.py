@@ -66,11 +66,19 @@ def workload(opts: Mapping[str, Any]) -> Workload:
         mixed = gen.mix(gen.repeat(_read), gen.repeat(_write), gen.repeat(_cas))
         if readers <= 0:
             return gen.limit(per_key, mixed)
-        return gen.limit(per_key, gen.any_of(gen.OnThreads(reader, gen.repeat(_read)),
-                                             gen.OnThreads(lambda t: not reader(t), mixed)))
+        return gen.limit(
+            per_key,
+            gen.any_of(
+                gen.OnThreads(reader, gen.repeat(_read)), gen.OnThreads(lambda t: not reader(t), mixed)
+            ),
+        )
 
     g: gen.Gen = gen.independent(group, for_key)
     if rate:
         g = gen.stagger(1.0 / float(rate), g)
-    return Workload(client=RegisterClient(), generator=g, final_generator=None,
-                    checker=LazyChecker("linearizable", model="cas-register"))
+    return Workload(
+        client=RegisterClient(),
+        generator=g,
+        final_generator=None,
+        checker=LazyChecker("linearizable", model="cas-register"),
+    )

@@ -26,27 +26,62 @@ def _module(path: str) -> Callable[[Mapping[str, Any]], Workload]:
     return build
 
 
-WORKLOADS: dict[str, Entry] = {e.name: e for e in (
-    Entry("register", "read/write/cas registers, linearizable per key",
-          _module("faultline.workloads.register")),
-    Entry("set", "unique adds and reads while faults run (set-full), nothing lost or duplicated",
-          _module("faultline.workloads.set")),
-    Entry("bank", "transfers that keep the total and every balance non-negative",
-          _module("faultline.workloads.bank")),
-    Entry("queue", "enqueues and dequeues, then a drain: nothing acknowledged lost, nothing dequeued twice "
-          "(total-queue)", _module("faultline.workloads.queue")),
-    Entry("lock", "acquire, hold and release of named locks, checked against the mutex model",
-          _module("faultline.workloads.lock")),
-    Entry("counter", "increments and reads of one counter: every read between what must and may have been added",
-          _module("faultline.workloads.counter")),
-    Entry("unique-ids", "generate ids from the DB: no id handed out twice", _module("faultline.workloads.unique_ids")),
-    Entry("long-fork", "write-once keys and reads of key groups: no two reads see writes in opposite orders",
-          _module("faultline.workloads.long_fork")),
-    Entry("list-append", "transactions appending to and reading lists, checked for isolation anomalies (Elle)",
-          lambda opts: _txn("list-append", opts)),
-    Entry("rw-register", "transactions writing and reading registers, checked for isolation anomalies (Elle)",
-          lambda opts: _txn("rw-register", opts)),
-)}
+WORKLOADS: dict[str, Entry] = {
+    e.name: e
+    for e in (
+        Entry(
+            "register",
+            "read/write/cas registers, linearizable per key",
+            _module("faultline.workloads.register"),
+        ),
+        Entry(
+            "set",
+            "unique adds and reads while faults run (set-full), nothing lost or duplicated",
+            _module("faultline.workloads.set"),
+        ),
+        Entry(
+            "bank",
+            "transfers that keep the total and every balance non-negative",
+            _module("faultline.workloads.bank"),
+        ),
+        Entry(
+            "queue",
+            "enqueues and dequeues, then a drain: nothing acknowledged lost, nothing dequeued twice "
+            "(total-queue)",
+            _module("faultline.workloads.queue"),
+        ),
+        Entry(
+            "lock",
+            "acquire, hold and release of named locks, checked against the mutex model",
+            _module("faultline.workloads.lock"),
+        ),
+        Entry(
+            "counter",
+            "increments and reads of one counter: every read between what must and may have been added",
+            _module("faultline.workloads.counter"),
+        ),
+        Entry(
+            "unique-ids",
+            "generate ids from the DB: no id handed out twice",
+            _module("faultline.workloads.unique_ids"),
+        ),
+        Entry(
+            "long-fork",
+            "write-once keys and reads of key groups: no two reads see writes in opposite orders",
+            _module("faultline.workloads.long_fork"),
+        ),
+        Entry(
+            "list-append",
+            "transactions appending to and reading lists, checked for isolation anomalies (Elle)",
+            lambda opts: _txn("list-append", opts),
+        ),
+        Entry(
+            "rw-register",
+            "transactions writing and reading registers, checked for isolation anomalies (Elle)",
+            lambda opts: _txn("rw-register", opts),
+        ),
+    )
+}
 
 
 def _txn(kind: str, opts: Mapping[str, Any]) -> Workload:

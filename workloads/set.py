@@ -47,7 +47,9 @@ class UniqueAdds(gen.Gen):
         thread = ctx.some_free_thread()
         if thread is None:
             return gen.PENDING, self
-        return gen.invocation({"f": "add", "value": self.next}, ctx, thread), replace(self, next=self.next + 1)
+        return gen.invocation({"f": "add", "value": self.next}, ctx, thread), replace(
+            self, next=self.next + 1
+        )
 
 
 READ = {"f": "read", "value": None}

@@ -86,7 +86,9 @@ def workload_for(kind: str, opts: Mapping[str, Any]) -> Workload:
     if opts.get("rate"):
         g = gen.stagger(1.0 / float(opts["rate"]), g)
     models = opts.get("consistency_models") or ["serializable"]
-    return Workload(client=DBClientOnly(f"{kind} transactions"), generator=g,
-                    final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(final_read)), attempts=30),
-                    checker=LazyChecker(f"elle-{kind}", consistency_models=list(models)))
-
+    return Workload(
+        client=DBClientOnly(f"{kind} transactions"),
+        generator=g,
+        final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(final_read)), attempts=30),
+        checker=LazyChecker(f"elle-{kind}", consistency_models=list(models)),
+    )

@@ -34,5 +34,6 @@ def workload(opts: Mapping[str, Any]) -> Workload:
     g: gen.Gen = gen.repeat(GENERATE)
     if opts.get("rate"):
         g = gen.stagger(1.0 / float(opts["rate"]), g)
-    return Workload(client=UniqueIdsClient(), generator=g, final_generator=None,
-                    checker=LazyChecker("unique-ids"))
+    return Workload(
+        client=UniqueIdsClient(), generator=g, final_generator=None, checker=LazyChecker("unique-ids")
+    )

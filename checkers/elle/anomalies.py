@@ -20,12 +20,23 @@ VARIANTS = ("", "-process", "-realtime")
 CYCLE_TYPES = tuple(b + v for v in VARIANTS for b in CYCLE_BASES)
 
 # Anomalies that a history is checked for without cycles.
-DIRECT = ("internal", "future-read", "G1a", "G1b", "dirty-update", "incompatible-order",
-          "duplicate-elements", "cyclic-versions", "lost-update")
+DIRECT = (
+    "internal",
+    "future-read",
+    "G1a",
+    "G1b",
+    "dirty-update",
+    "incompatible-order",
+    "duplicate-elements",
+    "cyclic-versions",
+    "lost-update",
+)
 # Reported, but proof of nothing by themselves (a history may be incomplete), as in Elle.
 INFORMATIONAL = frozenset({"garbage-read"})
 # Make a verdict `unknown` (never `false`): the evidence needed for a verdict is missing.
-UNKNOWN = frozenset({"duplicate-appends", "duplicate-writes", "cycle-search-timeout", "empty-transaction-graph"})
+UNKNOWN = frozenset(
+    {"duplicate-appends", "duplicate-writes", "cycle-search-timeout", "empty-transaction-graph"}
+)
 
 _BASE_IMPLIES = {
     "G0": ("G1c",),
@@ -42,7 +53,17 @@ _BASE_IMPLIES = {
     "future-read": ("G1c",),
     "lost-update": ("G2-item",),
 }
-_CYCLIC = ("G0", "G1c", "G1", "G-single-item", "G-single", "G-nonadjacent-item", "G-nonadjacent", "G2-item", "G2")
+_CYCLIC = (
+    "G0",
+    "G1c",
+    "G1",
+    "G-single-item",
+    "G-single",
+    "G-nonadjacent-item",
+    "G-nonadjacent",
+    "G2-item",
+    "G2",
+)
 
 
 def _implies() -> dict[str, set[str]]:

@@ -50,8 +50,11 @@ def _scan(tx: Txns, inf: Inference) -> _Index:
     dups: list[tuple[int, Any, Any]] = []
     internal: list[int] = []
     core = compiled()
-    if core is not None and core.scan(tx.mops, tx.type, ix.writer, ix.failed, ix.inter, ix.reads, ix.longest,
-                                      dups, internal) is not None:
+    if (
+        core is not None
+        and core.scan(tx.mops, tx.type, ix.writer, ix.failed, ix.inter, ix.reads, ix.longest, dups, internal)
+        is not None
+    ):
         _internals(core, internal, ix, tx, inf)
     else:
         ix, dups = _Index(), []
@@ -60,8 +63,12 @@ def _scan(tx: Txns, inf: Inference) -> _Index:
     for t, k, v in dups:
         inf.add("duplicate-appends", {"op": tx.op[t], "key": k, "value": v})
     if dups:
-        inf.unknown.append({"reason": "duplicate-appends",
-                            "detail": "a value was appended to the same key twice, so its writer is unknown"})
+        inf.unknown.append(
+            {
+                "reason": "duplicate-appends",
+                "detail": "a value was appended to the same key twice, so its writer is unknown",
+            }
+        )
     return ix
 
 
@@ -109,8 +116,10 @@ def _scan_loop(tx: Txns, inf: Inference, ix: _Index, dups: list[tuple[int, Any, 
                     if cur is None or len(v) > len(cur):
                         longest[k] = v
             elif f == "w":
-                raise ElleInputError(f"op {tx.op[t].get('index')}: list-append histories have no writes "
-                                     f"({[f, k, v]!r}); use elle-rw-register")
+                raise ElleInputError(
+                    f"op {tx.op[t].get('index')}: list-append histories have no writes "
+                    f"({[f, k, v]!r}); use elle-rw-register"
+                )
             else:
                 validate(tx)
         if typ == OK and len(mops) > 1 and len({m[1] for m in mops}) < len(mops):
@@ -153,11 +162,18 @@ def _internal(t: int, mops: list[Any], ix: _Index, tx: Txns, inf: Inference) -> 
         if s is not None:
             known, exp = s
             n = len(exp)
-            bad = got != exp if known else (len(got) < n or got[len(got) - n:] != exp)
+            bad = got != exp if known else (len(got) < n or got[len(got) - n :] != exp)
             if bad:
-                inf.add("internal", {"op": tx.op[t], "mop": [f, k, v], "mop_index": i,
-                                     "expected": exp if known else ["...", *exp]})
-        elif any(m[0] == "append" and m[1] == k and m[2] in got for m in mops[i + 1:]):
+                inf.add(
+                    "internal",
+                    {
+                        "op": tx.op[t],
+                        "mop": [f, k, v],
+                        "mop_index": i,
+                        "expected": exp if known else ["...", *exp],
+                    },
+                )
+        elif any(m[0] == "append" and m[1] == k and m[2] in got for m in mops[i + 1 :]):
             inf.add("future-read", {"op": tx.op[t], "mop": [f, k, v], "mop_index": i})
         state[k] = (True, got)
 
@@ -170,8 +186,10 @@ def _orders(ix: _Index, tx: Txns, inf: Inference) -> None:
             seen: dict[Any, int] = {}
             for e in longest:
                 seen[e] = seen.get(e, 0) + 1
-            inf.add("duplicate-elements", {"key": k, "read": longest,
-                                           "duplicates": {str(e): c for e, c in seen.items() if c > 1}})
+            inf.add(
+                "duplicate-elements",
+                {"key": k, "read": longest, "duplicates": {str(e): c for e, c in seen.items() if c > 1}},
+            )
             order = list(dict.fromkeys(longest))
         ix.order[k] = order
         ix.pos[k] = {e: i for i, e in enumerate(order)}
@@ -183,7 +201,7 @@ def _reads(ix: _Index, tx: Txns, inf: Inference) -> dict[tuple[Any, Any], list[i
     wr_s, wr_d = inf.edges.lists(WR)
     writer, inter, failed = ix.writer, ix.inter, ix.failed
     fmin = ix.fmin
-    for (k, e) in failed:
+    for k, e in failed:
         p = ix.pos.get(k, {}).get(e)
         if p is not None and p < fmin.get(k, 1 << 62):
             fmin[k] = p
@@ -207,8 +225,15 @@ def _reads(ix: _Index, tx: Txns, inf: Inference) -> dict[tuple[Any, Any], list[i
             inf.add("incompatible-order", {"key": k, "op": tx.op[t], "read": v, "longest": full})
             junk = [e for e in v if (k, e) not in writer and (k, e) not in failed]
             if junk:
-                inf.add("garbage-read", {"key": k, "elements": junk, "op": tx.op[t],
-                                         "detail": "read elements that no transaction in the history appended"})
+                inf.add(
+                    "garbage-read",
+                    {
+                        "key": k,
+                        "elements": junk,
+                        "op": tx.op[t],
+                        "detail": "read elements that no transaction in the history appended",
+                    },
+                )
         last = v[-1]
         kv = (k, last)
         w = writer.get(kv)
@@ -259,8 +284,14 @@ def _versions(ix: _Index, tx: Txns, inf: Inference, readers: dict[tuple[Any, Any
                 garbage.append(e)
             prev_w, prev = w, kv
         if garbage:
-            inf.add("garbage-read", {"key": k, "elements": garbage,
-                                     "detail": "read elements that no transaction in the history appended"})
+            inf.add(
+                "garbage-read",
+                {
+                    "key": k,
+                    "elements": garbage,
+                    "detail": "read elements that no transaction in the history appended",
+                },
+            )
     for (k, v), w in writer.items():
         pos = ix.pos.get(k)
         if pos is not None and v in pos:
@@ -300,8 +331,15 @@ def _dirty_updates(ix: _Index, tx: Txns, inf: Inference) -> None:
             if tx.type[w] == INFO:
                 aborted.append(e)
                 continue
-            inf.add("dirty-update", {"key": k, "values": [*aborted, e], "op": tx.op[w],
-                                     "aborted_writer": tx.op[ix.failed[(k, aborted[0])]]})
+            inf.add(
+                "dirty-update",
+                {
+                    "key": k,
+                    "values": [*aborted, e],
+                    "op": tx.op[w],
+                    "aborted_writer": tx.op[ix.failed[(k, aborted[0])]],
+                },
+            )
             aborted = []
 
 

@@ -56,10 +56,18 @@ MAX_CASES = 100  # cases kept per anomaly type in the result; `counts` has the t
 _GATES = {"G0": 0, "G1c": 1, "G-single-item": 2, "G-nonadjacent-item": 2, "G2-item": 3}
 _GATE_MODELS = {
     "": ("read-uncommitted", "read-committed", "snapshot-isolation", "repeatable-read"),
-    "-process": ("strong-session-read-uncommitted", "strong-session-read-committed",
-                 "strong-session-snapshot-isolation", "strong-session-serializable"),
-    "-realtime": ("strong-read-uncommitted", "strong-read-committed", "strong-snapshot-isolation",
-                  "strict-serializable"),
+    "-process": (
+        "strong-session-read-uncommitted",
+        "strong-session-read-committed",
+        "strong-session-snapshot-isolation",
+        "strong-session-serializable",
+    ),
+    "-realtime": (
+        "strong-read-uncommitted",
+        "strong-read-committed",
+        "strong-snapshot-isolation",
+        "strict-serializable",
+    ),
 }
 
 
@@ -142,7 +150,9 @@ def _scc_edges(run: _Run, comps: list[np.ndarray]) -> list[list[tuple[int, int, 
     if len(ec):
         starts = np.concatenate([[0], np.nonzero(np.diff(ec))[0] + 1, [len(ec)]])
         for lo, hi in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
-            out[int(ec[lo])] = list(zip(es[lo:hi].tolist(), ed[lo:hi].tolist(), eb[lo:hi].tolist(), strict=True))
+            out[int(ec[lo])] = list(
+                zip(es[lo:hi].tolist(), ed[lo:hi].tolist(), eb[lo:hi].tolist(), strict=True)
+            )
     return out
 
 
@@ -163,9 +173,13 @@ def _record(run: _Run, nodes: list[int], labels: list[int]) -> str:
     names = [f"T{i + 1}" for i in range(len(nodes))]
     steps = [_step(run, nodes[i], nodes[(i + 1) % len(nodes)], labels[i]) for i in range(len(nodes))]
     ops = [run.tx.op[t] for t in nodes]
-    case = {"type": kind, "cycle": ops, "steps": steps,
-            "explanation": cycle_text(names, steps, run.kind),
-            "svg": draw(names, ops, steps, kind)}
+    case = {
+        "type": kind,
+        "cycle": ops,
+        "steps": steps,
+        "explanation": cycle_text(names, steps, run.kind),
+        "svg": draw(names, ops, steps, kind),
+    }
     run.cycles.setdefault(kind, []).append(case)
     return kind
 
@@ -198,8 +212,9 @@ def _search_component(run: _Run, members: list[int], edges: list[tuple[int, int,
             for nodes, labels in simple_parts(*best):
                 found.add(_record(run, nodes, labels))
     if skipped:
-        run.timeouts.append({"scc_size": len(members), "unsearched": skipped,
-                             "found": sorted(found), "budget_s": run.timeout})
+        run.timeouts.append(
+            {"scc_size": len(members), "unsearched": skipped, "found": sorted(found), "budget_s": run.timeout}
+        )
 
 
 def _cycle_exists(run: _Run, specific: set[str]) -> dict[str, list[dict[str, Any]]]:
@@ -210,10 +225,15 @@ def _cycle_exists(run: _Run, specific: set[str]) -> dict[str, list[dict[str, Any
         if name in ruled_out:
             continue
         nodes = np.nonzero(mask[: run.n])[0].tolist()
-        out[cycle_anomaly(name)] = [{
-            "model": name, "txns": len(nodes), "indices": [run.tx.op[t].get("index") for t in nodes[:50]],
-            "explanation": f"the dependencies that {name} requires to be acyclic form a cycle among these "
-                           f"{len(nodes)} transactions (no simple cycle of a specific kind was named for it)"}]
+        out[cycle_anomaly(name)] = [
+            {
+                "model": name,
+                "txns": len(nodes),
+                "indices": [run.tx.op[t].get("index") for t in nodes[:50]],
+                "explanation": f"the dependencies that {name} requires to be acyclic form a cycle among these "
+                f"{len(nodes)} transactions (no simple cycle of a specific kind was named for it)",
+            }
+        ]
     return out
 
 
@@ -240,8 +260,13 @@ def _counts(tx: Txns) -> dict[str, int]:
     return {"ok": tx.type.count(OK), "info": tx.type.count(INFO), "fail": tx.type.count(FAIL)}
 
 
-def check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: Sequence[str] | None = None,
-          cycle_search_timeout: float = 1.0, wfr_keys: bool = False) -> dict[str, Any]:
+def check(
+    history: Sequence[Mapping[str, Any]],
+    kind: str,
+    consistency_models: Sequence[str] | None = None,
+    cycle_search_timeout: float = 1.0,
+    wfr_keys: bool = False,
+) -> dict[str, Any]:
     """Checks a transactional history; `kind` is "list-append" or "rw-register".
 
     The cyclic garbage collector is paused meanwhile: the check makes millions of small containers and
@@ -257,13 +282,20 @@ def check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: S
             gc.enable()
 
 
-def _check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: Sequence[str] | None,
-           cycle_search_timeout: float, wfr_keys: bool) -> dict[str, Any]:
+def _check(
+    history: Sequence[Mapping[str, Any]],
+    kind: str,
+    consistency_models: Sequence[str] | None,
+    cycle_search_timeout: float,
+    wfr_keys: bool,
+) -> dict[str, Any]:
     t0 = time.monotonic()
     claimed = canonical(consistency_models or DEFAULT)
     tx = parse(history)
     if not len(tx) and tx.skipped:
-        raise ElleInputError("no transactions in the history (ops with f txn whose value is [f k v] micro-ops)")
+        raise ElleInputError(
+            "no transactions in the history (ops with f txn whose value is [f k v] micro-ops)"
+        )
     pr, rt = needs(claimed)
     inf = append.infer(tx) if kind == "list-append" else register.infer(tx, wfr_keys, pr, rt)
     run = _Run(kind=kind, tx=tx, inf=inf, claimed=claimed, timeout=cycle_search_timeout)
@@ -283,15 +315,25 @@ def _check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: 
     names = set(anomalies) - INFORMATIONAL - UNKNOWN
     no, also_not = boundary(names)
     out: dict[str, Any] = {
-        "valid": _verdict(run, names, empty), "checker": f"elle-{kind}", "consistency_models": claimed,
-        "anomaly_types": sorted(anomalies), "not": no, "also_not": also_not,
+        "valid": _verdict(run, names, empty),
+        "checker": f"elle-{kind}",
+        "consistency_models": claimed,
+        "anomaly_types": sorted(anomalies),
+        "not": no,
+        "also_not": also_not,
         "anomalies": {k: v[:MAX_CASES] for k, v in sorted(anomalies.items())},
         "counts": {k: len(v) for k, v in sorted(anomalies.items())},
-        "informational": sorted(set(anomalies) & INFORMATIONAL), "unknown": inf.unknown,
-        "txns": _counts(tx), "skipped_ops": tx.skipped,
-        "graph": {"edges": {LABELS[b]: inf.edges.count(b) for b in LABELS}, "sccs": len(comps),
-                  "largest_scc": max((len(c) for c in comps), default=0)},
-        "stats": inf.stats, "elapsed_s": round(time.monotonic() - t0, 6),
+        "informational": sorted(set(anomalies) & INFORMATIONAL),
+        "unknown": inf.unknown,
+        "txns": _counts(tx),
+        "skipped_ops": tx.skipped,
+        "graph": {
+            "edges": {LABELS[b]: inf.edges.count(b) for b in LABELS},
+            "sccs": len(comps),
+            "largest_scc": max((len(c) for c in comps), default=0),
+        },
+        "stats": inf.stats,
+        "elapsed_s": round(time.monotonic() - t0, 6),
     }
     blind = sum(1 for i in tx.inv if i < 0)
     if blind:
@@ -303,9 +345,11 @@ def _check(history: Sequence[Mapping[str, Any]], kind: str, consistency_models: 
 
 def _blind_note(blind: int, n: int) -> str:
     """Says what a history of completions alone leaves unchecked: the realtime order into them."""
-    return (f"{blind} of {n} transactions have no invocation in the history (completions alone): each may "
-            "have begun at any time before it completed, so no realtime order leads into it; the realtime part "
-            "of the claimed models is checked with the orders that remain")
+    return (
+        f"{blind} of {n} transactions have no invocation in the history (completions alone): each may "
+        "have begun at any time before it completed, so no realtime order leads into it; the realtime part "
+        "of the claimed models is checked with the orders that remain"
+    )
 
 
 def _opts(defaults: Mapping[str, Any], test: Mapping[str, Any], opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -324,17 +368,25 @@ def _opts(defaults: Mapping[str, Any], test: Mapping[str, Any], opts: Mapping[st
 class _Elle:
     kind = ""
 
-    def __init__(self, consistency_models: Sequence[str] | str | None = None, cycle_search_timeout: float = 1.0,
-                 wfr_keys: bool = False) -> None:
+    def __init__(
+        self,
+        consistency_models: Sequence[str] | str | None = None,
+        cycle_search_timeout: float = 1.0,
+        wfr_keys: bool = False,
+    ) -> None:
         models = consistency_models.split(",") if isinstance(consistency_models, str) else consistency_models
         canonical(models or DEFAULT)  # fail early on a bad name
-        self.defaults = {"consistency_models": list(models) if models else None,
-                         "cycle_search_timeout": cycle_search_timeout, "wfr_keys": wfr_keys}
+        self.defaults = {
+            "consistency_models": list(models) if models else None,
+            "cycle_search_timeout": cycle_search_timeout,
+            "wfr_keys": wfr_keys,
+        }
 
     def check(self, test: Mapping[str, Any], history: list[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
         o = _opts(self.defaults, test or {}, opts or {})
-        return check(history, self.kind, o["consistency_models"], float(o["cycle_search_timeout"]),
-                     bool(o["wfr_keys"]))
+        return check(
+            history, self.kind, o["consistency_models"], float(o["cycle_search_timeout"]), bool(o["wfr_keys"])
+        )
 
 
 class ElleListAppend(_Elle):

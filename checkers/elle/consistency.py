@@ -32,35 +32,79 @@ class Model:
 
 
 _D = WWP | RWP | WWT | RWT  # register version orders known from process or realtime order
-MODELS: dict[str, Model] = {m.name: m for m in (
-    Model("read-uncommitted", (), ("G0", "duplicate-elements", "cyclic-versions"), WW),
-    Model("read-committed", ("read-uncommitted",), ("G1",), WW | WR),
-    Model("consistent-view", ("read-committed",), ("G1", "G-single")),
-    Model("repeatable-read", ("read-committed",), ("G1", "G2-item", "lost-update"), WW | WR | RW),
-    Model("snapshot-isolation", ("consistent-view",), ("internal", "G1", "G-nonadjacent", "lost-update"),
-          WW | WR, True),
-    Model("serializable", ("repeatable-read", "snapshot-isolation"), ("internal", "G1", "G2"), WW | WR | RW),
-    Model("strong-session-read-uncommitted", ("read-uncommitted",), ("G0-process",), WW | PR),
-    Model("strong-session-read-committed", ("read-committed", "strong-session-read-uncommitted"),
-          ("G1c-process",), WW | WR | PR),
-    Model("strong-read-uncommitted", ("strong-session-read-uncommitted",), ("G0-realtime",), WW | PR | RT),
-    Model("strong-read-committed", ("strong-session-read-committed", "strong-read-uncommitted"),
-          ("G1c-realtime",), WW | WR | PR | RT),
-    Model("strong-session-snapshot-isolation", ("snapshot-isolation", "strong-session-read-committed"),
-          ("G1-process", "G-nonadjacent-process"), WW | WR | PR, True),
-    Model("strong-snapshot-isolation", ("strong-session-snapshot-isolation", "strong-read-committed"),
-          ("G1-realtime", "G-nonadjacent-realtime"), WW | WR | PR | RT, True),
-    Model("strong-session-serializable", ("serializable", "strong-session-snapshot-isolation"),
-          ("G1-process", "G2-process"), WW | WR | RW | PR | WWP | RWP),
-    Model("strict-serializable", ("strong-session-serializable", "strong-snapshot-isolation"),
-          ("G1-realtime", "G2-realtime"), WW | WR | RW | PR | RT | _D),
-)}
+MODELS: dict[str, Model] = {
+    m.name: m
+    for m in (
+        Model("read-uncommitted", (), ("G0", "duplicate-elements", "cyclic-versions"), WW),
+        Model("read-committed", ("read-uncommitted",), ("G1",), WW | WR),
+        Model("consistent-view", ("read-committed",), ("G1", "G-single")),
+        Model("repeatable-read", ("read-committed",), ("G1", "G2-item", "lost-update"), WW | WR | RW),
+        Model(
+            "snapshot-isolation",
+            ("consistent-view",),
+            ("internal", "G1", "G-nonadjacent", "lost-update"),
+            WW | WR,
+            True,
+        ),
+        Model(
+            "serializable", ("repeatable-read", "snapshot-isolation"), ("internal", "G1", "G2"), WW | WR | RW
+        ),
+        Model("strong-session-read-uncommitted", ("read-uncommitted",), ("G0-process",), WW | PR),
+        Model(
+            "strong-session-read-committed",
+            ("read-committed", "strong-session-read-uncommitted"),
+            ("G1c-process",),
+            WW | WR | PR,
+        ),
+        Model(
+            "strong-read-uncommitted", ("strong-session-read-uncommitted",), ("G0-realtime",), WW | PR | RT
+        ),
+        Model(
+            "strong-read-committed",
+            ("strong-session-read-committed", "strong-read-uncommitted"),
+            ("G1c-realtime",),
+            WW | WR | PR | RT,
+        ),
+        Model(
+            "strong-session-snapshot-isolation",
+            ("snapshot-isolation", "strong-session-read-committed"),
+            ("G1-process", "G-nonadjacent-process"),
+            WW | WR | PR,
+            True,
+        ),
+        Model(
+            "strong-snapshot-isolation",
+            ("strong-session-snapshot-isolation", "strong-read-committed"),
+            ("G1-realtime", "G-nonadjacent-realtime"),
+            WW | WR | PR | RT,
+            True,
+        ),
+        Model(
+            "strong-session-serializable",
+            ("serializable", "strong-session-snapshot-isolation"),
+            ("G1-process", "G2-process"),
+            WW | WR | RW | PR | WWP | RWP,
+        ),
+        Model(
+            "strict-serializable",
+            ("strong-session-serializable", "strong-snapshot-isolation"),
+            ("G1-realtime", "G2-realtime"),
+            WW | WR | RW | PR | RT | _D,
+        ),
+    )
+}
 
 ALIASES = {
-    "PL-1": "read-uncommitted", "PL-2": "read-committed", "PL-2+": "consistent-view",
-    "PL-2.99": "repeatable-read", "PL-SI": "snapshot-isolation", "PL-3": "serializable",
-    "conflict-serializable": "serializable", "PL-SS": "strict-serializable",
-    "strong-serializable": "strict-serializable", "strict-1SR": "strict-serializable",
+    "PL-1": "read-uncommitted",
+    "PL-2": "read-committed",
+    "PL-2+": "consistent-view",
+    "PL-2.99": "repeatable-read",
+    "PL-SI": "snapshot-isolation",
+    "PL-3": "serializable",
+    "conflict-serializable": "serializable",
+    "PL-SS": "strict-serializable",
+    "strong-serializable": "strict-serializable",
+    "strict-1SR": "strict-serializable",
 }
 DEFAULT = ("strict-serializable",)
 
@@ -126,4 +170,6 @@ def needs(claimed: Iterable[str]) -> tuple[bool, bool]:
 def cycle_tests(edges_present: int) -> list[Model]:
     """The models whose cycle test can say something with the edges present, weakest first."""
     order = list(MODELS)
-    return [MODELS[m] for m in order if MODELS[m].cycle and not (MODELS[m].cycle & ~edges_present & (PR | RT))]
+    return [
+        MODELS[m] for m in order if MODELS[m].cycle and not (MODELS[m].cycle & ~edges_present & (PR | RT))
+    ]

@@ -65,9 +65,18 @@ def _specs() -> dict[str, tuple[Spec, ...]]:
     for s in base:
         out[s.name + "-process"] = (Spec(s.name + "-process", s.anchor, s.allowed | PR, s.rw, PR),)
         out[s.name + "-realtime"] = (Spec(s.name + "-realtime", s.anchor, s.allowed | PR | RT, s.rw, RT),)
-    out["G2-item-process"] += (Spec("G2-item-process", WWP | RWP, WW | WR | RW | PR | WWP | RWP, ANY_RW, PR_ANY),)
-    out["G2-item-realtime"] += (Spec("G2-item-realtime", WWP | RWP | WWT | RWT,
-                                     WW | WR | RW | PR | RT | WWP | RWP | WWT | RWT, ANY_RW, RT_ANY),)
+    out["G2-item-process"] += (
+        Spec("G2-item-process", WWP | RWP, WW | WR | RW | PR | WWP | RWP, ANY_RW, PR_ANY),
+    )
+    out["G2-item-realtime"] += (
+        Spec(
+            "G2-item-realtime",
+            WWP | RWP | WWT | RWT,
+            WW | WR | RW | PR | RT | WWP | RWP | WWT | RWT,
+            ANY_RW,
+            RT_ANY,
+        ),
+    )
     return out
 
 
@@ -100,13 +109,22 @@ class _Clock:
             raise SearchTimeout
 
 
-def _back(adj: dict[int, dict[int, int]], spec: Spec, a: int, b: int, first: int, limit: int,
-          clock: _Clock, rank: dict[int, int]) -> list[tuple[int, int]] | None:
+def _back(
+    adj: dict[int, dict[int, int]],
+    spec: Spec,
+    a: int,
+    b: int,
+    first: int,
+    limit: int,
+    clock: _Clock,
+    rank: dict[int, int],
+) -> list[tuple[int, int]] | None:
     """Shortest way b ~> a (at most `limit` edges) closing a cycle of `spec` whose anchor a -> b has
     relation `first`: [(node, relation of the edge into it)]."""
     track_last = spec.rw == NONADJACENT_RW
-    start_flags = ((_LAST_RW if (track_last and first & RW_ANY) else 0)
-                   | (_NEED if (not spec.need or first & spec.need) else 0))
+    start_flags = (_LAST_RW if (track_last and first & RW_ANY) else 0) | (
+        _NEED if (not spec.need or first & spec.need) else 0
+    )
     start = (b, start_flags)
     parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {start: None}
     frontier = [start]
@@ -141,16 +159,26 @@ def _back(adj: dict[int, dict[int, int]], spec: Spec, a: int, b: int, first: int
     return None
 
 
-def _step(parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None], nxt: list[tuple[int, int]],
-          state: tuple[int, int], new: tuple[int, int], label: int, a: int,
-          spec: Spec) -> list[tuple[int, int]] | None:
+def _step(
+    parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None],
+    nxt: list[tuple[int, int]],
+    state: tuple[int, int],
+    new: tuple[int, int],
+    label: int,
+    a: int,
+    spec: Spec,
+) -> list[tuple[int, int]] | None:
     """Records a BFS step; returns the path if `new` closes the cycle."""
     if new in parent:
         return None
     parent[new] = (state, label)
     v, fl = new
-    if v == a and fl & _NEED and (spec.rw in (NO_MORE_RW, ANY_RW) or fl & _RW2) and not (
-            spec.rw == NONADJACENT_RW and fl & _LAST_RW):
+    if (
+        v == a
+        and fl & _NEED
+        and (spec.rw in (NO_MORE_RW, ANY_RW) or fl & _RW2)
+        and not (spec.rw == NONADJACENT_RW and fl & _LAST_RW)
+    ):
         path: list[tuple[int, int]] = []
         cur: tuple[int, int] | None = new
         while cur is not None and parent[cur] is not None:
@@ -164,7 +192,9 @@ def _step(parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None], nxt
     return None
 
 
-def shortest(adj: dict[int, dict[int, int]], spec: Spec, deadline: float) -> tuple[list[int], list[int]] | None:
+def shortest(
+    adj: dict[int, dict[int, int]], spec: Spec, deadline: float
+) -> tuple[list[int], list[int]] | None:
     """The shortest cycle of `spec`: (its nodes from the anchor's source; the relation of each step)."""
     clock = _Clock(deadline)
     anchors, rank = plan(adj, spec)
@@ -196,16 +226,23 @@ def plan(adj: dict[int, dict[int, int]], spec: Spec) -> tuple[list[tuple[int, in
     topologically, so a way back from b to a exists only if rank[b] <= rank[a] and only through nodes
     ranked in between: anchors outside that are dropped, the others tried nearest first."""
     if len(adj) <= _SMALL:
-        return [(a, b, bits) for a, outs in adj.items() for b, bits in outs.items() if bits & spec.anchor], \
-            dict.fromkeys(adj, 0)
+        return [
+            (a, b, bits) for a, outs in adj.items() for b, bits in outs.items() if bits & spec.anchor
+        ], dict.fromkeys(adj, 0)
     nodes = list(adj)
     index = {v: i for i, v in enumerate(nodes)}
-    pairs = [(index[a], index[b]) for a, outs in adj.items() for b, bits in outs.items() if bits & spec.allowed]
+    pairs = [
+        (index[a], index[b]) for a, outs in adj.items() for b, bits in outs.items() if bits & spec.allowed
+    ]
     arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     ranks = topo_ranks(len(nodes), arr[:, 0], arr[:, 1]).tolist()
     rank = {v: ranks[i] for v, i in index.items()}
-    anchors = [(a, b, bits) for a, outs in adj.items() for b, bits in outs.items()
-               if bits & spec.anchor and rank[b] <= rank[a]]
+    anchors = [
+        (a, b, bits)
+        for a, outs in adj.items()
+        for b, bits in outs.items()
+        if bits & spec.anchor and rank[b] <= rank[a]
+    ]
     anchors.sort(key=lambda x: rank[x[0]] - rank[x[1]])
     return anchors, rank
 

@@ -53,8 +53,10 @@ def _via(s: dict[str, Any]) -> str:
     i, j = s.get("witness") or (None, None)
     order = "completed before" if s["via"] == "realtime" else "came before, on the same process,"
     first, then = _v(s["value"]), _v(s["value'"])
-    return (f" (the {s['via']} order shows it: the transaction at index {i}, which ended with {first}, "
-            f"{order} the one at index {j}, which began with {then})")
+    return (
+        f" (the {s['via']} order shows it: the transaction at index {i}, which ended with {first}, "
+        f"{order} the one at index {j}, which began with {then})"
+    )
 
 
 def step_text(step: dict[str, Any], a: str, b: str, kind: str) -> str:
@@ -69,16 +71,17 @@ def step_text(step: dict[str, Any], a: str, b: str, kind: str) -> str:
     if t == "process":
         return f"{a} completed before {b} began, on the same process {_v(step.get('process'))}"
     if t == "realtime":
-        return (f"{a} completed (op {step.get('completed')}) before {b} was invoked "
-                f"(op {step.get('invoked')})")
+        return f"{a} completed (op {step.get('completed')}) before {b} was invoked (op {step.get('invoked')})"
     return f"{a} precedes {b} ({t})"
 
 
 def cycle_text(names: Sequence[str], steps: Sequence[dict[str, Any]], kind: str) -> str:
     """The whole cycle: one clause per step, then the contradiction."""
     n = len(names)
-    clauses = [f"{names[i]} < {names[(i + 1) % n]}: {step_text(steps[i], names[i], names[(i + 1) % n], kind)}"
-               for i in range(n)]
+    clauses = [
+        f"{names[i]} < {names[(i + 1) % n]}: {step_text(steps[i], names[i], names[(i + 1) % n], kind)}"
+        for i in range(n)
+    ]
     chain = " < ".join([*names, names[0]])
     return "; ".join(clauses) + f"; so {chain}, a contradiction."
 
@@ -89,24 +92,38 @@ def direct_text(name: str, case: dict[str, Any]) -> str:
     who = f"the transaction at index {op.get('index')}" if isinstance(op, dict) else "a transaction"
     k = "key " + _v(case.get("key", (case.get("mop") or [None, None])[1]))
     texts = {
-        "internal": lambda: f"{who} read {_v(case.get('mop'))}, but its own earlier reads and writes say "
-                            f"{_v(case.get('expected'))}",
-        "future-read": lambda: f"{who} read {_v(case.get('mop'))}, which includes a value it appends only later",
-        "G1a": lambda: f"{who} read {_v(case.get('element'))} in {k}, written by the failed transaction at index "
-                       f"{(case.get('writer') or {}).get('index')}",
-        "G1b": lambda: f"{who} read {_v(case.get('element'))} in {k}, an intermediate write of the transaction at "
-                       f"index {(case.get('writer') or {}).get('index')}",
-        "dirty-update": lambda: f"on {k}, a committed append followed appends of a failed transaction: "
-                                f"{_v(case.get('values'))}",
-        "incompatible-order": lambda: f"{who} read {k} as {_v(case.get('read'))}, which is not a prefix of "
-                                      f"another read {_v(case.get('longest'))}",
+        "internal": lambda: (
+            f"{who} read {_v(case.get('mop'))}, but its own earlier reads and writes say "
+            f"{_v(case.get('expected'))}"
+        ),
+        "future-read": lambda: (
+            f"{who} read {_v(case.get('mop'))}, which includes a value it appends only later"
+        ),
+        "G1a": lambda: (
+            f"{who} read {_v(case.get('element'))} in {k}, written by the failed transaction at index "
+            f"{(case.get('writer') or {}).get('index')}"
+        ),
+        "G1b": lambda: (
+            f"{who} read {_v(case.get('element'))} in {k}, an intermediate write of the transaction at "
+            f"index {(case.get('writer') or {}).get('index')}"
+        ),
+        "dirty-update": lambda: (
+            f"on {k}, a committed append followed appends of a failed transaction: {_v(case.get('values'))}"
+        ),
+        "incompatible-order": lambda: (
+            f"{who} read {k} as {_v(case.get('read'))}, which is not a prefix of "
+            f"another read {_v(case.get('longest'))}"
+        ),
         "duplicate-elements": lambda: f"a read of {k} holds an element twice: {_v(case.get('duplicates'))}",
         "garbage-read": lambda: f"{who} saw {_v(case.get('elements'))} in {k}, which no transaction wrote",
         "cyclic-versions": lambda: f"the version order inferred for {k} is cyclic",
-        "duplicate-appends": lambda: f"{who} appended {_v(case.get('value'))} to {k}, which another transaction "
-                                     "also appended",
-        "lost-update": lambda: f"{len(case.get('txns') or [])} committed transactions read the same version of "
-                               f"{k} ({_v(case.get('value'))}) and each then wrote it; one update is lost",
+        "duplicate-appends": lambda: (
+            f"{who} appended {_v(case.get('value'))} to {k}, which another transaction also appended"
+        ),
+        "lost-update": lambda: (
+            f"{len(case.get('txns') or [])} committed transactions read the same version of "
+            f"{k} ({_v(case.get('value'))}) and each then wrote it; one update is lost"
+        ),
         "duplicate-writes": lambda: f"{case.get('count')} values were written more than once to the same key",
     }
     make = texts.get(name)

@@ -31,8 +31,17 @@ DATA = WW | WR | RW
 WW_ANY, RW_ANY = WW | WWP | WWT, RW | RWP | RWT
 PR_ANY, RT_ANY = PR | WWP | RWP, RT | WWT | RWT
 DERIVED = WWP | RWP | WWT | RWT
-LABELS = {WW: "ww", WR: "wr", RW: "rw", PR: "process", RT: "realtime",
-          WWP: "ww-process", RWP: "rw-process", WWT: "ww-realtime", RWT: "rw-realtime"}
+LABELS = {
+    WW: "ww",
+    WR: "wr",
+    RW: "rw",
+    PR: "process",
+    RT: "realtime",
+    WWP: "ww-process",
+    RWP: "rw-process",
+    WWT: "ww-realtime",
+    RWT: "rw-realtime",
+}
 
 
 class Edges:
@@ -97,7 +106,9 @@ def add_realtime_chain(tx: Txns, edges: Edges) -> int:
     inv_ok = (typ <= INFO) & (inv >= 0)
     cmp_ok = (typ == OK) & (cmp_ >= 0)
     pos = np.concatenate([inv[inv_ok], cmp_[cmp_ok]])
-    is_cmp = np.concatenate([np.zeros(int(inv_ok.sum()), dtype=np.int64), np.ones(int(cmp_ok.sum()), dtype=np.int64)])
+    is_cmp = np.concatenate(
+        [np.zeros(int(inv_ok.sum()), dtype=np.int64), np.ones(int(cmp_ok.sum()), dtype=np.int64)]
+    )
     who = np.concatenate([tids[inv_ok], tids[cmp_ok]])
     order = np.argsort(pos, kind="stable")
     is_cmp, who = is_cmp[order], who[order]
@@ -118,15 +129,21 @@ def add_realtime_chain(tx: Txns, edges: Edges) -> int:
     return m
 
 
-def scc_labels(n: int, src: np.ndarray, dst: np.ndarray, compiled: bool | None = None) -> tuple[int, np.ndarray]:
+def scc_labels(
+    n: int, src: np.ndarray, dst: np.ndarray, compiled: bool | None = None
+) -> tuple[int, np.ndarray]:
     """(k, labels): the strongly connected component of each of the `n` nodes, numbered 0..k-1 in no
     particular order. `compiled`: force (True) or refuse (False) the C core; by default it if built."""
     if compiled is None:
         compiled = _scc is not None
     if compiled:
         if _scc is None:
-            raise RuntimeError("the compiled strongly connected components (checkers/elle/_scc.c) are not built")
-        k, raw = _scc.labels(n, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64))
+            raise RuntimeError(
+                "the compiled strongly connected components (checkers/elle/_scc.c) are not built"
+            )
+        k, raw = _scc.labels(
+            n, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64)
+        )
         return int(k), np.frombuffer(raw, dtype=np.int64)
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
@@ -166,7 +183,11 @@ def topo_ranks(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     k, labels = scc_labels(n, src, dst)
     cs, cd = labels[src], labels[dst]
     keep = cs != cd
-    pairs = np.unique(np.stack([cs[keep], cd[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
+    pairs = (
+        np.unique(np.stack([cs[keep], cd[keep]], axis=1), axis=0)
+        if keep.any()
+        else np.zeros((0, 2), np.int64)
+    )
     indeg = np.bincount(pairs[:, 1], minlength=k) if len(pairs) else np.zeros(k, dtype=np.int64)
     order = np.argsort(pairs[:, 0], kind="stable") if len(pairs) else np.zeros(0, dtype=np.int64)
     heads, tails = pairs[order, 0], pairs[order, 1]
@@ -179,7 +200,7 @@ def topo_ranks(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         c = todo.pop()
         rank[c] = r
         r += 1
-        for t in tails_l[starts_l[c]:starts_l[c + 1]]:
+        for t in tails_l[starts_l[c] : starts_l[c + 1]]:
             indeg_l[t] -= 1
             if indeg_l[t] == 0:
                 todo.append(t)
@@ -194,8 +215,9 @@ def has_cycle(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
     return k < n
 
 
-def nonadjacent_product(src: np.ndarray, dst: np.ndarray, bit: np.ndarray, base: int,
-                        rw: int) -> tuple[np.ndarray, np.ndarray]:
+def nonadjacent_product(
+    src: np.ndarray, dst: np.ndarray, bit: np.ndarray, base: int, rw: int
+) -> tuple[np.ndarray, np.ndarray]:
     """A graph on (node, came-by-rw) pairs whose cycles are the cycles in which no rw edge follows another.
 
     Edges with a `base` bit go to flag 0 from either flag; edges with an `rw` bit go from flag 0 to flag 1.

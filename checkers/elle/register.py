@@ -33,7 +33,9 @@ class _Index:
         # process or realtime order of two transactions (see _ordered); `witness` names that pair.
         self.versions: dict[Any, dict[Any, dict[Any, int]]] = {}
         self.witness: dict[tuple[Any, Any, Any], tuple[int, int]] = {}
-        self.updaters: dict[tuple[Any, int, Any], list[int]] = {}  # (key, 0, value read) -> txns that wrote it
+        self.updaters: dict[
+            tuple[Any, int, Any], list[int]
+        ] = {}  # (key, 0, value read) -> txns that wrote it
 
 
 def _txn(t: int, tx: Txns, ix: _Index, inf: Inference) -> None:
@@ -45,8 +47,10 @@ def _txn(t: int, tx: Txns, ix: _Index, inf: Inference) -> None:
     for i, (f, k, v) in enumerate(tx.mops[t]):
         if f == "w":
             if v is None:
-                raise ElleInputError(f"op {tx.op[t].get('index')}: a register write of nil; nil is the "
-                                     "initial value and cannot be written")
+                raise ElleInputError(
+                    f"op {tx.op[t].get('index')}: a register write of nil; nil is the "
+                    "initial value and cannot be written"
+                )
             if typ == FAIL:
                 ix.failed[(k, v)] = t
                 continue
@@ -59,13 +63,17 @@ def _txn(t: int, tx: Txns, ix: _Index, inf: Inference) -> None:
                 continue
             if k in state:
                 if state[k] != v:
-                    inf.add("internal", {"op": tx.op[t], "mop": [f, k, v], "mop_index": i, "expected": state[k]})
+                    inf.add(
+                        "internal", {"op": tx.op[t], "mop": [f, k, v], "mop_index": i, "expected": state[k]}
+                    )
             elif k not in reads:
                 reads[k] = v
             state[k] = v
         elif f == "append":
-            raise ElleInputError(f"op {tx.op[t].get('index')}: rw-register histories have no appends "
-                                 f"({[f, k, v]!r}); use elle-list-append")
+            raise ElleInputError(
+                f"op {tx.op[t].get('index')}: rw-register histories have no appends "
+                f"({[f, k, v]!r}); use elle-list-append"
+            )
         else:
             validate(tx)
     if typ == FAIL:
@@ -104,13 +112,25 @@ def _reads(tx: Txns, ix: _Index, inf: Inference, wfr: bool) -> dict[tuple[Any, A
                     wr_s.append(w)
                     wr_d.append(t)
             elif kv in ix.failed:
-                inf.add("G1a", {"op": tx.op[t], "mop": ["r", k, v], "writer": tx.op[ix.failed[kv]], "element": v})
+                inf.add(
+                    "G1a", {"op": tx.op[t], "mop": ["r", k, v], "writer": tx.op[ix.failed[kv]], "element": v}
+                )
             elif kv in ix.inter:
                 if ix.inter[kv] != t:
-                    inf.add("G1b", {"op": tx.op[t], "mop": ["r", k, v], "writer": tx.op[ix.inter[kv]], "element": v})
+                    inf.add(
+                        "G1b",
+                        {"op": tx.op[t], "mop": ["r", k, v], "writer": tx.op[ix.inter[kv]], "element": v},
+                    )
             else:
-                inf.add("garbage-read", {"key": k, "elements": [v], "op": tx.op[t],
-                                         "detail": "read a value that no transaction in the history wrote"})
+                inf.add(
+                    "garbage-read",
+                    {
+                        "key": k,
+                        "elements": [v],
+                        "op": tx.op[t],
+                        "detail": "read a value that no transaction in the history wrote",
+                    },
+                )
     return readers_of
 
 
@@ -203,10 +223,11 @@ def _ordered(tx: Txns, ix: _Index, process: bool, realtime: bool) -> None:
                 ix.witness[(k, v1, v2)] = (a, b)
 
 
-def _versions(tx: Txns, ix: _Index, inf: Inference, readers_of: dict[tuple[Any, Any], list[int]],
-              wfr: bool) -> None:
+def _versions(
+    tx: Txns, ix: _Index, inf: Inference, readers_of: dict[tuple[Any, Any], list[int]], wfr: bool
+) -> None:
     """ww and rw edges from each key's version graph (init precedes every written value)."""
-    for (k, v) in ix.writer:
+    for k, v in ix.writer:
         _link(ix, k, INIT, v, DIRECT)
     for k, graph in list(ix.versions.items()) if wfr else ():
         if not _acyclic(graph):
@@ -214,7 +235,7 @@ def _versions(tx: Txns, ix: _Index, inf: Inference, readers_of: dict[tuple[Any, 
             for outs in graph.values():  # keep init < v and the order-derived edges
                 for v2 in [v2 for v2, via in outs.items() if via == DIRECT]:
                     del outs[v2]
-            for (kk, v) in ix.writer:
+            for kk, v in ix.writer:
                 if kk == k:
                     _link(ix, k, INIT, v, DIRECT)
     lists = [(inf.edges.lists(ww), inf.edges.lists(rw)) for ww, rw in zip(_WW_BY, _RW_BY, strict=True)]
@@ -222,8 +243,13 @@ def _versions(tx: Txns, ix: _Index, inf: Inference, readers_of: dict[tuple[Any, 
         _edges(k, graph, ix, lists, readers_of)
 
 
-def _edges(k: Any, graph: dict[Any, dict[Any, int]], ix: _Index, lists: list[Any],
-           readers_of: dict[tuple[Any, Any], list[int]]) -> None:
+def _edges(
+    k: Any,
+    graph: dict[Any, dict[Any, int]],
+    ix: _Index,
+    lists: list[Any],
+    readers_of: dict[tuple[Any, Any], list[int]],
+) -> None:
     """For each v1 < v2: writer(v1) -ww-> writer(v2), and each reader of v1 -rw-> writer(v2).
 
     A reader that also wrote the key precedes writer(v2) all the same, though perhaps through its own
@@ -300,10 +326,19 @@ def infer(tx: Txns, wfr: bool = False, process: bool = False, realtime: bool = F
         validate(tx)
         raise ElleInputError(f"rw-register keys and values must be scalars ({exc})") from None
     if ix.ambiguous:
-        inf.add("duplicate-writes", {"cases": [{"key": k, "value": v} for k, v in sorted(ix.ambiguous, key=str)][:20],
-                                     "count": len(ix.ambiguous)})
-        inf.unknown.append({"reason": "duplicate-writes",
-                            "detail": "a value was written to the same key twice, so its writer is unknown"})
+        inf.add(
+            "duplicate-writes",
+            {
+                "cases": [{"key": k, "value": v} for k, v in sorted(ix.ambiguous, key=str)][:20],
+                "count": len(ix.ambiguous),
+            },
+        )
+        inf.unknown.append(
+            {
+                "reason": "duplicate-writes",
+                "detail": "a value was written to the same key twice, so its writer is unknown",
+            }
+        )
     inf.explain = _explainer(ix, tx)
     inf.stats = {"keys": len(ix.versions), "writes": len(ix.writer)}
     return inf

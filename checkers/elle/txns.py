@@ -67,8 +67,9 @@ def _mops(op: dict[str, Any]) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list | tuple):
-        raise ElleInputError(f"op {op.get('index')}: a transaction's value must be a list of [f k v], "
-                             f"got {value!r}")
+        raise ElleInputError(
+            f"op {op.get('index')}: a transaction's value must be a list of [f k v], got {value!r}"
+        )
     return value  # type: ignore[return-value]
 
 
@@ -100,7 +101,15 @@ def parse(history: Sequence[Mapping[str, Any]]) -> Txns:
 
 def _parse_loop(history: Sequence[Mapping[str, Any]], tx: Txns) -> Txns:
     """parse's loop in Python (the compiled one's twin)."""
-    types, mops, inv, cmp_, inv_index, procs, ops = tx.type, tx.mops, tx.inv, tx.cmp, tx.inv_index, tx.process, tx.op
+    types, mops, inv, cmp_, inv_index, procs, ops = (
+        tx.type,
+        tx.mops,
+        tx.inv,
+        tx.cmp,
+        tx.inv_index,
+        tx.process,
+        tx.op,
+    )
     pending: dict[Any, int] = {}
     for pos, op in enumerate(history):
         if not isinstance(op, dict):
@@ -152,7 +161,7 @@ def _completion_only(tx: Txns, op: dict[str, Any]) -> int:
 
 
 def detect_kind(history: Sequence[Mapping[str, Any]]) -> str | None:
-    """"list-append", "rw-register", or None when the history holds no Elle-style transactions.
+    """ "list-append", "rw-register", or None when the history holds no Elle-style transactions.
 
     Every micro-op of every transaction is looked at once (`faultline check` infers the checker from a
     whole history before reading it again to check it), so the test of each is inlined: it is

@@ -16,7 +16,9 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, e.g. store/latest")
-    p.add_argument("--json", action="store_true", help="print the new results.json on stdout instead of a summary")
+    p.add_argument(
+        "--json", action="store_true", help="print the new results.json on stdout instead of a summary"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

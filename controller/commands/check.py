@@ -38,34 +38,79 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from faultline.history import FORMATS
 
     p.add_argument("histories", nargs="+", metavar="HISTORY", help="history files to check")
-    p.add_argument("--model", choices=sorted(MODELS), help="the sequential model for linearizability (default: inferred "
-                   "from the history, see --checker)")
+    p.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        help="the sequential model for linearizability (default: inferred from the history, see --checker)",
+    )
     p.add_argument("--format", default="auto", choices=["auto", *FORMATS], help="input format (default auto)")
-    p.add_argument("--time-limit", type=options.positive_float, default=None, metavar="S",
-                   help="give up after S seconds per file with valid 'unknown' (default: no limit)")
-    p.add_argument("--max-memory", type=options.positive_float, default=2048, metavar="MB",
-                   help="give up with 'unknown' when the search's memo outgrows MB (default 2048)")
+    p.add_argument(
+        "--time-limit",
+        type=options.positive_float,
+        default=None,
+        metavar="S",
+        help="give up after S seconds per file with valid 'unknown' (default: no limit)",
+    )
+    p.add_argument(
+        "--max-memory",
+        type=options.positive_float,
+        default=2048,
+        metavar="MB",
+        help="give up with 'unknown' when the search's memo outgrows MB (default 2048)",
+    )
     p.add_argument("--semantics", choices=["jepsen", "knossos", "porcupine"], help=SEMANTICS_HELP)
-    p.add_argument("--init", default=None, metavar="JSON", help="the model's initial value as JSON (e.g. 0, null, '\"\"')")
-    p.add_argument("--checker", default=None, choices=list(CHECKERS), metavar="NAME",
-                   help="which checker to run (default: inferred from the history's fs and values and the "
-                        "test.json beside it; refused with 254 when it cannot be inferred): "
-                        + "; ".join(f"{e.name} ({e.help})" for e in CHECKERS.values()))
-    p.add_argument("--html", metavar="DIR", default=None,
-                   help="write a counterexample page DIR/<file>.html for each invalid history (DIR is "
-                        "created; an existing file there is refused, never overwritten by a directory)")
-    p.add_argument("--engine", choices=["auto", "c", "python"], default="auto",
-                   help="linearizability search: the C core if built (auto), or force one")
-    p.add_argument("--consistency-models", default=None, metavar="M[,M...]",
-                   help="transactional histories (elle-*): the models the system claims (default "
-                        "strict-serializable, or a Jepsen store's test.edn)")
-    p.add_argument("--stability-window", type=options.non_negative_float, default=None, metavar="SECONDS",
-                   help="set checker: call an element lost only once a read that began SECONDS after it was "
-                        "last seen missed it too; a loss no read confirms that late is 'unknown' (default: "
-                        "off, Jepsen's rule; histories without times ignore it; other checkers ignore it)")
-    p.add_argument("--cycle-search-timeout", type=options.positive_float, default=1.0, metavar="S",
-                   help="transactional histories: seconds to search each strongly connected component "
-                        "for cycles of each kind (default 1); past it that search is 'unknown'")
+    p.add_argument(
+        "--init",
+        default=None,
+        metavar="JSON",
+        help="the model's initial value as JSON (e.g. 0, null, '\"\"')",
+    )
+    p.add_argument(
+        "--checker",
+        default=None,
+        choices=list(CHECKERS),
+        metavar="NAME",
+        help="which checker to run (default: inferred from the history's fs and values and the "
+        "test.json beside it; refused with 254 when it cannot be inferred): "
+        + "; ".join(f"{e.name} ({e.help})" for e in CHECKERS.values()),
+    )
+    p.add_argument(
+        "--html",
+        metavar="DIR",
+        default=None,
+        help="write a counterexample page DIR/<file>.html for each invalid history (DIR is "
+        "created; an existing file there is refused, never overwritten by a directory)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=["auto", "c", "python"],
+        default="auto",
+        help="linearizability search: the C core if built (auto), or force one",
+    )
+    p.add_argument(
+        "--consistency-models",
+        default=None,
+        metavar="M[,M...]",
+        help="transactional histories (elle-*): the models the system claims (default "
+        "strict-serializable, or a Jepsen store's test.edn)",
+    )
+    p.add_argument(
+        "--stability-window",
+        type=options.non_negative_float,
+        default=None,
+        metavar="SECONDS",
+        help="set checker: call an element lost only once a read that began SECONDS after it was "
+        "last seen missed it too; a loss no read confirms that late is 'unknown' (default: "
+        "off, Jepsen's rule; histories without times ignore it; other checkers ignore it)",
+    )
+    p.add_argument(
+        "--cycle-search-timeout",
+        type=options.positive_float,
+        default=1.0,
+        metavar="S",
+        help="transactional histories: seconds to search each strongly connected component "
+        "for cycles of each kind (default 1); past it that search is 'unknown'",
+    )
 
 
 # The ops of the history checked last, kept until the process ends: freeing them one object at a time (a
@@ -92,8 +137,9 @@ def _choose(path: str, loaded: LoadedHistory, args: argparse.Namespace) -> Choic
         return inference.Choice(args.checker, None, "--checker")
     choice = inference.infer(loaded.ops, files.test_map(path), loaded.model)
     if args.checker == "linearizable" and choice.checker != "linearizable":
-        raise inference.CannotInfer(f"--checker linearizable needs --model: the history looks like "
-                                    f"{choice.checker} ({choice.reason})")
+        raise inference.CannotInfer(
+            f"--checker linearizable needs --model: the history looks like {choice.checker} ({choice.reason})"
+        )
     return choice
 
 
@@ -129,8 +175,9 @@ def _check_one(path: str, args: argparse.Namespace, init: object) -> dict:
     if unpaired and not choice.checker.startswith("elle-"):
         hist.check_pairs(loaded.ops, loaded.lines, path)  # only Elle's checkers take completions alone
     if choice.checker.startswith("elle-"):
-        return _run_elle(path, files.from_loaded(loaded), choice.checker, models, args.cycle_search_timeout,
-                         args.html)
+        return _run_elle(
+            path, files.from_loaded(loaded), choice.checker, models, args.cycle_search_timeout, args.html
+        )
     try:
         inference.check_fs(loaded.ops, choice)
         out, res = _run_checker(path, loaded, choice, args, init)
@@ -172,8 +219,14 @@ def _completions_alone(ops: Sequence[Mapping[str, Any]]) -> bool:
 ELLE_KINDS = {"elle-list-append": "list-append", "elle-rw-register": "rw-register"}
 
 
-def _run_elle(path: str, src: Source, checker: str | None = None, consistency_models: list[str] | None = None,
-              cycle_search_timeout: float = 1.0, html_dir: str | None = None) -> dict:
+def _run_elle(
+    path: str,
+    src: Source,
+    checker: str | None = None,
+    consistency_models: list[str] | None = None,
+    cycle_search_timeout: float = 1.0,
+    html_dir: str | None = None,
+) -> dict:
     """The JSON line for one transactional history: verdict, anomalies by kind (cycles without drawings),
     and with `html_dir` a page with each cycle drawn. Raises ValueError for a history it cannot check."""
     from pathlib import Path
@@ -187,10 +240,19 @@ def _run_elle(path: str, src: Source, checker: str | None = None, consistency_mo
     models = consistency_models or src.consistency_models
     res = elle.check(src.ops, kind, models, cycle_search_timeout)
     evidence = {k: v for k, v in res.items() if k not in ("valid", "elapsed_s")}
-    evidence["anomalies"] = {name: [{k: v for k, v in case.items() if k != "svg"} for case in cases]
-                             for name, cases in res["anomalies"].items()}
-    out: dict = {"file": path, "valid": res["valid"], "model": res["checker"], "format": src.format,
-                 "ops": len(src.ops), "elapsed_s": res["elapsed_s"], "evidence": evidence}
+    evidence["anomalies"] = {
+        name: [{k: v for k, v in case.items() if k != "svg"} for case in cases]
+        for name, cases in res["anomalies"].items()
+    }
+    out: dict = {
+        "file": path,
+        "valid": res["valid"],
+        "model": res["checker"],
+        "format": src.format,
+        "ops": len(src.ops),
+        "elapsed_s": res["elapsed_s"],
+        "evidence": evidence,
+    }
     if src.warnings:
         out["warnings"] = src.warnings
     if html_dir and res["valid"] is not True:
@@ -201,8 +263,9 @@ def _run_elle(path: str, src: Source, checker: str | None = None, consistency_mo
     return out
 
 
-def _run_checker(path: str, loaded: LoadedHistory, choice: Choice, args: argparse.Namespace,
-                 init: object) -> tuple[dict, dict]:
+def _run_checker(
+    path: str, loaded: LoadedHistory, choice: Choice, args: argparse.Namespace, init: object
+) -> tuple[dict, dict]:
     """The JSON line for one history and the checker's own result."""
     import time
 
@@ -211,15 +274,27 @@ def _run_checker(path: str, loaded: LoadedHistory, choice: Choice, args: argpars
         from faultline.checkers import linearizability
 
         model = choice.model
-        assert model is not None   # a linearizable choice always names its model (inference.Choice)
+        assert model is not None  # a linearizable choice always names its model (inference.Choice)
         semantics = args.semantics or loaded.semantics
-        init_value = init if args.init is not None else (
-            loaded.init if model == loaded.model else None)
+        init_value = init if args.init is not None else (loaded.init if model == loaded.model else None)
         use_c = {"auto": None, "c": True, "python": False}[args.engine]
-        res = linearizability.check(ops, model=model, time_limit=args.time_limit, semantics=semantics,
-                                    init=init_value, use_c=use_c, max_memory_mb=args.max_memory)
-        out = {"file": path, "valid": res["valid"], "model": model, "format": loaded.format,
-               "ops": res["ops"], "elapsed_s": res["elapsed_s"]}
+        res = linearizability.check(
+            ops,
+            model=model,
+            time_limit=args.time_limit,
+            semantics=semantics,
+            init=init_value,
+            use_c=use_c,
+            max_memory_mb=args.max_memory,
+        )
+        out = {
+            "file": path,
+            "valid": res["valid"],
+            "model": model,
+            "format": loaded.format,
+            "ops": res["ops"],
+            "elapsed_s": res["elapsed_s"],
+        }
         out["evidence"] = {k: v for k, v in res.items() if k not in ("valid", "model", "ops", "elapsed_s")}
         return out, res
     from faultline.checkers import registry
@@ -233,9 +308,15 @@ def _run_checker(path: str, loaded: LoadedHistory, choice: Choice, args: argpars
     start = time.monotonic()
     res = checker.check({}, ops, {})
     elapsed = time.monotonic() - start
-    out = {"file": path, "valid": res.get("valid", "unknown"), "model": choice.checker,
-           "format": loaded.format, "ops": len(ops), "elapsed_s": round(elapsed, 6),
-           "evidence": {k: v for k, v in res.items() if k != "valid"}}
+    out = {
+        "file": path,
+        "valid": res.get("valid", "unknown"),
+        "model": choice.checker,
+        "format": loaded.format,
+        "ops": len(ops),
+        "elapsed_s": round(elapsed, 6),
+        "evidence": {k: v for k, v in res.items() if k != "valid"},
+    }
     return out, res
 
 
@@ -265,13 +346,17 @@ def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         if Path(args.html).exists() and not Path(args.html).is_dir():
-            raise UsageError(f"--html {args.html}: exists and is not a directory (--html names a directory "
-                             "for the counterexample pages)")
+            raise UsageError(
+                f"--html {args.html}: exists and is not a directory (--html names a directory "
+                "for the counterexample pages)"
+            )
     if args.engine == "c":
         from faultline.checkers import linearizability
 
         if linearizability._wgl is None:
-            raise UsageError("--engine c: the compiled core is not built (pip install -e . with a C compiler)")
+            raise UsageError(
+                "--engine c: the compiled core is not built (pip install -e . with a C compiler)"
+            )
     verdicts = []
     bad_input = False
     show_progress = len(args.histories) > 1 and sys.stderr.isatty()
@@ -287,14 +372,19 @@ def run(args: argparse.Namespace) -> int:
             bad_input = True
             continue
         except OSError as exc:  # e.g. --html DIR cannot be created, a store directory unreadable
-            print(f"faultline check: error: {path}: {exc.strerror or exc}"
-                  + (f" ({exc.filename})" if exc.filename else ""), file=sys.stderr)
+            print(
+                f"faultline check: error: {path}: {exc.strerror or exc}"
+                + (f" ({exc.filename})" if exc.filename else ""),
+                file=sys.stderr,
+            )
             bad_input = True
             continue
         except (ValueError, TypeError, KeyError) as exc:
             # A well-formed file whose ops do not fit the model (e.g. a cas without [old new]).
-            print(f"faultline check: error: {path}: does not fit the model: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
+            print(
+                f"faultline check: error: {path}: does not fit the model: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
             bad_input = True
             continue
         print(json.dumps(out, default=str), flush=True)

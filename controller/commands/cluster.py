@@ -11,7 +11,9 @@ from typing import Any, Protocol, cast
 
 from faultline.core import options
 
-HELP = "bring a cluster up or down (docker, local namespaces, ssh hosts); show status and logs; build the image"
+HELP = (
+    "bring a cluster up or down (docker, local namespaces, ssh hosts); show status and logs; build the image"
+)
 DESCRIPTION = (
     "Clusters of a DB (the bundled store by default: masters and tablet servers): 'up' starts it on Docker (default), in network "
     "namespaces on this machine (--cluster local, needs root) or on real hosts over SSH (--cluster ssh "
@@ -25,25 +27,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser, default_name: str | None) -> None:
-        p.add_argument("--cluster", choices=["docker", "local", "ssh"], default=None,
-                       help="backend (default: docker for up; for the others, wherever the cluster is)")
-        p.add_argument("--name", default=default_name,
-                       help="cluster name" + (f" (default {default_name})" if default_name else
-                                              " (default: the only cluster that is up)"))
+        p.add_argument(
+            "--cluster",
+            choices=["docker", "local", "ssh"],
+            default=None,
+            help="backend (default: docker for up; for the others, wherever the cluster is)",
+        )
+        p.add_argument(
+            "--name",
+            default=default_name,
+            help="cluster name"
+            + (f" (default {default_name})" if default_name else " (default: the only cluster that is up)"),
+        )
 
-    up = sub.add_parser("up", help="start a cluster", description="Start a DB's cluster (the store: masters and "
-                                                                "tablet servers).")
+    up = sub.add_parser(
+        "up",
+        help="start a cluster",
+        description="Start a DB's cluster (the store: masters and tablet servers).",
+    )
     common(up, "default")
-    up.add_argument("--db", default=None, metavar="NAME",
-                    help="the DB to run: a registered name (default store) or package.module:Attribute")
+    up.add_argument(
+        "--db",
+        default=None,
+        metavar="NAME",
+        help="the DB to run: a registered name (default store) or package.module:Attribute",
+    )
     up.add_argument("--masters", type=options.positive_int, default=3, help="number of masters (default 3)")
-    up.add_argument("--tservers", type=options.positive_int, default=5, help="number of tablet servers (default 5)")
+    up.add_argument(
+        "--tservers", type=options.positive_int, default=5, help="number of tablet servers (default 5)"
+    )
     up.add_argument("--hosts", metavar="FILE", help="ssh backend: TOML hosts file (see docs/cluster.md)")
-    up.add_argument("--daemon", choices=["node", "placeholder", "none"], default="node",
-                    help="store only: what runs on each node: the store (node, default), a TCP stand-in "
-                         "(placeholder) or nothing")
-    up.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
-                    help="start the nodes with an injected bug (repeatable)")
+    up.add_argument(
+        "--daemon",
+        choices=["node", "placeholder", "none"],
+        default="node",
+        help="store only: what runs on each node: the store (node, default), a TCP stand-in "
+        "(placeholder) or nothing",
+    )
+    up.add_argument(
+        "--inject-bug",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="start the nodes with an injected bug (repeatable)",
+    )
     up.add_argument("--json", action="store_true", help="print the cluster description as JSON")
 
     st = sub.add_parser("status", help="nodes, roles, addresses, DNS names, leader")
@@ -56,23 +83,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     dn = sub.add_parser("down", help="remove a cluster (or --all)")
     common(dn, None)
-    dn.add_argument("--all", action="store_true",
-                    help="remove every Faultline container, network, namespace and recorded ssh cluster")
+    dn.add_argument(
+        "--all",
+        action="store_true",
+        help="remove every Faultline container, network, namespace and recorded ssh cluster",
+    )
 
-    sh = sub.add_parser("ssh", help="a shell on a node, or run one command there",
-                        description="Open a shell on a node (docker exec, ip netns exec or ssh), or run "
-                                    "`-- CMD ...` there and print its output (exit status passed through).")
+    sh = sub.add_parser(
+        "ssh",
+        help="a shell on a node, or run one command there",
+        description="Open a shell on a node (docker exec, ip netns exec or ssh), or run "
+        "`-- CMD ...` there and print its output (exit status passed through).",
+    )
     common(sh, None)
     sh.add_argument("node", help="node name (m1, t3, ...)")
     sh.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (default: an interactive shell)")
-    sh.add_argument("--timeout", type=options.positive_float, default=60, help="seconds for a command (default 60)")
+    sh.add_argument(
+        "--timeout", type=options.positive_float, default=60, help="seconds for a command (default 60)"
+    )
 
     im = sub.add_parser("image", help="build the node image unless it is cached")
     im.add_argument("--db", default=None, metavar="NAME", help="whose packages go in (default store)")
-    im.add_argument("--every-db", action="store_true",
-                    help="one image with every registered DB's packages, which each DB's runs then use "
-                         "instead of building their own (what `make image` builds)")
-    im.add_argument("--rebuild", action="store_true", help="build even if an image with the same inputs exists")
+    im.add_argument(
+        "--every-db",
+        action="store_true",
+        help="one image with every registered DB's packages, which each DB's runs then use "
+        "instead of building their own (what `make image` builds)",
+    )
+    im.add_argument(
+        "--rebuild", action="store_true", help="build even if an image with the same inputs exists"
+    )
 
 
 def _err(msg: str) -> None:
@@ -101,8 +141,11 @@ def _find(args: argparse.Namespace):
         where = args.cluster or "any backend"
         raise UsageError(f"no cluster{' named ' + repr(args.name) if args.name else ''} is up on {where}")
     if len(found) > 1:
-        raise UsageError("several clusters are up: " + ", ".join(f"{n} ({k})" for k, n in found)
-                         + "; pick one with --name/--cluster")
+        raise UsageError(
+            "several clusters are up: "
+            + ", ".join(f"{n} ({k})" for k, n in found)
+            + "; pick one with --name/--cluster"
+        )
     return found[0]
 
 
@@ -164,12 +207,19 @@ def _dispatch(args: argparse.Namespace) -> int:
                 if bug not in known:
                     raise UsageError(f"unknown bug {bug!r}; valid: {valid}")
         try:
-            spec = _db(args).cluster_spec(args.name, {"masters": args.masters, "tservers": args.tservers,
-                                                      "daemon": args.daemon, "bugs": args.inject_bug})
+            spec = _db(args).cluster_spec(
+                args.name,
+                {
+                    "masters": args.masters,
+                    "tservers": args.tservers,
+                    "daemon": args.daemon,
+                    "bugs": args.inject_bug,
+                },
+            )
             backend = make_backend(kind, spec, hosts=args.hosts)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
-        assert isinstance(backend, NodeBackend)   # --cluster offers only the built-in docker, local and ssh
+        assert isinstance(backend, NodeBackend)  # --cluster offers only the built-in docker, local and ssh
         t0 = time.monotonic()
         cast(_ReportsProgress, backend).up(log=lambda s: _err(f"  {s}"))
         desc = backend.describe()
@@ -191,13 +241,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         from faultline.cluster import disklayer
 
         try:
-            disklayer.unmount_cluster(kind, name)   # only its disk layers were left (a run killed early)
+            disklayer.unmount_cluster(kind, name)  # only its disk layers were left (a run killed early)
         except disklayer.DiskLayerError as exc:
             raise ClusterError(str(exc)) from None
         print(f"cluster {name} ({kind}) removed")
         return 0
     backend = attach(kind, name)
-    assert isinstance(backend, NodeBackend)   # _find looks only at the built-in kinds, all node backends
+    assert isinstance(backend, NodeBackend)  # _find looks only at the built-in kinds, all node backends
     if args.action == "down":
         backend.down()
         print(f"cluster {name} ({kind}) removed")
@@ -241,8 +291,11 @@ def _image_packages(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
     if args.every_db and args.db:
         raise UsageError("--every-db and --db name different images: give one of them")
-    specs = ([db.cluster_spec("image", {}) for db in loadable()] if args.every_db
-             else [_db(args).cluster_spec("image", {})])
+    specs = (
+        [db.cluster_spec("image", {}) for db in loadable()]
+        if args.every_db
+        else [_db(args).cluster_spec("image", {})]
+    )
     return ([p for s in specs for p in s.packages], [p for s in specs for p in s.python_packages])
 
 
@@ -277,7 +330,9 @@ def _print_status(backend, desc: dict, leader: str | None) -> None:
     for n in desc["nodes"]:
         state = desc.get("daemons", {}).get(n["name"], "-")
         mark = "  <- leader" if leader and leader == n["name"] else ""
-        print(f"{n['name']:<6} {n['role']:<8} {n['address']:<16} {','.join(n['dns']) or '-':<12} {state:<10}{mark}")
+        print(
+            f"{n['name']:<6} {n['role']:<8} {n['address']:<16} {','.join(n['dns']) or '-':<12} {state:<10}{mark}"
+        )
     if "leader" in desc:
         print(f"leader: {leader or 'unknown (none answered)'}")
 

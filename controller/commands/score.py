@@ -22,30 +22,59 @@ DESCRIPTION = (
     "Spark (--engine). Malformed or partial runs are scored with a warning. "
     "Exit status: 0 if every run is valid, 1 if any is invalid, 2 if any is unknown (and none invalid)."
 )
-MASTER_RE = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$")
+MASTER_RE = re.compile(
+    r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("store", metavar="STORE", nargs="+",
-                        help="store directory; several are scored together (their run ids then start with each "
-                             "store's folder name)")
-    parser.add_argument("--master", default=None,
-                        help="Spark master: local[*] (the default when Spark runs), local[N], or spark://HOST:7077 "
-                             "for a standalone cluster (the stores must be at the same paths on every worker); "
-                             "giving one scores on Spark")
-    parser.add_argument("--out", metavar="DIR", default=None,
-                        help="output directory (default STORE/_score; needed for several stores)")
-    parser.add_argument("--time-limit", type=options.positive_float, default=None, metavar="S",
-                        help="seconds per (run, key) linearizability check; beyond it the verdict is unknown")
-    parser.add_argument("--engine", choices=("auto", "spark", "pandas"), default="auto",
-                        help="auto (default): pandas for a store of under 2,000,000 history events (no JVM start), "
-                             "else Spark; spark or pandas: that one (same numbers either way)")
-    parser.add_argument("--plan", choices=("runs", "groups"), default="runs",
-                        help="runs (default): one Spark task per run reads its Parquet history, no shuffle; "
-                             "groups: the histories as one DataFrame, groupBy(run, key).applyInPandas")
+    parser.add_argument(
+        "store",
+        metavar="STORE",
+        nargs="+",
+        help="store directory; several are scored together (their run ids then start with each "
+        "store's folder name)",
+    )
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master: local[*] (the default when Spark runs), local[N], or spark://HOST:7077 "
+        "for a standalone cluster (the stores must be at the same paths on every worker); "
+        "giving one scores on Spark",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="output directory (default STORE/_score; needed for several stores)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=options.positive_float,
+        default=None,
+        metavar="S",
+        help="seconds per (run, key) linearizability check; beyond it the verdict is unknown",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "spark", "pandas"),
+        default="auto",
+        help="auto (default): pandas for a store of under 2,000,000 history events (no JVM start), "
+        "else Spark; spark or pandas: that one (same numbers either way)",
+    )
+    parser.add_argument(
+        "--plan",
+        choices=("runs", "groups"),
+        default="runs",
+        help="runs (default): one Spark task per run reads its Parquet history, no shuffle; "
+        "groups: the histories as one DataFrame, groupBy(run, key).applyInPandas",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show the JVM's and Spark's own log output (default: into OUT/spark.log)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the JVM's and Spark's own log output (default: into OUT/spark.log)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,17 +106,27 @@ def run(args: argparse.Namespace) -> int:
             print(f"score [{time.monotonic() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
     try:
-        result = score_store(stores if len(stores) > 1 else stores[0], args.out, engine=args.engine,
-                             master=args.master, plan=args.plan, time_limit=args.time_limit, progress=progress,
-                             verbose=args.verbose)
+        result = score_store(
+            stores if len(stores) > 1 else stores[0],
+            args.out,
+            engine=args.engine,
+            master=args.master,
+            plan=args.plan,
+            time_limit=args.time_limit,
+            progress=progress,
+            verbose=args.verbose,
+        )
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     for w in result.warnings:
         print(f"score: warning: {w}", file=sys.stderr)
     counts = result.runs["verdict"].value_counts()
-    assert result.out_dir is not None   # set when the scores are written, which score_store always does
-    print(f"score: {len(result.runs)} runs, {result.total_events:,} ops in {result.seconds:.1f} s "
-          f"({result.total_events / max(result.seconds, 1e-9):,.0f} ops/s) with {result.engine}: "
-          f"{counts.get('true', 0)} valid, {counts.get('false', 0)} invalid, {counts.get('unknown', 0)} unknown; "
-          f"scorecard: {result.out_dir / 'scorecard.html'}", file=sys.stderr)
+    assert result.out_dir is not None  # set when the scores are written, which score_store always does
+    print(
+        f"score: {len(result.runs)} runs, {result.total_events:,} ops in {result.seconds:.1f} s "
+        f"({result.total_events / max(result.seconds, 1e-9):,.0f} ops/s) with {result.engine}: "
+        f"{counts.get('true', 0)} valid, {counts.get('false', 0)} invalid, {counts.get('unknown', 0)} unknown; "
+        f"scorecard: {result.out_dir / 'scorecard.html'}",
+        file=sys.stderr,
+    )
     return exit_code_for(result.verdict)

@@ -9,4 +9,6 @@ if any(p.parent.name == "protos" and p.parent.parent.name == "dbs" for p in stal
 
         compile_protos(only_stale=True)
     except ImportError as exc:  # grpcio-tools absent: an installed wheel ships the stubs
-        raise ImportError("dbs/protos stubs are missing and grpcio-tools is not installed; run `make stubs`") from exc
+        raise ImportError(
+            "dbs/protos stubs are missing and grpcio-tools is not installed; run `make stubs`"
+        ) from exc

@@ -42,13 +42,17 @@ class CatalogClient(KVClient):
             return {**op, "type": "ok", "value": {**v, "version": version}}
         if f == "describe-table":
             info = self.conn.table_info(run_name(test, v["table"]))
-            return {**op, "type": "ok", "value": {"table": v["table"], "version": int(info["schema_version"])}}
+            return {
+                **op,
+                "type": "ok",
+                "value": {"table": v["table"], "version": int(info["schema_version"])},
+            }
         if f == "list-tables":
             return {**op, "type": "ok", "value": sorted(self._names(test))}
         if f == "locate-tables":
             # the master's answer for each tablet: a leader, or none (a definite answer, unlike an error)
             leaderless: dict[str, list[str]] = {}
-            vanished: list[str] = []   # listed, then NOT_FOUND: the checker asks whether a delete explains it
+            vanished: list[str] = []  # listed, then NOT_FOUND: the checker asks whether a delete explains it
             names = sorted(self._names(test))
             for name in names:
                 try:
@@ -56,15 +60,22 @@ class CatalogClient(KVClient):
                 except NotFoundError:
                     vanished.append(name)
                     continue
-                missing = [t.tablet_id for t in locs.tablets if not any(r.role == "LEADER" for r in t.replicas)]
+                missing = [
+                    t.tablet_id for t in locs.tablets if not any(r.role == "LEADER" for r in t.replicas)
+                ]
                 if missing or not locs.tablets:
                     leaderless[name] = missing
             value: dict[str, Any] = {"tables": len(names), "leaderless": leaderless}
             if vanished:
                 value["vanished"] = vanished
             if leaderless:
-                return {**op, "type": "fail", "value": value, "error": f"{len(leaderless)} tables have tablets "
-                        "with no leader known to the leader master"}
+                return {
+                    **op,
+                    "type": "fail",
+                    "value": value,
+                    "error": f"{len(leaderless)} tables have tablets "
+                    "with no leader known to the leader master",
+                }
             return {**op, "type": "ok", "value": value}
         if f == "master-replicas":
             value = self._master_replicas()
@@ -78,6 +89,7 @@ class CatalogClient(KVClient):
         one leader, one term, and every follower holding what that leader had committed when first asked.
         A master that never catches up (it cannot be reached under its name, KUDU-1620) leaves the catalog
         with fewer copies than it claims, silently."""
+
         def ask(addr: str) -> tuple[Any, str | None]:
             try:
                 st = self.conn.catalog_replica(addr, timeout=2.0)
@@ -88,8 +100,12 @@ class CatalogClient(KVClient):
         def view(st: Any, error: str | None) -> dict[str, Any]:
             if error is not None:
                 return {"error": error}
-            return {"role": st.role, "term": int(st.term), "last_index": int(st.last_index),
-                    "commit_index": int(st.commit_index)}
+            return {
+                "role": st.role,
+                "term": int(st.term),
+                "last_index": int(st.last_index),
+                "commit_index": int(st.commit_index),
+            }
 
         answers = {addr: ask(addr) for addr in self.conn.masters}
         problems = [f"{a}: {error}" for a, (_, error) in answers.items() if error is not None]
@@ -101,19 +117,24 @@ class CatalogClient(KVClient):
             for a, (_, error) in list(answers.items()):
                 if a == leaders[0] or error is not None:
                     continue
-                answers[a] = ask(a)   # asked after the leader: it has had a round trip to catch up
+                answers[a] = ask(a)  # asked after the leader: it has had a round trip to catch up
                 again = answers[a][0]
                 if catalog_lags(lead, again):
-                    problems.append(f"{a} lags the leader {leaders[0]}: term {getattr(again, 'term', None)} index "
-                                    f"{getattr(again, 'last_index', None)}, leader term {lead.term} committed "
-                                    f"{lead.commit_index}")
+                    problems.append(
+                        f"{a} lags the leader {leaders[0]}: term {getattr(again, 'term', None)} index "
+                        f"{getattr(again, 'last_index', None)}, leader term {lead.term} committed "
+                        f"{lead.commit_index}"
+                    )
         return {"masters": {a: view(*ans) for a, ans in answers.items()}, "problems": problems}
 
     def _names(self, test: Run) -> list[str]:
         """Only this run's tables (a reused cluster holds others), under the names the generator gave."""
         suffix = run_name(test, "")
-        return [n[: len(n) - len(suffix)] if suffix and n.endswith(suffix) else n
-                for n in self.conn.list_tables() if not suffix or n.endswith(suffix)]
+        return [
+            n[: len(n) - len(suffix)] if suffix and n.endswith(suffix) else n
+            for n in self.conn.list_tables()
+            if not suffix or n.endswith(suffix)
+        ]
 
 
 @dataclass(frozen=True)
@@ -137,8 +158,10 @@ class CatalogOps(gen.Gen):
             o = {"f": "delete-table", "value": f"t{ctx.rng.randrange(self.created)}"}
         elif roll < 0.65:
             # versions drawn from one growing counter: each alter asks for a version above all earlier ones
-            o = {"f": "alter-table", "value": {"table": f"t{ctx.rng.randrange(self.created)}",
-                                                "version": self.version + 1}}
+            o = {
+                "f": "alter-table",
+                "value": {"table": f"t{ctx.rng.randrange(self.created)}", "version": self.version + 1},
+            }
             nxt = replace(self, version=self.version + 1)
         elif roll < 0.8:
             o = {"f": "describe-table", "value": {"table": f"t{ctx.rng.randrange(self.created)}"}}
@@ -165,7 +188,8 @@ def workload(opts: Mapping[str, Any]) -> Workload:
         final_generator=gen.seq(
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "locate-tables", "value": None})), attempts=30),
             gen.until_ok(gen.delay(1.0, gen.repeat({"f": "list-tables", "value": None})), attempts=30),
-            gen.until_ok(gen.delay(1.0, gen.repeat({"f": "master-replicas", "value": None})), attempts=30)),
+            gen.until_ok(gen.delay(1.0, gen.repeat({"f": "master-replicas", "value": None})), attempts=30),
+        ),
         checker=LazyChecker("catalog"),
     )
 

@@ -19,9 +19,21 @@ from faultline.node.bugs import BUGS
 
 
 def _node_argv(role: str, opts: Mapping[str, Any]) -> list[str]:
-    argv = ["{python}", "-m", "faultline.node", role, "--fs-dir", DATA,
-            "--rpc-bind", "0.0.0.0:{port}", "--rpc-advertise", "{advertise}",
-            "--master-addresses", f"{{addresses:{MASTER}}}", *map(str, opts.get("node_args") or [])]
+    argv = [
+        "{python}",
+        "-m",
+        "faultline.node",
+        role,
+        "--fs-dir",
+        DATA,
+        "--rpc-bind",
+        "0.0.0.0:{port}",
+        "--rpc-advertise",
+        "{advertise}",
+        "--master-addresses",
+        f"{{addresses:{MASTER}}}",
+        *map(str, opts.get("node_args") or []),
+    ]
     for bug in opts.get("bugs") or []:
         argv += ["--inject-bug", str(bug)]
     return argv
@@ -36,15 +48,31 @@ def _node_argv(role: str, opts: Mapping[str, Any]) -> list[str]:
 # is no valid write (damage that got past the WAL's checksum) says so (node/tablet/state.py).
 LOG_PATTERNS = [
     LogPattern("traceback", r"^Traceback \(most recent call last\):", "a Python exception in a store daemon"),
-    LogPattern("consensus-invariant", r"ConsensusInvariantError", "the Raft core broke one of Raft's invariants"),
-    LogPattern("replica-stopped", r"(?:consensus core failed|handling a ready batch failed); stopping this replica",
-               "a replica stopped after its consensus core or its storage failed"),
-    LogPattern("corrupt-metadata", r"refusing to start: corrupt or foreign metadata",
-               "a daemon found its metadata or WAL damaged", expected_under=FILE_CORRUPTION_FAULTS),
-    LogPattern("damaged-wal-read", r"refusing to be a tablet copy source, its WAL is damaged",
-               "a running replica found its WAL damaged when reading it back", expected_under=FILE_CORRUPTION_FAULTS),
-    LogPattern("damaged-entry", r"damaged log entry \d+ .* is not a valid write",
-               "damaged data got past the WAL's checksum into a tablet (never expected: the WAL must catch it)"),
+    LogPattern(
+        "consensus-invariant", r"ConsensusInvariantError", "the Raft core broke one of Raft's invariants"
+    ),
+    LogPattern(
+        "replica-stopped",
+        r"(?:consensus core failed|handling a ready batch failed); stopping this replica",
+        "a replica stopped after its consensus core or its storage failed",
+    ),
+    LogPattern(
+        "corrupt-metadata",
+        r"refusing to start: corrupt or foreign metadata",
+        "a daemon found its metadata or WAL damaged",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
+    LogPattern(
+        "damaged-wal-read",
+        r"refusing to be a tablet copy source, its WAL is damaged",
+        "a running replica found its WAL damaged when reading it back",
+        expected_under=FILE_CORRUPTION_FAULTS,
+    ),
+    LogPattern(
+        "damaged-entry",
+        r"damaged log entry \d+ .* is not a valid write",
+        "damaged data got past the WAL's checksum into a tablet (never expected: the WAL must catch it)",
+    ),
 ]
 
 
@@ -56,7 +84,7 @@ class StoreDB(ProcessDB):
     name = "store"
     # the generic workloads, whose key-value clients speak the node client's API through `connector`
     workloads = frozenset({"register", "set", "bank"})
-    nemeses: frozenset[str] | None = None   # every generic fault
+    nemeses: frozenset[str] | None = None  # every generic fault
     packages: tuple[str, ...] = ()
     # the node's gRPC runtime, pinned to the host's versions so the stubs generated here match
     python_packages = ("grpcio", "protobuf")
@@ -65,7 +93,8 @@ class StoreDB(ProcessDB):
     data_dirs: Mapping[str, tuple[str, ...]] = {MASTER: (DATA,), TSERVER: (DATA,)}
     data_files: Mapping[str, tuple[str, ...]] = {
         MASTER: (f"{DATA}/wals/*/wal-*.seg", f"{DATA}/cmeta/*"),
-        TSERVER: (f"{DATA}/wals/*/wal-*.seg", f"{DATA}/cmeta/*", f"{DATA}/tablet-meta/*")}
+        TSERVER: (f"{DATA}/wals/*/wal-*.seg", f"{DATA}/cmeta/*", f"{DATA}/tablet-meta/*"),
+    }
 
     def log_patterns(self) -> list[LogPattern]:
         return list(LOG_PATTERNS)
@@ -97,8 +126,10 @@ class StoreDB(ProcessDB):
         self._check_layout(opts)
         daemon = str(opts.get("daemon") or "node")
         roles = []
-        for role, prefix, port, count, dns in ((MASTER, "m", MASTER_PORT, int(opts.get("masters", 3)), "master-{i}"),
-                                                (TSERVER, "t", TSERVER_PORT, int(opts.get("tservers", 5)), "")):
+        for role, prefix, port, count, dns in (
+            (MASTER, "m", MASTER_PORT, int(opts.get("masters", 3)), "master-{i}"),
+            (TSERVER, "t", TSERVER_PORT, int(opts.get("tservers", 5)), ""),
+        ):
             r = RoleSpec(role, count, prefix, port, dns)
             if daemon == "node":
                 r.argv = _node_argv(role, opts)
@@ -107,17 +138,30 @@ class StoreDB(ProcessDB):
                 r.prepare_unless = f"{DATA}/instance"
                 r.power_cut = tool_argv(["fs", "cut_to_synced", "--json", "--fs-dir", DATA])
             elif daemon == "placeholder":
-                r.argv = ["{python}", "-m", "faultline.testing.placeholder", "--name", "{name}", "--port", "{port}"]
+                r.argv = [
+                    "{python}",
+                    "-m",
+                    "faultline.testing.placeholder",
+                    "--name",
+                    "{name}",
+                    "--port",
+                    "{port}",
+                ]
             roles.append(r)
-        return ClusterSpec.from_mapping({
-            "name": name, "roles": roles, "packages": list(self.packages),
-            "python_packages": list(self.python_packages) if daemon == "node" else [],
-            "db": self.name if daemon == "node" else f"{self.name} ({daemon})",
-            "db_opts": {"bugs": sorted(map(str, opts.get("bugs") or []))},
-            "faketime": bool(opts.get("faketime", False)),
-            # its servers are Python with one interpreter lock each: on one CPU apiece, a register run did
-            # 14-23 % more ok ops/s than floating (docs/cluster.md, "One CPU per node"; docs/benchmarks.md)
-            "one_cpu_per_node": True})
+        return ClusterSpec.from_mapping(
+            {
+                "name": name,
+                "roles": roles,
+                "packages": list(self.packages),
+                "python_packages": list(self.python_packages) if daemon == "node" else [],
+                "db": self.name if daemon == "node" else f"{self.name} ({daemon})",
+                "db_opts": {"bugs": sorted(map(str, opts.get("bugs") or []))},
+                "faketime": bool(opts.get("faketime", False)),
+                # its servers are Python with one interpreter lock each: on one CPU apiece, a register run did
+                # 14-23 % more ok ops/s than floating (docs/cluster.md, "One CPU per node"; docs/benchmarks.md)
+                "one_cpu_per_node": True,
+            }
+        )
 
     # ------------------------------------------------------------------ the Jepsen db protocol
     # (teardown, start, kill, pause, resume and log files are ProcessDB's: the cluster's process primitives)

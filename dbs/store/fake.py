@@ -66,7 +66,7 @@ class FakeRemote:
             self.calls.append((node, argv))
         if self.backend.state.get(node, "destroyed") == "destroyed":  # a container exists unless destroyed
             return 1, "", f"{node} does not exist"
-        words = list(argv[argv.index("tool") + 1:]) if "tool" in argv else list(argv)
+        words = list(argv[argv.index("tool") + 1 :]) if "tool" in argv else list(argv)
         if words[:2] == ["cluster", "ksck"]:
             text = self.backend.ksck_json()
             return (0 if '"healthy": true' in text else 1), text, ""
@@ -116,7 +116,7 @@ class FakeBackend:
         self.lock = threading.RLock()
         self.remote = FakeRemote(self)
         self.preferred_leader: str | None = None
-        self.formatted_uuids: dict[str, str] = {}   # `fs format --uuid`: a replacement takes the dead's uuid
+        self.formatted_uuids: dict[str, str] = {}  # `fs format --uuid`: a replacement takes the dead's uuid
         # master nodes whose catalog stays behind the leader's for good (a store that cannot catch them up);
         # a node rebuilt under the same name starts from the leader's copy and is caught up
         self.lagging_masters: set[str] = set()
@@ -162,7 +162,9 @@ class FakeBackend:
 
     def nodes(self, role: str | None = None) -> list[str]:
         with self.lock:
-            of_role = {MASTER: self.masters, TSERVER: self.tservers}.get(role or "", self.masters + self.tservers)
+            of_role = {MASTER: self.masters, TSERVER: self.tservers}.get(
+                role or "", self.masters + self.tservers
+            )
             return [n for n in of_role if self.state.get(n) != "destroyed"]
 
     def up_nodes(self) -> list[str]:
@@ -265,13 +267,20 @@ class FakeBackend:
 
     def expand(self, node: str, template: Sequence[str]) -> list[str]:
         """A role template filled in as the real backends do (the fake runs no processes)."""
-        values = {"python": self.python(node), "dir": self.node_dir(node), "name": node,
-                  "address": self.address(node)}
+        values = {
+            "python": self.python(node),
+            "dir": self.node_dir(node),
+            "name": node,
+            "address": self.address(node),
+        }
         return fill_template(template, values, self.addresses)
 
     def addresses(self, role: str) -> list[str]:
-        return [f"{name}:{MASTER_PORT}" for name in sorted(self.dns)] if role == MASTER else \
-            [f"{n}:{TSERVER_PORT}" for n in self.nodes(TSERVER)]
+        return (
+            [f"{name}:{MASTER_PORT}" for name in sorted(self.dns)]
+            if role == MASTER
+            else [f"{n}:{TSERVER_PORT}" for n in self.nodes(TSERVER)]
+        )
 
     # ------------------------------------------------------------ faults
     def partition(self, grudge: Mapping[str, Iterable[str]]) -> None:
@@ -310,8 +319,11 @@ class FakeBackend:
 
     def degraded(self) -> bool:
         with self.lock:
-            return bool(self.grudge) or any(s != "running" for n, s in self.state.items()
-                                             if s != "destroyed") or any(self.clock.values())
+            return (
+                bool(self.grudge)
+                or any(s != "running" for n, s in self.state.items() if s != "destroyed")
+                or any(self.clock.values())
+            )
 
     def residue(self) -> list[str]:
         """What a run left behind: rules, paused or stopped nodes, clock offsets (should be empty)."""
@@ -336,18 +348,28 @@ class FakeBackend:
         with self.lock:
             running = [n for n in self.masters if self.state.get(n) == "running"]
             # a master cut off from the majority cannot lead (the fake's elections are instant)
-            able = [n for n in running if 2 * len([m for m in running if m not in self.grudge.get(n, set())])
-                    > len(self.dns)]
+            able = [
+                n
+                for n in running
+                if 2 * len([m for m in running if m not in self.grudge.get(n, set())]) > len(self.dns)
+            ]
             leader = self.preferred_leader if self.preferred_leader in able else (able[0] if able else None)
-            return [MasterRow(uuid=self.uuid(node), addr=f"{name}:{MASTER_PORT}",
-                              role="LEADER" if node == leader else "FOLLOWER", voter=True)
-                    for name, node in sorted(self.dns.items())]
+            return [
+                MasterRow(
+                    uuid=self.uuid(node),
+                    addr=f"{name}:{MASTER_PORT}",
+                    role="LEADER" if node == leader else "FOLLOWER",
+                    voter=True,
+                )
+                for name, node in sorted(self.dns.items())
+            ]
 
     def hand_master_leadership(self, uuid: str) -> None:
         """`tablet leader_step_down SYS --new-leader UUID`: the master with that uuid leads while it runs."""
         with self.lock:
-            self.preferred_leader = next((n for n in self.masters if self.uuid(n) == uuid
-                                          and self.state.get(n) == "running"), None)
+            self.preferred_leader = next(
+                (n for n in self.masters if self.uuid(n) == uuid and self.state.get(n) == "running"), None
+            )
 
     def _placement(self) -> list[tuple[str, str, list[str]]]:
         live = [t for t in self.tservers if self.state.get(t) == "running"]
@@ -364,10 +386,22 @@ class FakeBackend:
             for table, tablet, reps in self._placement():
                 row = TableRow(name=table)
                 if tablets:
-                    row["tablets"] = [TabletRow(tablet_id=tablet, partition=0, state="RUNNING", replicas=[
-                        ReplicaRow(uuid=self.uuid(r), addr=f"{self.address(r)}:7050",
-                                   role="LEADER" if j == 0 else "FOLLOWER", voter=True)
-                        for j, r in enumerate(reps)])]
+                    row["tablets"] = [
+                        TabletRow(
+                            tablet_id=tablet,
+                            partition=0,
+                            state="RUNNING",
+                            replicas=[
+                                ReplicaRow(
+                                    uuid=self.uuid(r),
+                                    addr=f"{self.address(r)}:7050",
+                                    role="LEADER" if j == 0 else "FOLLOWER",
+                                    voter=True,
+                                )
+                                for j, r in enumerate(reps)
+                            ],
+                        )
+                    ]
                 out.append(row)
             return out
 
@@ -376,11 +410,25 @@ class FakeBackend:
         import json
 
         with self.lock:
-            ts = [{"uuid": self.uuid(t), "addr": f"{self.address(t)}:7050", "live": self.state.get(t) == "running"}
-                  for t in self.tservers if self.state.get(t) != "destroyed"]
+            ts = [
+                {
+                    "uuid": self.uuid(t),
+                    "addr": f"{self.address(t)}:7050",
+                    "live": self.state.get(t) == "running",
+                }
+                for t in self.tservers
+                if self.state.get(t) != "destroyed"
+            ]
             healthy = all(t["live"] for t in ts) and not self.grudge
-            return json.dumps({"healthy": healthy, "problems": [], "tservers": ts, "masters": [],
-                               "tables": {t: 1 for t in self.tables}})
+            return json.dumps(
+                {
+                    "healthy": healthy,
+                    "problems": [],
+                    "tservers": ts,
+                    "masters": [],
+                    "tables": {t: 1 for t in self.tables},
+                }
+            )
 
     # ------------------------------------------------------------ the store
     def store_client(self) -> FakeClient:
@@ -407,8 +455,13 @@ class FakeClient:
             raise ConnectionError(f"{addr} does not answer")
         leader = any(m["addr"] == addr and m["role"] == "LEADER" for m in self.b.master_rows())
         behind = node in self.b.lagging_masters and not leader
-        return SimpleNamespace(role="LEADER" if leader else "FOLLOWER", term=1, last_index=2 if behind else 7,
-                               commit_index=2 if behind else 7, applied_index=2 if behind else 7)
+        return SimpleNamespace(
+            role="LEADER" if leader else "FOLLOWER",
+            term=1,
+            last_index=2 if behind else 7,
+            commit_index=2 if behind else 7,
+            applied_index=2 if behind else 7,
+        )
 
     # fault model: a degraded cluster refuses some ops and leaves some writes indeterminate
     def _enter(self, write: bool) -> str:
@@ -444,8 +497,14 @@ class FakeClient:
         self.b.history_of.setdefault((table, key), []).append(value)
 
     # tables (the node client's signatures)
-    def create_table(self, name: str, num_tablets: int = 3, replication: int = 3, timeout: float | None = None,
-                     wait: bool = True) -> str:
+    def create_table(
+        self,
+        name: str,
+        num_tablets: int = 3,
+        replication: int = 3,
+        timeout: float | None = None,
+        wait: bool = True,
+    ) -> str:
         def apply() -> str:
             if name in self.b.tables:
                 raise AlreadyExistsError(f"table {name} already exists")
@@ -453,6 +512,7 @@ class FakeClient:
                 return f"id-{name}"  # acknowledged, never stored
             self.b.tables[name] = {"rows": {}, "schema_version": 0, "num_tablets": num_tablets}
             return f"id-{name}"
+
         return self._write(apply)
 
     def delete_table(self, name: str, timeout: float | None = None) -> None:
@@ -460,6 +520,7 @@ class FakeClient:
             if name not in self.b.tables:
                 raise NotFoundError(f"table {name} not found")
             del self.b.tables[name]
+
         self._write(apply)
 
     def alter_table(self, name: str, schema_version: int, timeout: float | None = None) -> int:
@@ -471,6 +532,7 @@ class FakeClient:
                 raise InvalidArgumentError(f"schema version must grow beyond {t['schema_version']}")
             t["schema_version"] = schema_version
             return schema_version
+
         return self._write(apply)
 
     def list_tables(self, timeout: float | None = None) -> list[str]:
@@ -484,16 +546,27 @@ class FakeClient:
             t = self.b.tables.get(name)
             if t is None:
                 raise NotFoundError(f"table {name} not found")
-            return {"table_id": f"id-{name}", "name": name, "num_tablets": t.get("num_tablets", 1),
-                    "replication": 3, "schema_version": t["schema_version"]}
+            return {
+                "table_id": f"id-{name}",
+                "name": name,
+                "num_tablets": t.get("num_tablets", 1),
+                "replication": 3,
+                "schema_version": t["schema_version"],
+            }
 
     def table_locations(self, name: str, timeout: float | None = None) -> Any:
         """Every tablet led by its first replica (the fake has no tablet servers to lose track of)."""
         info = self.table_info(name, timeout)
-        return SimpleNamespace(tablets=[
-            SimpleNamespace(tablet_id=f"{info['table_id']}-{i}", state="RUNNING",
-                            replicas=[SimpleNamespace(role="LEADER"), SimpleNamespace(role="FOLLOWER")])
-            for i in range(int(info["num_tablets"]))])
+        return SimpleNamespace(
+            tablets=[
+                SimpleNamespace(
+                    tablet_id=f"{info['table_id']}-{i}",
+                    state="RUNNING",
+                    replicas=[SimpleNamespace(role="LEADER"), SimpleNamespace(role="FOLLOWER")],
+                )
+                for i in range(int(info["num_tablets"]))
+            ]
+        )
 
     # rows
     def get(self, table: str, key: Any, timeout: float | None = None) -> Any:
@@ -516,8 +589,11 @@ class FakeClient:
     def cas(self, table: str, key: Any, expected: Any, new: Any, timeout: float | None = None) -> bool:
         return self.batch(table, [("cas", key, expected, new)], timeout)[0][0]
 
-    def batch(self, table: str, ops: Sequence[tuple[Any, ...]], timeout: float | None = None) -> list[tuple[bool, Any]]:
+    def batch(
+        self, table: str, ops: Sequence[tuple[Any, ...]], timeout: float | None = None
+    ) -> list[tuple[bool, Any]]:
         """("put", k, v), ("delete", k), ("cas", k, expected, new): all apply or none (one tablet here)."""
+
         def apply() -> list[tuple[bool, Any]]:
             rows = self._rows(table)
             prev = [rows.get(o[1]) for o in ops]
@@ -536,9 +612,12 @@ class FakeClient:
                 else:
                     self._set_row(table, o[1], o[3])
             return [(True, p) for p in prev]
+
         return self._write(apply)
 
-    def scan(self, table: str, start: Any = None, end: Any = None, timeout: float | None = None) -> list[tuple[Any, ...]]:
+    def scan(
+        self, table: str, start: Any = None, end: Any = None, timeout: float | None = None
+    ) -> list[tuple[Any, ...]]:
         self._enter(False)
         with self.b.lock:
             return sorted(self._rows(table).items(), key=lambda kv: (isinstance(kv[0], str), kv[0]))

@@ -60,25 +60,34 @@ def free_port(host: str = "127.0.0.1") -> int:
 @dataclass
 class NodeProc:
     name: str
-    kind: str             # master | tserver
+    kind: str  # master | tserver
     fs_dir: Path
-    bind: str             # host:port it listens on
-    advertise: str        # host:port others use (may be a DNS name)
+    bind: str  # host:port it listens on
+    advertise: str  # host:port others use (may be a DNS name)
     uuid: str
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     extra: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)   # on top of the cluster's (e.g. a clock offset file)
+    env: dict[str, str] = field(default_factory=dict)  # on top of the cluster's (e.g. a clock offset file)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
 
 class MiniCluster:
-    def __init__(self, base: Path, num_masters: int = 3, num_tservers: int = 3, heartbeat_ms: int = 200,
-                 election_ms: int = 1000, follower_unavailable_s: float = 10.0, fsync: str = "never",
-                 bugs: tuple[str, ...] = (), env: dict[str, str] | None = None,
-                 master_names: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        num_masters: int = 3,
+        num_tservers: int = 3,
+        heartbeat_ms: int = 200,
+        election_ms: int = 1000,
+        follower_unavailable_s: float = 10.0,
+        fsync: str = "never",
+        bugs: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+        master_names: list[str] | None = None,
+    ) -> None:
         self.base = Path(base)
         self.heartbeat_ms, self.election_ms = heartbeat_ms, election_ms
         self.follower_unavailable_s = follower_unavailable_s
@@ -128,10 +137,28 @@ class MiniCluster:
         return self._add(name, "master", bind, advertise, uuid)
 
     def argv(self, n: NodeProc, masters: list[str] | None = None) -> list[str]:
-        argv = [sys.executable, "-m", "faultline.node", n.kind, "--fs-dir", str(n.fs_dir), "--rpc-bind", n.bind,
-                "--rpc-advertise", n.advertise, "--master-addresses", ",".join(masters or self.master_addrs),
-                "--heartbeat-interval-ms", str(self.heartbeat_ms), "--election-timeout-ms", str(self.election_ms),
-                "--follower-unavailable-s", str(self.follower_unavailable_s), "--fsync", self.fsync]
+        argv = [
+            sys.executable,
+            "-m",
+            "faultline.node",
+            n.kind,
+            "--fs-dir",
+            str(n.fs_dir),
+            "--rpc-bind",
+            n.bind,
+            "--rpc-advertise",
+            n.advertise,
+            "--master-addresses",
+            ",".join(masters or self.master_addrs),
+            "--heartbeat-interval-ms",
+            str(self.heartbeat_ms),
+            "--election-timeout-ms",
+            str(self.election_ms),
+            "--follower-unavailable-s",
+            str(self.follower_unavailable_s),
+            "--fsync",
+            self.fsync,
+        ]
         for b in self.bugs:
             argv += ["--inject-bug", b]
         return argv + n.extra
@@ -143,8 +170,14 @@ class MiniCluster:
             return n
         self._ever_started = True
         logf = open(n.log_path, "ab")  # noqa: SIM115 - handed to the child
-        n.proc = subprocess.Popen(self.argv(n, masters), stdout=logf, stderr=subprocess.STDOUT, env={**self.env, **n.env},
-                                  start_new_session=True, cwd=str(self.base))
+        n.proc = subprocess.Popen(
+            self.argv(n, masters),
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env={**self.env, **n.env},
+            start_new_session=True,
+            cwd=str(self.base),
+        )
         logf.close()
         if wait:
             self.wait_ready(name)
@@ -211,8 +244,14 @@ class MiniCluster:
             self.kill(name)
 
     def tool(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "faultline.node", "tool", *args], capture_output=True, text=True,
-                              timeout=timeout, env=self.env, cwd=str(self.base))
+        return subprocess.run(
+            [sys.executable, "-m", "faultline.node", "tool", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
+            cwd=str(self.base),
+        )
 
     def masters_arg(self) -> str:
         return ",".join(self.master_addrs)

@@ -21,18 +21,43 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=options.positive_int, default=None, metavar="N",
-                        help="how many seeds to run: 0..N-1 (default 100, or 1 with --seed)")
-    parser.add_argument("--seed", type=options.integer, default=None, metavar="S",
-                        help="run only this seed (with --seeds N: seeds S..S+N-1) and print its trace on failure")
-    parser.add_argument("--nodes", type=options.positive_int, default=5, help="servers at the start, all voters (default 5)")
-    parser.add_argument("--steps", type=options.non_negative_int, default=None, metavar="K",
-                        help="ticks of faults per seed before the network heals (default 250)")
-    parser.add_argument("--inject-bug", action="append", default=[], metavar="NAME",
-                        help="enable a consensus bug from node/bugs.py (repeatable); the run should then fail")
-    parser.add_argument("--snapshots", action="store_true",
-                        help="servers also compact their logs at random, and leaders catch a follower behind "
-                             "their log's start up by InstallSnapshot")
+    parser.add_argument(
+        "--seeds",
+        type=options.positive_int,
+        default=None,
+        metavar="N",
+        help="how many seeds to run: 0..N-1 (default 100, or 1 with --seed)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=options.integer,
+        default=None,
+        metavar="S",
+        help="run only this seed (with --seeds N: seeds S..S+N-1) and print its trace on failure",
+    )
+    parser.add_argument(
+        "--nodes", type=options.positive_int, default=5, help="servers at the start, all voters (default 5)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=options.non_negative_int,
+        default=None,
+        metavar="K",
+        help="ticks of faults per seed before the network heals (default 250)",
+    )
+    parser.add_argument(
+        "--inject-bug",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="enable a consensus bug from node/bugs.py (repeatable); the run should then fail",
+    )
+    parser.add_argument(
+        "--snapshots",
+        action="store_true",
+        help="servers also compact their logs at random, and leaders catch a follower behind "
+        "their log's start up by InstallSnapshot",
+    )
     parser.add_argument("--keep-going", action="store_true", help="do not stop at the first failing seed")
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
@@ -49,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     for b in sorted(bugs):
         if b not in CORE_BUGS:
-            raise UsageError(f"bug {b!r} is not in the consensus core; the simulator accepts: {', '.join(CORE_BUGS)}")
+            raise UsageError(
+                f"bug {b!r} is not in the consensus core; the simulator accepts: {', '.join(CORE_BUGS)}"
+            )
     count = args.seeds if args.seeds is not None else (1 if args.seed is not None else 100)
     if count < 1:
         raise UsageError("--seeds must be at least 1")
@@ -76,9 +103,12 @@ def run(args: argparse.Namespace) -> int:
             failures.append(res)
             if not args.json:
                 print(f"seed {seed}: VIOLATION {res.violation}")
-                print(f"  last {len(res.trace)} trace lines (replay: faultline sim --seed {seed} --nodes {args.nodes}"
-                      + "".join(f" --inject-bug {b}" for b in sorted(bugs))
-                      + (f" --steps {opts.steps}" if args.steps is not None else "") + "):")
+                print(
+                    f"  last {len(res.trace)} trace lines (replay: faultline sim --seed {seed} --nodes {args.nodes}"
+                    + "".join(f" --inject-bug {b}" for b in sorted(bugs))
+                    + (f" --steps {opts.steps}" if args.steps is not None else "")
+                    + "):"
+                )
                 for line in res.trace:
                     print(f"    {line}")
             if not args.keep_going:
@@ -86,12 +116,20 @@ def run(args: argparse.Namespace) -> int:
         now = time.monotonic()
         if not args.quiet and not args.json and now - last_progress >= 5:
             last_progress = now
-            print(f"... {ran}/{len(seeds)} seeds, {len(failures)} failing, {now - start:.0f}s", file=sys.stderr,
-                  flush=True)
+            print(
+                f"... {ran}/{len(seeds)} seeds, {len(failures)} failing, {now - start:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
     elapsed = time.monotonic() - start
     summary = {
-        "seeds": ran, "failures": [f.seed for f in failures], "bugs": sorted(bugs), "nodes": args.nodes,
-        "ticks": ticks, "messages": messages, "seconds": round(elapsed, 2),
+        "seeds": ran,
+        "failures": [f.seed for f in failures],
+        "bugs": sorted(bugs),
+        "nodes": args.nodes,
+        "ticks": ticks,
+        "messages": messages,
+        "seconds": round(elapsed, 2),
         "valid": not failures,
     }
     if args.json:

@@ -26,12 +26,15 @@ def run_tool(b: ClusterBackend, node: str, args: Sequence[str], timeout: float =
     return b.remote.exec(node, argv, timeout)
 
 
-def tool(test: Run, node: str, args: Sequence[str], timeout: float = 60,
-         check: bool = True) -> tuple[int, str, str]:
+def tool(
+    test: Run, node: str, args: Sequence[str], timeout: float = 60, check: bool = True
+) -> tuple[int, str, str]:
     """Runs `python -m faultline.node tool ARGS` on `node` through the backend's Remote."""
     rc, out, err = run_tool(backend(test), node, args, timeout)
     if check and rc != 0:
-        raise NemesisError(f"{node}: tool {' '.join(args[:3])} failed (exit {rc}): {(err or out).strip()[-400:]}")
+        raise NemesisError(
+            f"{node}: tool {' '.join(args[:3])} failed (exit {rc}): {(err or out).strip()[-400:]}"
+        )
     return rc, out, err
 
 
@@ -65,7 +68,9 @@ def _master_rows(rc: int, out: str) -> list[tuple[str, str, str, bool]]:
         return []
 
 
-def master_rows_from(b: ClusterBackend, runners: Sequence[str], timeout: float) -> list[tuple[str, str, str, bool]]:
+def master_rows_from(
+    b: ClusterBackend, runners: Sequence[str], timeout: float
+) -> list[tuple[str, str, str, bool]]:
     """`tool master list --json` of every master, run on the first of `runners` whose tool answers:
     (uuid, addr, role, voter) per master; [] when none does within `timeout` in all."""
     deadline = time.monotonic() + timeout
@@ -74,7 +79,9 @@ def master_rows_from(b: ClusterBackend, runners: Sequence[str], timeout: float) 
         if left <= 0.5:
             break
         try:
-            rc, out, _ = run_tool(b, runner, ["master", "list", ",".join(b.addresses(MASTER)), "--json"], left)
+            rc, out, _ = run_tool(
+                b, runner, ["master", "list", ",".join(b.addresses(MASTER)), "--json"], left
+            )
         except Exception as exc:
             log.info("master list on %s: %s", runner, exc)
             continue
@@ -108,8 +115,9 @@ def master_leader(test: Run) -> str | None:
         return None
 
 
-def master_roles_seen_by(test: Run, runner: str, masters: str,
-                         timeout: float = 10) -> list[tuple[str, str, str, bool]]:
+def master_roles_seen_by(
+    test: Run, runner: str, masters: str, timeout: float = 10
+) -> list[tuple[str, str, str, bool]]:
     """`tool master list MASTERS --json` run on `runner`: (uuid, addr, role, voter) as those masters (e.g. one
     HOST:PORT) see them; [] when they do not answer."""
     rc, out, _ = tool(test, runner, ["master", "list", masters, "--json"], timeout=timeout, check=False)
@@ -159,9 +167,17 @@ def tablets(test: Run) -> list[dict[str, Any]]:
         for t in table.get("tablets", []):
             uuids = [r["uuid"] for r in t["replicas"]]
             leader = next((r["uuid"] for r in t["replicas"] if r["role"] == "LEADER"), None)
-            result.append({"tablet": t["tablet_id"], "table": table["name"], "state": t["state"],
-                           "leader": leader, "replicas": uuids, "replica_nodes": [nodes.get(u) for u in uuids],
-                           "leader_node": nodes.get(leader) if leader else None})
+            result.append(
+                {
+                    "tablet": t["tablet_id"],
+                    "table": table["name"],
+                    "state": t["state"],
+                    "leader": leader,
+                    "replicas": uuids,
+                    "replica_nodes": [nodes.get(u) for u in uuids],
+                    "leader_node": nodes.get(leader) if leader else None,
+                }
+            )
     return result
 
 
@@ -198,12 +214,18 @@ def workload_tablets(test: Run, timeout_s: float = 5.0) -> list[dict[str, Any]]:
             locs = client.table_locations(name, timeout=timeout_s)
             for t in locs.tablets:
                 leader = next((r for r in t.replicas if r.role == "LEADER"), None)
-                out.append({"tablet": t.tablet_id, "table": name, "state": t.state,
-                            "leader": leader.uuid if leader else None,
-                            "replicas": [r.uuid for r in t.replicas],
-                            "replica_addrs": [r.addr for r in t.replicas],
-                            "replica_nodes": [node_of_address(test, r.addr) for r in t.replicas],
-                            "leader_node": node_of_address(test, leader.addr) if leader else None})
+                out.append(
+                    {
+                        "tablet": t.tablet_id,
+                        "table": name,
+                        "state": t.state,
+                        "leader": leader.uuid if leader else None,
+                        "replicas": [r.uuid for r in t.replicas],
+                        "replica_addrs": [r.addr for r in t.replicas],
+                        "replica_nodes": [node_of_address(test, r.addr) for r in t.replicas],
+                        "leader_node": node_of_address(test, leader.addr) if leader else None,
+                    }
+                )
     except Exception as exc:
         log.warning("cannot ask the masters for the workload's tablets: %s", exc)
         return []

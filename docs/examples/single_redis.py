@@ -41,9 +41,27 @@ class SingleRedis(ProcessDB):
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
         # {dir} is the node's own directory; the daemon's log goes to {dir}/logs/<role>.log
-        server = RoleSpec("kv", 1, "k", PORT, argv=[
-            "/usr/bin/redis-server", "--port", str(PORT), "--bind", "0.0.0.0", "--protected-mode", "no",
-            "--dir", "{dir}", "--appendonly", "yes", "--appendfsync", "always"])
+        server = RoleSpec(
+            "kv",
+            1,
+            "k",
+            PORT,
+            argv=[
+                "/usr/bin/redis-server",
+                "--port",
+                str(PORT),
+                "--bind",
+                "0.0.0.0",
+                "--protected-mode",
+                "no",
+                "--dir",
+                "{dir}",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ],
+        )
         return ClusterSpec(name=name, roles=[server], packages=list(self.packages), db=self.name)
 
     def ready(self, test: Run, node: str) -> bool:
@@ -55,8 +73,13 @@ class SingleRedis(ProcessDB):
 
     def nemesis_entries(self) -> Sequence[Entry]:
         """Faults of this DB's own (nemesis.api.OffersNemeses), listed beside the generic ones."""
-        return [Entry("client-pause", "Redis holds every client's commands for 5 s (CLIENT PAUSE)",
-                      client_pause_package)]
+        return [
+            Entry(
+                "client-pause",
+                "Redis holds every client's commands for 5 s (CLIENT PAUSE)",
+                client_pause_package,
+            )
+        ]
 
 
 class ClientPauseNemesis:
@@ -94,7 +117,9 @@ class ClientPauseNemesis:
             rc, out, err = test.backend.remote.exec(node, ["redis-cli", "-p", str(PORT), *args], 3)
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
-        return None if rc == 0 and "OK" in out else f"redis-cli {' '.join(args)}: {(err or out).strip()[:200]}"
+        return (
+            None if rc == 0 and "OK" in out else f"redis-cli {' '.join(args)}: {(err or out).strip()[:200]}"
+        )
 
 
 def client_pause_package(interval_s: float) -> NemesisPackage:
@@ -112,8 +137,13 @@ def _connect(test: Run) -> Any:
 
     node = test.backend.nodes()[0]
     timeout = float(test.spec.op_timeout_s)
-    return redis.Redis(host=test.backend.address(node), port=PORT, socket_timeout=timeout,
-                       socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
+    return redis.Redis(
+        host=test.backend.address(node),
+        port=PORT,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
 
 
 class RegisterClient:
@@ -141,8 +171,14 @@ class RegisterClient:
                 self.conn.set(key, op["value"])
                 return {**op, "type": "ok"}
             old, new = op["value"]
-            swapped = self.conn.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                                     "redis.call('SET', KEYS[1], ARGV[2]); return 1 end; return 0", 1, key, old, new)
+            swapped = self.conn.eval(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                "redis.call('SET', KEYS[1], ARGV[2]); return 1 end; return 0",
+                1,
+                key,
+                old,
+                new,
+            )
             return {**op, "type": "ok" if swapped == 1 else "fail"}
         except Exception as exc:
             return ops.completion(op, exc, read_only=op["f"] == "read")

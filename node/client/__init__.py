@@ -12,5 +12,14 @@ from faultline.node.client.client import (
     catalog_lags,
 )
 
-__all__ = ["AlreadyExistsError", "IndeterminateError", "InvalidArgumentError", "KuduClient", "KuduError", "KuduTable",
-           "NotFoundError", "UnavailableError", "catalog_lags"]
+__all__ = [
+    "AlreadyExistsError",
+    "IndeterminateError",
+    "InvalidArgumentError",
+    "KuduClient",
+    "KuduError",
+    "KuduTable",
+    "NotFoundError",
+    "UnavailableError",
+    "catalog_lags",
+]

@@ -41,40 +41,59 @@ class KuduError(Exception):
 
 
 class InvalidArgumentError(KuduError):
-    definite = True   # the operation did not take effect (a harness records it as `fail`)
+    definite = True  # the operation did not take effect (a harness records it as `fail`)
     code = "INVALID_ARGUMENT"
 
 
 class NotFoundError(KuduError):
-    definite = True   # the operation did not take effect (a harness records it as `fail`)
+    definite = True  # the operation did not take effect (a harness records it as `fail`)
     code = "NOT_FOUND"
 
 
 class AlreadyExistsError(KuduError):
-    definite = True   # the operation did not take effect (a harness records it as `fail`)
+    definite = True  # the operation did not take effect (a harness records it as `fail`)
     code = "ALREADY_EXISTS"
 
 
 class UnavailableError(KuduError):
-    definite = True   # the operation did not take effect (a harness records it as `fail`)
+    definite = True  # the operation did not take effect (a harness records it as `fail`)
     code = "UNAVAILABLE"
 
 
 class IndeterminateError(KuduError):
-    indeterminate = True   # the operation may or may not have taken effect (`info`)
+    indeterminate = True  # the operation may or may not have taken effect (`info`)
     code = "INDETERMINATE"
 
 
-SUSPECT_S = 2.0   # a server that let a call time out is tried after the others for this long
+SUSPECT_S = 2.0  # a server that let a call time out is tried after the others for this long
 
 # gRPC transport failures that prove the request never reached the server
-_NOT_SENT = ("failed to connect", "connection refused", "connections to all backends failing",
-             "dns resolution failed", "name resolution", "no route to host", "failed to pick subchannel",
-             "channel closed", "unable to resolve", "errors resolving", "domain name not found")
+_NOT_SENT = (
+    "failed to connect",
+    "connection refused",
+    "connections to all backends failing",
+    "dns resolution failed",
+    "name resolution",
+    "no route to host",
+    "failed to pick subchannel",
+    "channel closed",
+    "unable to resolve",
+    "errors resolving",
+    "domain name not found",
+)
 # server answers that say "not applied, try again" (see node/server/host.py raft_error_status)
-_RETRY_PREFIXES = ("NOT_LEADER", "LEADER_NOT_READY", "TRANSFER_IN_PROGRESS", "CONFIG_CHANGE_PENDING", "ABORTED",
-                   "read not confirmed", "catalog not initialized", "STEPPING_DOWN", "NOT_ENOUGH_TSERVERS",
-                   "NEW_MASTER_UNREACHABLE")
+_RETRY_PREFIXES = (
+    "NOT_LEADER",
+    "LEADER_NOT_READY",
+    "TRANSFER_IN_PROGRESS",
+    "CONFIG_CHANGE_PENDING",
+    "ABORTED",
+    "read not confirmed",
+    "catalog not initialized",
+    "STEPPING_DOWN",
+    "NOT_ENOUGH_TSERVERS",
+    "NEW_MASTER_UNREACHABLE",
+)
 
 
 def _not_sent(exc: grpc.RpcError) -> bool:
@@ -85,7 +104,8 @@ def _not_sent(exc: grpc.RpcError) -> bool:
 def _retryable_answer(exc: grpc.RpcError) -> bool:
     d = exc.details() or ""
     return exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE) and d.startswith(
-        _RETRY_PREFIXES)
+        _RETRY_PREFIXES
+    )
 
 
 def _hint(exc: grpc.RpcError) -> tuple[str, str] | None:
@@ -105,7 +125,7 @@ def _raise_definite(exc: grpc.RpcError) -> None:
         raise AlreadyExistsError(exc.details()) from None
     if c == grpc.StatusCode.FAILED_PRECONDITION and not _retryable_answer(exc):
         raise InvalidArgumentError(exc.details()) from None
-    if c == grpc.StatusCode.ABORTED:   # a catalog compare-and-set lost: nothing was changed
+    if c == grpc.StatusCode.ABORTED:  # a catalog compare-and-set lost: nothing was changed
         raise UnavailableError(exc.details()) from None
 
 
@@ -113,8 +133,8 @@ def _raise_definite(exc: grpc.RpcError) -> None:
 class _Tablet:
     tablet_id: str
     partition: int
-    replicas: list[tuple[str, str]]      # (uuid, addr)
-    leader: str | None                   # uuid
+    replicas: list[tuple[str, str]]  # (uuid, addr)
+    leader: str | None  # uuid
 
 
 @dataclass
@@ -133,8 +153,12 @@ def catalog_lags(leader: pb.ReplicaStatus, replica: pb.ReplicaStatus | None) -> 
 class KuduClient:
     """Thread-safe; share one per process. Keys and values are `str` or `int` (signed 64-bit)."""
 
-    def __init__(self, master_addresses: list[str] | str, resolve: Callable[[str], str] | None = None,
-                 default_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        master_addresses: list[str] | str,
+        resolve: Callable[[str], str] | None = None,
+        default_timeout_s: float = 10.0,
+    ) -> None:
         if isinstance(master_addresses, str):
             master_addresses = [a for a in master_addresses.split(",") if a]
         if not master_addresses:
@@ -150,7 +174,7 @@ class KuduClient:
         self._leader_master: str | None = None
         self._meta: dict[str, _TableMeta] = {}
         self._lock = threading.Lock()
-        self._suspects: dict[str, float] = {}   # addr -> until when it is tried last (it timed out)
+        self._suspects: dict[str, float] = {}  # addr -> until when it is tried last (it timed out)
         self._masters_learned = -1e9
 
     def close(self) -> None:
@@ -166,7 +190,9 @@ class KuduClient:
     def _deadline(self, timeout: float | None) -> float:
         return time.monotonic() + (self.default_timeout_s if timeout is None else timeout)
 
-    def _master_call(self, method: str, req: Any, deadline: float, mutating: bool, idempotent: bool = False) -> Any:
+    def _master_call(
+        self, method: str, req: Any, deadline: float, mutating: bool, idempotent: bool = False
+    ) -> Any:
         """Call the leader master; follow hints; retry what provably did not take effect, and, for
         requests the master recognises when repeated (`idempotent`), also what may have."""
         backoff = 0.05
@@ -204,11 +230,12 @@ class KuduClient:
                     h = _hint(exc)
                     self._leader_master = h[1] if h and not self._is_suspect(h[1]) else None
                     if h and h[1] not in self.masters:
-                        self.masters.append(h[1])   # a master added since we were configured
+                        self.masters.append(h[1])  # a master added since we were configured
                     tried.append(addr)
                 elif mutating and not idempotent:
-                    raise IndeterminateError(f"{method} sent to {addr}, outcome unknown: {code.name} "
-                                             f"{exc.details()}") from None
+                    raise IndeterminateError(
+                        f"{method} sent to {addr}, outcome unknown: {code.name} {exc.details()}"
+                    ) from None
                 else:
                     ambiguous = ambiguous or mutating
                     self._leader_master = None
@@ -225,31 +252,43 @@ class KuduClient:
             return
         self._masters_learned = now
         try:
-            resp = cast(pb.ListMastersResponse, self.pool.call(addr, pbg.MasterStub, "ListMasters",
-                                                               pb.ListMastersRequest(), timeout=2.0))
+            resp = cast(
+                pb.ListMastersResponse,
+                self.pool.call(addr, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=2.0),
+            )
         except grpc.RpcError:
             return
         for m in resp.masters:
             if m.addr and m.addr not in self.masters:
                 self.masters.append(m.addr)
 
-    def create_table(self, name: str, num_tablets: int = 3, replication: int = 3, timeout: float | None = None,
-                     wait: bool = True) -> str:
+    def create_table(
+        self,
+        name: str,
+        num_tablets: int = 3,
+        replication: int = 3,
+        timeout: float | None = None,
+        wait: bool = True,
+    ) -> str:
         """Create a table; with `wait`, return once every tablet has a leader. Returns the table id."""
         if not isinstance(name, str) or not isinstance(num_tablets, int) or not isinstance(replication, int):
             raise InvalidArgumentError("name must be str, num_tablets and replication int")
         deadline = self._deadline(timeout)
         # the id makes a retried create recognisable, so an ambiguous failure can be retried safely
-        req = pb.CreateTableRequest(name=name, num_tablets=num_tablets, replication=replication,
-                                    table_id=uuid_mod.uuid4().hex)
+        req = pb.CreateTableRequest(
+            name=name, num_tablets=num_tablets, replication=replication, table_id=uuid_mod.uuid4().hex
+        )
         resp = self._master_call("CreateTable", req, deadline, True, idempotent=True)
         if wait:
             while True:
                 try:
-                    locs = self._master_call("GetTableLocations", pb.GetTableLocationsRequest(name=name), deadline,
-                                             False)
-                    if locs.tablets and all(t.state == "RUNNING" and any(r.role == "LEADER" for r in t.replicas)
-                                            for t in locs.tablets):
+                    locs = self._master_call(
+                        "GetTableLocations", pb.GetTableLocationsRequest(name=name), deadline, False
+                    )
+                    if locs.tablets and all(
+                        t.state == "RUNNING" and any(r.role == "LEADER" for r in t.replicas)
+                        for t in locs.tablets
+                    ):
                         break
                 except (NotFoundError, UnavailableError):
                     pass
@@ -263,8 +302,13 @@ class KuduClient:
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError("table name must be a non-empty str")
         info = self._master_call("GetTableLocations", pb.GetTableLocationsRequest(name=name), deadline, False)
-        self._master_call("DeleteTable", pb.DeleteTableRequest(name=name, table_id=info.table.table_id), deadline,
-                          True, idempotent=True)
+        self._master_call(
+            "DeleteTable",
+            pb.DeleteTableRequest(name=name, table_id=info.table.table_id),
+            deadline,
+            True,
+            idempotent=True,
+        )
         with self._lock:
             self._meta.pop(name, None)
 
@@ -272,8 +316,13 @@ class KuduClient:
         """Set the table's schema version (must grow); returns it."""
         if not isinstance(schema_version, int) or isinstance(schema_version, bool):
             raise InvalidArgumentError("schema_version must be int")
-        resp = self._master_call("AlterTable", pb.AlterTableRequest(name=name, schema_version=schema_version),
-                                 self._deadline(timeout), True, idempotent=True)
+        resp = self._master_call(
+            "AlterTable",
+            pb.AlterTableRequest(name=name, schema_version=schema_version),
+            self._deadline(timeout),
+            True,
+            idempotent=True,
+        )
         with self._lock:
             self._meta.pop(name, None)
         return resp.schema_version
@@ -285,12 +334,18 @@ class KuduClient:
     def table_info(self, name: str, timeout: float | None = None) -> dict[str, Any]:
         meta = self._table(name, self._deadline(timeout), refresh=True)
         i = meta.info
-        return {"table_id": i.table_id, "name": i.name, "num_tablets": i.num_tablets,
-                "replication": i.replication, "schema_version": i.schema_version}
+        return {
+            "table_id": i.table_id,
+            "name": i.name,
+            "num_tablets": i.num_tablets,
+            "replication": i.replication,
+            "schema_version": i.schema_version,
+        }
 
     def table_locations(self, name: str, timeout: float | None = None) -> pb.GetTableLocationsResponse:
-        return self._master_call("GetTableLocations", pb.GetTableLocationsRequest(name=name),
-                                 self._deadline(timeout), False)
+        return self._master_call(
+            "GetTableLocations", pb.GetTableLocationsRequest(name=name), self._deadline(timeout), False
+        )
 
     def list_masters(self, timeout: float | None = None) -> pb.ListMastersResponse:
         return self._master_call("ListMasters", pb.ListMastersRequest(), self._deadline(timeout), False)
@@ -298,10 +353,17 @@ class KuduClient:
     def catalog_replica(self, addr: str, timeout: float = 2.0) -> pb.ReplicaStatus | None:
         """The masters' catalog replica held by the master at `addr`, as that master itself reports it (not
         routed to the leader): its role, term and indexes. None if it holds none; RpcError if unreachable."""
-        catalog = "0" * 32   # the masters' own Raft group has a well-known id (node/master/catalog.py)
-        resp = cast(pb.ListTabletsResponse, self.pool.call(
-            addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=catalog),
-            timeout=timeout))
+        catalog = "0" * 32  # the masters' own Raft group has a well-known id (node/master/catalog.py)
+        resp = cast(
+            pb.ListTabletsResponse,
+            self.pool.call(
+                addr,
+                pbg.ConsensusStub,
+                "ListReplicas",
+                pb.ListTabletsRequest(tablet_id=catalog),
+                timeout=timeout,
+            ),
+        )
         return next((r for r in resp.replicas if r.tablet_id == catalog), None)
 
     def list_tservers(self, timeout: float | None = None) -> pb.ListTServersResponse:
@@ -322,14 +384,23 @@ class KuduClient:
         tablets = {}
         for t in resp.tablets:
             leader = next((r.uuid for r in t.replicas if r.role == "LEADER"), None)
-            tablets[t.partition] = _Tablet(t.tablet_id, t.partition, [(r.uuid, r.addr) for r in t.replicas], leader)
+            tablets[t.partition] = _Tablet(
+                t.tablet_id, t.partition, [(r.uuid, r.addr) for r in t.replicas], leader
+            )
         meta = _TableMeta(resp.table, tablets, time.monotonic())
         with self._lock:
             self._meta[name] = meta
         return meta
 
-    def _tablet_call(self, table: str, partition: int, method: str, build: Callable[[str], Any], deadline: float,
-                     write: bool) -> Any:
+    def _tablet_call(
+        self,
+        table: str,
+        partition: int,
+        method: str,
+        build: Callable[[str], Any],
+        deadline: float,
+        write: bool,
+    ) -> Any:
         """Send to the tablet's leader. Retries only what provably had no effect; an ambiguous failure
         of a write raises IndeterminateError."""
         backoff = 0.02
@@ -350,15 +421,22 @@ class KuduClient:
                 time.sleep(min(backoff, left))
                 backoff = min(backoff * 2, 0.5)
                 continue
-            order = sorted(tab.replicas, key=lambda r: (self._is_suspect(r[1]), r[0] != tab.leader, random.random()))
+            order = sorted(
+                tab.replicas, key=lambda r: (self._is_suspect(r[1]), r[0] != tab.leader, random.random())
+            )
             progressed = False
             for uuid, addr in order:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 try:
-                    resp = self.pool.call(addr, pbg.TabletServerStub, method, build(tab.tablet_id),
-                                          timeout=left if write else min(left, 2.0))
+                    resp = self.pool.call(
+                        addr,
+                        pbg.TabletServerStub,
+                        method,
+                        build(tab.tablet_id),
+                        timeout=left if write else min(left, 2.0),
+                    )
                     tab.leader = uuid
                     return resp
                 except grpc.RpcError as exc:
@@ -367,7 +445,7 @@ class KuduClient:
                     if code == grpc.StatusCode.INVALID_ARGUMENT:
                         raise InvalidArgumentError(exc.details()) from None
                     if code == grpc.StatusCode.NOT_FOUND:
-                        refresh = True   # moved, deleted, or not created yet
+                        refresh = True  # moved, deleted, or not created yet
                         continue
                     if _retryable_answer(exc):
                         h = _hint(exc)
@@ -382,15 +460,16 @@ class KuduClient:
                     if code == grpc.StatusCode.FAILED_PRECONDITION:
                         raise InvalidArgumentError(exc.details()) from None
                     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                        self._suspect(addr)   # paused or partitioned: try the others first for a while
+                        self._suspect(addr)  # paused or partitioned: try the others first for a while
                     if _not_sent(exc) or not write:
                         if tab.leader == uuid:
                             tab.leader = None
                         continue
                     if tab.leader == uuid:
                         tab.leader = None
-                    raise IndeterminateError(f"{method} on {table} sent to {addr}, outcome unknown: "
-                                             f"{code.name} {exc.details()}") from None
+                    raise IndeterminateError(
+                        f"{method} on {table} sent to {addr}, outcome unknown: {code.name} {exc.details()}"
+                    ) from None
             if not progressed:
                 time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
                 backoff = min(backoff * 2, 0.3)
@@ -425,8 +504,14 @@ class KuduClient:
         """The row's value, or None if there is no row. Linearizable."""
         key = self._check(key, "key")
         deadline = self._deadline(timeout)
-        resp = self._tablet_call(table, self._partition(table, key, deadline), "Read",
-                                 lambda tid: pb.ReadRequest(tablet_id=tid, key=to_pb(key)), deadline, write=False)
+        resp = self._tablet_call(
+            table,
+            self._partition(table, key, deadline),
+            "Read",
+            lambda tid: pb.ReadRequest(tablet_id=tid, key=to_pb(key)),
+            deadline,
+            write=False,
+        )
         return from_pb(resp.value) if resp.found else None
 
     def put(self, table: str, key: Scalar, value: Scalar, timeout: float | None = None) -> None:
@@ -435,12 +520,20 @@ class KuduClient:
     def delete(self, table: str, key: Scalar, timeout: float | None = None) -> None:
         self.batch(table, [("delete", key)], timeout)
 
-    def cas(self, table: str, key: Scalar, expected: Scalar | None, new: Scalar | None,
-            timeout: float | None = None) -> bool:
+    def cas(
+        self,
+        table: str,
+        key: Scalar,
+        expected: Scalar | None,
+        new: Scalar | None,
+        timeout: float | None = None,
+    ) -> bool:
         """Set key to `new` iff it currently holds `expected` (None = no row / delete). True if it did."""
         return self.batch(table, [("cas", key, expected, new)], timeout)[0][0]
 
-    def batch(self, table: str, ops: Iterable[tuple], timeout: float | None = None) -> list[tuple[bool, Scalar | None]]:
+    def batch(
+        self, table: str, ops: Iterable[tuple], timeout: float | None = None
+    ) -> list[tuple[bool, Scalar | None]]:
         """Apply row ops: ("put", k, v), ("delete", k), ("cas", k, expected, new). The ops of each tablet
         are applied atomically (all or none: a failed CAS cancels that tablet's ops). Returns, per op,
         (applied, previous value). Raises IndeterminateError if any tablet's outcome is unknown."""
@@ -450,17 +543,30 @@ class KuduClient:
                 raise InvalidArgumentError(f"bad row op {o!r}")
             kind = o[0]
             if kind == "put" and len(o) == 3:
-                parsed.append(pb.RowOp(type=pb.RowOp.PUT, key=to_pb(self._check(o[1], "key")),
-                                       value=to_pb(self._check(o[2], "value"))))
+                parsed.append(
+                    pb.RowOp(
+                        type=pb.RowOp.PUT,
+                        key=to_pb(self._check(o[1], "key")),
+                        value=to_pb(self._check(o[2], "value")),
+                    )
+                )
             elif kind == "delete" and len(o) == 2:
                 parsed.append(pb.RowOp(type=pb.RowOp.DELETE, key=to_pb(self._check(o[1], "key"))))
             elif kind == "cas" and len(o) == 4:
                 exp = None if o[2] is None else self._check(o[2], "expected")
                 new = None if o[3] is None else self._check(o[3], "value")
-                parsed.append(pb.RowOp(type=pb.RowOp.CAS, key=to_pb(self._check(o[1], "key")), value=to_pb(new),
-                                       expected=to_pb(exp)))
+                parsed.append(
+                    pb.RowOp(
+                        type=pb.RowOp.CAS,
+                        key=to_pb(self._check(o[1], "key")),
+                        value=to_pb(new),
+                        expected=to_pb(exp),
+                    )
+                )
             else:
-                raise InvalidArgumentError(f"bad row op {o!r}: expected ('put',k,v), ('delete',k) or ('cas',k,exp,new)")
+                raise InvalidArgumentError(
+                    f"bad row op {o!r}: expected ('put',k,v), ('delete',k) or ('cas',k,exp,new)"
+                )
         if not parsed:
             raise InvalidArgumentError("empty batch")
         deadline = self._deadline(timeout)
@@ -475,6 +581,7 @@ class KuduClient:
 
             def build(tid: str, sub: list[pb.RowOp] = sub) -> pb.WriteRequest:
                 return pb.WriteRequest(tablet_id=tid, ops=sub)
+
             try:
                 resp = self._tablet_call(table, part, "Write", build, deadline, write=True)
             except IndeterminateError as exc:
@@ -490,8 +597,9 @@ class KuduClient:
             raise indeterminate
         return out
 
-    def scan(self, table: str, start: Scalar | None = None, end: Scalar | None = None,
-             timeout: float | None = None) -> list[tuple[Scalar, Scalar]]:
+    def scan(
+        self, table: str, start: Scalar | None = None, end: Scalar | None = None, timeout: float | None = None
+    ) -> list[tuple[Scalar, Scalar]]:
         """Rows with start <= key < end (None = unbounded), in key order (ints before strings).
         Each tablet is read linearizably; the scan as a whole is not one snapshot."""
         start = None if start is None else self._check(start, "start")
@@ -500,8 +608,14 @@ class KuduClient:
         meta = self._table(table, deadline)
         rows: list[tuple[Scalar, Scalar]] = []
         for part in range(meta.info.num_tablets):
-            resp = self._tablet_call(table, part, "Scan", lambda tid: pb.ScanRequest(tablet_id=tid, start=to_pb(start),
-                                                                                     end=to_pb(end)), deadline, False)
+            resp = self._tablet_call(
+                table,
+                part,
+                "Scan",
+                lambda tid: pb.ScanRequest(tablet_id=tid, start=to_pb(start), end=to_pb(end)),
+                deadline,
+                False,
+            )
             # a stored row always has a key and a value (a delete removes the row)
             rows.extend((cast(Scalar, from_pb(r.key)), cast(Scalar, from_pb(r.value))) for r in resp.rows)
         rows.sort(key=lambda kv: sort_key(kv[0]))
@@ -523,12 +637,15 @@ class KuduTable:
     def delete(self, key: Scalar, timeout: float | None = None) -> None:
         self.client.delete(self.name, key, timeout)
 
-    def cas(self, key: Scalar, expected: Scalar | None, new: Scalar | None, timeout: float | None = None) -> bool:
+    def cas(
+        self, key: Scalar, expected: Scalar | None, new: Scalar | None, timeout: float | None = None
+    ) -> bool:
         return self.client.cas(self.name, key, expected, new, timeout)
 
     def batch(self, ops: Iterable[tuple], timeout: float | None = None) -> list[tuple[bool, Scalar | None]]:
         return self.client.batch(self.name, ops, timeout)
 
-    def scan(self, start: Scalar | None = None, end: Scalar | None = None,
-             timeout: float | None = None) -> list[tuple[Scalar, Scalar]]:
+    def scan(
+        self, start: Scalar | None = None, end: Scalar | None = None, timeout: float | None = None
+    ) -> list[tuple[Scalar, Scalar]]:
         return self.client.scan(self.name, start, end, timeout)

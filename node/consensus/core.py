@@ -42,8 +42,14 @@ from faultline.node.consensus.types import (
 )
 
 # The bug modes (members of node/bugs.py's Bug; each compares equal to its name) this core implements.
-CORE_BUGS: tuple[Bug, ...] = (Bug.COMMIT_PRIOR_TERM, Bug.COUNT_NONVOTER_ACKS, Bug.VOTE_NOT_DURABLE,
-                              Bug.FOLLOWER_COMMIT_PAST_BATCH, Bug.NO_VOTE_WITHHOLDING, Bug.STALE_LEADER_READS)
+CORE_BUGS: tuple[Bug, ...] = (
+    Bug.COMMIT_PRIOR_TERM,
+    Bug.COUNT_NONVOTER_ACKS,
+    Bug.VOTE_NOT_DURABLE,
+    Bug.FOLLOWER_COMMIT_PAST_BATCH,
+    Bug.NO_VOTE_WITHHOLDING,
+    Bug.STALE_LEADER_READS,
+)
 
 
 class ConsensusInvariantError(AssertionError):
@@ -74,8 +80,13 @@ class _PendingRead:
 class RaftCore:
     """One replica of one Raft group."""
 
-    def __init__(self, uuid: str, state: PersistentState, options: Options | None = None,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        uuid: str,
+        state: PersistentState,
+        options: Options | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         self.uuid = uuid
         self.opts = options or Options()
         self.rng = rng or random.Random(0)
@@ -114,7 +125,9 @@ class RaftCore:
         self._current_term_committed = False
         self._transfer_campaign = False
         self.failure_detection = True  # False: campaign only when asked (campaign_now), never on a timeout
-        self.max_batch_entries = self.opts.max_batch_entries  # entries per AppendRequest; changeable at runtime
+        self.max_batch_entries = (
+            self.opts.max_batch_entries
+        )  # entries per AppendRequest; changeable at runtime
         # outputs accumulated for the next ready()
         self._msgs: list[Message] = []
         self._events: list[Event] = []
@@ -159,11 +172,15 @@ class RaftCore:
     def _truncate(self, index: int) -> None:
         """Drop entries >= index (a conflict with the leader's log)."""
         if index <= self.commit_index:
-            raise ConsensusInvariantError(f"{self.uuid}: truncating committed entry {index} (commit {self.commit_index})")
+            raise ConsensusInvariantError(
+                f"{self.uuid}: truncating committed entry {index} (commit {self.commit_index})"
+            )
         del self.log[index - self.log_start :]
         if index <= self._stable_last:
             self._stable_last = index - 1
-            self._pending_truncate = index if self._pending_truncate is None else min(self._pending_truncate, index)
+            self._pending_truncate = (
+                index if self._pending_truncate is None else min(self._pending_truncate, index)
+            )
         self._recompute_config()
 
     # ------------------------------------------------------------ config
@@ -207,8 +224,9 @@ class RaftCore:
     def _send(self, msg: Message) -> None:
         self._msgs.append(msg)
 
-    def _event(self, kind: EventKind, leader: str | None = None, config: RaftConfig | None = None,
-               detail: str = "") -> None:
+    def _event(
+        self, kind: EventKind, leader: str | None = None, config: RaftConfig | None = None, detail: str = ""
+    ) -> None:
         self._events.append(Event(kind, self.term, leader, config, detail))
 
     def _hard_state(self) -> HardState:
@@ -310,8 +328,17 @@ class RaftCore:
         self._heartbeat_elapsed = 0
         for u in self.config.voters():
             if u != self.uuid and u not in self._votes:
-                self._send(VoteRequest(self.uuid, u, self.term, self.last_term(), self.last_index(), False,
-                                       self._transfer_campaign))
+                self._send(
+                    VoteRequest(
+                        self.uuid,
+                        u,
+                        self.term,
+                        self.last_term(),
+                        self.last_index(),
+                        False,
+                        self._transfer_campaign,
+                    )
+                )
 
     # ------------------------------------------------------------ elections
     def _become_follower(self, term: int, leader: str | None) -> None:
@@ -356,7 +383,9 @@ class RaftCore:
             return
         for u in self.config.voters():
             if u != self.uuid:
-                self._send(VoteRequest(self.uuid, u, term, self.last_term(), self.last_index(), pre, transfer))
+                self._send(
+                    VoteRequest(self.uuid, u, term, self.last_term(), self.last_index(), pre, transfer)
+                )
 
     def _count_votes(self, granted: bool) -> int:
         return sum(1 for u, g in self._votes.items() if g == granted and self.config.is_voter(u))
@@ -380,7 +409,11 @@ class RaftCore:
 
     def _on_vote_request(self, m: VoteRequest) -> None:
         def answer(granted: bool, reason: str, term: int | None = None) -> None:
-            self._send(VoteResponse(self.uuid, m.src, self.term if term is None else term, granted, m.pre_vote, reason))
+            self._send(
+                VoteResponse(
+                    self.uuid, m.src, self.term if term is None else term, granted, m.pre_vote, reason
+                )
+            )
 
         if m.term < self.term:
             answer(False, "stale term")
@@ -429,7 +462,8 @@ class RaftCore:
         self._transfer_target = None
         self.progress = {
             u: Progress(next=self.last_index() + 1, last_contact=self.now)
-            for u in self.config.uuids() if u != self.uuid
+            for u in self.config.uuids()
+            if u != self.uuid
         }
         self._event(EventKind.BECAME_LEADER, leader=self.uuid)
         self._event(EventKind.LEADER_CHANGED, leader=self.uuid)
@@ -468,13 +502,19 @@ class RaftCore:
             entries = tuple(self.entries_from(pr.next, pr.next + self.max_batch_entries - 1))
             pr.next += len(entries)
         pr.inflight = bool(entries) or pr.probing
-        self._send(AppendRequest(self.uuid, peer, self.term, prev, prev_term, entries, self.commit_index, self._seq))
+        self._send(
+            AppendRequest(self.uuid, peer, self.term, prev, prev_term, entries, self.commit_index, self._seq)
+        )
 
     def _config_at(self, index: int) -> RaftConfig | None:
         """The committed config as of `index` (applied, so committed); None when this log cannot tell."""
         best = self.committed_config if self.committed_config.opid_index <= index else None
         for e in self.entries_from(self.log_start, index):
-            if e.type == EntryType.CONFIG and e.config is not None and (best is None or e.index > best.opid_index):
+            if (
+                e.type == EntryType.CONFIG
+                and e.config is not None
+                and (best is None or e.index > best.opid_index)
+            ):
                 best = e.config
         return best
 
@@ -567,7 +607,9 @@ class RaftCore:
     # ------------------------------------------------------------ replication (follower)
     def _on_append_request(self, m: AppendRequest) -> None:
         if m.term < self.term:
-            self._send(AppendResponse(self.uuid, m.src, self.term, False, last_index=self.last_index(), seq=m.seq))
+            self._send(
+                AppendResponse(self.uuid, m.src, self.term, False, last_index=self.last_index(), seq=m.seq)
+            )
             return
         if m.term > self.term or self.role != Role.FOLLOWER or self.leader_id != m.src:
             self._become_follower(m.term, m.src)
@@ -575,8 +617,17 @@ class RaftCore:
         self._contact_elapsed = 0
 
         def reject(conflict: int = 0) -> None:
-            self._send(AppendResponse(self.uuid, m.src, self.term, False, last_index=self.last_index(),
-                                      conflict_index=conflict, seq=m.seq))
+            self._send(
+                AppendResponse(
+                    self.uuid,
+                    m.src,
+                    self.term,
+                    False,
+                    last_index=self.last_index(),
+                    conflict_index=conflict,
+                    seq=m.seq,
+                )
+            )
 
         if m.prev_index > self.last_index():
             reject()
@@ -612,8 +663,17 @@ class RaftCore:
         target = min(m.commit_index, bound)
         if target > self.commit_index:
             self._set_commit(target)
-        self._send(AppendResponse(self.uuid, m.src, self.term, True, match_index=received,
-                                  last_index=self.last_index(), seq=m.seq))
+        self._send(
+            AppendResponse(
+                self.uuid,
+                m.src,
+                self.term,
+                True,
+                match_index=received,
+                last_index=self.last_index(),
+                seq=m.seq,
+            )
+        )
 
     def _on_install_snapshot(self, m: InstallSnapshot) -> None:
         """A snapshot beyond what this replica committed, whose last entry its log does not hold, replaces
@@ -641,8 +701,11 @@ class RaftCore:
             self._recompute_config()
             self._update_role_for_membership()
             self._snapshot = Snapshot(m.index, m.snap_term, m.config, m.data)
-        self._send(AppendResponse(self.uuid, m.src, self.term, True, match_index=m.index,
-                                  last_index=self.last_index()))
+        self._send(
+            AppendResponse(
+                self.uuid, m.src, self.term, True, match_index=m.index, last_index=self.last_index()
+            )
+        )
 
     def _on_timeout_now(self, m: TimeoutNow) -> None:
         if m.term != self.term or not self.config.is_voter(self.uuid) or self.role == Role.LEADER:
@@ -662,7 +725,9 @@ class RaftCore:
             if isinstance(m, VoteResponse) and m.pre_vote and m.granted:
                 pass  # a granted pre-vote carries the proposed term, not the voter's
             else:
-                self._become_follower(m.term, m.src if isinstance(m, AppendRequest | InstallSnapshot) else None)
+                self._become_follower(
+                    m.term, m.src if isinstance(m, AppendRequest | InstallSnapshot) else None
+                )
         if isinstance(m, AppendRequest):
             self._on_append_request(m)
         elif isinstance(m, InstallSnapshot):
@@ -701,11 +766,18 @@ class RaftCore:
         if not self._current_term_committed:
             raise RaftError(ErrorCode.LEADER_NOT_READY, "no entry of the current term is committed yet")
         if self.pending_config_index() is not None:
-            raise RaftError(ErrorCode.CONFIG_CHANGE_PENDING, f"config at {self.pending_config_index()} pending")
-        if change.cas_config_index is not None and change.cas_config_index != self.committed_config.opid_index:
-            raise RaftError(ErrorCode.CAS_FAILED,
-                            f"committed config index is {self.committed_config.opid_index}, "
-                            f"not {change.cas_config_index}")
+            raise RaftError(
+                ErrorCode.CONFIG_CHANGE_PENDING, f"config at {self.pending_config_index()} pending"
+            )
+        if (
+            change.cas_config_index is not None
+            and change.cas_config_index != self.committed_config.opid_index
+        ):
+            raise RaftError(
+                ErrorCode.CAS_FAILED,
+                f"committed config index is {self.committed_config.opid_index}, "
+                f"not {change.cas_config_index}",
+            )
         old = self.config
         cur = old.peer(change.peer.uuid)
         peers = list(old.peers)
@@ -718,18 +790,25 @@ class RaftCore:
                 raise RaftError(ErrorCode.INVALID_CONFIG_CHANGE, f"{change.peer.uuid} is not a member")
             if change.peer.uuid == self.uuid:
                 self.transfer_leadership(None)
-                raise RaftError(ErrorCode.STEPPING_DOWN, "removing the leader: transferring leadership first",
-                                self._transfer_target)
+                raise RaftError(
+                    ErrorCode.STEPPING_DOWN,
+                    "removing the leader: transferring leadership first",
+                    self._transfer_target,
+                )
             if cur.member_type == MemberType.VOTER and len(old.voters()) == 1:
                 raise RaftError(ErrorCode.INVALID_CONFIG_CHANGE, "cannot remove the last voter")
             peers = [p for p in peers if p.uuid != change.peer.uuid]
         else:
             if cur is None:
                 raise RaftError(ErrorCode.INVALID_CONFIG_CHANGE, f"{change.peer.uuid} is not a member")
-            if (change.peer.uuid == self.uuid and change.peer.member_type != MemberType.VOTER):
+            if change.peer.uuid == self.uuid and change.peer.member_type != MemberType.VOTER:
                 raise RaftError(ErrorCode.INVALID_CONFIG_CHANGE, "the leader cannot demote itself")
-            peers = [replace(p, member_type=change.peer.member_type, promote=change.peer.promote)
-                     if p.uuid == cur.uuid else p for p in peers]
+            peers = [
+                replace(p, member_type=change.peer.member_type, promote=change.peer.promote)
+                if p.uuid == cur.uuid
+                else p
+                for p in peers
+            ]
         idx = self.last_index() + 1
         new = RaftConfig(tuple(peers), idx)
         if len(set(old.voters()) ^ set(new.voters())) > 1:
@@ -830,8 +909,11 @@ class RaftCore:
             if prev_term is None:
                 self._send_append(u, heartbeat=True)
             else:
-                self._send(AppendRequest(self.uuid, u, self.term, pr.match, prev_term, (), self.commit_index,
-                                         self._seq))
+                self._send(
+                    AppendRequest(
+                        self.uuid, u, self.term, pr.match, prev_term, (), self.commit_index, self._seq
+                    )
+                )
         self._unsent_round = self._seq
 
     def _release_reads(self) -> None:
@@ -839,7 +921,9 @@ class RaftCore:
             return
         acks = []
         for u in self.config.voters():
-            acks.append(self._seq if u == self.uuid else (self.progress[u].acked_seq if u in self.progress else 0))
+            acks.append(
+                self._seq if u == self.uuid else (self.progress[u].acked_seq if u in self.progress else 0)
+            )
         acks.sort(reverse=True)
         confirmed = acks[self.config.majority() - 1]
         while self._reads and self._reads[0].seq <= confirmed:
@@ -892,7 +976,14 @@ class RaftCore:
 
     def status(self) -> dict:
         return {
-            "uuid": self.uuid, "role": self.role.value, "term": self.term, "leader": self.leader_id,
-            "voted_for": self.voted_for, "commit_index": self.commit_index, "last_index": self.last_index(),
-            "applied_index": self.applied_index, "config": self.config, "committed_config": self.committed_config,
+            "uuid": self.uuid,
+            "role": self.role.value,
+            "term": self.term,
+            "leader": self.leader_id,
+            "voted_for": self.voted_for,
+            "commit_index": self.commit_index,
+            "last_index": self.last_index(),
+            "applied_index": self.applied_index,
+            "config": self.config,
+            "committed_config": self.committed_config,
         }

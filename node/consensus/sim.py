@@ -76,7 +76,7 @@ class SimOptions:
     snapshots: bool = False  # compact logs at random; leaders catch followers up by InstallSnapshot
 
     def __post_init__(self) -> None:
-        self.bugs = BugSet(self.bugs)   # an unknown name fails here rather than never firing
+        self.bugs = BugSet(self.bugs)  # an unknown name fails here rather than never firing
 
 
 @dataclass
@@ -213,10 +213,15 @@ class Simulation:
         self.trace.append(f"t={self.now:4d} {line}")
 
     def _start(self, s: _Server) -> None:
-        opts = Options(election_ticks=ELECTION_TICKS, heartbeat_ticks=HEARTBEAT_TICKS,
-                       max_batch_entries=self.profile.max_batch, promote_lag_entries=2,
-                       failed_after_ticks=5 * ELECTION_TICKS, bugs=self.opts.bugs,
-                       install_snapshots=self.opts.snapshots)
+        opts = Options(
+            election_ticks=ELECTION_TICKS,
+            heartbeat_ticks=HEARTBEAT_TICKS,
+            max_batch_entries=self.profile.max_batch,
+            promote_lag_entries=2,
+            failed_after_ticks=5 * ELECTION_TICKS,
+            bugs=self.opts.bugs,
+            install_snapshots=self.opts.snapshots,
+        )
         state = PersistentState(s.hs, s.config, tuple(s.log), s.log_start, s.prev_term, s.snap_index)
         s.core = RaftCore(s.uuid, state, opts, random.Random(self.rng.getrandbits(32)))
         s.seen_commit = 0
@@ -268,8 +273,11 @@ class Simulation:
             for rs in r.read_states:
                 bound = self.reads.pop(rs.ctx, None)
                 if rs.ok and bound is not None and rs.index < bound:
-                    raise Violation("read-index", f"{s.uuid} answered a read at index {rs.index}, but index "
-                                    f"{bound} was committed before the read was requested")
+                    raise Violation(
+                        "read-index",
+                        f"{s.uuid} answered a read at index {rs.index}, but index "
+                        f"{bound} was committed before the read was requested",
+                    )
             for ev in r.events:
                 self._on_event(s, ev)
             core.advance(r)
@@ -290,8 +298,11 @@ class Simulation:
             key = (e.type, e.payload, e.config, prev_term)
             old = self.entry_key.setdefault((e.index, e.term), key)
             if old != key:
-                raise Violation("log-matching", f"{s.uuid} holds entry ({e.index}, term {e.term}) that differs "
-                                "from another replica's entry with the same index and term")
+                raise Violation(
+                    "log-matching",
+                    f"{s.uuid} holds entry ({e.index}, term {e.term}) that differs "
+                    "from another replica's entry with the same index and term",
+                )
             s.log.append(e)
         if r.hard_state is not None:
             s.hs = r.hard_state
@@ -303,7 +314,9 @@ class Simulation:
         assert core is not None
         c = r.commit_index
         if c < s.seen_commit:
-            raise Violation("commit-monotonic", f"{s.uuid} commit index went back from {s.seen_commit} to {c}")
+            raise Violation(
+                "commit-monotonic", f"{s.uuid} commit index went back from {s.seen_commit} to {c}"
+            )
         if c == s.seen_commit:
             return
         for i in range(s.seen_commit + 1, c + 1):
@@ -314,15 +327,20 @@ class Simulation:
             key = (e.type, e.payload, e.config)
             old = self.committed.setdefault(i, (t, key))
             if old != (t, key):
-                raise Violation("state-machine-safety", f"{s.uuid} committed ({i}, term {t}) but ({i}, term "
-                                f"{old[0]}) was committed before")
+                raise Violation(
+                    "state-machine-safety",
+                    f"{s.uuid} committed ({i}, term {t}) but ({i}, term {old[0]}) was committed before",
+                )
         self.max_committed = max(self.max_committed, c)
         if core.role == Role.LEADER:
             t = core.term_at(c)
             holders = [v for v in core.config.voters() if self.servers[v].holds(c, t)]
             if len(holders) < core.config.majority():
-                raise Violation("voters-only", f"leader {s.uuid} committed index {c} held by voters {holders} "
-                                f"only; its config's voters are {core.config.voters()}")
+                raise Violation(
+                    "voters-only",
+                    f"leader {s.uuid} committed index {c} held by voters {holders} "
+                    f"only; its config's voters are {core.config.voters()}",
+                )
             self._check_electable(s.uuid, core.config, c, t)
         self.result.commits += c - s.seen_commit
         s.seen_commit = c
@@ -338,16 +356,22 @@ class Simulation:
             mine = self.servers[x].last()
             supporters = [v for v in voters if self.servers[v].last() <= mine]
             if len(supporters) >= config.majority():
-                raise Violation("committed-not-durable", f"leader {leader} committed ({index}, term {term}) but "
-                                f"{x}, whose log lacks it, could win an election with votes of {supporters}")
+                raise Violation(
+                    "committed-not-durable",
+                    f"leader {leader} committed ({index}, term {term}) but "
+                    f"{x}, whose log lacks it, could win an election with votes of {supporters}",
+                )
 
     def _apply(self, s: _Server, r: Ready) -> None:
         for e in r.committed_entries:
             key = (e.term, (e.type, e.payload, e.config))
             old = self.applied.setdefault(e.index, key)
             if old != key:
-                raise Violation("state-machine-safety", f"{s.uuid} applied ({e.index}, term {e.term}) but another "
-                                f"replica applied ({e.index}, term {old[0]})")
+                raise Violation(
+                    "state-machine-safety",
+                    f"{s.uuid} applied ({e.index}, term {e.term}) but another "
+                    f"replica applied ({e.index}, term {old[0]})",
+                )
             if e.payload == self._live_payload:
                 self._live_done = True
 
@@ -362,18 +386,23 @@ class Simulation:
             other = self.leaders.setdefault(ev.term, s.uuid)
             if other != s.uuid:
                 raise Violation("election-safety", f"{s.uuid} and {other} are both leaders of term {ev.term}")
-            for i in range(core.log_start, self.max_committed + 1):   # below it: the snapshot, all committed
+            for i in range(core.log_start, self.max_committed + 1):  # below it: the snapshot, all committed
                 want = self.committed.get(i)
                 if want is not None and core.term_at(i) != want[0]:
-                    raise Violation("leader-completeness", f"new leader {s.uuid} (term {ev.term}) lacks committed "
-                                    f"entry ({i}, term {want[0]}); it has term {core.term_at(i)}")
+                    raise Violation(
+                        "leader-completeness",
+                        f"new leader {s.uuid} (term {ev.term}) lacks committed "
+                        f"entry ({i}, term {want[0]}); it has term {core.term_at(i)}",
+                    )
             self._log(f"{s.uuid} leader of term {ev.term} (last index {core.last_index()})")
             self.stable_since = self.now
             if self.rng.random() < self.profile.p_isolate_new_leader:
                 self._isolate_next = s.uuid
         elif ev.kind in (EventKind.CONFIG_COMMITTED, EventKind.TRANSFER_STARTED, EventKind.LOST_LEADERSHIP):
-            self._log(f"{s.uuid}: {ev.kind.value} {ev.detail}"
-                      + (f" voters={ev.config.voters()}" if ev.config else ""))
+            self._log(
+                f"{s.uuid}: {ev.kind.value} {ev.detail}"
+                + (f" voters={ev.config.voters()}" if ev.config else "")
+            )
         if ev.kind in (EventKind.CONFIG_CHANGED, EventKind.TRANSFER_STARTED, EventKind.LOST_LEADERSHIP):
             self.stable_since = self.now
 
@@ -384,10 +413,15 @@ class Simulation:
             if core is None or core.role != Role.LEADER:
                 continue
             # config entries not committed anywhere yet (a restarted leader may not know that older ones were)
-            pending = [e.index for e in core.entries_from(core.committed_config.opid_index + 1, core.last_index())
-                       if e.type == EntryType.CONFIG and self.committed.get(e.index, (None,))[0] != e.term]
+            pending = [
+                e.index
+                for e in core.entries_from(core.committed_config.opid_index + 1, core.last_index())
+                if e.type == EntryType.CONFIG and self.committed.get(e.index, (None,))[0] != e.term
+            ]
             if len(pending) > 1:
-                raise Violation("one-pending-change", f"leader {s.uuid} has config entries {pending} uncommitted")
+                raise Violation(
+                    "one-pending-change", f"leader {s.uuid} has config entries {pending} uncommitted"
+                )
 
     def _top_term(self) -> int:
         return max(x.core.term for x in self.servers.values() if x.core is not None) if self._live() else 0
@@ -410,9 +444,16 @@ class Simulation:
             return None
         if core.term < self._top_term() or not core.config.is_voter(leader.uuid):
             return None
-        linked = [v for v in core.config.voters()
-                  if v == leader.uuid or (self.servers[v].core is not None and self._link_age(leader.uuid, v) >= settle
-                                          and self.now - self.node_since[v] >= settle)]
+        linked = [
+            v
+            for v in core.config.voters()
+            if v == leader.uuid
+            or (
+                self.servers[v].core is not None
+                and self._link_age(leader.uuid, v) >= settle
+                and self.now - self.node_since[v] >= settle
+            )
+        ]
         if len(linked) < core.config.majority():
             return None
         self._stable_linked = linked
@@ -423,9 +464,12 @@ class Simulation:
             return
         top = self._top_term()
         if top > before[1]:
-            raise Violation("disruption", f"leader {before[0]} of term {before[1]} was heard by voters "
-                            f"{self._stable_linked} (a majority) over a reliable network, yet an election for term "
-                            f"{top} took place (votes were not withheld)")
+            raise Violation(
+                "disruption",
+                f"leader {before[0]} of term {before[1]} was heard by voters "
+                f"{self._stable_linked} (a majority) over a reliable network, yet an election for term "
+                f"{top} took place (votes were not withheld)",
+            )
 
     def _unstable(self) -> None:
         self.stable_since = self.now
@@ -464,7 +508,9 @@ class Simulation:
                 g.add_edges_from((a, b) for a in ext for b in ext if a < b)
         elif shape == "ring":
             order = rng.sample(members, len(members))
-            g.add_edges_from((order[i], order[(i + 1) % len(order)]) for i in range(len(order)) if len(order) > 1)
+            g.add_edges_from(
+                (order[i], order[(i + 1) % len(order)]) for i in range(len(order)) if len(order) > 1
+            )
         elif shape == "cut-link":
             g.add_edges_from((a, b) for a in members for b in members if a < b)
             a = leaders[0].uuid if leaders else rng.choice(members)
@@ -516,8 +562,9 @@ class Simulation:
             if rng.random() < p.p_config:
                 self._config_change(s)
             if rng.random() < p.p_transfer:
-                target = core.transfer_leadership(rng.choice([None, *core.config.voters()])
-                                                  if rng.random() < 0.5 else None)
+                target = core.transfer_leadership(
+                    rng.choice([None, *core.config.voters()]) if rng.random() < 0.5 else None
+                )
                 self._log(f"{s.uuid}: transfer leadership to {target}")
             if rng.random() < p.p_step_down:
                 core.step_down()
@@ -552,7 +599,9 @@ class Simulation:
             self._set_graph(g)
             self._start(new)
             kind = rng.choice([MemberType.NON_VOTER, MemberType.NON_VOTER, MemberType.VOTER])
-            peer = Peer(uuid, f"{uuid}:7050", kind, promote=kind == MemberType.NON_VOTER and rng.random() < 0.8)
+            peer = Peer(
+                uuid, f"{uuid}:7050", kind, promote=kind == MemberType.NON_VOTER and rng.random() < 0.8
+            )
             cas = core.committed_config.opid_index if rng.random() < 0.5 else None
             if self._change(s, ConfigChange(ChangeType.ADD_PEER, peer, cas)) and action == "move":
                 victims = [v for v in core.config.voters() if v != uuid]
@@ -574,7 +623,9 @@ class Simulation:
         except RaftError as exc:
             self._log(f"{s.uuid}: {change.type.value} {change.peer.uuid} refused: {exc.code.value}")
             return False
-        self._log(f"{s.uuid}: {change.type.value} {change.peer.uuid} {change.peer.member_type.value} at {idx}")
+        self._log(
+            f"{s.uuid}: {change.type.value} {change.peer.uuid} {change.peer.member_type.value} at {idx}"
+        )
         self._unstable()
         return True
 
@@ -586,8 +637,11 @@ class Simulation:
         cfg = max(leaders, key=lambda x: x.core.term if x.core else 0).core.committed_config  # type: ignore[union-attr]
         for u, s in self.servers.items():
             if not s.destroyed and cfg.peer(u) is None and s.log and self.rng.random() < 0.05:
-                if any(x.core is not None and x.core.config.peer(u) is not None for x in self.servers.values()
-                       if x.uuid != u):
+                if any(
+                    x.core is not None and x.core.config.peer(u) is not None
+                    for x in self.servers.values()
+                    if x.uuid != u
+                ):
                     continue
                 s.destroyed = True
                 s.core = None
@@ -620,7 +674,10 @@ class Simulation:
                 self._restart(bounced)
         if rng.random() < p.p_partition:
             self._partition()
-        elif rng.random() < p.p_heal and self.graph.number_of_edges() < len(self.graph) * (len(self.graph) - 1) // 2:
+        elif (
+            rng.random() < p.p_heal
+            and self.graph.number_of_edges() < len(self.graph) * (len(self.graph) - 1) // 2
+        ):
             self._heal()
         live = self._live()
         if live and rng.random() < p.p_crash:
@@ -704,8 +761,11 @@ class Simulation:
             self._tick()
             if self._live_done:
                 return
-            leaders = [s for s in self._leaders() if s.core is not None and s.core.current_term_committed()
-                       and s.core.transfer_target() is None]
+            leaders = [
+                s
+                for s in self._leaders()
+                if s.core is not None and s.core.current_term_committed() and s.core.transfer_target() is None
+            ]
             if leaders:
                 s = max(leaders, key=lambda x: x.core.term)  # type: ignore[union-attr]
                 assert s.core is not None
@@ -717,8 +777,10 @@ class Simulation:
                     except RaftError:
                         pass
         roles = {u: (s.core.role.value, s.core.term) if s.core else "down" for u, s in self.servers.items()}
-        raise Violation("liveness", f"no proposal committed within {self.opts.liveness_ticks} ticks of healing; "
-                        f"replicas: {roles}")
+        raise Violation(
+            "liveness",
+            f"no proposal committed within {self.opts.liveness_ticks} ticks of healing; replicas: {roles}",
+        )
 
 
 def simulate(seed: int, opts: SimOptions | None = None) -> SimResult:

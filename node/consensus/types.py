@@ -130,7 +130,9 @@ class HardState:
 @dataclass(frozen=True)
 class ConfigChange:
     type: ChangeType
-    peer: Peer  # for REMOVE_PEER only uuid matters; for MODIFY_PEER member_type and promote are the new values
+    peer: (
+        Peer  # for REMOVE_PEER only uuid matters; for MODIFY_PEER member_type and promote are the new values
+    )
     cas_config_index: int | None = None  # refuse unless the committed config's opid_index equals this
 
 
@@ -278,8 +280,13 @@ class Ready:
     snapshot: Snapshot | None = None
 
     def must_persist(self) -> bool:
-        return bool(self.entries or self.truncate_from is not None or self.hard_state or self.committed_config
-                    or self.snapshot)
+        return bool(
+            self.entries
+            or self.truncate_from is not None
+            or self.hard_state
+            or self.committed_config
+            or self.snapshot
+        )
 
     def empty(self) -> bool:
         return not (

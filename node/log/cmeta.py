@@ -25,15 +25,24 @@ class CmetaCorruption(Exception):
 def config_to_json(c: RaftConfig) -> dict:
     return {
         "opid_index": c.opid_index,
-        "peers": [{"uuid": p.uuid, "address": p.address, "member_type": p.member_type.value,
-                   "promote": p.promote} for p in c.peers],
+        "peers": [
+            {"uuid": p.uuid, "address": p.address, "member_type": p.member_type.value, "promote": p.promote}
+            for p in c.peers
+        ],
     }
 
 
 def config_from_json(d: dict) -> RaftConfig:
     return RaftConfig(
-        tuple(Peer(p["uuid"], p.get("address", ""), MemberType(p.get("member_type", "VOTER")),
-                   bool(p.get("promote", False))) for p in d["peers"]),
+        tuple(
+            Peer(
+                p["uuid"],
+                p.get("address", ""),
+                MemberType(p.get("member_type", "VOTER")),
+                bool(p.get("promote", False)),
+            )
+            for p in d["peers"]
+        ),
         int(d.get("opid_index", -1)),
     )
 
@@ -49,9 +58,14 @@ class ConsensusMetadata:
         return HardState(self.term, self.voted_for)
 
     def to_bytes(self) -> bytes:
-        body = json.dumps({"term": self.term, "voted_for": self.voted_for,
-                           "committed_config": config_to_json(self.committed_config)},
-                          sort_keys=True).encode()
+        body = json.dumps(
+            {
+                "term": self.term,
+                "voted_for": self.voted_for,
+                "committed_config": config_to_json(self.committed_config),
+            },
+            sort_keys=True,
+        ).encode()
         return MAGIC + body + b"\n" + f"{zlib.crc32(body):08x}\n".encode()
 
     @staticmethod
@@ -59,7 +73,7 @@ class ConsensusMetadata:
         if not data.startswith(MAGIC):
             raise CmetaCorruption(f"{where}: bad header (empty or not a cmeta file, {len(data)} bytes)")
         try:
-            body, crc, tail = data[len(MAGIC):].split(b"\n")
+            body, crc, tail = data[len(MAGIC) :].split(b"\n")
             if tail != b"" or int(crc, 16) != zlib.crc32(body):
                 raise ValueError("checksum mismatch")
             d = json.loads(body)

@@ -76,7 +76,9 @@ def _valid_frame_after(data: bytes, start: int, index: int) -> bool:
         if off >= start - 1 and off + FRAME.size <= len(data):
             blen, fcrc, term, idx = FRAME.unpack_from(data, off)
             end = off + FRAME.size + blen
-            if end <= len(data) and fcrc == zlib.crc32(struct.pack(">IQQ", blen, term, idx) + data[off + FRAME.size : end]):
+            if end <= len(data) and fcrc == zlib.crc32(
+                struct.pack(">IQQ", blen, term, idx) + data[off + FRAME.size : end]
+            ):
                 return True
         pos = data.find(needle, pos + 1)
     return False
@@ -136,8 +138,15 @@ class _Op:
 class Wal:
     """The log of one Raft replica. Thread-safe; all writes go through one appender thread."""
 
-    def __init__(self, path: str | os.PathLike, fsync: str = "always", segment_size: int = 8 << 20,
-                 bugs: Iterable[str] = (), start_index: int = 1, start_prev_term: int = 0):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        fsync: str = "always",
+        segment_size: int = 8 << 20,
+        bugs: Iterable[str] = (),
+        start_index: int = 1,
+        start_prev_term: int = 0,
+    ):
         if fsync not in ("always", "never"):
             raise ValueError(f"fsync must be 'always' or 'never', not {fsync!r}")
         self.path = Path(path)
@@ -156,7 +165,9 @@ class Wal:
         self._file: BufferedRandom | None = None  # open handle of the last segment
         self._next_start = (start_index, start_prev_term)  # for an empty log
         self.recovery = self._recover()
-        self._thread = threading.Thread(target=self._appender, name=f"wal-appender-{self.path.name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._appender, name=f"wal-appender-{self.path.name}", daemon=True
+        )
         self._thread.start()
 
     # ------------------------------------------------------------ recovery
@@ -182,8 +193,12 @@ class Wal:
             data = p.read_bytes()
             if len(data) < SEG_HEADER.size:
                 if last and synced.get(p.name, 0) == 0:
-                    log.warning("wal %s: segment %s has a torn header (%d bytes); removing it", self.path, p.name,
-                                len(data))
+                    log.warning(
+                        "wal %s: segment %s has a torn header (%d bytes); removing it",
+                        self.path,
+                        p.name,
+                        len(data),
+                    )
                     report.torn_bytes += len(data)
                     p.unlink()
                     continue
@@ -192,7 +207,9 @@ class Wal:
             if magic != SEG_MAGIC or crc != zlib.crc32(data[: SEG_HEADER.size - 4]):
                 raise WalCorruption(f"{p}: bad segment header")
             if expected is not None and first != expected:
-                raise WalCorruption(f"{p}: starts at index {first}, expected {expected} (a segment is missing)")
+                raise WalCorruption(
+                    f"{p}: starts at index {first}, expected {expected} (a segment is missing)"
+                )
             seg = _Segment(p, first, prev_term, size=SEG_HEADER.size)
             off = SEG_HEADER.size
             while off < len(data):
@@ -217,12 +234,24 @@ class Wal:
                         problem = str(exc)
                 if problem is not None:
                     index_here = seg.first_index + len(seg.offsets)
-                    torn_shape = problem in ("partial frame header", "frame runs past the end of the segment") or (
-                        problem == "CRC mismatch" and end == len(data))
-                    if (last and torn_shape and off >= synced.get(p.name, 0)
-                            and not _valid_frame_after(data, off + 1, index_here + 1)):
-                        log.warning("wal %s: torn tail in %s at byte %d (%s); truncating %d bytes", self.path,
-                                    p.name, off, problem, len(data) - off)
+                    torn_shape = problem in (
+                        "partial frame header",
+                        "frame runs past the end of the segment",
+                    ) or (problem == "CRC mismatch" and end == len(data))
+                    if (
+                        last
+                        and torn_shape
+                        and off >= synced.get(p.name, 0)
+                        and not _valid_frame_after(data, off + 1, index_here + 1)
+                    ):
+                        log.warning(
+                            "wal %s: torn tail in %s at byte %d (%s); truncating %d bytes",
+                            self.path,
+                            p.name,
+                            off,
+                            problem,
+                            len(data) - off,
+                        )
                         report.torn_bytes += len(data) - off
                         with open(p, "r+b") as f:
                             f.truncate(off)
@@ -231,7 +260,9 @@ class Wal:
                         if self.sync:
                             self._synclog.synced(p, off)
                         break
-                    raise WalCorruption(f"{p}: {problem} at byte {off} (entry {index_here}); refusing to start")
+                    raise WalCorruption(
+                        f"{p}: {problem} at byte {off} (entry {index_here}); refusing to start"
+                    )
                 seg.offsets.append(off)
                 seg.terms.append(term)
                 off = end
@@ -276,7 +307,11 @@ class Wal:
         """Entries from `index` on (those appended and completed so far)."""
         out: list[Entry] = []
         with self._lock:
-            segs = [(s.path, s.first_index, list(s.offsets), s.size) for s in self._segments if s.last_index >= index]
+            segs = [
+                (s.path, s.first_index, list(s.offsets), s.size)
+                for s in self._segments
+                if s.last_index >= index
+            ]
         for path, first, offsets, size in segs:
             with open(path, "rb") as f:
                 data = f.read(size)
@@ -443,8 +478,11 @@ class Wal:
     def _do_append(self, ops: list[_Op]) -> int:
         with self._lock:
             expect = self._last_index_locked() + 1
-            last_term = (self._segments[-1].terms[-1] if self._segments and self._segments[-1].terms
-                         else (self._segments[-1].prev_term if self._segments else self._next_start[1]))
+            last_term = (
+                self._segments[-1].terms[-1]
+                if self._segments and self._segments[-1].terms
+                else (self._segments[-1].prev_term if self._segments else self._next_start[1])
+            )
         for op in ops:
             for e in op.entries:
                 if e.index != expect:

@@ -82,7 +82,7 @@ class CatalogCache:
         self.tables: dict[str, TableRec] = {}
         self.by_name: dict[str, str] = {}
         self.tablets: dict[str, TabletRec] = {}
-        self.raw: dict[str, str] = {}    # row key -> row value, for CAS expectations
+        self.raw: dict[str, str] = {}  # row key -> row value, for CAS expectations
 
     def clear(self) -> None:
         # fresh maps rather than emptied ones: a caller may still hold the old ones
@@ -135,5 +135,17 @@ class CatalogCache:
         return out
 
 
-__all__ = ["CAS", "CREATING", "DELETED", "PUT", "RUNNING", "SYS_TABLET", "CatalogCache", "TableRec",
-           "TabletRec", "name_key", "table_key", "tablet_key"]
+__all__ = [
+    "CAS",
+    "CREATING",
+    "DELETED",
+    "PUT",
+    "RUNNING",
+    "SYS_TABLET",
+    "CatalogCache",
+    "TableRec",
+    "TabletRec",
+    "name_key",
+    "table_key",
+    "tablet_key",
+]

@@ -62,7 +62,7 @@ MAX_TABLETS = 256
 MAX_NAME = 256
 # A tablet still CREATING this long, most of its servers dead, is placed anew (Kudu: creation timeout).
 CREATE_TIMEOUT_S = 30.0
-READ_CONFIRM_S = 2.0   # how long a catalog read waits for a majority to confirm this master still leads
+READ_CONFIRM_S = 2.0  # how long a catalog read waits for a majority to confirm this master still leads
 
 
 @dataclass
@@ -87,17 +87,17 @@ class MasterServer:
         self.hb_s = args.heartbeat_interval_ms / 1000
         self.live_s = max(3.0, 6 * self.hb_s)
         self.cache = CatalogCache()
-        self.loaded_term = -1          # term whose leadership has a rebuilt cache
-        self.lock = threading.RLock()   # cache, registry, reports
+        self.loaded_term = -1  # term whose leadership has a rebuilt cache
+        self.lock = threading.RLock()  # cache, registry, reports
         self.ddl_lock = threading.Lock()
         self.tservers: dict[str, TServerEntry] = {}
-        self.full_reported: set[str] = set()     # tservers that sent this leader a full report
+        self.full_reported: set[str] = set()  # tservers that sent this leader a full report
         self.ever_seen: set[str] = set()
-        self.reports: dict[tuple[str, str], pb.ReplicaStatus] = {}   # (tablet, tserver) -> status
-        self.leaders: dict[str, tuple[str, pb.ReplicaStatus]] = {}   # tablet -> (tserver, status)
+        self.reports: dict[tuple[str, str], pb.ReplicaStatus] = {}  # (tablet, tserver) -> status
+        self.leaders: dict[str, tuple[str, pb.ReplicaStatus]] = {}  # tablet -> (tserver, status)
         self.inflight: set[str] = set()
         self.last_sent: dict[str, float] = {}
-        self.creating_since: dict[str, float] = {}   # tablet -> when this leader first saw it CREATING
+        self.creating_since: dict[str, float] = {}  # tablet -> when this leader first saw it CREATING
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="master-rpc")
         self.stop_ev = threading.Event()
         self.service = MasterService(self)
@@ -113,8 +113,10 @@ class MasterServer:
     def _check_identity(self, cfg: RaftConfig) -> None:
         for p in cfg.peers:
             if p.address == self.host.advertise and p.uuid != self.host.uuid:
-                raise ValueError(f"the master config lists {p.address} as {p.uuid}, but this data directory "
-                                 f"is formatted for {self.host.uuid} (formatted for another uuid?)")
+                raise ValueError(
+                    f"the master config lists {p.address} as {p.uuid}, but this data directory "
+                    f"is formatted for {self.host.uuid} (formatted for another uuid?)"
+                )
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -143,14 +145,18 @@ class MasterServer:
             waited += 1
             if waited % 20 == 0 and self.bootstrap_error:
                 log.info("catalog not initialized: %s", self.bootstrap_error)
-            if self.host.get(SYS_TABLET) is not None:   # copied in by the leader meanwhile
+            if self.host.get(SYS_TABLET) is not None:  # copied in by the leader meanwhile
                 self.initialized = True
                 return
             existing = None
             for a in others:
                 try:
-                    resp = cast(pb.ListMastersResponse, self.host.pool.call(
-                        a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=1.0))
+                    resp = cast(
+                        pb.ListMastersResponse,
+                        self.host.pool.call(
+                            a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=1.0
+                        ),
+                    )
                     if resp.masters:
                         existing = resp
                         break
@@ -158,16 +164,23 @@ class MasterServer:
                     pass
                 if a not in uuids:
                     try:
-                        ping = cast(cpb.PingResponse, self.host.pool.call(a, cpbg.GenericStub, "Ping",
-                                                                          cpb.PingRequest(), timeout=1.0))
+                        ping = cast(
+                            cpb.PingResponse,
+                            self.host.pool.call(a, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=1.0),
+                        )
                         uuids[a] = ping.server.uuid
                     except grpc.RpcError:
                         pass
             if existing is not None:
                 mine = [m for m in existing.masters if m.uuid == self.host.uuid]
                 if mine and existing.config_index == -1:
-                    cfg = RaftConfig(tuple(Peer(m.uuid, m.addr, MemberType.VOTER if m.voter else MemberType.NON_VOTER)
-                                           for m in existing.masters), -1)
+                    cfg = RaftConfig(
+                        tuple(
+                            Peer(m.uuid, m.addr, MemberType.VOTER if m.voter else MemberType.NON_VOTER)
+                            for m in existing.masters
+                        ),
+                        -1,
+                    )
                     self._create_sys(cfg)
                     return
                 self.bootstrap_error = "waiting to be added to the masters' Raft config (tool master add)"
@@ -176,11 +189,15 @@ class MasterServer:
                 self._create_sys(cfg)
                 return
             else:
-                self.bootstrap_error = f"waiting for masters {[a for a in others if a not in uuids]} to answer"
+                self.bootstrap_error = (
+                    f"waiting for masters {[a for a in others if a not in uuids]} to answer"
+                )
             self.stop_ev.wait(0.5)
 
     def _create_sys(self, cfg: RaftConfig) -> None:
-        log.info("creating the system catalog tablet with config %s", [(p.uuid, p.address) for p in cfg.peers])
+        log.info(
+            "creating the system catalog tablet with config %s", [(p.uuid, p.address) for p in cfg.peers]
+        )
         self.host.create_replica(SYS_TABLET, "sys", "sys.catalog", cfg)
         self.initialized = True
         self.bootstrap_error = ""
@@ -190,7 +207,9 @@ class MasterServer:
         if r.tablet_id != SYS_TABLET:
             return
         if ev.kind == EventKind.BECAME_LEADER:
-            threading.Thread(target=self._become_leader, args=(ev.term,), name="master-load", daemon=True).start()
+            threading.Thread(
+                target=self._become_leader, args=(ev.term,), name="master-load", daemon=True
+            ).start()
         elif ev.kind == EventKind.LOST_LEADERSHIP:
             with self.lock:
                 self.loaded_term = -1
@@ -219,8 +238,12 @@ class MasterServer:
             self.leaders.clear()
             self.full_reported.clear()
             self.loaded_term = term
-        log.info("leader master for term %d: %d tables, %d tablets loaded", term, len(self.cache.tables),
-                 len(self.cache.tablets))
+        log.info(
+            "leader master for term %d: %d tables, %d tablets loaded",
+            term,
+            len(self.cache.tables),
+            len(self.cache.tablets),
+        )
 
     def leader_hint(self) -> str:
         r = self.sys()
@@ -232,16 +255,22 @@ class MasterServer:
     def require_leader(self) -> Replica:
         r = self.sys()
         if r is None:
-            raise MasterError(grpc.StatusCode.UNAVAILABLE,
-                              f"catalog not initialized: {self.bootstrap_error or 'starting'}")
+            raise MasterError(
+                grpc.StatusCode.UNAVAILABLE, f"catalog not initialized: {self.bootstrap_error or 'starting'}"
+            )
         with r.lock:
             is_leader, term = r.core.is_leader(), r.core.term
         if not is_leader:
-            raise MasterError(grpc.StatusCode.FAILED_PRECONDITION, f"NOT_LEADER: master {self.host.uuid} is not the leader",
-                              self.leader_hint())
+            raise MasterError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"NOT_LEADER: master {self.host.uuid} is not the leader",
+                self.leader_hint(),
+            )
         with self.lock:
             if self.loaded_term != term:
-                raise MasterError(grpc.StatusCode.UNAVAILABLE, "LEADER_NOT_READY: the leader is loading the catalog")
+                raise MasterError(
+                    grpc.StatusCode.UNAVAILABLE, "LEADER_NOT_READY: the leader is loading the catalog"
+                )
         return r
 
     def confirm_leader(self) -> Replica:
@@ -252,7 +281,9 @@ class MasterServer:
         try:
             r.read_index(READ_CONFIRM_S)
         except (RaftError, TimeoutError) as exc:
-            raise MasterError(grpc.StatusCode.UNAVAILABLE, f"read not confirmed: {exc}", self.leader_hint()) from None
+            raise MasterError(
+                grpc.StatusCode.UNAVAILABLE, f"read not confirmed: {exc}", self.leader_hint()
+            ) from None
         return r
 
     def is_leader(self) -> bool:
@@ -268,8 +299,13 @@ class MasterServer:
         try:
             results = r.propose(encode_write(ops), timeout)
         except RaftError as exc:
-            raise MasterError(grpc.StatusCode.FAILED_PRECONDITION if exc.code == ErrorCode.NOT_LEADER
-                              else grpc.StatusCode.UNAVAILABLE, f"{exc.code.value}: {exc}", self.leader_hint()) from None
+            raise MasterError(
+                grpc.StatusCode.FAILED_PRECONDITION
+                if exc.code == ErrorCode.NOT_LEADER
+                else grpc.StatusCode.UNAVAILABLE,
+                f"{exc.code.value}: {exc}",
+                self.leader_hint(),
+            ) from None
         except Indeterminate as exc:
             raise MasterError(grpc.StatusCode.UNAVAILABLE, f"catalog replication failed: {exc}") from None
         if results and all(x.ok for x in results):
@@ -299,8 +335,9 @@ class MasterServer:
             else:
                 needs_full = req.uuid not in self.full_reported and not req.report.full
             self.ever_seen.add(req.uuid)
-        return pb.HeartbeatResponse(is_leader=True, needs_full_report=needs_full, leader_term=term,
-                                    master_addrs=masters)
+        return pb.HeartbeatResponse(
+            is_leader=True, needs_full_report=needs_full, leader_term=term, master_addrs=masters
+        )
 
     def _master_addrs(self) -> list[str]:
         r = self.sys()
@@ -334,27 +371,35 @@ class MasterServer:
     # ------------------------------------------------------------------ DDL
     def create_table(self, name: str, num_tablets: int, replication: int, table_id: str = "") -> str:
         if not name or len(name) > MAX_NAME or "/" in name:
-            raise MasterError(grpc.StatusCode.INVALID_ARGUMENT, f"bad table name {name!r}: 1-{MAX_NAME} chars, no '/'")
+            raise MasterError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"bad table name {name!r}: 1-{MAX_NAME} chars, no '/'"
+            )
         if not 1 <= num_tablets <= MAX_TABLETS:
-            raise MasterError(grpc.StatusCode.INVALID_ARGUMENT, f"num_tablets must be 1..{MAX_TABLETS}, got {num_tablets}")
+            raise MasterError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"num_tablets must be 1..{MAX_TABLETS}, got {num_tablets}"
+            )
         if replication < 1 or replication % 2 == 0:
-            raise MasterError(grpc.StatusCode.INVALID_ARGUMENT, f"replication must be odd and >= 1, got {replication}")
+            raise MasterError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"replication must be odd and >= 1, got {replication}"
+            )
         if table_id and not (len(table_id) == 32 and all(ch in "0123456789abcdef" for ch in table_id)):
             raise MasterError(grpc.StatusCode.INVALID_ARGUMENT, f"bad table_id {table_id!r}: 32 hex digits")
         self.require_leader()
         with self.ddl_lock:
             with self.lock:
                 if table_id and self.cache.by_name.get(name) == table_id:
-                    return table_id   # a retry of a create that succeeded
+                    return table_id  # a retry of a create that succeeded
                 if table_id and table_id in self.cache.tables:
                     raise MasterError(grpc.StatusCode.ALREADY_EXISTS, f"table id {table_id} was already used")
                 if name in self.cache.by_name:
                     raise MasterError(grpc.StatusCode.ALREADY_EXISTS, f"table {name!r} already exists")
                 live = self.live_tservers()
                 if len(live) < replication:
-                    raise MasterError(grpc.StatusCode.UNAVAILABLE,
-                                      f"NOT_ENOUGH_TSERVERS: replication {replication} needs as many live tablet "
-                                      f"servers; {len(live)} live")
+                    raise MasterError(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"NOT_ENOUGH_TSERVERS: replication {replication} needs as many live tablet "
+                        f"servers; {len(live)} live",
+                    )
                 counts = self.cache.replica_counts()
             table_id = table_id or uuidlib.uuid4().hex
             tablets = []
@@ -364,8 +409,13 @@ class MasterServer:
                     counts[t.uuid] = counts.get(t.uuid, 0) + 1
                 cfg = RaftConfig(tuple(Peer(t.uuid, t.addr) for t in chosen), -1)
                 tablets.append(TabletRec(uuidlib.uuid4().hex, table_id, part, CREATING, config_to_dict(cfg)))
-            table = TableRec(table_id, name, num_tablets, replication, 1, RUNNING, [t.tablet_id for t in tablets])
-            ops = [Op(CAS, name_key(name), table_id, None), Op(CAS, table_key(table_id), table.to_json(), None)]
+            table = TableRec(
+                table_id, name, num_tablets, replication, 1, RUNNING, [t.tablet_id for t in tablets]
+            )
+            ops = [
+                Op(CAS, name_key(name), table_id, None),
+                Op(CAS, table_key(table_id), table.to_json(), None),
+            ]
             ops += [Op(CAS, tablet_key(t.tablet_id), t.to_json(), None) for t in tablets]
             results = self.replicate(ops)
             if not results[0].ok:
@@ -383,16 +433,25 @@ class MasterServer:
                 if table_id and (table is None or table.table_id != table_id):
                     old = self.cache.tables.get(table_id)
                     if old is not None and old.name == name and old.state == DELETED:
-                        return   # a retry of a delete that succeeded
-                    raise MasterError(grpc.StatusCode.NOT_FOUND, f"table {name!r} with id {table_id} not found")
+                        return  # a retry of a delete that succeeded
+                    raise MasterError(
+                        grpc.StatusCode.NOT_FOUND, f"table {name!r} with id {table_id} not found"
+                    )
                 if table is None:
                     raise MasterError(grpc.StatusCode.NOT_FOUND, f"table {name!r} not found")
                 new = TableRec(**{**table.__dict__, "state": DELETED})
-                ops = [Op(CAS, name_key(name), None, table.table_id), self.cache.put_op(table_key(table.table_id), new.to_json())]
+                ops = [
+                    Op(CAS, name_key(name), None, table.table_id),
+                    self.cache.put_op(table_key(table.table_id), new.to_json()),
+                ]
                 for tid in table.tablet_ids:
                     t = self.cache.tablets.get(tid)
                     if t is not None:
-                        ops.append(self.cache.put_op(tablet_key(tid), TabletRec(**{**t.__dict__, "state": DELETED}).to_json()))
+                        ops.append(
+                            self.cache.put_op(
+                                tablet_key(tid), TabletRec(**{**t.__dict__, "state": DELETED}).to_json()
+                            )
+                        )
             results = self.replicate(ops)
             if not all(x.ok for x in results):
                 raise MasterError(grpc.StatusCode.ABORTED, f"table {name!r} changed concurrently; retry")
@@ -406,10 +465,12 @@ class MasterServer:
                 if table is None:
                     raise MasterError(grpc.StatusCode.NOT_FOUND, f"table {name!r} not found")
                 if schema_version == table.schema_version:
-                    return schema_version   # already there (a retry, or a no-op)
+                    return schema_version  # already there (a retry, or a no-op)
                 if schema_version < table.schema_version:
-                    raise MasterError(grpc.StatusCode.INVALID_ARGUMENT,
-                                      f"schema version must grow: table {name!r} is at {table.schema_version}")
+                    raise MasterError(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"schema version must grow: table {name!r} is at {table.schema_version}",
+                    )
                 new = TableRec(**{**table.__dict__, "schema_version": schema_version})
                 ops = [self.cache.put_op(table_key(table.table_id), new.to_json())]
             results = self.replicate(ops)
@@ -429,20 +490,34 @@ class MasterServer:
                 if t is None:
                     continue
                 lead = self.leaders.get(tid)
-                loc = pb.TabletLocation(tablet_id=tid, partition=t.partition, state=t.state, config_index=t.config_index())
+                loc = pb.TabletLocation(
+                    tablet_id=tid, partition=t.partition, state=t.state, config_index=t.config_index()
+                )
                 for p in t.peers():
-                    role = "LEADER" if lead and lead[0] == p["uuid"] else (
-                        "FOLLOWER" if p.get("member_type", "VOTER") == "VOTER" else "LEARNER")
-                    loc.replicas.append(pb.ReplicaLocation(uuid=p["uuid"], addr=p.get("address", ""), role=role,
-                                                           voter=p.get("member_type", "VOTER") == "VOTER"))
+                    role = (
+                        "LEADER"
+                        if lead and lead[0] == p["uuid"]
+                        else ("FOLLOWER" if p.get("member_type", "VOTER") == "VOTER" else "LEARNER")
+                    )
+                    loc.replicas.append(
+                        pb.ReplicaLocation(
+                            uuid=p["uuid"],
+                            addr=p.get("address", ""),
+                            role=role,
+                            voter=p.get("member_type", "VOTER") == "VOTER",
+                        )
+                    )
                 out.tablets.append(loc)
             return out
 
     def list_tables(self) -> list[pb.TableInfo]:
         self.confirm_leader()
         with self.lock:
-            return [table_info(t) for t in sorted(self.cache.tables.values(), key=lambda t: t.name)
-                    if t.state != DELETED]
+            return [
+                table_info(t)
+                for t in sorted(self.cache.tables.values(), key=lambda t: t.name)
+                if t.state != DELETED
+            ]
 
     # ------------------------------------------------------------------ masters
     def list_masters(self) -> pb.ListMastersResponse:
@@ -451,10 +526,20 @@ class MasterServer:
             return pb.ListMastersResponse()
         with r.lock:
             cfg, lid, committed = r.core.config, r.core.leader_id, r.core.committed_config
-        return pb.ListMastersResponse(config_index=committed.opid_index, masters=[
-            pb.MasterInfo(uuid=p.uuid, addr=p.address, voter=p.member_type == MemberType.VOTER,
-                          role="LEADER" if p.uuid == lid else ("FOLLOWER" if p.member_type == MemberType.VOTER
-                                                              else "LEARNER")) for p in cfg.peers])
+        return pb.ListMastersResponse(
+            config_index=committed.opid_index,
+            masters=[
+                pb.MasterInfo(
+                    uuid=p.uuid,
+                    addr=p.address,
+                    voter=p.member_type == MemberType.VOTER,
+                    role="LEADER"
+                    if p.uuid == lid
+                    else ("FOLLOWER" if p.member_type == MemberType.VOTER else "LEARNER"),
+                )
+                for p in cfg.peers
+            ],
+        )
 
     def change_masters(self, add: bool, addr: str, uuid: str, timeout: float) -> int:
         r = self.require_leader()
@@ -462,12 +547,16 @@ class MasterServer:
         if add:
             if not uuid:
                 try:
-                    ping = cast(cpb.PingResponse, self.host.pool.call(addr, cpbg.GenericStub, "Ping",
-                                                                      cpb.PingRequest(), timeout=3.0))
+                    ping = cast(
+                        cpb.PingResponse,
+                        self.host.pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=3.0),
+                    )
                     uuid = ping.server.uuid
                 except grpc.RpcError as exc:
-                    raise MasterError(grpc.StatusCode.UNAVAILABLE,
-                                      f"NEW_MASTER_UNREACHABLE: cannot reach {addr}: {exc.code().name}") from None
+                    raise MasterError(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"NEW_MASTER_UNREACHABLE: cannot reach {addr}: {exc.code().name}",
+                    ) from None
             if cfg.peer(uuid) is not None:
                 raise MasterError(grpc.StatusCode.ALREADY_EXISTS, f"master {uuid} is already a member")
             change = ConfigChange(ChangeType.ADD_PEER, Peer(uuid, addr, MemberType.NON_VOTER, promote=True))
@@ -479,10 +568,18 @@ class MasterServer:
         try:
             return r.change_config(change, timeout)
         except RaftError as exc:
-            code = grpc.StatusCode.FAILED_PRECONDITION if exc.code in (ErrorCode.NOT_LEADER, ErrorCode.STEPPING_DOWN) \
-                else grpc.StatusCode.UNAVAILABLE if exc.code in (ErrorCode.CONFIG_CHANGE_PENDING, ErrorCode.LEADER_NOT_READY,
-                                                                 ErrorCode.TRANSFER_IN_PROGRESS) \
+            code = (
+                grpc.StatusCode.FAILED_PRECONDITION
+                if exc.code in (ErrorCode.NOT_LEADER, ErrorCode.STEPPING_DOWN)
+                else grpc.StatusCode.UNAVAILABLE
+                if exc.code
+                in (
+                    ErrorCode.CONFIG_CHANGE_PENDING,
+                    ErrorCode.LEADER_NOT_READY,
+                    ErrorCode.TRANSFER_IN_PROGRESS,
+                )
                 else grpc.StatusCode.INVALID_ARGUMENT
+            )
             raise MasterError(code, f"{exc.code.value}: {exc}", self.leader_hint()) from None
         except Indeterminate as exc:
             raise MasterError(grpc.StatusCode.UNAVAILABLE, f"config change outcome unknown: {exc}") from None
@@ -523,8 +620,13 @@ class MasterServer:
             table = self.cache.tables.get(t.table_id)
         cfg = config_from_dict(t.config)
         for p in cfg.peers:
-            req = pb.CreateTabletRequest(tablet_id=t.tablet_id, table_id=t.table_id, table_name=table.name if table else "",
-                                         config=config_to_pb(cfg), schema_version=table.schema_version if table else 0)
+            req = pb.CreateTabletRequest(
+                tablet_id=t.tablet_id,
+                table_id=t.table_id,
+                table_name=table.name if table else "",
+                config=config_to_pb(cfg),
+                schema_version=table.schema_version if table else 0,
+            )
             self._async(f"create:{t.tablet_id}:{p.uuid}", self._ts_call, p.address, "CreateTablet", req)
 
     def _creation_stuck(self, t: TabletRec) -> bool:
@@ -552,28 +654,43 @@ class MasterServer:
                 if len(live) < table.replication:
                     return
                 counts = self.cache.replica_counts()
-            chosen = sorted(live, key=lambda x: (counts.get(x.uuid, 0), random.random()))[:table.replication]
+            chosen = sorted(live, key=lambda x: (counts.get(x.uuid, 0), random.random()))[: table.replication]
             cfg = RaftConfig(tuple(Peer(x.uuid, x.addr) for x in chosen), -1)
             new = TabletRec(uuidlib.uuid4().hex, old.table_id, old.partition, CREATING, config_to_dict(cfg))
             ids = [new.tablet_id if tid == old.tablet_id else tid for tid in table.tablet_ids]
-            new_table = TableRec(table.table_id, table.name, table.num_tablets, table.replication,
-                                 table.schema_version, table.state, ids)
+            new_table = TableRec(
+                table.table_id,
+                table.name,
+                table.num_tablets,
+                table.replication,
+                table.schema_version,
+                table.state,
+                ids,
+            )
             gone = TabletRec(old.tablet_id, old.table_id, old.partition, DELETED, old.config)
             with self.lock:
-                ops = [self.cache.put_op(table_key(table.table_id), new_table.to_json()),
-                       self.cache.put_op(tablet_key(old.tablet_id), gone.to_json()),
-                       Op(CAS, tablet_key(new.tablet_id), new.to_json(), None)]
+                ops = [
+                    self.cache.put_op(table_key(table.table_id), new_table.to_json()),
+                    self.cache.put_op(tablet_key(old.tablet_id), gone.to_json()),
+                    Op(CAS, tablet_key(new.tablet_id), new.to_json(), None),
+                ]
             try:
                 results = self.replicate(ops, timeout=5.0)
             except MasterError as exc:
                 log.info("replacing tablet %s: %s", old.tablet_id, exc)
                 return
             if not all(r.ok for r in results):
-                return   # the catalog moved meanwhile (an alter, a delete): look again next round
+                return  # the catalog moved meanwhile (an alter, a delete): look again next round
         self.creating_since.pop(old.tablet_id, None)
-        log.warning("tablet %s of table %s could not be created on its servers for %.0f s (most are not live); "
-                    "replaced by tablet %s on %s", old.tablet_id, table.name, CREATE_TIMEOUT_S, new.tablet_id,
-                    ", ".join(x.uuid for x in chosen))
+        log.warning(
+            "tablet %s of table %s could not be created on its servers for %.0f s (most are not live); "
+            "replaced by tablet %s on %s",
+            old.tablet_id,
+            table.name,
+            CREATE_TIMEOUT_S,
+            new.tablet_id,
+            ", ".join(x.uuid for x in chosen),
+        )
         self._send_creates(new)
 
     def _background(self) -> None:
@@ -600,9 +717,15 @@ class MasterServer:
                     if tid == t.tablet_id and st.state == "RUNNING":
                         addr = self.tserver_addr(ts)
                         if addr:
-                            self._async(f"delete:{tid}:{ts}", self._ts_call, addr, "DeleteTablet",
-                                        pb.DeleteTabletRequest(tablet_id=tid, tombstone=True, cas_config_index=-2,
-                                                               reason="table deleted"))
+                            self._async(
+                                f"delete:{tid}:{ts}",
+                                self._ts_call,
+                                addr,
+                                "DeleteTablet",
+                                pb.DeleteTabletRequest(
+                                    tablet_id=tid, tombstone=True, cas_config_index=-2, reason="table deleted"
+                                ),
+                            )
                 continue
             if lead is None:
                 if t.state == CREATING:
@@ -611,13 +734,18 @@ class MasterServer:
                     else:
                         self._send_creates(t)
                 continue
-            self.creating_since.pop(t.tablet_id, None)   # it has a leader: its creation finished
+            self.creating_since.pop(t.tablet_id, None)  # it has a leader: its creation finished
             ts, st = lead
             self._sync_config(t, st)
             self._rereplicate(t, table, ts, st)
             if st.schema_version < table.schema_version:
-                self._async(f"alter:{t.tablet_id}", self._ts_call, self.tserver_addr(ts) or st_addr(st, ts), "AlterSchema",
-                            pb.AlterSchemaRequest(tablet_id=t.tablet_id, schema_version=table.schema_version))
+                self._async(
+                    f"alter:{t.tablet_id}",
+                    self._ts_call,
+                    self.tserver_addr(ts) or st_addr(st, ts),
+                    "AlterSchema",
+                    pb.AlterSchemaRequest(tablet_id=t.tablet_id, schema_version=table.schema_version),
+                )
             # replicas evicted from the config: tombstone them (CAS on their config index)
             members = {p["uuid"] for p in t.peers()}
             for (tid, rts), rst in reports.items():
@@ -626,10 +754,18 @@ class MasterServer:
                 if rst.committed_config.index < st.committed_config.index:
                     addr = self.tserver_addr(rts)
                     if addr:
-                        self._async(f"evict:{tid}:{rts}", self._ts_call, addr, "DeleteTablet",
-                                    pb.DeleteTabletRequest(tablet_id=tid, tombstone=True,
-                                                           cas_config_index=rst.committed_config.index,
-                                                           reason="no longer in the config"))
+                        self._async(
+                            f"evict:{tid}:{rts}",
+                            self._ts_call,
+                            addr,
+                            "DeleteTablet",
+                            pb.DeleteTabletRequest(
+                                tablet_id=tid,
+                                tombstone=True,
+                                cas_config_index=rst.committed_config.index,
+                                reason="no longer in the config",
+                            ),
+                        )
 
     def _sync_config(self, t: TabletRec, st: pb.ReplicaStatus) -> None:
         """Record the leader's committed config in the catalog (CAS on the row we last saw)."""
@@ -666,23 +802,42 @@ class MasterServer:
             change = ConfigChange(ChangeType.REMOVE_PEER, bad_v[0])
         elif (bad_v or len(voters) < table.replication) and not nonvoters:
             now = clock().monotonic()
-            fresh = max(1.0, 3 * self.hb_s)   # a replacement must be heard from very recently
-            live = [x for x in self.live_tservers() if cfg.peer(x.uuid) is None and now - x.last_seen <= fresh
-                    and x.uuid not in failed]
+            fresh = max(1.0, 3 * self.hb_s)  # a replacement must be heard from very recently
+            live = [
+                x
+                for x in self.live_tservers()
+                if cfg.peer(x.uuid) is None and now - x.last_seen <= fresh and x.uuid not in failed
+            ]
             if not live:
                 return
             counts = self.cache.replica_counts()
             pick = min(live, key=lambda x: (counts.get(x.uuid, 0), random.random()))
-            change = ConfigChange(ChangeType.ADD_PEER, Peer(pick.uuid, pick.addr, MemberType.NON_VOTER, promote=True))
+            change = ConfigChange(
+                ChangeType.ADD_PEER, Peer(pick.uuid, pick.addr, MemberType.NON_VOTER, promote=True)
+            )
         if change is None or not addr:
             return
         req = pb.ChangeConfigRequest(
-            tablet_id=t.tablet_id, cas_config_index=cfg.opid_index,
-            type={ChangeType.ADD_PEER: pb.ChangeConfigRequest.ADD_PEER,
-                  ChangeType.REMOVE_PEER: pb.ChangeConfigRequest.REMOVE_PEER}[change.type],
-            peer=pb.RaftPeer(uuid=change.peer.uuid, addr=change.peer.address,
-                             voter=change.peer.member_type == MemberType.VOTER, promote=change.peer.promote))
-        log.info("re-replication of %s: %s %s (cas %d)", t.tablet_id, change.type.value, change.peer.uuid, cfg.opid_index)
+            tablet_id=t.tablet_id,
+            cas_config_index=cfg.opid_index,
+            type={
+                ChangeType.ADD_PEER: pb.ChangeConfigRequest.ADD_PEER,
+                ChangeType.REMOVE_PEER: pb.ChangeConfigRequest.REMOVE_PEER,
+            }[change.type],
+            peer=pb.RaftPeer(
+                uuid=change.peer.uuid,
+                addr=change.peer.address,
+                voter=change.peer.member_type == MemberType.VOTER,
+                promote=change.peer.promote,
+            ),
+        )
+        log.info(
+            "re-replication of %s: %s %s (cas %d)",
+            t.tablet_id,
+            change.type.value,
+            change.peer.uuid,
+            cfg.opid_index,
+        )
         self._async(f"cc:{t.tablet_id}", self._ts_call, addr, "ChangeConfig", req, every=3.0)
 
 
@@ -694,8 +849,14 @@ def st_addr(st: pb.ReplicaStatus, uuid: str) -> str:
 
 
 def table_info(t: TableRec) -> pb.TableInfo:
-    return pb.TableInfo(table_id=t.table_id, name=t.name, num_tablets=t.num_tablets, replication=t.replication,
-                        schema_version=t.schema_version, state=t.state)
+    return pb.TableInfo(
+        table_id=t.table_id,
+        name=t.name,
+        num_tablets=t.num_tablets,
+        replication=t.replication,
+        schema_version=t.schema_version,
+        state=t.state,
+    )
 
 
 class MasterService(pbg.MasterServicer):
@@ -711,8 +872,14 @@ class MasterService(pbg.MasterServicer):
             context.abort(exc.code, str(exc))
 
     def CreateTable(self, request, context):
-        tid = self._run(context, self.m.create_table, request.name, request.num_tablets, request.replication,
-                        request.table_id)
+        tid = self._run(
+            context,
+            self.m.create_table,
+            request.name,
+            request.num_tablets,
+            request.replication,
+            request.table_id,
+        )
         return pb.CreateTableResponse(table_id=tid)
 
     def DeleteTable(self, request, context):
@@ -735,8 +902,15 @@ class MasterService(pbg.MasterServicer):
     def ListTServers(self, request, context):
         now = clock().monotonic()
         with self.m.lock:
-            servers = [pb.TServerInfo(uuid=t.uuid, addr=t.addr, seconds_since_heartbeat=now - t.last_seen,
-                                      live=now - t.last_seen <= self.m.live_s) for t in self.m.tservers.values()]
+            servers = [
+                pb.TServerInfo(
+                    uuid=t.uuid,
+                    addr=t.addr,
+                    seconds_since_heartbeat=now - t.last_seen,
+                    live=now - t.last_seen <= self.m.live_s,
+                )
+                for t in self.m.tservers.values()
+            ]
         return pb.ListTServersResponse(servers=sorted(servers, key=lambda s: s.addr))
 
     def ListMasters(self, request, context):

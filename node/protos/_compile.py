@@ -51,8 +51,15 @@ def compile_protos(root: Path = ROOT, only_stale: bool = False) -> list[str]:
     include = str(Path(grpc_tools.__file__).parent / "_proto")
     with tempfile.TemporaryDirectory(prefix="faultline-protoc-") as tmp:
         (Path(tmp) / PACKAGE).symlink_to(root, target_is_directory=True)
-        args = ["grpc_tools.protoc", f"-I{tmp}", f"-I{include}",
-                f"--python_out={tmp}", f"--pyi_out={tmp}", f"--grpc_python_out={tmp}", *rel]
+        args = [
+            "grpc_tools.protoc",
+            f"-I{tmp}",
+            f"-I{include}",
+            f"--python_out={tmp}",
+            f"--pyi_out={tmp}",
+            f"--grpc_python_out={tmp}",
+            *rel,
+        ]
         if protoc.main(args) != 0:
             raise RuntimeError(f"protoc failed on {rel}")
     return rel

@@ -27,22 +27,39 @@ from faultline.node.consensus import (
 )
 
 _MSG_TYPES: dict[str, type] = {
-    "vreq": VoteRequest, "vresp": VoteResponse, "areq": AppendRequest, "aresp": AppendResponse,
-    "tnow": TimeoutNow, "snap": InstallSnapshot,
+    "vreq": VoteRequest,
+    "vresp": VoteResponse,
+    "areq": AppendRequest,
+    "aresp": AppendResponse,
+    "tnow": TimeoutNow,
+    "snap": InstallSnapshot,
 }
 _MSG_TAGS = {v: k for k, v in _MSG_TYPES.items()}
 
 
 def config_to_dict(c: RaftConfig) -> dict[str, Any]:
-    return {"opid_index": c.opid_index,
-            "peers": [{"uuid": p.uuid, "address": p.address, "member_type": p.member_type.value,
-                       "promote": p.promote} for p in c.peers]}
+    return {
+        "opid_index": c.opid_index,
+        "peers": [
+            {"uuid": p.uuid, "address": p.address, "member_type": p.member_type.value, "promote": p.promote}
+            for p in c.peers
+        ],
+    }
 
 
 def config_from_dict(d: dict[str, Any]) -> RaftConfig:
-    return RaftConfig(tuple(Peer(p["uuid"], p.get("address", ""), MemberType(p.get("member_type", "VOTER")),
-                                 bool(p.get("promote", False))) for p in d["peers"]),
-                      int(d.get("opid_index", -1)))
+    return RaftConfig(
+        tuple(
+            Peer(
+                p["uuid"],
+                p.get("address", ""),
+                MemberType(p.get("member_type", "VOTER")),
+                bool(p.get("promote", False)),
+            )
+            for p in d["peers"]
+        ),
+        int(d.get("opid_index", -1)),
+    )
 
 
 def entry_to_dict(e: Entry) -> dict[str, Any]:
@@ -55,9 +72,13 @@ def entry_to_dict(e: Entry) -> dict[str, Any]:
 
 
 def entry_from_dict(d: dict[str, Any]) -> Entry:
-    return Entry(int(d["term"]), int(d["index"]), EntryType(d["type"]),
-                 base64.b64decode(d["payload"]) if d.get("payload") else b"",
-                 config_from_dict(d["config"]) if d.get("config") else None)
+    return Entry(
+        int(d["term"]),
+        int(d["index"]),
+        EntryType(d["type"]),
+        base64.b64decode(d["payload"]) if d.get("payload") else b"",
+        config_from_dict(d["config"]) if d.get("config") else None,
+    )
 
 
 def encode_entry(e: Entry) -> bytes:

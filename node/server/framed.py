@@ -31,8 +31,8 @@ from faultline.node.protos import node_pb2 as pb
 log = logging.getLogger("faultline.node.framed")
 
 HEADER = struct.Struct(">I")
-MAX_FRAME = 256 * 1024 * 1024   # as the gRPC channels' message limit (node/server/rpc.py)
-IDLE_S = 60.0   # an incoming connection silent this long is closed (its sender is gone or cut off)
+MAX_FRAME = 256 * 1024 * 1024  # as the gRPC channels' message limit (node/server/rpc.py)
+IDLE_S = 60.0  # an incoming connection silent this long is closed (its sender is gone or cut off)
 
 
 def write_frame(sock: socket.socket, data: bytes) -> None:
@@ -71,7 +71,7 @@ class FramedConnection:
         ack = pb.ConsensusAck()
         try:
             ack.ParseFromString(read_frame(self.sock))
-        except DecodeError as exc:   # not an ack: the stream is out of step, so the connection must go
+        except DecodeError as exc:  # not an ack: the stream is out of step, so the connection must go
             raise ConnectionError(f"undecodable ack: {exc}") from exc
         return ack
 
@@ -122,10 +122,10 @@ class FramedListener:
                 batch = pb.ConsensusBatch()
                 batch.ParseFromString(read_frame(conn))
                 write_frame(conn, self.answer(batch).SerializeToString())
-        except (OSError, DecodeError) as exc:   # closed, timed out, or not a batch: drop the connection
+        except (OSError, DecodeError) as exc:  # closed, timed out, or not a batch: drop the connection
             if not self._stopped:
                 log.debug("framed connection ends: %s", exc)
-        except Exception:   # a bug in answering must not take the listener down
+        except Exception:  # a bug in answering must not take the listener down
             log.exception("framed connection")
         finally:
             with self._lock:
@@ -134,7 +134,7 @@ class FramedListener:
 
     def stop(self) -> None:
         self._stopped = True
-        try:   # on Linux, close() alone leaves a thread blocked in accept() asleep; shutdown() wakes it
+        try:  # on Linux, close() alone leaves a thread blocked in accept() asleep; shutdown() wakes it
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass

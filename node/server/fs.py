@@ -97,8 +97,10 @@ def format_fs(root: str | Path, uuid: str | None = None) -> str:
             (layout.root / sub).mkdir(exist_ok=True)
         atomic_write(layout.instance, json.dumps({"uuid": u, "format_time": wall()}).encode())
     except OSError as exc:
-        raise FsError(f"cannot format {root}: {exc.strerror or exc}"
-                      + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(root) else "")) from None
+        raise FsError(
+            f"cannot format {root}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(root) else "")
+        ) from None
     return u
 
 
@@ -107,8 +109,11 @@ def _refuse_non_directory(root: Path) -> None:
     for p in (root, *root.parents):
         if p.exists():
             if not p.is_dir():
-                raise FsError(f"data directory {root} is not a directory (a file is there)" if p == root
-                              else f"data directory {root}: {p} is not a directory")
+                raise FsError(
+                    f"data directory {root} is not a directory (a file is there)"
+                    if p == root
+                    else f"data directory {root}: {p} is not a directory"
+                )
             return
 
 
@@ -117,9 +122,13 @@ def read_uuid(root: str | Path) -> str:
     layout = FsLayout(Path(root))
     _refuse_non_directory(layout.root)
     if not layout.root.is_dir():
-        raise FsError(f"data directory {root} does not exist; run `python -m faultline.node tool fs format --fs-dir {root}`")
+        raise FsError(
+            f"data directory {root} does not exist; run `python -m faultline.node tool fs format --fs-dir {root}`"
+        )
     if not layout.instance.exists():
-        raise FsError(f"data directory {root} is not formatted; run `python -m faultline.node tool fs format --fs-dir {root}`")
+        raise FsError(
+            f"data directory {root} is not formatted; run `python -m faultline.node tool fs format --fs-dir {root}`"
+        )
     try:
         data = json.loads(layout.instance.read_bytes())
         u = data["uuid"]

@@ -66,7 +66,7 @@ class Superblock:
     table_id: str = ""
     table_name: str = ""
     state: str = RUNNING
-    owner: str = ""                       # uuid of the server whose data directory holds it
+    owner: str = ""  # uuid of the server whose data directory holds it
     initial_config: dict[str, Any] = field(default_factory=dict)
     schema_version: int = 0
     reason: str = ""
@@ -89,37 +89,68 @@ def write_superblock(layout: FsLayout, sb: Superblock) -> None:
 
 
 # ---------------------------------------------------------------------- tablet copy (client side)
-def fetch_copy(pool: ChannelPool, source_addr: str, tablet_id: str, requestor: str,
-               timeout: float = 30.0) -> pb.BeginCopySessionResponse:
-    return cast(pb.BeginCopySessionResponse, pool.call(
-        source_addr, pbg.ConsensusStub, "BeginCopySession",
-        pb.BeginCopySessionRequest(tablet_id=tablet_id, requestor_uuid=requestor), timeout=timeout))
+def fetch_copy(
+    pool: ChannelPool, source_addr: str, tablet_id: str, requestor: str, timeout: float = 30.0
+) -> pb.BeginCopySessionResponse:
+    return cast(
+        pb.BeginCopySessionResponse,
+        pool.call(
+            source_addr,
+            pbg.ConsensusStub,
+            "BeginCopySession",
+            pb.BeginCopySessionRequest(tablet_id=tablet_id, requestor_uuid=requestor),
+            timeout=timeout,
+        ),
+    )
 
 
 def end_copy(pool: ChannelPool, source_addr: str, session_id: str) -> None:
     try:
-        pool.call(source_addr, pbg.ConsensusStub, "EndCopySession",
-                  pb.EndCopySessionRequest(session_id=session_id), timeout=5.0)
+        pool.call(
+            source_addr,
+            pbg.ConsensusStub,
+            "EndCopySession",
+            pb.EndCopySessionRequest(session_id=session_id),
+            timeout=5.0,
+        )
     except grpc.RpcError as exc:  # the session expires on its own
         log.info("ending copy session %s on %s: %s", session_id, source_addr, exc.code())
 
 
-def install_copy(layout: FsLayout, my_uuid: str, tablet_id: str, resp: pb.BeginCopySessionResponse,
-                 fsync: bool = True, table_id: str = "", table_name: str = "") -> Superblock:
+def install_copy(
+    layout: FsLayout,
+    my_uuid: str,
+    tablet_id: str,
+    resp: pb.BeginCopySessionResponse,
+    fsync: bool = True,
+    table_id: str = "",
+    table_name: str = "",
+) -> Superblock:
     """Write a copied replica: superblock COPYING first, then snapshot + WAL + cmeta, then RUNNING.
 
     Dying anywhere in between leaves COPYING, which the next start turns into a tombstone."""
     src_sb = Superblock.from_bytes(resp.superblock)
-    sb = Superblock(tablet_id, src_sb.table_id or table_id, src_sb.table_name or table_name, COPYING,
-                    my_uuid, src_sb.initial_config, src_sb.schema_version)
+    sb = Superblock(
+        tablet_id,
+        src_sb.table_id or table_id,
+        src_sb.table_name or table_name,
+        COPYING,
+        my_uuid,
+        src_sb.initial_config,
+        src_sb.schema_version,
+    )
     write_superblock(layout, sb)
     cm = json.loads(resp.cmeta)
     storage = ReplicaStorage(layout, tablet_id, fsync=fsync)
     storage.destroy_data(keep_cmeta=False)
-    storage.create(config_from_dict(cm["committed_config"]), term=int(cm["term"]),
-                   snapshot=resp.snapshot, snapshot_index=resp.snapshot_index,
-                   snapshot_term=resp.snapshot_term,
-                   entries=[decode_entry(b) for b in resp.log_entries])
+    storage.create(
+        config_from_dict(cm["committed_config"]),
+        term=int(cm["term"]),
+        snapshot=resp.snapshot,
+        snapshot_index=resp.snapshot_index,
+        snapshot_term=resp.snapshot_term,
+        entries=[decode_entry(b) for b in resp.log_entries],
+    )
     storage.close()
     sb.state = RUNNING
     write_superblock(layout, sb)
@@ -136,8 +167,16 @@ class _CopySession:
 class ReplicaHost:
     """All replicas of one node, plus the Consensus service that reaches them."""
 
-    def __init__(self, uuid: str, layout: FsLayout, advertise: str, pool: ChannelPool,
-                 opts: DriverOptions, fsync: bool, auto_copy: bool = True) -> None:
+    def __init__(
+        self,
+        uuid: str,
+        layout: FsLayout,
+        advertise: str,
+        pool: ChannelPool,
+        opts: DriverOptions,
+        fsync: bool,
+        auto_copy: bool = True,
+    ) -> None:
         self.uuid = uuid
         self.layout = layout
         self.advertise = advertise
@@ -153,10 +192,10 @@ class ReplicaHost:
         self.sessions: dict[str, _CopySession] = {}
         self.event_listeners: list[Callable[[Replica, Event], None]] = []
         self.apply_listeners: list[Callable[[Replica, int], None]] = []
-        self.changed: set[str] = set()    # tablets whose state changed since the last report
-        self.flags = RuntimeFlags()        # shared by every replica of this node (SetFlag)
+        self.changed: set[str] = set()  # tablets whose state changed since the last report
+        self.flags = RuntimeFlags()  # shared by every replica of this node (SetFlag)
         self.framed: FramedListener | None = None
-        self.framed_port = 0               # named in every ConsensusAck; 0 until listen_framed
+        self.framed_port = 0  # named in every ConsensusAck; 0 until listen_framed
 
     # ------------------------------------------------------------------ life cycle
     def load_all(self) -> None:
@@ -167,8 +206,10 @@ class ReplicaHost:
             except (ValueError, KeyError, TypeError, OSError) as exc:
                 raise ValueError(f"corrupt tablet metadata {self.layout.superblock(tid)}: {exc}") from exc
             if sb.owner and sb.owner != self.uuid:
-                raise ValueError(f"tablet {tid} in {self.layout.root} belongs to server {sb.owner}, "
-                                 f"but this data directory is formatted for {self.uuid}")
+                raise ValueError(
+                    f"tablet {tid} in {self.layout.root} belongs to server {sb.owner}, "
+                    f"but this data directory is formatted for {self.uuid}"
+                )
             if sb.state == COPYING:
                 log.warning("%s: tablet copy was interrupted; tombstoning the half copy", tid)
                 self._tombstone_files(sb, "interrupted tablet copy")
@@ -179,11 +220,24 @@ class ReplicaHost:
     def _open(self, sb: Superblock) -> Replica:
         storage = ReplicaStorage(self.layout, sb.tablet_id, fsync=self.fsync, bugs=self.opts.bugs)
         state, snap, si, st = storage.load(config_from_dict(sb.initial_config))
-        r = Replica(self.uuid, sb.tablet_id, storage, state, snap, si, st, self.opts, self.transport.send,
-                    self.advertise, on_event=self._on_event, on_apply=self._on_apply)
+        r = Replica(
+            self.uuid,
+            sb.tablet_id,
+            storage,
+            state,
+            snap,
+            si,
+            st,
+            self.opts,
+            self.transport.send,
+            self.advertise,
+            on_event=self._on_event,
+            on_apply=self._on_apply,
+        )
 
         def anchor(tid: str = sb.tablet_id) -> int | None:
             return self.log_anchor(tid)
+
         r.log_anchor = anchor
         r.flags = self.flags
         with self.lock:
@@ -216,8 +270,9 @@ class ReplicaHost:
             return self.replicas.get(tablet_id)
 
     # ------------------------------------------------------------------ admin
-    def create_replica(self, tablet_id: str, table_id: str, table_name: str, config: RaftConfig,
-                       schema_version: int = 0) -> Replica:
+    def create_replica(
+        self, tablet_id: str, table_id: str, table_name: str, config: RaftConfig, schema_version: int = 0
+    ) -> Replica:
         """Create a new replica with `config` (idempotent if it already runs)."""
         with self.lock:
             r = self.replicas.get(tablet_id)
@@ -226,10 +281,13 @@ class ReplicaHost:
             if tablet_id in self.copying:
                 raise HostError(grpc.StatusCode.UNAVAILABLE, f"tablet {tablet_id} is being copied")
             if config.peer(self.uuid) is None:
-                raise HostError(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"config of {tablet_id} does not include this server {self.uuid}")
-            sb = Superblock(tablet_id, table_id, table_name, COPYING, self.uuid, config_to_dict(config),
-                            schema_version)
+                raise HostError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"config of {tablet_id} does not include this server {self.uuid}",
+                )
+            sb = Superblock(
+                tablet_id, table_id, table_name, COPYING, self.uuid, config_to_dict(config), schema_version
+            )
             write_superblock(self.layout, sb)
             storage = ReplicaStorage(self.layout, tablet_id, fsync=self.fsync, bugs=self.opts.bugs)
             storage.destroy_data(keep_cmeta=False)
@@ -247,8 +305,9 @@ class ReplicaHost:
         sb.state, sb.reason = TOMBSTONED, reason
         write_superblock(self.layout, sb)
 
-    def delete_replica(self, tablet_id: str, tombstone: bool, cas_config_index: int | None,
-                       reason: str = "") -> None:
+    def delete_replica(
+        self, tablet_id: str, tombstone: bool, cas_config_index: int | None, reason: str = ""
+    ) -> None:
         with self.lock:
             sb = self.superblocks.get(tablet_id)
             if sb is None:
@@ -257,8 +316,9 @@ class ReplicaHost:
             if r is not None and cas_config_index is not None:
                 idx = r.core.committed_config.opid_index
                 if idx != cas_config_index:
-                    raise HostError(grpc.StatusCode.FAILED_PRECONDITION,
-                                    f"config index is {idx}, not {cas_config_index}")
+                    raise HostError(
+                        grpc.StatusCode.FAILED_PRECONDITION, f"config index is {idx}, not {cas_config_index}"
+                    )
             if r is not None:
                 self.replicas.pop(tablet_id)
         if r is not None:
@@ -273,7 +333,9 @@ class ReplicaHost:
             self.changed.add(tablet_id)
         log.info("deleted replica %s (tombstone=%s): %s", tablet_id, tombstone, reason)
 
-    def copy_from(self, tablet_id: str, source_addr: str, table_id: str = "", table_name: str = "") -> Replica:
+    def copy_from(
+        self, tablet_id: str, source_addr: str, table_id: str = "", table_name: str = ""
+    ) -> Replica:
         """Tablet copy: replace any local replica (must be absent or tombstoned) with the source's."""
         with self.lock:
             if tablet_id in self.replicas:
@@ -288,11 +350,18 @@ class ReplicaHost:
             sb = install_copy(self.layout, self.uuid, tablet_id, resp, self.fsync, table_id, table_name)
             with self.lock:
                 self.superblocks[tablet_id] = sb
-            log.info("copied tablet %s from %s (%d log entries after snapshot %d)", tablet_id, source_addr,
-                     len(resp.log_entries), resp.snapshot_index)
+            log.info(
+                "copied tablet %s from %s (%d log entries after snapshot %d)",
+                tablet_id,
+                source_addr,
+                len(resp.log_entries),
+                resp.snapshot_index,
+            )
             return self._open(sb)
         except Exception:
-            sb0 = self.superblocks.get(tablet_id) or Superblock(tablet_id, table_id, table_name, COPYING, self.uuid)
+            sb0 = self.superblocks.get(tablet_id) or Superblock(
+                tablet_id, table_id, table_name, COPYING, self.uuid
+            )
             try:
                 if self.layout.superblock(tablet_id).exists():
                     self._tombstone_files(read_superblock(self.layout, tablet_id), "failed tablet copy")
@@ -317,8 +386,12 @@ class ReplicaHost:
                 entries = r.storage.entries_after(si)
             except WalCorruption as exc:
                 # the file was damaged under the running replica: never ship what the CRC does not vouch for
-                log.error("tablet %s: refusing to be a tablet copy source, its WAL is damaged: %s", tablet_id, exc)
-                raise HostError(grpc.StatusCode.DATA_LOSS, f"tablet {tablet_id}: WAL damaged: {exc}") from None
+                log.error(
+                    "tablet %s: refusing to be a tablet copy source, its WAL is damaged: %s", tablet_id, exc
+                )
+                raise HostError(
+                    grpc.StatusCode.DATA_LOSS, f"tablet {tablet_id}: WAL damaged: {exc}"
+                ) from None
             cm = r.storage.cmeta
             term = r.core.term
             committed = r.core.committed_config
@@ -331,8 +404,14 @@ class ReplicaHost:
         sb = self.superblocks[tablet_id]
         cmeta = {"term": max(term, cm.term if cm else 0), "committed_config": config_to_dict(committed)}
         return pb.BeginCopySessionResponse(
-            session_id=sid, superblock=sb.to_bytes(), cmeta=json.dumps(cmeta).encode(), snapshot=snap,
-            snapshot_index=si, snapshot_term=st, log_entries=[encode_entry(e) for e in entries])
+            session_id=sid,
+            superblock=sb.to_bytes(),
+            cmeta=json.dumps(cmeta).encode(),
+            snapshot=snap,
+            snapshot_index=si,
+            snapshot_term=st,
+            log_entries=[encode_entry(e) for e in entries],
+        )
 
     def log_anchor(self, tablet_id: str) -> int | None:
         """Lowest log index an open copy session still needs (the WAL must keep it)."""
@@ -354,7 +433,9 @@ class ReplicaHost:
         if r is None or sb is None:
             raise HostError(grpc.StatusCode.NOT_FOUND, f"tablet {tablet_id} not running on {self.uuid}")
         if self.uuid not in voters:
-            raise HostError(grpc.StatusCode.INVALID_ARGUMENT, f"new config must include this server {self.uuid}")
+            raise HostError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"new config must include this server {self.uuid}"
+            )
         with r.lock:
             old = r.core.config
             last = r.core.last_index()
@@ -363,7 +444,9 @@ class ReplicaHost:
         for u in voters:
             p = old.peer(u)
             if p is None:
-                raise HostError(grpc.StatusCode.INVALID_ARGUMENT, f"{u} is not a member of the current config")
+                raise HostError(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"{u} is not a member of the current config"
+                )
             peers.append(Peer(u, p.address, MemberType.VOTER))
         new = RaftConfig(tuple(peers), last)
         with self.lock:
@@ -379,15 +462,19 @@ class ReplicaHost:
 
     def statuses(self, tablet_id: str = "") -> list[pb.ReplicaStatus]:
         with self.lock:
-            items = [(t, self.replicas.get(t), sb) for t, sb in self.superblocks.items()
-                     if not tablet_id or t == tablet_id]
+            items = [
+                (t, self.replicas.get(t), sb)
+                for t, sb in self.superblocks.items()
+                if not tablet_id or t == tablet_id
+            ]
         out = []
         for t, r, sb in items:
             if r is not None:
                 st = r.status()
             else:
-                st = pb.ReplicaStatus(tablet_id=t, state=sb.state if t not in self.copying else COPYING,
-                                      role="NONE")
+                st = pb.ReplicaStatus(
+                    tablet_id=t, state=sb.state if t not in self.copying else COPYING, role="NONE"
+                )
             st.table_id, st.table_name = sb.table_id, sb.table_name
             out.append(st)
         return out
@@ -472,8 +559,12 @@ class ReplicaHost:
 def raft_error_status(exc: RaftError) -> tuple[grpc.StatusCode, str]:
     if exc.code in (ErrorCode.NOT_LEADER, ErrorCode.STEPPING_DOWN):
         return grpc.StatusCode.FAILED_PRECONDITION, f"NOT_LEADER: {exc}"
-    if exc.code in (ErrorCode.LEADER_NOT_READY, ErrorCode.TRANSFER_IN_PROGRESS, ErrorCode.CONFIG_CHANGE_PENDING,
-                    ErrorCode.ABORTED):
+    if exc.code in (
+        ErrorCode.LEADER_NOT_READY,
+        ErrorCode.TRANSFER_IN_PROGRESS,
+        ErrorCode.CONFIG_CHANGE_PENDING,
+        ErrorCode.ABORTED,
+    ):
         return grpc.StatusCode.UNAVAILABLE, f"{exc.code.value}: {exc}"
     if exc.code == ErrorCode.CAS_FAILED:
         return grpc.StatusCode.FAILED_PRECONDITION, f"CAS_FAILED: {exc}"
@@ -502,21 +593,24 @@ class ConsensusService(pbg.ConsensusServicer):
         r = self.host.get(tablet_id)
         if r is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"tablet {tablet_id} not found on {self.host.uuid}")
-        assert r is not None   # context.abort raised
+        assert r is not None  # context.abort raised
         return r
 
     def ChangeConfig(self, request, context):
         r = self._replica(request.tablet_id, context)
-        types = {pb.ChangeConfigRequest.ADD_PEER: ChangeType.ADD_PEER,
-                 pb.ChangeConfigRequest.REMOVE_PEER: ChangeType.REMOVE_PEER,
-                 pb.ChangeConfigRequest.MODIFY_PEER: ChangeType.MODIFY_PEER}
+        types = {
+            pb.ChangeConfigRequest.ADD_PEER: ChangeType.ADD_PEER,
+            pb.ChangeConfigRequest.REMOVE_PEER: ChangeType.REMOVE_PEER,
+            pb.ChangeConfigRequest.MODIFY_PEER: ChangeType.MODIFY_PEER,
+        }
         if request.type not in types or not request.peer.uuid:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "change type and peer uuid are required")
         if types[request.type] == ChangeType.ADD_PEER and not request.peer.addr:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "ADD_PEER needs the peer's address")
         peer = config_from_pb(pb.RaftConfig(peers=[request.peer])).peers[0]
-        change = ConfigChange(types[request.type], peer,
-                              None if request.cas_config_index == -2 else request.cas_config_index)
+        change = ConfigChange(
+            types[request.type], peer, None if request.cas_config_index == -2 else request.cas_config_index
+        )
         timeout = max(1.0, (context.time_remaining() or 10.0) - 0.2)
         try:
             idx = r.change_config(change, timeout)
@@ -568,7 +662,9 @@ class ConsensusService(pbg.ConsensusServicer):
         return pb.SetFlagResponse(old_value=old)
 
     def ListReplicas(self, request, context):
-        return pb.ListTabletsResponse(server_uuid=self.host.uuid, replicas=self.host.statuses(request.tablet_id))
+        return pb.ListTabletsResponse(
+            server_uuid=self.host.uuid, replicas=self.host.statuses(request.tablet_id)
+        )
 
     def BeginCopySession(self, request, context):
         try:

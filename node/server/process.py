@@ -34,8 +34,11 @@ class GenericService(cpbg.GenericServicer):
 
     def Ping(self, request, context):
         host, port = split_addr(self.advertise)
-        return cpb.PingResponse(server=cpb.ServerIdentity(uuid=self.uuid, host=host, port=port), role=self.role,
-                                uptime_ms=int((time.monotonic() - self.started) * 1000))
+        return cpb.PingResponse(
+            server=cpb.ServerIdentity(uuid=self.uuid, host=host, port=port),
+            role=self.role,
+            uptime_ms=int((time.monotonic() - self.started) * 1000),
+        )
 
 
 def parse_masters(value: str) -> list[str]:
@@ -59,8 +62,13 @@ def driver_options(args: argparse.Namespace) -> DriverOptions:
     hb_ticks = max(1, round(hb_ms / tick_ms))
     el_ticks = max(2 * hb_ticks + 1, round(max(args.election_timeout_ms, 2 * hb_ms) / tick_ms))
     failed = max(el_ticks, round(args.follower_unavailable_s * 1000 / tick_ms))
-    return DriverOptions(tick_s=tick_ms / 1000, heartbeat_ticks=hb_ticks, election_ticks=el_ticks,
-                         failed_after_ticks=failed, bugs=BugSet(args.inject_bug))
+    return DriverOptions(
+        tick_s=tick_ms / 1000,
+        heartbeat_ticks=hb_ticks,
+        election_ticks=el_ticks,
+        failed_after_ticks=failed,
+        bugs=BugSet(args.inject_bug),
+    )
 
 
 def advertise_addr(args: argparse.Namespace, port: int) -> str:
@@ -77,10 +85,10 @@ def advertise_addr(args: argparse.Namespace, port: int) -> str:
 
 
 def run_server(kind: str, args: argparse.Namespace) -> int:
-    profiling.install()   # FAULTLINE_PROFILE=PATH only
+    profiling.install()  # FAULTLINE_PROFILE=PATH only
     try:
         uuid = read_uuid(args.fs_dir)
-        lock_dir(args.fs_dir)   # held until exit
+        lock_dir(args.fs_dir)  # held until exit
     except FsError as exc:
         raise StartupError(str(exc)) from None
     masters = parse_masters(args.master_addresses)
@@ -142,8 +150,16 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
     server.start()
     for s in starters:
         s()
-    log.info("%s %s listening on %s (advertised %s), masters %s, fsync=%s, bugs=%s", kind, uuid, args.rpc_bind,
-             advertise, ",".join(masters), fsync, ",".join(sorted(bugs)) or "none")
+    log.info(
+        "%s %s listening on %s (advertised %s), masters %s, fsync=%s, bugs=%s",
+        kind,
+        uuid,
+        args.rpc_bind,
+        advertise,
+        ",".join(masters),
+        fsync,
+        ",".join(sorted(bugs)) or "none",
+    )
 
     def on_signal(signum, frame):
         stop_ev.set()

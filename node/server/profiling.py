@@ -26,7 +26,7 @@ def install() -> bool:
     orig_run = threading.Thread.run
 
     def run(self: threading.Thread) -> None:
-        prof = cProfile.Profile(time.thread_time)   # CPU time, not time spent waiting
+        prof = cProfile.Profile(time.thread_time)  # CPU time, not time spent waiting
         with _lock:
             _profiles.append(prof)
         prof.enable()

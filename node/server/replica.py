@@ -62,7 +62,7 @@ class _Waiter:
     ok: bool = False
     results: list[OpResult] | None = None
     error: str = ""
-    lost: bool = False   # another leader's entry took this index: it can never commit
+    lost: bool = False  # another leader's entry took this index: it can never commit
 
 
 @dataclass
@@ -72,8 +72,8 @@ class _ReadWaiter:
     error: ErrorCode | None = None
 
 
-SNAPSHOT_EVERY = int(os.environ.get("FAULTLINE_SNAPSHOT_EVERY", "20000"))   # applied entries between snapshots
-MAX_JUMP_TICKS = 100   # bound on the ticks a clock jump bursts (forward) or withholds (back)
+SNAPSHOT_EVERY = int(os.environ.get("FAULTLINE_SNAPSHOT_EVERY", "20000"))  # applied entries between snapshots
+MAX_JUMP_TICKS = 100  # bound on the ticks a clock jump bursts (forward) or withholds (back)
 MAX_LAG_ENTRIES = int(os.environ.get("FAULTLINE_MAX_LAG_ENTRIES", "50000"))  # WAL kept for lagging followers
 
 
@@ -83,22 +83,32 @@ class DriverOptions:
     heartbeat_ticks: int = 5
     election_ticks: int = 15
     failed_after_ticks: int = 100
-    bugs: frozenset[str] = frozenset()   # names or members of node.bugs.Bug; held as a BugSet
-    clock: Clock | None = None    # None: the process clock (node.clock), which clock faults move
-    install_snapshots: bool = False   # Raft's InstallSnapshot to a peer behind the log (the masters' catalog)
+    bugs: frozenset[str] = frozenset()  # names or members of node.bugs.Bug; held as a BugSet
+    clock: Clock | None = None  # None: the process clock (node.clock), which clock faults move
+    install_snapshots: bool = False  # Raft's InstallSnapshot to a peer behind the log (the masters' catalog)
 
     def __post_init__(self) -> None:
-        self.bugs = BugSet(self.bugs)   # an unknown name fails at start, not silently at the first check
+        self.bugs = BugSet(self.bugs)  # an unknown name fails at start, not silently at the first check
 
 
 class Replica:
     """One tablet replica hosted by a node (a tablet server, or a master for the system tablet)."""
 
-    def __init__(self, uuid: str, tablet_id: str, storage: ReplicaStorage, state: PersistentState,
-                 snapshot: bytes | None, snap_index: int, snap_term: int, opts: DriverOptions,
-                 send: Callable[[str, list[pb.ConsensusMessage]], None], my_addr: str,
-                 on_event: Callable[[Replica, Event], None] | None = None,
-                 on_apply: Callable[[Replica, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        uuid: str,
+        tablet_id: str,
+        storage: ReplicaStorage,
+        state: PersistentState,
+        snapshot: bytes | None,
+        snap_index: int,
+        snap_term: int,
+        opts: DriverOptions,
+        send: Callable[[str, list[pb.ConsensusMessage]], None],
+        my_addr: str,
+        on_event: Callable[[Replica, Event], None] | None = None,
+        on_apply: Callable[[Replica, int], None] | None = None,
+    ) -> None:
         self.uuid = uuid
         self.tablet_id = tablet_id
         self.storage = storage
@@ -111,10 +121,18 @@ class Replica:
         self.tablet = TabletState()
         if snapshot is not None:
             self.tablet.restore(snapshot, snap_index, snap_term)
-        self.core = RaftCore(uuid, state, Options(
-            election_ticks=opts.election_ticks, heartbeat_ticks=opts.heartbeat_ticks,
-            failed_after_ticks=opts.failed_after_ticks, bugs=opts.bugs, install_snapshots=opts.install_snapshots),
-            rng=random.Random())
+        self.core = RaftCore(
+            uuid,
+            state,
+            Options(
+                election_ticks=opts.election_ticks,
+                heartbeat_ticks=opts.heartbeat_ticks,
+                failed_after_ticks=opts.failed_after_ticks,
+                bugs=opts.bugs,
+                install_snapshots=opts.install_snapshots,
+            ),
+            rng=random.Random(),
+        )
         self.lock = threading.Lock()
         self.cv = threading.Condition(self.lock)
         self.apply_cv = threading.Condition()
@@ -123,15 +141,15 @@ class Replica:
         self._reads: dict[int, _ReadWaiter] = {}
         self._read_ids = itertools.count(1)
         self._stopped = False
-        self._gen_in = 0     # inbound batches delivered so far
-        self._gen_done = 0   # ... of which the driver has fully handled (persisted, sent) this many
+        self._gen_in = 0  # inbound batches delivered so far
+        self._gen_done = 0  # ... of which the driver has fully handled (persisted, sent) this many
         self._done_cv = threading.Condition()
         self.leader_since = 0.0
         self.last_error = ""
         self.snapshot_index = snap_index
-        self.log_anchor: Callable[[], int | None] = lambda: None   # set by the host: open copy sessions
-        self.flags = RuntimeFlags()   # the host replaces it with the one all its replicas share
-        self._crashing = False        # a crash point fired: take nothing in any more, the process exits
+        self.log_anchor: Callable[[], int | None] = lambda: None  # set by the host: open copy sessions
+        self.flags = RuntimeFlags()  # the host replaces it with the one all its replicas share
+        self._crashing = False  # a crash point fired: take nothing in any more, the process exits
         self.thread = threading.Thread(target=self._run, name=f"replica-{tablet_id[:8]}", daemon=True)
 
     def start(self) -> None:
@@ -190,8 +208,8 @@ class Replica:
             with self.cv:
                 while not self._stopped and not self._inbox and not self.core.has_ready():
                     if clk.offset() != last_offset:
-                        break                             # a clock jump: account for it below
-                    delay = clk.wait_s(next_tick, tick)   # in [0, tick]: offset jumps are seen promptly
+                        break  # a clock jump: account for it below
+                    delay = clk.wait_s(next_tick, tick)  # in [0, tick]: offset jumps are seen promptly
                     if delay <= 0:
                         break
                     self.cv.wait(delay)
@@ -209,7 +227,7 @@ class Replica:
                     offset = clk.offset()
                     jumped = offset - last_offset
                     last_offset = offset
-                    if jumped < 0:   # set back: late, but by no more than the burst bound
+                    if jumped < 0:  # set back: late, but by no more than the burst bound
                         next_tick = min(next_tick, now + MAX_JUMP_TICKS * tick)
                     if now >= next_tick:
                         extra = min(MAX_JUMP_TICKS, int(jumped / tick)) if jumped > 0 else 0
@@ -250,8 +268,12 @@ class Replica:
                 self._waiters.pop(idx)
                 w.error = "replaced by the leader's snapshot"
                 w.ev.set()
-        log.info("%s: installed the leader's snapshot at index %d (term %d)", self.tablet_id[:12], snap.index,
-                 snap.term)
+        log.info(
+            "%s: installed the leader's snapshot at index %d (term %d)",
+            self.tablet_id[:12],
+            snap.index,
+            snap.term,
+        )
 
     def _with_snapshot(self, m: InstallSnapshot) -> InstallSnapshot | None:
         """The snapshot message with this replica's state machine in it; None if the state machine is no
@@ -275,9 +297,15 @@ class Replica:
                 m = self._with_snapshot(m)
                 if m is None:
                     continue
-            by_addr.setdefault(addr, []).append(pb.ConsensusMessage(
-                tablet_id=self.tablet_id, from_uuid=self.uuid, to_uuid=m.dst, payload=encode_message(m),
-                from_addr=self.my_addr))
+            by_addr.setdefault(addr, []).append(
+                pb.ConsensusMessage(
+                    tablet_id=self.tablet_id,
+                    from_uuid=self.uuid,
+                    to_uuid=m.dst,
+                    payload=encode_message(m),
+                    from_addr=self.my_addr,
+                )
+            )
         for addr, msgs in by_addr.items():
             self._send(addr, msgs)
         self._crash_points(rd.messages, took_entries)
@@ -300,10 +328,20 @@ class Replica:
         for ev in rd.events:
             if ev.kind == EventKind.BECAME_LEADER:
                 self.leader_since = self.clock.monotonic()
-            if ev.kind in (EventKind.LOST_LEADERSHIP, EventKind.BECAME_LEADER, EventKind.CONFIG_COMMITTED,
-                           EventKind.REMOVED):
-                log.info("%s: %s term=%s leader=%s %s", self.tablet_id[:12], ev.kind.value, ev.term,
-                         ev.leader, ev.detail)
+            if ev.kind in (
+                EventKind.LOST_LEADERSHIP,
+                EventKind.BECAME_LEADER,
+                EventKind.CONFIG_COMMITTED,
+                EventKind.REMOVED,
+            ):
+                log.info(
+                    "%s: %s term=%s leader=%s %s",
+                    self.tablet_id[:12],
+                    ev.kind.value,
+                    ev.term,
+                    ev.leader,
+                    ev.detail,
+                )
             if self.on_event is not None:
                 try:
                     self.on_event(self, ev)
@@ -342,7 +380,10 @@ class Replica:
             if isinstance(m, VoteResponse) and m.granted and not m.pre_vote:
                 fraction, what = flags.fault_crash_after_vote_fraction, f"granting a vote in term {m.term}"
             elif isinstance(m, AppendResponse) and m.success and took_entries:
-                fraction, what = flags.fault_crash_after_append_fraction, f"acknowledging entries up to {m.match_index}"
+                fraction, what = (
+                    flags.fault_crash_after_append_fraction,
+                    f"acknowledging entries up to {m.match_index}",
+                )
             else:
                 continue
             if fraction > 0 and random.random() < fraction:
@@ -397,7 +438,9 @@ class Replica:
         if not w.ok:
             if w.lost:
                 # Log Matching: a newer leader's entry at this index means ours was never committed
-                raise RaftError(ErrorCode.NOT_LEADER, f"{w.error} (index {idx}); not applied", self.core.leader_id)
+                raise RaftError(
+                    ErrorCode.NOT_LEADER, f"{w.error} (index {idx}); not applied", self.core.leader_id
+                )
             raise Indeterminate(f"{w.error} (index {idx})")
         return w.results or []
 
@@ -495,17 +538,28 @@ class Replica:
         with self.lock:
             c = self.core
             st = pb.ReplicaStatus(
-                tablet_id=self.tablet_id, state="FAILED" if self._stopped else "RUNNING",
-                role=c.role.value, term=c.term, leader_uuid=c.leader_id or "",
+                tablet_id=self.tablet_id,
+                state="FAILED" if self._stopped else "RUNNING",
+                role=c.role.value,
+                term=c.term,
+                leader_uuid=c.leader_id or "",
                 committed_config=config_to_pb(c.committed_config),
-                last_index=c.last_index(), last_term=c.last_term(), commit_index=c.commit_index,
-                applied_index=self.tablet.applied_index, schema_version=self.tablet.schema_version)
+                last_index=c.last_index(),
+                last_term=c.last_term(),
+                commit_index=c.commit_index,
+                applied_index=self.tablet.applied_index,
+                schema_version=self.tablet.schema_version,
+            )
             if c.config != c.committed_config:
                 st.pending_config.CopyFrom(config_to_pb(c.config))
             if c.is_leader():
                 for u, h in c.peer_health().items():
                     pr = c.progress.get(u)
-                    if h == PeerHealth.FAILED_UNRECOVERABLE and pr is not None and pr.next - 1 >= c.log_start - 1:
+                    if (
+                        h == PeerHealth.FAILED_UNRECOVERABLE
+                        and pr is not None
+                        and pr.next - 1 >= c.log_start - 1
+                    ):
                         continue  # not answered since this leader started: unknown, not unrecoverable
                     if h != PeerHealth.HEALTHY:
                         st.failed_peers.append(u)
@@ -516,13 +570,22 @@ class Replica:
 
 
 def config_to_pb(c: RaftConfig) -> pb.RaftConfig:
-    return pb.RaftConfig(index=c.opid_index, peers=[
-        pb.RaftPeer(uuid=p.uuid, addr=p.address, voter=p.member_type.value == "VOTER", promote=p.promote)
-        for p in c.peers])
+    return pb.RaftConfig(
+        index=c.opid_index,
+        peers=[
+            pb.RaftPeer(uuid=p.uuid, addr=p.address, voter=p.member_type.value == "VOTER", promote=p.promote)
+            for p in c.peers
+        ],
+    )
 
 
 def config_from_pb(c: pb.RaftConfig) -> RaftConfig:
     from faultline.node.consensus import MemberType, Peer
 
-    return RaftConfig(tuple(Peer(p.uuid, p.addr, MemberType.VOTER if p.voter else MemberType.NON_VOTER,
-                                 p.promote) for p in c.peers), c.index)
+    return RaftConfig(
+        tuple(
+            Peer(p.uuid, p.addr, MemberType.VOTER if p.voter else MemberType.NON_VOTER, p.promote)
+            for p in c.peers
+        ),
+        c.index,
+    )

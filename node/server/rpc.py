@@ -117,9 +117,14 @@ class ChannelPool:
         with self._lock:
             ent = self._chans.get(addr)
             if ent is None:
-                opts = CHANNEL_OPTIONS if self.reresolve else [
-                    (k, 3_600_000) if k == "grpc.dns_min_time_between_resolutions_ms" else (k, v)
-                    for k, v in CHANNEL_OPTIONS]
+                opts = (
+                    CHANNEL_OPTIONS
+                    if self.reresolve
+                    else [
+                        (k, 3_600_000) if k == "grpc.dns_min_time_between_resolutions_ms" else (k, v)
+                        for k, v in CHANNEL_OPTIONS
+                    ]
+                )
                 ch = grpc.insecure_channel(target, options=opts)
                 ent = (target, ch, time.monotonic())
                 self._chans[addr] = ent
@@ -149,15 +154,25 @@ class ChannelPool:
             if target != ent[0]:
                 log.info("address %s moved: %s -> %s", addr, ent[0], target)
                 old = ent[1]
-                self._chans[addr] = (target, grpc.insecure_channel(target, options=CHANNEL_OPTIONS),
-                                     time.monotonic())
+                self._chans[addr] = (
+                    target,
+                    grpc.insecure_channel(target, options=CHANNEL_OPTIONS),
+                    time.monotonic(),
+                )
             else:
                 self._chans[addr] = (ent[0], ent[1], time.monotonic())
         if old is not None:
             old.close()
 
-    def call(self, addr: str, stub_cls: type, method: str, request: object, timeout: float,
-             metadata: tuple | None = None) -> object:
+    def call(
+        self,
+        addr: str,
+        stub_cls: type,
+        method: str,
+        request: object,
+        timeout: float,
+        metadata: tuple | None = None,
+    ) -> object:
         """Unary call with a deadline; re-resolves the name after a transport failure."""
         stub = self.stub(addr, stub_cls)
         try:
@@ -174,7 +189,7 @@ class ChannelPool:
         ent = self._stubs.get(key)
         if ent is None or ent[0] is not ch:
             with self._lock:
-                if len(self._stubs) > 4 * len(self._chans) + 64:   # drop stubs of replaced channels
+                if len(self._stubs) > 4 * len(self._chans) + 64:  # drop stubs of replaced channels
                     live = {id(c) for _, c, _ in self._chans.values()}
                     self._stubs = {k: v for k, v in self._stubs.items() if k[0] in live}
                 ent = (ch, stub_cls(ch))
@@ -195,8 +210,9 @@ def make_server(bind: str, workers: int = 128) -> tuple[grpc.Server, int]:
     Writes block a worker until they commit (or their deadline), so the pool is large: Raft traffic
     must still find a free worker when many clients wait on an isolated leader."""
     host, port = split_addr(bind, allow_zero=True)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
-                         options=SERVER_OPTIONS)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"), options=SERVER_OPTIONS
+    )
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:

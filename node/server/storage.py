@@ -36,8 +36,9 @@ SEGMENT_BYTES = int(os.environ.get("FAULTLINE_WAL_SEGMENT_BYTES", str(8 << 20)))
 class ReplicaStorage:
     """WAL + cmeta + snapshot of one tablet replica under a node's data directory."""
 
-    def __init__(self, layout: FsLayout, tablet_id: str, fsync: bool = True,
-                 bugs: Iterable[str] = ()) -> None:
+    def __init__(
+        self, layout: FsLayout, tablet_id: str, fsync: bool = True, bugs: Iterable[str] = ()
+    ) -> None:
         self.layout = layout
         self.tablet_id = tablet_id
         self.fsync = fsync
@@ -49,12 +50,25 @@ class ReplicaStorage:
         self.cmeta: ConsensusMetadata | None = None
 
     def _open_wal(self, start_index: int, prev_term: int) -> Wal:
-        return Wal(self.wal_dir, fsync="always" if self.fsync else "never", bugs=self.bugs,
-                   start_index=start_index, start_prev_term=prev_term, segment_size=SEGMENT_BYTES)
+        return Wal(
+            self.wal_dir,
+            fsync="always" if self.fsync else "never",
+            bugs=self.bugs,
+            start_index=start_index,
+            start_prev_term=prev_term,
+            segment_size=SEGMENT_BYTES,
+        )
 
     # ------------------------------------------------------------------ create / load
-    def create(self, config: RaftConfig, term: int = 0, snapshot: bytes | None = None,
-               snapshot_index: int = 0, snapshot_term: int = 0, entries: list[Entry] | None = None) -> None:
+    def create(
+        self,
+        config: RaftConfig,
+        term: int = 0,
+        snapshot: bytes | None = None,
+        snapshot_index: int = 0,
+        snapshot_term: int = 0,
+        entries: list[Entry] | None = None,
+    ) -> None:
         """Write a fresh replica: optional snapshot, a WAL holding `entries`, then the cmeta."""
         self.close()
         if self.wal_dir.exists():
@@ -62,12 +76,22 @@ class ReplicaStorage:
         self.cmeta_path.parent.mkdir(parents=True, exist_ok=True)
         self.snapshot_path.parent.mkdir(parents=True, exist_ok=True)
         if snapshot is not None:
-            atomic_write(self.snapshot_path, json.dumps(
-                {"index": snapshot_index, "term": snapshot_term, "data": snapshot.decode()}).encode(), fsync=True)
+            atomic_write(
+                self.snapshot_path,
+                json.dumps(
+                    {"index": snapshot_index, "term": snapshot_term, "data": snapshot.decode()}
+                ).encode(),
+                fsync=True,
+            )
         elif self.snapshot_path.exists():
             self.snapshot_path.unlink()
-        wal = Wal(self.wal_dir, fsync="always", start_index=snapshot_index + 1, start_prev_term=snapshot_term,
-                  segment_size=SEGMENT_BYTES)
+        wal = Wal(
+            self.wal_dir,
+            fsync="always",
+            start_index=snapshot_index + 1,
+            start_prev_term=snapshot_term,
+            segment_size=SEGMENT_BYTES,
+        )
         try:
             if entries:
                 wal.append_sync(list(entries), timeout=WAIT_S)
@@ -92,8 +116,14 @@ class ReplicaStorage:
             snap, snap_index, snap_term = d["data"].encode(), int(d["index"]), int(d["term"])
         self.wal = self._open_wal(snap_index + 1, snap_term)
         entries = self.wal.entries()
-        state = PersistentState(self.cmeta.hard_state, self.cmeta.committed_config, tuple(entries),
-                                self.wal.first_index, self.wal.prev_term, snap_index)
+        state = PersistentState(
+            self.cmeta.hard_state,
+            self.cmeta.committed_config,
+            tuple(entries),
+            self.wal.first_index,
+            self.wal.prev_term,
+            snap_index,
+        )
         return state, snap, snap_index, snap_term
 
     # ------------------------------------------------------------------ write path
@@ -112,8 +142,11 @@ class ReplicaStorage:
 
     def write_snapshot(self, data: bytes, index: int, term: int) -> None:
         """Persist the state machine at `index`; the WAL below it may then be collected."""
-        atomic_write(self.snapshot_path, json.dumps({"index": index, "term": term, "data": data.decode()}).encode(),
-                     fsync=self.fsync)
+        atomic_write(
+            self.snapshot_path,
+            json.dumps({"index": index, "term": term, "data": data.decode()}).encode(),
+            fsync=self.fsync,
+        )
 
     def install_snapshot(self, data: bytes, index: int, term: int) -> None:
         """Replace the state machine and the log with the leader's snapshot: the snapshot first, then an

@@ -34,8 +34,8 @@ log = logging.getLogger("faultline.node.transport")
 MAX_QUEUE = 4000
 MAX_BATCH = 256
 SEND_TIMEOUT_S = 1.0
-FRAMED_RETRY_S = 2.0            # after a framed connection broke, batches go by gRPC this long
-FRAMED_CONNECT_RETRY_S = 30.0   # ... and after a connect to the framed port timed out
+FRAMED_RETRY_S = 2.0  # after a framed connection broke, batches go by gRPC this long
+FRAMED_CONNECT_RETRY_S = 30.0  # ... and after a connect to the framed port timed out
 
 
 class _Sender:
@@ -44,8 +44,8 @@ class _Sender:
         self.addr = addr
         self.q: collections.deque[pb.ConsensusMessage] = collections.deque()
         self.cv = threading.Condition()
-        self.framed_port = 0                       # the peer's framed port, once an ack named it
-        self.framed_after = 0.0                    # monotonic time before which batches go by gRPC
+        self.framed_port = 0  # the peer's framed port, once an ack named it
+        self.framed_after = 0.0  # monotonic time before which batches go by gRPC
         self.conn: FramedConnection | None = None  # used by this sender's thread only
         self.thread = threading.Thread(target=self._run, name=f"send-{addr}", daemon=True)
         self.thread.start()
@@ -90,8 +90,9 @@ class _Sender:
             connected = self.conn is not None
             try:
                 if self.conn is None:
-                    self.conn = FramedConnection(self.t.pool.target_host(self.addr), self.framed_port,
-                                                 SEND_TIMEOUT_S)
+                    self.conn = FramedConnection(
+                        self.t.pool.target_host(self.addr), self.framed_port, SEND_TIMEOUT_S
+                    )
                     connected = True
                 return self.conn.exchange(batch, SEND_TIMEOUT_S)
             except OSError as exc:
@@ -102,8 +103,10 @@ class _Sender:
                 self.framed_port = 0
                 self.framed_after = time.monotonic() + (FRAMED_CONNECT_RETRY_S if silent else FRAMED_RETRY_S)
                 raise
-        ack = cast(pb.ConsensusAck, self.t.pool.call(self.addr, pbg.ConsensusStub, "Send", batch,
-                                                     timeout=SEND_TIMEOUT_S))
+        ack = cast(
+            pb.ConsensusAck,
+            self.t.pool.call(self.addr, pbg.ConsensusStub, "Send", batch, timeout=SEND_TIMEOUT_S),
+        )
         self.framed_port = ack.framed_port
         return ack
 
@@ -122,12 +125,15 @@ class ReplySlot:
 
 
 class Transport:
-    def __init__(self, pool: ChannelPool,
-                 on_reply: Callable[[Sequence[pb.ConsensusMessage]], object] | None = None,
-                 framed: bool = True) -> None:
+    def __init__(
+        self,
+        pool: ChannelPool,
+        on_reply: Callable[[Sequence[pb.ConsensusMessage]], object] | None = None,
+        framed: bool = True,
+    ) -> None:
         self.pool = pool
-        self.on_reply = on_reply   # delivers messages that came back in an ack; None: never ask for them
-        self.framed = framed       # use a peer's framed port once it names one (node/server/framed.py)
+        self.on_reply = on_reply  # delivers messages that came back in an ack; None: never ask for them
+        self.framed = framed  # use a peer's framed port once it names one (node/server/framed.py)
         self.stopped = False
         self._stop_ev = threading.Event()
         self._lock = threading.Lock()

@@ -18,7 +18,7 @@ from typing import Any
 from faultline.node.server.values import Scalar, decode_key, encode_key, sort_key
 
 PUT, DELETE, CAS = "put", "delete", "cas"
-KINDS = ("write", "schema")   # what a replica writes to its log (noop: an empty payload)
+KINDS = ("write", "schema")  # what a replica writes to its log (noop: an empty payload)
 
 log = logging.getLogger("faultline.tablet")
 
@@ -44,9 +44,14 @@ def _tag(v: Scalar | None) -> str | None:
 
 
 def encode_write(ops: list[Op], schema_version: int = 0) -> bytes:
-    return json.dumps({"t": "write", "sv": schema_version,
-                       "ops": [[o.kind, _tag(o.key), _tag(o.value), _tag(o.expected)] for o in ops]},
-                      separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "t": "write",
+            "sv": schema_version,
+            "ops": [[o.kind, _tag(o.key), _tag(o.value), _tag(o.expected)] for o in ops],
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 def encode_schema(version: int) -> bytes:
@@ -67,7 +72,7 @@ class TabletState:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.rows: dict[str, str] = {}     # tagged key -> tagged value
+        self.rows: dict[str, str] = {}  # tagged key -> tagged value
         self._sorted: list[tuple[tuple[int, Any], str]] = []
         self.applied_index = 0
         self.applied_term = 0
@@ -83,8 +88,12 @@ class TabletState:
             entry = decode_entry(payload)
             if payload and entry.get("t") not in KINDS:
                 # every replica wrote this entry as a write or a schema change: the log handed up damaged data
-                log.error("damaged log entry %d (term %d, %d bytes) is not a valid write; skipping it",
-                          index, term, len(payload))
+                log.error(
+                    "damaged log entry %d (term %d, %d bytes) is not a valid write; skipping it",
+                    index,
+                    term,
+                    len(payload),
+                )
             out: list[OpResult] | None = None
             if entry.get("t") == "write":
                 out = self._apply_batch(entry["ops"])
@@ -145,7 +154,9 @@ class TabletState:
             v = self.rows.get(encode_key(key))
             return None if v is None else decode_key(v)
 
-    def scan(self, start: Scalar | None, end: Scalar | None, limit: int = 1_000_000) -> list[tuple[Scalar, Scalar]]:
+    def scan(
+        self, start: Scalar | None, end: Scalar | None, limit: int = 1_000_000
+    ) -> list[tuple[Scalar, Scalar]]:
         with self.lock:
             lo = 0 if start is None else bisect.bisect_left(self._sorted, (sort_key(start), ""))
             out = []
@@ -160,8 +171,9 @@ class TabletState:
     # ------------------------------------------------------------------ snapshots (tablet copy)
     def snapshot(self) -> tuple[bytes, int, int]:
         with self.lock:
-            data = json.dumps({"rows": self.rows, "schema_version": self.schema_version},
-                              separators=(",", ":")).encode()
+            data = json.dumps(
+                {"rows": self.rows, "schema_version": self.schema_version}, separators=(",", ":")
+            ).encode()
             return data, self.applied_index, self.applied_term
 
     def restore(self, data: bytes, index: int, term: int) -> None:

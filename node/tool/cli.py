@@ -23,7 +23,9 @@ def _masters(p: argparse.ArgumentParser) -> None:
 
 def _json(p: argparse.ArgumentParser, what: str) -> None:
     """`--json`: the machine-readable form (node/tool/output.py); the text form is for people only."""
-    p.add_argument("--json", action="store_true", help=f"print {what} as one line of JSON (node/tool/output.py)")
+    p.add_argument(
+        "--json", action="store_true", help=f"print {what} as one line of JSON (node/tool/output.py)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,15 +35,21 @@ def build_parser() -> argparse.ArgumentParser:
     fs = groups.add_parser("fs", help="data directories").add_subparsers(dest="action", required=True)
     p = fs.add_parser("format", help="create an empty data directory with a permanent uuid")
     p.add_argument("--fs-dir", required=True)
-    p.add_argument("--uuid", default=None, help="use this uuid (32 hex digits), e.g. to replace a dead master")
+    p.add_argument(
+        "--uuid", default=None, help="use this uuid (32 hex digits), e.g. to replace a dead master"
+    )
     p.set_defaults(fn=ops.fs_format)
-    dump = fs.add_parser("dump", help="print facts about a data directory").add_subparsers(dest="what", required=True)
+    dump = fs.add_parser("dump", help="print facts about a data directory").add_subparsers(
+        dest="what", required=True
+    )
     p = dump.add_parser("uuid", help="print the data directory's uuid")
     p.add_argument("--fs-dir", required=True)
     p.set_defaults(fn=ops.fs_dump_uuid)
 
-    p = fs.add_parser("cut_to_synced", help="simulated power loss: cut every file back to what reached fsync "
-                      "(server must be stopped)")
+    p = fs.add_parser(
+        "cut_to_synced",
+        help="simulated power loss: cut every file back to what reached fsync (server must be stopped)",
+    )
     p.add_argument("--fs-dir", required=True, help="data directory of a stopped (killed) server")
     p.add_argument("--json", action="store_true", help="print what was cut as JSON")
     p.set_defaults(fn=ops.fs_cut_to_synced)
@@ -63,36 +71,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fs-dir", required=True)
     p.set_defaults(fn=ops.cmeta_rewrite)
     p = lrs.add_parser("copy_from_remote", help="copy a replica from a running server (tablet copy)")
-    p.add_argument("tablet", metavar="TABLET", help="tablet id, or 'sys' / 00000000000000000000000000000000 for masters")
-    p.add_argument("source", metavar="HOST:PORT[,HOST:PORT...]",
-                   help="the server to copy from; for 'sys', several masters: the tool copies from the leader")
+    p.add_argument(
+        "tablet", metavar="TABLET", help="tablet id, or 'sys' / 00000000000000000000000000000000 for masters"
+    )
+    p.add_argument(
+        "source",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="the server to copy from; for 'sys', several masters: the tool copies from the leader",
+    )
     p.add_argument("--fs-dir", required=True)
-    p.add_argument("--inject-bug", action="append", default=[], help="copy-from-lagging-master: skip the leader check")
+    p.add_argument(
+        "--inject-bug", action="append", default=[], help="copy-from-lagging-master: skip the leader check"
+    )
     p.set_defaults(fn=ops.copy_from_remote)
 
-    rr = groups.add_parser("remote_replica", help="replicas on a running server").add_subparsers(dest="action", required=True)
+    rr = groups.add_parser("remote_replica", help="replicas on a running server").add_subparsers(
+        dest="action", required=True
+    )
     p = rr.add_parser("list", help="list the replicas of a server")
     p.add_argument("server", metavar="HOST:PORT")
     _json(p, "the replicas")
     p.set_defaults(fn=ops.remote_list)
-    p = rr.add_parser("unsafe_change_config", help="force a config of surviving voters (after losing a majority)")
+    p = rr.add_parser(
+        "unsafe_change_config", help="force a config of surviving voters (after losing a majority)"
+    )
     p.add_argument("server", metavar="HOST:PORT")
     p.add_argument("tablet", metavar="TABLET")
     p.add_argument("uuids", metavar="UUID", nargs="+")
     p.set_defaults(fn=ops.unsafe_change_config)
 
     def set_flag_parser(sub: argparse._SubParsersAction, role: str) -> None:
-        p = sub.add_parser("set_flag", help=f"change a runtime flag of a running {role} (node/server/flags.py); "
-                                            "a restart brings back the default")
+        p = sub.add_parser(
+            "set_flag",
+            help=f"change a runtime flag of a running {role} (node/server/flags.py); "
+            "a restart brings back the default",
+        )
         p.add_argument("server", metavar="HOST:PORT")
         p.add_argument("flag", metavar="FLAG")
         p.add_argument("value", metavar="VALUE")
         p.set_defaults(fn=ops.set_flag)
 
-    ts = groups.add_parser("tserver", help="a running tablet server").add_subparsers(dest="action", required=True)
+    ts = groups.add_parser("tserver", help="a running tablet server").add_subparsers(
+        dest="action", required=True
+    )
     set_flag_parser(ts, "tablet server")
 
-    ma = groups.add_parser("master", help="the masters' Raft config").add_subparsers(dest="action", required=True)
+    ma = groups.add_parser("master", help="the masters' Raft config").add_subparsers(
+        dest="action", required=True
+    )
     p = ma.add_parser("list", help="list masters and their roles")
     _masters(p)
     _json(p, "the masters")
@@ -112,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     tb = groups.add_parser("tablet", help="tablet replicas and leadership")
     tbs = tb.add_subparsers(dest="action", required=True)
-    cc = tbs.add_parser("change_config", help="add/remove/move a replica").add_subparsers(dest="what", required=True)
+    cc = tbs.add_parser("change_config", help="add/remove/move a replica").add_subparsers(
+        dest="what", required=True
+    )
     p = cc.add_parser("add_replica", help="add a replica on a tablet server")
     _masters(p)
     p.add_argument("tablet", metavar="TABLET")
@@ -135,7 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     _masters(p)
     p.add_argument("tablet", metavar="TABLET")
     p.add_argument("--new-leader", default="", metavar="UUID")
-    p.add_argument("--abrupt", action="store_true", help="stop leading at once instead of handing the leadership over")
+    p.add_argument(
+        "--abrupt", action="store_true", help="stop leading at once instead of handing the leadership over"
+    )
     p.set_defaults(fn=ops.leader_step_down)
 
     ta = groups.add_parser("table", help="tables").add_subparsers(dest="action", required=True)

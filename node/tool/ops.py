@@ -103,7 +103,7 @@ def _layout(args: argparse.Namespace, write: bool = False) -> tuple[FsLayout, st
     try:
         u = read_uuid(args.fs_dir)
         if write:
-            lock_dir(args.fs_dir)   # released when the tool exits
+            lock_dir(args.fs_dir)  # released when the tool exits
     except FsError as exc:
         raise ToolFailure(str(exc)) from None
     return FsLayout(Path(args.fs_dir)), u
@@ -120,8 +120,11 @@ def fs_cut_to_synced(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ToolFailure(f"cut_to_synced: {exc}") from None
     if args.json:
-        print(json.dumps({"truncated": rep.truncated, "deleted": rep.deleted, "restored": rep.restored},
-                         sort_keys=True))
+        print(
+            json.dumps(
+                {"truncated": rep.truncated, "deleted": rep.deleted, "restored": rep.restored}, sort_keys=True
+            )
+        )
         return 0
     for path, n in sorted(rep.truncated.items()):
         print(f"truncated {path} (-{n} bytes)")
@@ -129,8 +132,10 @@ def fs_cut_to_synced(args: argparse.Namespace) -> int:
         print(f"deleted {path}")
     for path in rep.restored:
         print(f"restored {path}")
-    print(f"cut_to_synced: {len(rep.truncated)} truncated, {len(rep.deleted)} deleted, "
-          f"{len(rep.restored)} restored")
+    print(
+        f"cut_to_synced: {len(rep.truncated)} truncated, {len(rep.deleted)} deleted, "
+        f"{len(rep.restored)} restored"
+    )
     return 0
 
 
@@ -182,7 +187,7 @@ def cmeta_rewrite(args: argparse.Namespace) -> int:
         storage.close()
     last = max([e.index for e in state.entries] + [state.log_start - 1, cm.committed_config.opid_index])
     new = ConsensusMetadata(cm.term, cm.voted_for, RaftConfig(tuple(peers), last))
-    new.save(layout.cmeta(tid), fsync=True)   # atomic: temp file, fsync, rename
+    new.save(layout.cmeta(tid), fsync=True)  # atomic: temp file, fsync, rename
     del sb
     print(f"rewrote the config of {tid}: {' '.join(p.uuid for p in peers)} (opid_index {last})")
     return 0
@@ -201,11 +206,20 @@ class _SourceStatus:
 
 def _source_status(pool: ChannelPool, addr: str) -> _SourceStatus | None:
     try:
-        ping = cast(cpb.PingResponse, pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(),
-                                                timeout=RPC_TIMEOUT))
-        resp = cast(pb.ListTabletsResponse, pool.call(
-            addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=SYS_TABLET),
-            timeout=RPC_TIMEOUT))
+        ping = cast(
+            cpb.PingResponse,
+            pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT),
+        )
+        resp = cast(
+            pb.ListTabletsResponse,
+            pool.call(
+                addr,
+                pbg.ConsensusStub,
+                "ListReplicas",
+                pb.ListTabletsRequest(tablet_id=SYS_TABLET),
+                timeout=RPC_TIMEOUT,
+            ),
+        )
     except grpc.RpcError:
         return None
     st = next((r for r in resp.replicas if r.tablet_id == SYS_TABLET), None)
@@ -235,10 +249,13 @@ def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> st
         return sources[0]
     if len(sources) == 1:
         src = sources[0]
-        resp = cast(pb.ListMastersResponse, pool.call(src, pbg.MasterStub, "ListMasters",
-                                                      pb.ListMastersRequest(), timeout=RPC_TIMEOUT))
-        ping = cast(cpb.PingResponse, pool.call(src, cpbg.GenericStub, "Ping", cpb.PingRequest(),
-                                                timeout=RPC_TIMEOUT))
+        resp = cast(
+            pb.ListMastersResponse,
+            pool.call(src, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=RPC_TIMEOUT),
+        )
+        ping = cast(
+            cpb.PingResponse, pool.call(src, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT)
+        )
         leader = [m for m in resp.masters if m.role == "LEADER"]
         if not resp.masters:
             raise ToolFailure(f"{src} has no master catalog to copy")
@@ -261,12 +278,16 @@ def _catalog_source(pool: ChannelPool, sources: list[str], careless: bool) -> st
         # a master that does not answer may be the one that knows a newer term (it and the master being
         # replaced elected a leader while the one in sight was cut off): only a follower in the leader's
         # term rules that out (with three masters, the two of them are a majority, so no newer term exists)
-        raise ToolFailure(f"{','.join(silent)} did not answer, and no other master confirms "
-                          f"{'the leader ' + leaders[0].addr if leaders else 'which is the most advanced'}; "
-                          "retry once every source answers")
+        raise ToolFailure(
+            f"{','.join(silent)} did not answer, and no other master confirms "
+            f"{'the leader ' + leaders[0].addr if leaders else 'which is the most advanced'}; "
+            "retry once every source answers"
+        )
     if any(s.role == "LEADER" for s in found):
-        raise ToolFailure(f"no leader of the current term {top} among {','.join(sources)} (an older leader is "
-                          "cut off); retry once the masters agree")
+        raise ToolFailure(
+            f"no leader of the current term {top} among {','.join(sources)} (an older leader is "
+            "cut off); retry once the masters agree"
+        )
     best = max(found, key=lambda s: (s.term, s.last_index))
     print(f"warning: no leader master is known; copying from the most advanced, {best.addr}", file=sys.stderr)
     return best.addr
@@ -310,8 +331,10 @@ def copy_from_remote(args: argparse.Namespace) -> int:
         raise ToolFailure(f"copy from {src} failed: {exc.code().name} {exc.details()}") from None
     finally:
         pool.close()
-    print(f"copied tablet {tid} from {src}: snapshot at index {copy.snapshot_index}, "
-          f"{len(copy.log_entries)} log entries")
+    print(
+        f"copied tablet {tid} from {src}: snapshot at index {copy.snapshot_index}, "
+        f"{len(copy.log_entries)} log entries"
+    )
     return 0
 
 
@@ -329,12 +352,22 @@ def _server_call(server: str, method: str, request: Any) -> Any:
 
 def remote_list(args: argparse.Namespace) -> int:
     resp = _server_call(args.server, "ListReplicas", pb.ListTabletsRequest())
-    rows = [output.RemoteReplicaRow(
-        tablet_id=r.tablet_id, table=r.table_name, state=r.state, role=r.role, term=int(r.term),
-        leader_uuid=r.leader_uuid, commit_index=int(r.commit_index), last_index=int(r.last_index),
-        config_index=int(r.committed_config.index),
-        voters=[p.uuid for p in r.committed_config.peers if p.voter],
-        non_voters=[p.uuid for p in r.committed_config.peers if not p.voter]) for r in resp.replicas]
+    rows = [
+        output.RemoteReplicaRow(
+            tablet_id=r.tablet_id,
+            table=r.table_name,
+            state=r.state,
+            role=r.role,
+            term=int(r.term),
+            leader_uuid=r.leader_uuid,
+            commit_index=int(r.commit_index),
+            last_index=int(r.last_index),
+            config_index=int(r.committed_config.index),
+            voters=[p.uuid for p in r.committed_config.peers if p.voter],
+            non_voters=[p.uuid for p in r.committed_config.peers if not p.voter],
+        )
+        for r in resp.replicas
+    ]
     print(output.format_remote_replicas(rows, args.json), end="")
     return 0
 
@@ -351,9 +384,12 @@ def unsafe_change_config(args: argparse.Namespace) -> int:
     for u in args.uuids:
         if not UUID_RE.match(u):
             raise UsageProblem(f"bad uuid {u!r}")
-    resp = _server_call(args.server, "UnsafeChangeConfig",
-                        pb.UnsafeChangeConfigRequest(tablet_id=tid, voter_uuids=args.uuids))
-    print(f"tablet {tid}: new config {' '.join(p.uuid for p in resp.config.peers)} at index {resp.config.index}")
+    resp = _server_call(
+        args.server, "UnsafeChangeConfig", pb.UnsafeChangeConfigRequest(tablet_id=tid, voter_uuids=args.uuids)
+    )
+    print(
+        f"tablet {tid}: new config {' '.join(p.uuid for p in resp.config.peers)} at index {resp.config.index}"
+    )
     return 0
 
 
@@ -375,16 +411,24 @@ def _change_masters(args: argparse.Namespace, add: bool, addr: str) -> int:
         deadline = time.monotonic() + getattr(args, "timeout", 60.0)
         while True:
             try:
-                c._master_call("ChangeMasters", pb.ChangeMastersRequest(add=add, addr=addr, uuid=args.uuid),
-                               time.monotonic() + 20, True)
+                c._master_call(
+                    "ChangeMasters",
+                    pb.ChangeMastersRequest(add=add, addr=addr, uuid=args.uuid),
+                    time.monotonic() + 20,
+                    True,
+                )
                 break
             except KuduError as exc:
-                if time.monotonic() > deadline or ("STEPPING_DOWN" not in str(exc) and "PENDING" not in str(exc)):
+                if time.monotonic() > deadline or (
+                    "STEPPING_DOWN" not in str(exc) and "PENDING" not in str(exc)
+                ):
                     raise ToolFailure(str(exc)) from None
                 time.sleep(0.5)
         if add:
-            print(f"added {addr} as a non-voter; waiting for it to copy the catalog and be promoted ...",
-                  file=sys.stderr)
+            print(
+                f"added {addr} as a non-voter; waiting for it to copy the catalog and be promoted ...",
+                file=sys.stderr,
+            )
             while time.monotonic() < deadline:
                 try:
                     ms = c.list_masters(timeout=5)
@@ -425,9 +469,16 @@ def _leader_status(c: KuduClient, tid: str, deadline: float) -> tuple[str, pb.Re
         loc = _find_tablet(c, tid)
         for r in loc.replicas:
             try:
-                resp = cast(pb.ListTabletsResponse, c.pool.call(
-                    r.addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=tid),
-                    timeout=3.0))
+                resp = cast(
+                    pb.ListTabletsResponse,
+                    c.pool.call(
+                        r.addr,
+                        pbg.ConsensusStub,
+                        "ListReplicas",
+                        pb.ListTabletsRequest(tablet_id=tid),
+                        timeout=3.0,
+                    ),
+                )
             except grpc.RpcError:
                 continue
             for st in resp.replicas:
@@ -445,21 +496,26 @@ def _tserver(c: KuduClient, uuid: str) -> pb.TServerInfo:
     raise ToolFailure(f"tablet server {uuid} is not known to the masters")
 
 
-def _change(c: KuduClient, tid: str, typ: pb.ChangeConfigRequest.Type, peer: pb.RaftPeer,
-            timeout: float = 30.0) -> int:
+def _change(
+    c: KuduClient, tid: str, typ: pb.ChangeConfigRequest.Type, peer: pb.RaftPeer, timeout: float = 30.0
+) -> int:
     deadline = time.monotonic() + timeout
     while True:
         addr, st = _leader_status(c, tid, deadline)
         try:
-            req = pb.ChangeConfigRequest(tablet_id=tid, type=typ, peer=peer,
-                                         cas_config_index=st.committed_config.index)
-            resp = cast(pb.ChangeConfigResponse,
-                        c.pool.call(addr, pbg.ConsensusStub, "ChangeConfig", req, timeout=15.0))
+            req = pb.ChangeConfigRequest(
+                tablet_id=tid, type=typ, peer=peer, cas_config_index=st.committed_config.index
+            )
+            resp = cast(
+                pb.ChangeConfigResponse,
+                c.pool.call(addr, pbg.ConsensusStub, "ChangeConfig", req, timeout=15.0),
+            )
             return resp.config_index
         except grpc.RpcError as exc:
             d = exc.details() or ""
-            if time.monotonic() > deadline or not any(s in d for s in ("NOT_LEADER", "PENDING", "NOT_READY",
-                                                                        "CAS_FAILED", "TRANSFER")):
+            if time.monotonic() > deadline or not any(
+                s in d for s in ("NOT_LEADER", "PENDING", "NOT_READY", "CAS_FAILED", "TRANSFER")
+            ):
                 raise ToolFailure(f"{exc.code().name}: {d}") from None
             time.sleep(0.5)
 
@@ -471,9 +527,15 @@ def add_replica(args: argparse.Namespace) -> int:
         ts = _tserver(c, args.ts)
         voter = args.replica_type == "VOTER"
         # a VOTER joins as a promotable NON_VOTER first, so it cannot weaken the majority while copying
-        idx = _change(c, tid, pb.ChangeConfigRequest.ADD_PEER,
-                      pb.RaftPeer(uuid=ts.uuid, addr=ts.addr, voter=False, promote=voter))
-        print(f"added {ts.uuid} to {tid} as {'a promotable NON_VOTER' if voter else 'NON_VOTER'} (config index {idx})")
+        idx = _change(
+            c,
+            tid,
+            pb.ChangeConfigRequest.ADD_PEER,
+            pb.RaftPeer(uuid=ts.uuid, addr=ts.addr, voter=False, promote=voter),
+        )
+        print(
+            f"added {ts.uuid} to {tid} as {'a promotable NON_VOTER' if voter else 'NON_VOTER'} (config index {idx})"
+        )
         return 0
     finally:
         c.close()
@@ -496,8 +558,12 @@ def move_replica(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     try:
         ts = _tserver(c, args.dst)
-        _change(c, tid, pb.ChangeConfigRequest.ADD_PEER, pb.RaftPeer(uuid=ts.uuid, addr=ts.addr, voter=False,
-                                                                       promote=True))
+        _change(
+            c,
+            tid,
+            pb.ChangeConfigRequest.ADD_PEER,
+            pb.RaftPeer(uuid=ts.uuid, addr=ts.addr, voter=False, promote=True),
+        )
         print(f"added {ts.uuid}; waiting for it to catch up and be promoted ...", file=sys.stderr)
         while True:
             _, st = _leader_status(c, tid, deadline)
@@ -506,8 +572,13 @@ def move_replica(args: argparse.Namespace) -> int:
             if time.monotonic() > deadline:
                 raise ToolFailure(f"{ts.uuid} was not promoted within {args.timeout:.0f}s")
             time.sleep(0.3)
-        _change(c, tid, pb.ChangeConfigRequest.REMOVE_PEER, pb.RaftPeer(uuid=args.src),
-                timeout=max(5.0, deadline - time.monotonic()))
+        _change(
+            c,
+            tid,
+            pb.ChangeConfigRequest.REMOVE_PEER,
+            pb.RaftPeer(uuid=args.src),
+            timeout=max(5.0, deadline - time.monotonic()),
+        )
         print(f"moved the replica of {tid} from {args.src} to {ts.uuid}")
         return 0
     finally:
@@ -518,7 +589,7 @@ def leader_step_down(args: argparse.Namespace) -> int:
     tid = _tablet_id(args.tablet)
     c = _client(args)
     try:
-        if tid == SYS_TABLET:   # the masters' own Raft group
+        if tid == SYS_TABLET:  # the masters' own Raft group
             lead = [m for m in _wrap(c.list_masters).masters if m.role == "LEADER"]
             if not lead:
                 raise ToolFailure("no leader master")
@@ -526,9 +597,13 @@ def leader_step_down(args: argparse.Namespace) -> int:
         else:
             addr, _ = _leader_status(c, tid, time.monotonic() + RPC_TIMEOUT)
         try:
-            c.pool.call(addr, pbg.ConsensusStub, "LeaderStepDown",
-                        pb.LeaderStepDownRequest(tablet_id=tid, new_leader_uuid=args.new_leader, abrupt=args.abrupt),
-                        timeout=RPC_TIMEOUT)
+            c.pool.call(
+                addr,
+                pbg.ConsensusStub,
+                "LeaderStepDown",
+                pb.LeaderStepDownRequest(tablet_id=tid, new_leader_uuid=args.new_leader, abrupt=args.abrupt),
+                timeout=RPC_TIMEOUT,
+            )
         except grpc.RpcError as exc:
             raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
         print(f"leader of {tid} at {addr} is stepping down")
@@ -565,11 +640,18 @@ def table_list(args: argparse.Namespace) -> int:
         for name in _wrap(c.list_tables):
             row = output.TableRow(name=name)
             if args.tablets:
-                row["tablets"] = [output.TabletRow(
-                    tablet_id=t.tablet_id, partition=int(t.partition), state=t.state,
-                    replicas=[output.ReplicaRow(uuid=r.uuid, addr=r.addr, role=r.role, voter=r.voter)
-                              for r in t.replicas])
-                    for t in _wrap(lambda name=name: c.table_locations(name)).tablets]
+                row["tablets"] = [
+                    output.TabletRow(
+                        tablet_id=t.tablet_id,
+                        partition=int(t.partition),
+                        state=t.state,
+                        replicas=[
+                            output.ReplicaRow(uuid=r.uuid, addr=r.addr, role=r.role, voter=r.voter)
+                            for r in t.replicas
+                        ],
+                    )
+                    for t in _wrap(lambda name=name: c.table_locations(name)).tablets
+                ]
             tables.append(row)
     finally:
         c.close()
@@ -598,8 +680,10 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
     leaders: set[str] = set()
     for a in masters:
         try:
-            mresp = cast(pb.ListMastersResponse,
-                         c.pool.call(a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=5.0))
+            mresp = cast(
+                pb.ListMastersResponse,
+                c.pool.call(a, pbg.MasterStub, "ListMasters", pb.ListMastersRequest(), timeout=5.0),
+            )
             out["masters"].append({"addr": a, "config": [(m.uuid, m.addr, m.role) for m in mresp.masters]})
             leaders.update(m.uuid for m in mresp.masters if m.role == "LEADER")
         except grpc.RpcError as exc:
@@ -630,9 +714,16 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
             statuses: dict[str, pb.ReplicaStatus] = {}
             for r in t.replicas:
                 try:
-                    resp = cast(pb.ListTabletsResponse, c.pool.call(
-                        r.addr, pbg.ConsensusStub, "ListReplicas",
-                        pb.ListTabletsRequest(tablet_id=t.tablet_id), timeout=3.0))
+                    resp = cast(
+                        pb.ListTabletsResponse,
+                        c.pool.call(
+                            r.addr,
+                            pbg.ConsensusStub,
+                            "ListReplicas",
+                            pb.ListTabletsRequest(tablet_id=t.tablet_id),
+                            timeout=3.0,
+                        ),
+                    )
                     for st in resp.replicas:
                         if st.state == "RUNNING":
                             statuses[r.uuid] = st
@@ -654,16 +745,28 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
             lst = statuses[lead[0]]
             # followers learn the commit index with the next append: give laggards a moment
             for _ in range(6):
-                behind = [r for r in t.replicas if r.uuid in statuses and r.uuid != lead[0]
-                          and statuses[r.uuid].commit_index < lst.commit_index]
+                behind = [
+                    r
+                    for r in t.replicas
+                    if r.uuid in statuses
+                    and r.uuid != lead[0]
+                    and statuses[r.uuid].commit_index < lst.commit_index
+                ]
                 if not behind:
                     break
                 time.sleep(0.3)
                 for r in behind:
                     try:
-                        resp = cast(pb.ListTabletsResponse, c.pool.call(
-                            r.addr, pbg.ConsensusStub, "ListReplicas",
-                            pb.ListTabletsRequest(tablet_id=t.tablet_id), timeout=3.0))
+                        resp = cast(
+                            pb.ListTabletsResponse,
+                            c.pool.call(
+                                r.addr,
+                                pbg.ConsensusStub,
+                                "ListReplicas",
+                                pb.ListTabletsRequest(tablet_id=t.tablet_id),
+                                timeout=3.0,
+                            ),
+                        )
                         for st in resp.replicas:
                             if st.state == "RUNNING":
                                 statuses[r.uuid] = st
@@ -671,14 +774,19 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
                         pass
             for u, st in statuses.items():
                 if st.committed_config.SerializeToString() != lst.committed_config.SerializeToString():
-                    problems.append(f"{where}: replica {u} has config index {st.committed_config.index}, "
-                                    f"leader has {lst.committed_config.index}")
+                    problems.append(
+                        f"{where}: replica {u} has config index {st.committed_config.index}, "
+                        f"leader has {lst.committed_config.index}"
+                    )
                 if st.commit_index < lst.commit_index:
-                    problems.append(f"{where}: replica {u} committed index {st.commit_index} < leader's "
-                                    f"{lst.commit_index}")
+                    problems.append(
+                        f"{where}: replica {u} committed index {st.commit_index} < leader's "
+                        f"{lst.commit_index}"
+                    )
             if not any(r.role == "LEADER" and r.uuid == lead[0] for r in t.replicas):
-                problems.append(f"{where}: the leader master does not know its leader {lead[0]} (tablet report "
-                                f"missing)")
+                problems.append(
+                    f"{where}: the leader master does not know its leader {lead[0]} (tablet report missing)"
+                )
             if {p.uuid for p in lst.committed_config.peers} != {r.uuid for r in t.replicas}:
                 problems.append(f"{where}: master's config differs from the leader's")
             if lst.failed_peers:
@@ -693,18 +801,24 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
         if not s.live:
             continue
         try:
-            resp = cast(pb.ListTabletsResponse, c.pool.call(s.addr, pbg.ConsensusStub, "ListReplicas",
-                                                            pb.ListTabletsRequest(), timeout=3.0))
+            resp = cast(
+                pb.ListTabletsResponse,
+                c.pool.call(s.addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(), timeout=3.0),
+            )
         except grpc.RpcError:
             continue
         for st in resp.replicas:
             if st.state == "RUNNING" and st.tablet_id not in known:
-                problems.append(f"tablet server {s.uuid} still runs a replica of {st.tablet_id}, which belongs "
-                                f"to no live table (deleted, or never recorded)")
+                problems.append(
+                    f"tablet server {s.uuid} still runs a replica of {st.tablet_id}, which belongs "
+                    f"to no live table (deleted, or never recorded)"
+                )
     for s in servers:
         if not s.live and s.uuid in members:
             problems.append(f"tablet server {s.uuid} ({s.addr}) hosts replicas but is not heartbeating")
-    out.update({"healthy": not problems, "problems": problems, "tablets": ntablets, "live_tservers": len(live)})
+    out.update(
+        {"healthy": not problems, "problems": problems, "tablets": ntablets, "live_tservers": len(live)}
+    )
     return out
 
 
@@ -715,8 +829,10 @@ def ksck(args: argparse.Namespace) -> int:
     else:
         for p in rep["problems"]:
             print(f"WARNING: {p}")
-        print(f"{len(rep.get('tables', {}))} tables, {rep.get('tablets', 0)} tablets, "
-              f"{rep.get('live_tservers', 0)} live tablet servers, {len(rep['masters'])} masters")
+        print(
+            f"{len(rep.get('tables', {}))} tables, {rep.get('tablets', 0)} tablets, "
+            f"{rep.get('live_tservers', 0)} live tablet servers, {len(rep['masters'])} masters"
+        )
         print("OK" if rep["healthy"] else "UNHEALTHY")
     return 0 if rep["healthy"] else 1
 

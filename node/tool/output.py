@@ -18,7 +18,7 @@ class MasterRow(TypedDict):
 
     uuid: str
     addr: str
-    role: str      # LEADER, FOLLOWER, LEARNER, ...
+    role: str  # LEADER, FOLLOWER, LEARNER, ...
     voter: bool
 
 
@@ -27,27 +27,27 @@ class ReplicaRow(TypedDict):
 
     uuid: str
     addr: str
-    role: str      # LEADER, FOLLOWER, LEARNER, UNKNOWN
+    role: str  # LEADER, FOLLOWER, LEARNER, UNKNOWN
     voter: bool
 
 
 class TabletRow(TypedDict):
     tablet_id: str
     partition: int
-    state: str     # CREATING, RUNNING, DELETED
+    state: str  # CREATING, RUNNING, DELETED
     replicas: list[ReplicaRow]
 
 
 class TableRow(TypedDict):
     name: str
-    tablets: NotRequired[list[TabletRow]]   # only with `--tablets`
+    tablets: NotRequired[list[TabletRow]]  # only with `--tablets`
 
 
 class LocalReplicaRow(TypedDict):
     """One replica in a stopped server's data directory (`local_replica list`)."""
 
     tablet_id: str
-    state: str     # RUNNING, COPYING, TOMBSTONED
+    state: str  # RUNNING, COPYING, TOMBSTONED
     table: str
 
 
@@ -96,12 +96,16 @@ def format_master_list(rows: Iterable[MasterRow], as_json: bool = False) -> str:
     rows = list(rows)
     if as_json:
         return dumps({"masters": rows})
-    return "".join(f"{m['uuid']} {m['addr']} {m['role']}{'' if m['voter'] else ' (non-voter)'}\n" for m in rows)
+    return "".join(
+        f"{m['uuid']} {m['addr']} {m['role']}{'' if m['voter'] else ' (non-voter)'}\n" for m in rows
+    )
 
 
 def _member(m: Any) -> MasterRow:
     """One Raft member as both listings print it (a master, or a tablet's replica)."""
-    return MasterRow(uuid=str(m["uuid"]), addr=str(m["addr"]), role=str(m["role"]).upper(), voter=bool(m["voter"]))
+    return MasterRow(
+        uuid=str(m["uuid"]), addr=str(m["addr"]), role=str(m["role"]).upper(), voter=bool(m["voter"])
+    )
 
 
 def parse_master_list(out: str) -> list[MasterRow]:
@@ -131,9 +135,14 @@ def parse_table_list(out: str) -> list[TableRow]:
         row = TableRow(name=str(t["name"]))
         if "tablets" in t:
             row["tablets"] = [
-                TabletRow(tablet_id=str(tab["tablet_id"]), partition=int(tab["partition"]), state=str(tab["state"]),
-                          replicas=[ReplicaRow(**_member(r)) for r in tab["replicas"]])
-                for tab in t["tablets"]]
+                TabletRow(
+                    tablet_id=str(tab["tablet_id"]),
+                    partition=int(tab["partition"]),
+                    state=str(tab["state"]),
+                    replicas=[ReplicaRow(**_member(r)) for r in tab["replicas"]],
+                )
+                for tab in t["tablets"]
+            ]
         tables.append(row)
     return tables
 
@@ -149,8 +158,10 @@ def format_local_replicas(rows: Iterable[LocalReplicaRow], as_json: bool = False
 
 def parse_local_replicas(out: str) -> list[LocalReplicaRow]:
     """The replicas from `local_replica list --json`."""
-    return [LocalReplicaRow(tablet_id=str(r["tablet_id"]), state=str(r["state"]), table=str(r["table"]))
-            for r in parse(out, "replicas")]
+    return [
+        LocalReplicaRow(tablet_id=str(r["tablet_id"]), state=str(r["state"]), table=str(r["table"]))
+        for r in parse(out, "replicas")
+    ]
 
 
 def format_remote_replicas(rows: Iterable[RemoteReplicaRow], as_json: bool = False) -> str:
@@ -159,20 +170,48 @@ def format_remote_replicas(rows: Iterable[RemoteReplicaRow], as_json: bool = Fal
     rows = list(rows)
     if as_json:
         return dumps({"replicas": rows})
-    return "".join(f"{r['tablet_id']} {r['state']} {r['role']} term={r['term']} commit={r['commit_index']} "
-                   f"table={r['table']} voters={','.join(u[:8] for u in r['voters'])}\n" for r in rows)
+    return "".join(
+        f"{r['tablet_id']} {r['state']} {r['role']} term={r['term']} commit={r['commit_index']} "
+        f"table={r['table']} voters={','.join(u[:8] for u in r['voters'])}\n"
+        for r in rows
+    )
 
 
 def parse_remote_replicas(out: str) -> list[RemoteReplicaRow]:
     """The replicas from `remote_replica list --json`."""
-    return [RemoteReplicaRow(tablet_id=str(r["tablet_id"]), table=str(r["table"]), state=str(r["state"]),
-                             role=str(r["role"]), term=int(r["term"]), leader_uuid=str(r["leader_uuid"]),
-                             commit_index=int(r["commit_index"]), last_index=int(r["last_index"]),
-                             config_index=int(r["config_index"]), voters=[str(u) for u in r["voters"]],
-                             non_voters=[str(u) for u in r["non_voters"]])
-            for r in parse(out, "replicas")]
+    return [
+        RemoteReplicaRow(
+            tablet_id=str(r["tablet_id"]),
+            table=str(r["table"]),
+            state=str(r["state"]),
+            role=str(r["role"]),
+            term=int(r["term"]),
+            leader_uuid=str(r["leader_uuid"]),
+            commit_index=int(r["commit_index"]),
+            last_index=int(r["last_index"]),
+            config_index=int(r["config_index"]),
+            voters=[str(u) for u in r["voters"]],
+            non_voters=[str(u) for u in r["non_voters"]],
+        )
+        for r in parse(out, "replicas")
+    ]
 
 
-__all__ = ["LocalReplicaRow", "MasterRow", "RemoteReplicaRow", "ReplicaRow", "TableRow", "TabletRow", "dumps",
-           "format_local_replicas", "format_master_list", "format_remote_replicas", "format_table_list", "parse",
-           "parse_local_replicas", "parse_master_list", "parse_remote_replicas", "parse_table_list"]
+__all__ = [
+    "LocalReplicaRow",
+    "MasterRow",
+    "RemoteReplicaRow",
+    "ReplicaRow",
+    "TableRow",
+    "TabletRow",
+    "dumps",
+    "format_local_replicas",
+    "format_master_list",
+    "format_remote_replicas",
+    "format_table_list",
+    "parse",
+    "parse_local_replicas",
+    "parse_master_list",
+    "parse_remote_replicas",
+    "parse_table_list",
+]

@@ -25,9 +25,17 @@ log = logging.getLogger("faultline.node.heartbeat")
 
 
 def signature(st: pb.ReplicaStatus) -> tuple:
-    return (st.state, st.role, st.term, st.leader_uuid, st.committed_config.SerializeToString(),
-            st.pending_config.SerializeToString(), st.schema_version, tuple(st.failed_peers),
-            tuple(sorted(st.caught_up_peers)) if st.role == "LEADER" else ())
+    return (
+        st.state,
+        st.role,
+        st.term,
+        st.leader_uuid,
+        st.committed_config.SerializeToString(),
+        st.pending_config.SerializeToString(),
+        st.schema_version,
+        tuple(st.failed_peers),
+        tuple(sorted(st.caught_up_peers)) if st.role == "LEADER" else (),
+    )
 
 
 class _MasterStream:
@@ -42,7 +50,9 @@ class _MasterStream:
 
     def _run(self) -> None:
         failures = 0
-        while not clock().sleep_on(self.hb.stop_ev, self.hb.interval_s if failures == 0 else min(1.0, self.hb.interval_s)):
+        while not clock().sleep_on(
+            self.hb.stop_ev, self.hb.interval_s if failures == 0 else min(1.0, self.hb.interval_s)
+        ):
             try:
                 self.beat()
                 failures = 0
@@ -63,10 +73,17 @@ class _MasterStream:
             report = [st for st in statuses if self.sent.get(st.tablet_id) != cur[st.tablet_id]]
             gone = [t for t in self.sent if t not in cur]
             report += [pb.ReplicaStatus(tablet_id=t, state="DELETED") for t in gone]
-        req = pb.HeartbeatRequest(uuid=self.hb.host.uuid, addr=self.hb.host.advertise,
-                                  report=pb.TabletReport(full=full, replicas=report))
-        resp = cast(pb.HeartbeatResponse, self.hb.host.pool.call(self.addr, pbg.MasterStub, "Heartbeat", req,
-                                                                 timeout=max(1.0, 2 * self.hb.interval_s)))
+        req = pb.HeartbeatRequest(
+            uuid=self.hb.host.uuid,
+            addr=self.hb.host.advertise,
+            report=pb.TabletReport(full=full, replicas=report),
+        )
+        resp = cast(
+            pb.HeartbeatResponse,
+            self.hb.host.pool.call(
+                self.addr, pbg.MasterStub, "Heartbeat", req, timeout=max(1.0, 2 * self.hb.interval_s)
+            ),
+        )
         if full:
             self.sent = dict(cur)
         else:
@@ -78,8 +95,11 @@ class _MasterStream:
         self.need_full = bool(resp.needs_full_report)
         new_leader = resp.is_leader and (not self.was_leader or resp.leader_term != self.leader_term)
         if new_leader and not full and not self.hb.bugs.enabled(Bug.EDGE_TRIGGERED_REPORTS):
-            log.info("master %s is a new leader (term %d): sending a full tablet report", self.addr,
-                     resp.leader_term)
+            log.info(
+                "master %s is a new leader (term %d): sending a full tablet report",
+                self.addr,
+                resp.leader_term,
+            )
             self.need_full = True
         self.was_leader, self.leader_term = resp.is_leader, resp.leader_term
         for addr in resp.master_addrs:

@@ -64,7 +64,7 @@ class TabletServerService(pbg.TabletServerServicer):
         r = self.host.get(tablet_id)
         if r is None or r.stopped():
             context.abort(grpc.StatusCode.NOT_FOUND, f"tablet {tablet_id} not found on {self.host.uuid}")
-        assert r is not None   # context.abort raised
+        assert r is not None  # context.abort raised
         return r
 
     # ------------------------------------------------------------------ data path
@@ -75,17 +75,21 @@ class TabletServerService(pbg.TabletServerServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         r = self._replica(request.tablet_id, context)
         if request.schema_version and request.schema_version != r.tablet.schema_version:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"SCHEMA_MISMATCH: tablet has schema version {r.tablet.schema_version}, "
-                          f"write is for {request.schema_version}")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"SCHEMA_MISMATCH: tablet has schema version {r.tablet.schema_version}, "
+                f"write is for {request.schema_version}",
+            )
         try:
             results = r.propose(encode_write(ops, request.schema_version), _deadline(context))
         except RaftError as exc:
             abort_not_leader(context, r, exc)
         except Indeterminate as exc:
             context.abort(grpc.StatusCode.UNKNOWN, f"INDETERMINATE: {exc}")
-        return pb.WriteResponse(results=[pb.RowResult(ok=x.ok, previous=to_pb(x.previous)) for x in results],
-                                index=r.tablet.applied_index)
+        return pb.WriteResponse(
+            results=[pb.RowResult(ok=x.ok, previous=to_pb(x.previous)) for x in results],
+            index=r.tablet.applied_index,
+        )
 
     def _linearizable(self, r: Replica, context) -> None:
         try:
@@ -115,23 +119,33 @@ class TabletServerService(pbg.TabletServerServicer):
         if not request.tablet_id or not request.config.peers:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tablet_id and config are required")
         try:
-            self.host.create_replica(request.tablet_id, request.table_id, request.table_name,
-                                     config_from_pb(request.config), request.schema_version)
+            self.host.create_replica(
+                request.tablet_id,
+                request.table_id,
+                request.table_name,
+                config_from_pb(request.config),
+                request.schema_version,
+            )
         except HostError as exc:
             context.abort(exc.code, str(exc))
         return pb.CreateTabletResponse()
 
     def DeleteTablet(self, request, context):
         try:
-            self.host.delete_replica(request.tablet_id, request.tombstone,
-                                     None if request.cas_config_index == -2 else request.cas_config_index,
-                                     request.reason)
+            self.host.delete_replica(
+                request.tablet_id,
+                request.tombstone,
+                None if request.cas_config_index == -2 else request.cas_config_index,
+                request.reason,
+            )
         except HostError as exc:
             context.abort(exc.code, str(exc))
         return pb.DeleteTabletResponse()
 
     def ListTablets(self, request, context):
-        return pb.ListTabletsResponse(server_uuid=self.host.uuid, replicas=self.host.statuses(request.tablet_id))
+        return pb.ListTabletsResponse(
+            server_uuid=self.host.uuid, replicas=self.host.statuses(request.tablet_id)
+        )
 
     def AlterSchema(self, request, context):
         r = self._replica(request.tablet_id, context)
@@ -153,7 +167,9 @@ class TabletServerService(pbg.TabletServerServicer):
 
         def run() -> None:
             try:
-                self.host.copy_from(request.tablet_id, request.source_addr, request.table_id, request.table_name)
+                self.host.copy_from(
+                    request.tablet_id, request.source_addr, request.table_id, request.table_name
+                )
             except Exception as exc:
                 log.warning("tablet copy of %s failed: %s", request.tablet_id, exc)
 

@@ -45,8 +45,9 @@ class LeaderBlipNemesis:
         from faultline.node.protos import node_pb2 as pb
         from faultline.node.protos import node_pb2_grpc as pbg
 
-        resp = client.pool.call(addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=tablet),
-                                timeout=1.0)
+        resp = client.pool.call(
+            addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(tablet_id=tablet), timeout=1.0
+        )
         return [st for st in resp.replicas if st.tablet_id == tablet]
 
     def _leader(self, client: Any, addrs: list[str], tablet: str) -> tuple[str, str, int] | None:
@@ -57,7 +58,7 @@ class LeaderBlipNemesis:
                 for st in self._statuses(client, addr, tablet):
                     if st.role == "LEADER" and (best is None or st.term > best[2]):
                         best = (addr, st.leader_uuid, int(st.term))
-            except Exception as exc:   # down, or not answering: it is not the leader we look for
+            except Exception as exc:  # down, or not answering: it is not the leader we look for
                 log.debug("leader-blip: %s: %s", addr, exc)
         return best
 
@@ -101,8 +102,14 @@ class LeaderBlipNemesis:
             lasted = round(time.monotonic() - cut_at, 3)
         finally:
             client.close()
-        value = {"tablet": t.tablet_id, "leader": node, "term": old_term, "isolated_s": lasted,
-                 "new_leader": node_of_address(test, new[0]) if new else None, "new_term": new[2] if new else None}
+        value = {
+            "tablet": t.tablet_id,
+            "leader": node,
+            "term": old_term,
+            "isolated_s": lasted,
+            "new_leader": node_of_address(test, new[0]) if new else None,
+            "new_term": new[2] if new else None,
+        }
         return done(op, value)
 
     def heal(self, test: Run) -> None:

@@ -117,8 +117,9 @@ class _StagedElection:
     def _stage(self, stage: _Stage, roles: tuple[str, ...], value: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def _split(self, ends: dict[str, tuple[int, int]],
-               pair_at: Callable[[list[tuple[int, int]]], tuple[int, int]]) -> tuple[str, str, str] | None:
+    def _split(
+        self, ends: dict[str, tuple[int, int]], pair_at: Callable[[list[tuple[int, int]]], tuple[int, int]]
+    ) -> tuple[str, str, str] | None:
         """Two replicas whose logs end at the same (term, index) `pair_at(sorted ends)` (in random
         order), then the third; None if no two end there."""
         assert self.rng is not None
@@ -166,7 +167,9 @@ class VoteCrashNemesis(_StagedElection):
         st.arm(voter, "fault_crash_after_vote_fraction")
         term = st.elect(first)
         value["term"] = term
-        st.steps.append(f"{st.node[first]} runs an election in term {term}; {st.node[voter]} crashes after its vote")
+        st.steps.append(
+            f"{st.node[first]} runs an election in term {term}; {st.node[voter]} crashes after its vote"
+        )
         st.wait_leads_alone(first, voter, term)
         st.isolate(first)
         second_term = st.elect(second)
@@ -174,8 +177,11 @@ class VoteCrashNemesis(_StagedElection):
         st.start(voter)
         led = st.wait_leader((second, voter))
         if led is not None:
-            value.update(second_leader=st.node[led[0]], second_leader_term=led[1],
-                         same_term_leaders=led[1] == term and led[0] == second)
+            value.update(
+                second_leader=st.node[led[0]],
+                second_leader_term=led[1],
+                same_term_leaders=led[1] == term and led[0] == second,
+            )
         else:
             value.update(second_leader=None, same_term_leaders=False)
         time.sleep(self.hold_s)
@@ -208,8 +214,8 @@ class Figure8Nemesis(_StagedElection):
         st.arm(voter, "fault_crash_after_vote_fraction")
         t1 = st.elect(old)
         st.wait_leads_alone(old, voter, t1)
-        time.sleep(self.hold_s)   # the old leader's clients append writes nobody else holds
-        first_write = st.ends[old][1] + 2   # after the old leader's first entry of T1
+        time.sleep(self.hold_s)  # the old leader's clients append writes nobody else holds
+        first_write = st.ends[old][1] + 2  # after the old leader's first entry of T1
         alone = st.status(old)
         value.update(t1=t1, old_last_index=alone.last_index if alone else None)
         if alone is None or alone.last_index < first_write:
@@ -224,7 +230,7 @@ class Figure8Nemesis(_StagedElection):
 
         st.isolate(new)
         st.start(voter, {"enable_leader_failure_detection": "false"}, arm="fault_crash_after_append_fraction")
-        st.set_flag(old, "consensus_max_batch_entries", "2")   # its term's first entry and one write
+        st.set_flag(old, "consensus_max_batch_entries", "2")  # its term's first entry and one write
         t3 = st.lead(old, above=t2, voter=voter)
         value["t3"] = t3
         st.wait_down(voter)
@@ -232,8 +238,10 @@ class Figure8Nemesis(_StagedElection):
         value["old_commit_index"] = after.commit_index if after else None
         # true only where a leader committed an older term's entry by counting replicas
         value["old_term_write_committed"] = after is not None and after.commit_index >= first_write
-        st.steps.append(f"{st.node[voter]} crashed after acknowledging entries; {st.node[old]} commits up to "
-                        f"{value['old_commit_index']} (its first write of term {t1} is at {first_write})")
+        st.steps.append(
+            f"{st.node[voter]} crashed after acknowledging entries; {st.node[old]} commits up to "
+            f"{value['old_commit_index']} (its first write of term {t1} is at {first_write})"
+        )
 
         st.isolate(old)
         st.start(voter, {"enable_leader_failure_detection": "false"})
@@ -244,8 +252,9 @@ class Figure8Nemesis(_StagedElection):
 class _Stage:
     """One tablet's three replicas and the few moves a stage is made of; `steps` records each."""
 
-    def __init__(self, test: Run, client: Any, tablet: str, addrs: list[str], steps: list[str],
-                 wait_s: float) -> None:
+    def __init__(
+        self, test: Run, client: Any, tablet: str, addrs: list[str], steps: list[str], wait_s: float
+    ) -> None:
         self.test, self.client, self.tablet, self.addrs, self.steps = test, client, tablet, addrs, steps
         self.wait_s = wait_s
         self.servers = role_nodes(test, "tservers")
@@ -254,7 +263,7 @@ class _Stage:
             raise NemesisError(f"no tablet server node for one of {addrs}")
         self.backend = backend(test)
         self.rng = nemesis_rng(test, f"stage-{tablet}")
-        self.ends: dict[str, tuple[int, int]] = {}   # (last term, last index) of each log once quiesced
+        self.ends: dict[str, tuple[int, int]] = {}  # (last term, last index) of each log once quiesced
 
     # ------------------------------------------------------------------ RPCs to one server
     def call(self, addr: str, method: str, request: Any, timeout: float = 2.0) -> Any:
@@ -265,8 +274,9 @@ class _Stage:
         try:
             return self.client.pool.call(addr, pbg.ConsensusStub, method, request, timeout=timeout)
         except grpc.RpcError as exc:
-            raise NemesisError(f"{method} on {self.node.get(addr) or addr}: {exc.code().name} {exc.details()}") \
-                from None
+            raise NemesisError(
+                f"{method} on {self.node.get(addr) or addr}: {exc.code().name} {exc.details()}"
+            ) from None
 
     def status(self, addr: str) -> Any | None:
         """The replica's status on `addr`, or None if the server does not answer."""
@@ -291,7 +301,9 @@ class _Stage:
     def elect(self, addr: str) -> int:
         from faultline.node.protos import node_pb2 as pb
 
-        return int(self.call(addr, "RunLeaderElection", pb.RunLeaderElectionRequest(tablet_id=self.tablet)).term)
+        return int(
+            self.call(addr, "RunLeaderElection", pb.RunLeaderElectionRequest(tablet_id=self.tablet)).term
+        )
 
     def step_down_leaders(self, among: list[str] | None = None) -> None:
         from faultline.node.protos import node_pb2 as pb
@@ -303,8 +315,9 @@ class _Stage:
                 self.steps.append(f"{self.node[a]} stepped down in term {st.term}")
 
     # ------------------------------------------------------------------ moves
-    def quiesce(self, pick: Callable[[dict[str, tuple[int, int]]], tuple[str, ...] | None],
-                tries: int = 8) -> tuple[str, ...]:
+    def quiesce(
+        self, pick: Callable[[dict[str, tuple[int, int]]], tuple[str, ...] | None], tries: int = 8
+    ) -> tuple[str, ...]:
         """Leaves the tablet with no leader and nobody campaigning, its logs ending where the stage needs
         them; returns the roles `pick` chose from where each replica's log ends (None: not yet).
 
@@ -316,11 +329,13 @@ class _Stage:
         steps down again."""
         for a in self.addrs:
             self.set_flag(a, "enable_leader_failure_detection", "false")
-        self.steps.append("leader failure detection off on " + ", ".join(str(self.node[a]) for a in self.addrs))
+        self.steps.append(
+            "leader failure detection off on " + ", ".join(str(self.node[a]) for a in self.addrs)
+        )
         self.step_down_leaders()
         for _ in range(tries):
-            time.sleep(0.5)   # entries already on the wire land; without a leader nothing new is appended
-            statuses: dict[str, Any] = {a: self.status(a) for a in self.addrs}   # None: no answer
+            time.sleep(0.5)  # entries already on the wire land; without a leader nothing new is appended
+            statuses: dict[str, Any] = {a: self.status(a) for a in self.addrs}  # None: no answer
             if any(st is None for st in statuses.values()):
                 raise NemesisError("a replica does not answer")
             ends = {a: (int(st.last_term), int(st.last_index)) for a, st in statuses.items()}
@@ -335,9 +350,12 @@ class _Stage:
             self.steps.append(f"logs end at {told}: {self.node[longest]} leads again to even them")
 
             def even(lead: str = longest) -> bool:
-                sts: dict[str, Any] = {a: self.status(a) for a in self.addrs}   # None: no answer
-                return all(st is not None for st in sts.values()) and sts[lead].role == "LEADER" \
+                sts: dict[str, Any] = {a: self.status(a) for a in self.addrs}  # None: no answer
+                return (
+                    all(st is not None for st in sts.values())
+                    and sts[lead].role == "LEADER"
                     and len({(st.last_term, st.last_index) for st in sts.values()}) == 1
+                )
 
             wait_until(even, 5.0, 0.05, "even logs")
             self.step_down_leaders()
@@ -364,11 +382,14 @@ class _Stage:
 
     def wait_leads_alone(self, leader: str, voter: str, term: int) -> None:
         """Waits until `leader` leads `term` and `voter` crashed after its vote."""
+
         def ready() -> bool:
             return _leads(self.status(leader), term) and self.status(voter) is None
 
         if not wait_until(ready, self.wait_s, 0.1, "leader, voter crashed"):
-            raise NemesisError(f"{self.node[leader]} did not lead term {term} with {self.node[voter]} crashed")
+            raise NemesisError(
+                f"{self.node[leader]} did not lead term {term} with {self.node[voter]} crashed"
+            )
         self.steps.append(f"{self.node[leader]} leads term {term}; {self.node[voter]} crashed after its vote")
 
     def wait_down(self, addr: str) -> None:
@@ -428,6 +449,7 @@ class _Stage:
 
         for a in self.addrs:
             if not self.alive(a):
+
                 def start(a: str = a) -> None:
                     self.backend.start(str(self.node[a]))
 
@@ -439,6 +461,7 @@ class _Stage:
         _quietly(self.backend.heal_network, "heal")
         for a in self.addrs:
             for k, v in RuntimeFlags().as_text().items():
+
                 def set_back(a: str = a, k: str = k, v: str = v) -> None:
                     self.set_flag(a, k, v)
 

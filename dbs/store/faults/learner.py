@@ -37,8 +37,8 @@ class LearnerPartitionNemesis:
         self.tool_timeout_s = tool_timeout_s
         self.rng: random.Random | None = None  # set by setup
         self.lock = threading.Lock()
-        self.learners: dict[str, str] = {}   # tablet id -> uuid of the NON_VOTER we added, not yet removed
-        self.uuids: dict[str, str] = {}       # tablet server node -> uuid
+        self.learners: dict[str, str] = {}  # tablet id -> uuid of the NON_VOTER we added, not yet removed
+        self.uuids: dict[str, str] = {}  # tablet server node -> uuid
 
     def setup(self, test: Run) -> LearnerPartitionNemesis:
         self.rng = nemesis_rng(test, "learner-partition")
@@ -67,7 +67,9 @@ class LearnerPartitionNemesis:
         servers = role_nodes(test, "tservers")
         pool = [t for t in pool if [s for s in servers if s not in t["replica_nodes"]]]
         if not pool:
-            return done(op, {"skipped": "no tablet with a known leader and a spare tablet server"}, kind="fail")
+            return done(
+                op, {"skipped": "no tablet with a known leader and a spare tablet server"}, kind="fail"
+            )
         assert self.rng is not None
         t = self.rng.choice(pool)
         leader = t["leader_node"]
@@ -75,8 +77,19 @@ class LearnerPartitionNemesis:
         uuid = self._uuid_of(test, spare)
         if uuid is None:
             return done(op, {"tablet": t["tablet"], "skipped": f"no uuid known for {spare}"}, kind="fail")
-        rc, msg = self._tool(test, ["tablet", "change_config", "add_replica", masters_arg(test), t["tablet"],
-                                    uuid, "--replica-type", "NON_VOTER"])
+        rc, msg = self._tool(
+            test,
+            [
+                "tablet",
+                "change_config",
+                "add_replica",
+                masters_arg(test),
+                t["tablet"],
+                uuid,
+                "--replica-type",
+                "NON_VOTER",
+            ],
+        )
         if rc == 0:
             with self.lock:
                 self.learners[t["tablet"]] = uuid
@@ -87,10 +100,20 @@ class LearnerPartitionNemesis:
         fresh = next((x for x in workload_tablets(test) if x["tablet"] == t["tablet"]), None)
         if fresh and fresh.get("leader_node") and fresh["leader_node"] != spare:
             leader = fresh["leader_node"]
-        grudge = gr.from_components(servers, [[leader, spare], [s for s in servers if s not in (leader, spare)]])
+        grudge = gr.from_components(
+            servers, [[leader, spare], [s for s in servers if s not in (leader, spare)]]
+        )
         backend(test).partition(grudge)
-        return done(op, {"tablet": t["tablet"], "leader": leader, "learner": spare,
-                         "groups": gr.describe(grudge), "grudge": gr.to_json(grudge)})
+        return done(
+            op,
+            {
+                "tablet": t["tablet"],
+                "leader": leader,
+                "learner": spare,
+                "groups": gr.describe(grudge),
+                "grudge": gr.to_json(grudge),
+            },
+        )
 
     def _remove_learners(self, test: Run) -> dict[str, str]:
         """Removes every learner this nemesis added; one that cannot be removed now is retried next time."""
@@ -98,7 +121,9 @@ class LearnerPartitionNemesis:
             pending = dict(self.learners)
         out = {}
         for tablet, uuid in sorted(pending.items()):
-            rc, msg = self._tool(test, ["tablet", "change_config", "remove_replica", masters_arg(test), tablet, uuid])
+            rc, msg = self._tool(
+                test, ["tablet", "change_config", "remove_replica", masters_arg(test), tablet, uuid]
+            )
             out[tablet] = "removed" if rc == 0 else f"not removed: {msg}"
             if rc == 0 or "not a member" in msg:
                 with self.lock:

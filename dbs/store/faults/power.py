@@ -43,7 +43,7 @@ class PowerLossNemesis:
 
     def __init__(self) -> None:
         self.rng: random.Random | None = None  # set by setup
-        self.pending: set[str] = set()   # victims not yet seen running again
+        self.pending: set[str] = set()  # victims not yet seen running again
         self.lock = threading.Lock()
 
     def setup(self, test: Run) -> PowerLossNemesis:
@@ -65,8 +65,9 @@ class PowerLossNemesis:
             raise NemesisError(f"unknown power-loss subset {subset!r}; valid: {', '.join(SUBSETS)}")
         assert self.rng is not None
         if subset.startswith("tablet-"):
-            return self._tablet_replicas(test, subset) or pick_subset(role_nodes(test, "tservers"), "majority",
-                                                                      self.rng)
+            return self._tablet_replicas(test, subset) or pick_subset(
+                role_nodes(test, "tservers"), "majority", self.rng
+            )
         return pick_subset(role_nodes(test, targets), subset, self.rng)
 
     def invoke(self, test: Run, op: Op) -> Op:
@@ -77,16 +78,24 @@ class PowerLossNemesis:
         targets, subset = v.get("targets", "tservers"), v.get("subset", "one")
         victims = self.victims(test, targets, subset)
         if not victims:
-            return done(op, {"targets": targets, "subset": subset, "nodes": []}, kind="fail",
-                        error="no node to cut")
+            return done(
+                op, {"targets": targets, "subset": subset, "nodes": []}, kind="fail", error="no node to cut"
+            )
         with self.lock:
-            self.pending |= set(victims)   # before the act: a crash in between still gets healed
+            self.pending |= set(victims)  # before the act: a crash in between still gets healed
         with ThreadPoolExecutor(max_workers=len(victims)) as ex:
-            list(ex.map(b.kill, victims))   # all dark first: no victim outlives another
-            reports = dict(zip(victims, ex.map(lambda n: b.power_loss(n, restart=False), victims), strict=True))
-        cut = {n: {"truncated_bytes": sum((r.get("truncated") or {}).values()),
-                   "deleted": len(r.get("deleted") or []), "restored": len(r.get("restored") or [])}
-               for n, r in reports.items()}
+            list(ex.map(b.kill, victims))  # all dark first: no victim outlives another
+            reports = dict(
+                zip(victims, ex.map(lambda n: b.power_loss(n, restart=False), victims), strict=True)
+            )
+        cut = {
+            n: {
+                "truncated_bytes": sum((r.get("truncated") or {}).values()),
+                "deleted": len(r.get("deleted") or []),
+                "restored": len(r.get("restored") or []),
+            }
+            for n, r in reports.items()
+        }
         try:
             self._restart(test)
         except NemesisError as exc:

@@ -72,8 +72,11 @@ def _next_name(test: Run, prefix: str) -> str:
     """A node name never used in this run (a destroyed node's name is not reused: logs stay apart)."""
     b = backend(test)
     used: set[str] = test.state.setdefault("used_names", set())
-    used |= set(b.nodes()) | {f"m{i}" for i in range(1, int(test.spec.masters) + 1)} \
+    used |= (
+        set(b.nodes())
+        | {f"m{i}" for i in range(1, int(test.spec.masters) + 1)}
         | {f"t{i}" for i in range(1, int(test.spec.tservers) + 1)}
+    )
     i = 1
     while f"{prefix}{i}" in used:
         i += 1
@@ -116,21 +119,51 @@ class MembershipNemesis:
         if action == "leader-step-down":
             args = ["tablet", "leader_step_down", masters, t["tablet"]]
         elif action == "add-replica" and spare:
-            args = ["tablet", "change_config", "add_replica", masters, t["tablet"], uuid_of.get(spare[0], spare[0])]
+            args = [
+                "tablet",
+                "change_config",
+                "add_replica",
+                masters,
+                t["tablet"],
+                uuid_of.get(spare[0], spare[0]),
+            ]
         elif action == "remove-replica" and len(holders) > 3:
             victim = self.rng.choice(holders)
-            args = ["tablet", "change_config", "remove_replica", masters, t["tablet"], uuid_of.get(victim, victim)]
+            args = [
+                "tablet",
+                "change_config",
+                "remove_replica",
+                masters,
+                t["tablet"],
+                uuid_of.get(victim, victim),
+            ]
         elif action == "move-replica" and spare and holders:
             src = self.rng.choice(holders)
-            args = ["tablet", "change_config", "move_replica", masters, t["tablet"], uuid_of.get(src, src),
-                    uuid_of.get(spare[0], spare[0])]
+            args = [
+                "tablet",
+                "change_config",
+                "move_replica",
+                masters,
+                t["tablet"],
+                uuid_of.get(src, src),
+                uuid_of.get(spare[0], spare[0]),
+            ]
         else:
-            return done(op, {"action": action, "tablet": t["tablet"], "skipped": "no suitable replica"},
-                        kind="fail")
+            return done(
+                op, {"action": action, "tablet": t["tablet"], "skipped": "no suitable replica"}, kind="fail"
+            )
         rc, out, err = tool(test, runner, args, timeout=60, check=False)
         kind = "ok" if rc == 0 else "info"
-        return done(op, {"action": action, "tablet": t["tablet"], "argv": args[:3],
-                         **({} if rc == 0 else {"error": (err or out).strip()[-300:]})}, kind=kind)
+        return done(
+            op,
+            {
+                "action": action,
+                "tablet": t["tablet"],
+                "argv": args[:3],
+                **({} if rc == 0 else {"error": (err or out).strip()[-300:]}),
+            },
+            kind=kind,
+        )
 
     def heal(self, test: Run) -> None:
         pass  # membership changes are not faults to undo; the cluster re-replicates on its own
@@ -173,8 +206,13 @@ def request_master_leadership(test: Run, name: str, uuid: str, steps: list[str])
     if master_leads(test, name):
         return True
     runner = first_up(test, role_nodes(test, "masters"))
-    rc, out, err = tool(test, runner, ["tablet", "leader_step_down", masters_arg(test), SYS_CATALOG_TABLET,
-                                       "--new-leader", uuid], timeout=30, check=False)
+    rc, out, err = tool(
+        test,
+        runner,
+        ["tablet", "leader_step_down", masters_arg(test), SYS_CATALOG_TABLET, "--new-leader", uuid],
+        timeout=30,
+        check=False,
+    )
     steps.append(f"leader_step_down --new-leader {uuid}: {(out if rc == 0 else err or out).strip()[-200:]}")
     return False
 
@@ -187,7 +225,9 @@ def await_master_leadership(test: Run, name: str, steps: list[str], wait_s: floa
 
 def hand_master_leadership(test: Run, name: str, uuid: str, steps: list[str], wait_s: float = 20.0) -> bool:
     """Leadership moved to the master under `name`; True once the masters say it leads."""
-    return request_master_leadership(test, name, uuid, steps) or await_master_leadership(test, name, steps, wait_s)
+    return request_master_leadership(test, name, uuid, steps) or await_master_leadership(
+        test, name, steps, wait_s
+    )
 
 
 class MasterLeaderReturnNemesis:
@@ -220,7 +260,9 @@ class MasterLeaderReturnNemesis:
         roles = seen["roles"]
         names = _uuids_by_name(roles)
         leader = next((addr.rsplit(":", 1)[0] for _, addr, role, _ in roles if role == "LEADER"), None)
-        others = sorted(addr.rsplit(":", 1)[0] for _, addr, role, voter in roles if role != "LEADER" and voter)
+        others = sorted(
+            addr.rsplit(":", 1)[0] for _, addr, role, voter in roles if role != "LEADER" and voter
+        )
         if leader is None or not others:
             return done(op, {"skipped": "no leader master, or no other voter"}, kind="fail")
         steps: list[str] = []
@@ -228,7 +270,7 @@ class MasterLeaderReturnNemesis:
         other = self.rng.choice(others)
         away = hand_master_leadership(test, other, names[other], steps, self.wait_s)
         if away:
-            time.sleep(self.hold_s)   # the other master leads: tablet servers report to it meanwhile
+            time.sleep(self.hold_s)  # the other master leads: tablet servers report to it meanwhile
         back = away and hand_master_leadership(test, leader, names[leader], steps, self.wait_s)
         value = {"leader": leader, "via": other, "returned": back, "steps": steps, "transient": True}
         return done(op, value, kind="ok" if back else "info")
@@ -259,10 +301,11 @@ class MasterReplaceNemesis:
 
     # bounded well below a run: faults run one at a time, so a wait on a partition (that only the next op
     # heals) cannot end, and a long one would hold every other fault back
-    def __init__(self, wait_s: float = 40, lead_after: bool = True, settle_s: float = 20.0,
-                 healthy_s: float = 10.0) -> None:
+    def __init__(
+        self, wait_s: float = 40, lead_after: bool = True, settle_s: float = 20.0, healthy_s: float = 10.0
+    ) -> None:
         self.wait_s = wait_s
-        self.healthy_s = healthy_s   # a started replacement catches up in seconds: longer is a finding
+        self.healthy_s = healthy_s  # a started replacement catches up in seconds: longer is a finding
         self.lead_after = lead_after
         self.settle_s = settle_s
         self.rng: random.Random | None = None  # set by setup
@@ -278,8 +321,7 @@ class MasterReplaceNemesis:
         n_masters = _cluster_spec(test).role(MASTER).count  # the cluster's, which master-migrate grows
         return [master_dns(i) for i in range(1, n_masters + 1)]
 
-    def _destroy_and_rename(self, test: Run, name: str, victim: str, uuid: str,
-                            steps: list[str]) -> str:
+    def _destroy_and_rename(self, test: Run, name: str, victim: str, uuid: str, steps: list[str]) -> str:
         """Stops and destroys `victim` (master `uuid`), makes a fresh node and moves the DNS name `name`
         to it."""
         b = backend(test)
@@ -295,17 +337,36 @@ class MasterReplaceNemesis:
         steps.append(f"dns {name} -> {replacement}")
         return replacement
 
-    def _copy_state(self, test: Run, replacement: str, uuid: str, source: str,
-                    steps: list[str], wait_s: float | None = None) -> None:
+    def _copy_state(
+        self,
+        test: Run,
+        replacement: str,
+        uuid: str,
+        source: str,
+        steps: list[str],
+        wait_s: float | None = None,
+    ) -> None:
         """Formats the replacement with the dead master's uuid (the masters' Raft config names it by uuid)
         and copies the catalog to it with the remote bootstrap tool, which picks among `source`."""
-        rc, _, err = tool(test, replacement, ["fs", "format", "--fs-dir", _fs_dir(test, replacement),
-                                              "--uuid", uuid], timeout=60, check=False)
-        if rc != 0 and "already formatted" not in err:   # formatted by an earlier attempt: copy again
+        rc, _, err = tool(
+            test,
+            replacement,
+            ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
+            timeout=60,
+            check=False,
+        )
+        if rc != 0 and "already formatted" not in err:  # formatted by an earlier attempt: copy again
             raise NemesisError(f"{replacement}: fs format failed: {err.strip()[-300:]}")
         steps.append(f"fs format --uuid {uuid} on {replacement}")
-        copy = ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, source,
-                "--fs-dir", _fs_dir(test, replacement), *_bug_args(test)]
+        copy = [
+            "local_replica",
+            "copy_from_remote",
+            SYS_CATALOG_TABLET,
+            source,
+            "--fs-dir",
+            _fs_dir(test, replacement),
+            *_bug_args(test),
+        ]
         last: list[str] = []
 
         def copied() -> bool:
@@ -314,7 +375,9 @@ class MasterReplaceNemesis:
             return rc == 0
 
         if not wait_until(copied, self.wait_s if wait_s is None else wait_s, 2.0, "copy_from_remote"):
-            raise NemesisError(f"{replacement}: copy_from_remote from {source} kept failing: {last[0] if last else ''}")
+            raise NemesisError(
+                f"{replacement}: copy_from_remote from {source} kept failing: {last[0] if last else ''}"
+            )
         if self.pending is not None:
             self.pending["copied"] = True
         steps.append(f"copy_from_remote {source}: {last[0] if last else ''}")
@@ -369,8 +432,9 @@ class MasterReplaceNemesis:
             # the masters' view, then each survivor's own, asked from the replacement machine (where the
             # operator works): a survivor that says it leads is what the operator sees (it may be an old
             # leader cut off from the others: the copy tool must tell)
-            views = [master_roles(test)] + [master_roles_seen_by(test, replacement, f"{n}:{MASTER_PORT}")
-                                            for n in names if n != name]
+            views = [master_roles(test)] + [
+                master_roles_seen_by(test, replacement, f"{n}:{MASTER_PORT}") for n in names if n != name
+            ]
             for roles in views:
                 for _, addr, role, _ in roles:
                     node = node_of_address(test, addr)
@@ -386,12 +450,15 @@ class MasterReplaceNemesis:
         # are configured with: the tool must find the current leader among them (the one seen may be an
         # old leader cut off from the rest, still believing it leads)
         seen = str(now["addr"])
-        source = ",".join([seen, *(f"{n}:{MASTER_PORT}" for n in names
-                                   if n != name and f"{n}:{MASTER_PORT}" != seen)])
+        source = ",".join(
+            [seen, *(f"{n}:{MASTER_PORT}" for n in names if n != name and f"{n}:{MASTER_PORT}" != seen)]
+        )
         self._copy_state(test, replacement, uuid, source, steps)
         self._start(test, replacement, steps)
-        acted = time.monotonic()   # when the operator last did something; after it, the op only watches
-        healthy = wait_until(lambda: masters_healthy(test, len(names)), self.healthy_s, 1.0, "masters healthy")
+        acted = time.monotonic()  # when the operator last did something; after it, the op only watches
+        healthy = wait_until(
+            lambda: masters_healthy(test, len(names)), self.healthy_s, 1.0, "masters healthy"
+        )
         leads = False
         if healthy and self.lead_after:
             leads = request_master_leadership(test, name, uuid, steps)
@@ -399,9 +466,18 @@ class MasterReplaceNemesis:
             leads = leads or await_master_leadership(test, name, steps, min(self.wait_s, 20.0))
         # the replacement runs with its copy: what is left unhealthy from here on is the store's doing, and
         # the fault ended with the operator's last action (the checker's timed rules count from there)
-        value = {"name": name, "dead": victim, "uuid": uuid, "replacement": replacement, "leader": now["leader"],
-                 "steps": steps, "healthy": healthy, "replacement_leads": leads, "transient": True,
-                 "watched_s": round(time.monotonic() - acted, 3)}
+        value = {
+            "name": name,
+            "dead": victim,
+            "uuid": uuid,
+            "replacement": replacement,
+            "leader": now["leader"],
+            "steps": steps,
+            "healthy": healthy,
+            "replacement_leads": leads,
+            "transient": True,
+            "watched_s": round(time.monotonic() - acted, 3),
+        }
         return done(op, value, kind="ok" if healthy else "info")
 
     def _catalog_laggards(self, test: Run, client: Any) -> tuple[str | None, list[str]]:
@@ -426,11 +502,12 @@ class MasterReplaceNemesis:
         the leader committed; judged against a single leader only (right after a heal there may be none
         yet): (None, []) when none showed up."""
         connect = test.connect
-        if connect is None:   # no node client to ask the masters with
+        if connect is None:  # no node client to ask the masters with
             return None, []
         found: dict[str, Any] = {"leader": None, "late": []}
         client = connect()
         try:
+
             def settled() -> bool:
                 found["leader"], found["late"] = self._catalog_laggards(test, client)
                 return found["leader"] is not None and not found["late"]
@@ -470,21 +547,31 @@ class MasterReplaceNemesis:
         never = [n for n in late if n not in unstarted]
         if not late:
             return done(op, {"leader": leader, "never_caught_up": [], "rebuilt": [], "transient": True})
-        reason = (f"{', '.join(late)} still behind the leader {leader} {self.settle_s:g} s after every fault "
-                  "stopped" + (f" ({', '.join(unstarted)} never started: its copy failed)" if unstarted else "")
-                  + ": rebuilt from the leader")
+        reason = (
+            f"{', '.join(late)} still behind the leader {leader} {self.settle_s:g} s after every fault "
+            "stopped"
+            + (f" ({', '.join(unstarted)} never started: its copy failed)" if unstarted else "")
+            + ": rebuilt from the leader"
+        )
         steps: list[str] = []
-        value: dict[str, Any] = {"reason": reason, "leader": leader, "never_caught_up": never,
-                                 "never_started": unstarted, "waited_s": self.settle_s, "steps": steps}
+        value: dict[str, Any] = {
+            "reason": reason,
+            "leader": leader,
+            "never_caught_up": never,
+            "never_started": unstarted,
+            "waited_s": self.settle_s,
+            "steps": steps,
+        }
         try:
             value["rebuilt"] = self._rebuild(test, leader, late, steps)
         except NemesisError as exc:
             return done(op, {**value, "rebuilt": [], "error": str(exc)}, kind="info")
         # bounded like a replacement's catch-up, not a fault's wait: a rebuild that leaves the masters unhealthy
         # is already the finding (never_caught_up), and the final reads wait on for the masters themselves
-        value["healthy"] = wait_until(lambda: masters_healthy(test, len(self._names(test))), 2 * self.healthy_s,
-                                      1.0, "masters healthy")
-        value["transient"] = True   # rebuilt and started: what stays wrong now is the store's doing
+        value["healthy"] = wait_until(
+            lambda: masters_healthy(test, len(self._names(test))), 2 * self.healthy_s, 1.0, "masters healthy"
+        )
+        value["transient"] = True  # rebuilt and started: what stays wrong now is the store's doing
         return done(op, value, kind="ok" if value["healthy"] else "info")
 
     def _recopy(self, test: Run, op: Op) -> Op:
@@ -493,8 +580,10 @@ class MasterReplaceNemesis:
         pending = self.pending
         if pending is None or pending["copied"]:
             return done(op, {"skipped": "no replacement waits for its copy"}, kind="fail")
-        reason = (f"the copy of the catalog to {pending['node']}, the replacement under {pending['name']}, "
-                  f"failed: {pending.get('error', 'interrupted')}")
+        reason = (
+            f"the copy of the catalog to {pending['node']}, the replacement under {pending['name']}, "
+            f"failed: {pending.get('error', 'interrupted')}"
+        )
         steps: list[str] = []
         source = ",".join(f"{n}:{MASTER_PORT}" for n in self._names(test) if n != pending["name"])
         try:
@@ -502,7 +591,9 @@ class MasterReplaceNemesis:
         except NemesisError as exc:
             return done(op, {"reason": reason, "steps": steps, "error": str(exc)}, kind="info")
         self._start(test, pending["node"], steps)
-        return done(op, {"reason": reason, "name": pending["name"], "replacement": pending["node"], "steps": steps})
+        return done(
+            op, {"reason": reason, "name": pending["name"], "replacement": pending["node"], "steps": steps}
+        )
 
     def heal(self, test: Run) -> None:
         """Starts a replacement that was made and holds its copy but was not started yet (a process to
@@ -513,8 +604,10 @@ class MasterReplaceNemesis:
         if pending is None:
             return
         if not pending["copied"]:
-            log.warning("heal: %s holds no copy of the catalog; left stopped for the repair recopy-master",
-                        pending["node"])
+            log.warning(
+                "heal: %s holds no copy of the catalog; left stopped for the repair recopy-master",
+                pending["node"],
+            )
             return
         self.pending = None
         backend(test).start(pending["node"])
@@ -596,14 +689,22 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
                 return after["name"] is not None
 
             wait_until(reelected, self.wait_s, 0.5, f"a leader among {old} and {c}")
-            steps.append(f"{after['name']} leads without {x}" if after["name"] else f"no leader among {old}, {c}")
+            steps.append(
+                f"{after['name']} leads without {x}" if after["name"] else f"no leader among {old}, {c}"
+            )
             time.sleep(self.hold_s)
         finally:
             b.heal_network()
         steps.append("healed")
         healthy = wait_until(lambda: masters_healthy(test, len(names)), self.wait_s, 1.0, "masters healthy")
-        value = {"old_leader": old, "new_leader": x, "replaced": c, "replacement": replacement, "steps": steps,
-                 "healthy": healthy}
+        value = {
+            "old_leader": old,
+            "new_leader": x,
+            "replaced": c,
+            "replacement": replacement,
+            "steps": steps,
+            "healthy": healthy,
+        }
         return done(op, value, kind="ok" if healthy else "info")
 
 
@@ -642,14 +743,39 @@ class MasterMigrateNemesis:
         peers = [(a, master_dns(1)), *new_nodes]
         uuids = {node: _uuid(test, node) for node, _ in peers}
         config = [f"{uuids[n]}:{dns}:{MASTER_PORT}" for n, dns in peers]
-        tool(test, a, ["local_replica", "cmeta", "rewrite_raft_config", SYS_CATALOG_TABLET, *config,
-                       "--fs-dir", _fs_dir(test, a)], timeout=60)
+        tool(
+            test,
+            a,
+            [
+                "local_replica",
+                "cmeta",
+                "rewrite_raft_config",
+                SYS_CATALOG_TABLET,
+                *config,
+                "--fs-dir",
+                _fs_dir(test, a),
+            ],
+            timeout=60,
+        )
         steps.append("rewrite_raft_config on " + a)
-        _cluster_spec(test).role(MASTER).count = 3  # from now on every node process starts with the three master addresses
+        _cluster_spec(test).role(
+            MASTER
+        ).count = 3  # from now on every node process starts with the three master addresses
         b.start(a)
         for node, _ in new_nodes:
-            tool(test, node, ["local_replica", "copy_from_remote", SYS_CATALOG_TABLET, f"{master_dns(1)}:{MASTER_PORT}",
-                              "--fs-dir", _fs_dir(test, node)], timeout=120)
+            tool(
+                test,
+                node,
+                [
+                    "local_replica",
+                    "copy_from_remote",
+                    SYS_CATALOG_TABLET,
+                    f"{master_dns(1)}:{MASTER_PORT}",
+                    "--fs-dir",
+                    _fs_dir(test, node),
+                ],
+                timeout=120,
+            )
             b.start(node)
             steps.append(f"copy and start {node}")
         # tablet servers learn the new masters by a restart with the new master addresses, one at a time
@@ -691,8 +817,9 @@ class TserverReplaceNemesis:
         fresh = _next_name(test, "t")
         b.add_node(fresh, role="tserver", start=True)
         healthy = wait_until(lambda: ksck(test)[0], self.wait_s, 2.0, "full replication")
-        return done(op, {"destroyed": victim, "added": fresh, "healthy": healthy},
-                    kind="ok" if healthy else "info")
+        return done(
+            op, {"destroyed": victim, "added": fresh, "healthy": healthy}, kind="ok" if healthy else "info"
+        )
 
     def heal(self, test: Run) -> None:
         pass
@@ -714,7 +841,7 @@ class MajorityLossNemesis:
         self.wait_s = wait_s
         self.lag_s = lag_s
         self.rng: random.Random | None = None  # set by setup
-        self.lost: dict[str, Any] | None = None   # the loss the repair has yet to recover from
+        self.lost: dict[str, Any] | None = None  # the loss the repair has yet to recover from
 
     def setup(self, test: Run) -> MajorityLossNemesis:
         self.rng = nemesis_rng(test, "majority-loss")
@@ -725,14 +852,14 @@ class MajorityLossNemesis:
             return self._repair(test, op)
         b = backend(test)
         full: list[dict[str, Any]] = []
-        for _ in range(3):   # the listing can time out while the masters are busy (catalog workload)
+        for _ in range(3):  # the listing can time out while the masters are busy (catalog workload)
             every = tablets(test)
             full = [t for t in every if len([n for n in t["replica_nodes"] if n]) >= 3]
             if full:
                 break
             time.sleep(2.0)
         mine = {t["tablet"] for t in workload_tablets(test)}
-        ts = [t for t in full if t["tablet"] in mine] or full   # a tablet the workload writes to, if known
+        ts = [t for t in full if t["tablet"] in mine] or full  # a tablet the workload writes to, if known
         if not ts:
             return done(op, {"skipped": "no tablet with three known replicas"}, kind="fail")
         assert self.rng is not None
@@ -745,7 +872,7 @@ class MajorityLossNemesis:
         if self.lag_s > 0:
             b.partition(gr.isolate_one(role_nodes(test, "tservers"), self.rng, node=survivor))
         try:
-            time.sleep(self.lag_s)   # the majority goes on acknowledging writes the survivor never sees
+            time.sleep(self.lag_s)  # the majority goes on acknowledging writes the survivor never sees
             for n in lost:
                 b.stop(n)
                 b.destroy(n)
@@ -764,8 +891,10 @@ class MajorityLossNemesis:
             return done(op, {"skipped": "no majority lost"}, kind="fail")
         b = backend(test)
         lost = loss["lost"]
-        reason = (f"tablet {loss['tablet']} lost its majority ({', '.join(lost)} destroyed, {loss['survivor']} "
-                  "left): tablets without a majority forced onto their survivors")
+        reason = (
+            f"tablet {loss['tablet']} lost its majority ({', '.join(lost)} destroyed, {loss['survivor']} "
+            "left): tablets without a majority forced onto their survivors"
+        )
         tries: dict[str, int] = {}
         forced = self._force_orphans(test, loss["listed"], lost, tries)
         added = []
@@ -782,18 +911,35 @@ class MajorityLossNemesis:
 
         healthy = wait_until(clean, self.wait_s, 2.0, "re-replication")
         not_forced = sorted(tab for tab in tries if tab not in forced)
-        return done(op, {"reason": reason, "tablet": loss["tablet"], "lost": lost, "survivor": loss["survivor"],
-                         "forced": forced, "not_forced": not_forced, "added": added, "healthy": healthy},
-                    kind="ok" if healthy else "info")
+        return done(
+            op,
+            {
+                "reason": reason,
+                "tablet": loss["tablet"],
+                "lost": lost,
+                "survivor": loss["survivor"],
+                "forced": forced,
+                "not_forced": not_forced,
+                "added": added,
+                "healthy": healthy,
+            },
+            kind="ok" if healthy else "info",
+        )
 
-    def _force_orphans(self, test: Run, listed: list[dict[str, Any]], lost: list[str],
-                       tries: dict[str, int], max_tries: int = 3) -> list[str]:
+    def _force_orphans(
+        self,
+        test: Run,
+        listed: list[dict[str, Any]],
+        lost: list[str],
+        tries: dict[str, int],
+        max_tries: int = 3,
+    ) -> list[str]:
         """`unsafe_change_config` onto its live replicas for each leaderless tablet of `listed` whose live
         replicas are no majority; a tablet is tried at most `max_tries` times (one still being created on a
         lost server cannot be forced: the masters place it anew). Returns the tablets forced."""
         forced = []
         for tab in listed:
-            leader = tab.get("leader_node")   # one listed on a lost server is the masters' stale view
+            leader = tab.get("leader_node")  # one listed on a lost server is the masters' stale view
             if (leader and leader not in lost) or tries.get(tab["tablet"], 0) >= max_tries:
                 continue
             known = [(n, u) for n, u in zip(tab["replica_nodes"], tab["replicas"], strict=False) if n]
@@ -802,8 +948,18 @@ class MajorityLossNemesis:
                 continue
             tries[tab["tablet"]] = tries.get(tab["tablet"], 0) + 1
             try:
-                tool(test, live[0][0], ["remote_replica", "unsafe_change_config", f"{live[0][0]}:7050",
-                                        tab["tablet"], *[str(u) for _, u in live]], timeout=60)
+                tool(
+                    test,
+                    live[0][0],
+                    [
+                        "remote_replica",
+                        "unsafe_change_config",
+                        f"{live[0][0]}:7050",
+                        tab["tablet"],
+                        *[str(u) for _, u in live],
+                    ],
+                    timeout=60,
+                )
                 forced.append(tab["tablet"])
                 tries[tab["tablet"]] = max_tries
             except NemesisError as exc:
@@ -813,4 +969,3 @@ class MajorityLossNemesis:
 
     def heal(self, test: Run) -> None:
         pass
-
