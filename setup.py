@@ -19,6 +19,7 @@ SUBPACKAGES = (
     "core",
     "node",
     "gen",
+    "db",
     "dbs",
     "cluster",
     "nemesis",

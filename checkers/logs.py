@@ -1,6 +1,6 @@
 """The log checker: lines in the nodes' logs that mean a crash, corrupted data or a broken invariant.
 
-After Jepsen's log-file-pattern checker. Each DB declares its patterns (dbs.api.LogPatterns); the analysis
+After Jepsen's log-file-pattern checker. Each DB declares its patterns (db.api.LogPatterns); the analysis
 layer reads the run's node logs and hands their lines in, so this module reads no files. A match is
 invalid unless its pattern is expected under a fault that ran: a DB reporting a checksum error after a
 fault corrupted its file has detected the damage, which is what it should do. The history's nemesis ops
@@ -36,7 +36,7 @@ _MONTHS = {
 
 
 class Pattern(Protocol):
-    """What the checker needs of a pattern (dbs.api.LogPattern has it)."""
+    """What the checker needs of a pattern (db.api.LogPattern has it)."""
 
     @property
     def name(self) -> str: ...

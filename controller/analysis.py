@@ -21,7 +21,7 @@ from faultline.checkers.detection import first_anomaly, history_index_times
 from faultline.checkers.logs import LogPatternChecker, NodeLogs
 from faultline.checkers.stats import Stats
 from faultline.core import Op, TestSpec
-from faultline.dbs.api import LogPattern, LogPatterns
+from faultline.db.api import LogPattern, LogPatterns
 from faultline.results.publish import publish
 from faultline.results.store import RunDir, open_run
 from faultline.workloads.api import Workload
@@ -77,7 +77,7 @@ class NodeLogCheck:
 
 def node_log_check(db: Any, nodes_dir: Path) -> NodeLogCheck | None:
     """The log check of a run whose nodes' files were collected into `nodes_dir` (RUN/nodes/<node>/...):
-    every `*.log` file there. None when the DB declares no patterns (dbs.api.LogPatterns)."""
+    every `*.log` file there. None when the DB declares no patterns (db.api.LogPatterns)."""
     try:
         patterns = db.log_patterns() if isinstance(db, LogPatterns) else []
     except Exception as exc:  # a user's DB: its patterns are missing, the run is still checked
@@ -152,7 +152,7 @@ def reanalyze(run_path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{run.path}/test.json does not describe a test: {exc}") from None
     history = read_jsonl(run.history_path) if Path(run.history_path).exists() else []
     db = _db_of(spec)
-    workload = get_workload(spec.workload, spec.workload_opts, db=db)
+    workload = get_workload(spec.workload, db, spec.workload_opts)
     results = check(spec, workload, history, node_log_check(db, run.nodes_dir))
     try:
         old = run.load_results() or {}

@@ -326,8 +326,8 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
     """Parses and validates a campaign file completely; nothing runs until this returns."""
     from faultline.controller import testspec
     from faultline.dbs import all_bugs
-    from faultline.nemesis.registry import all_entries as all_nemeses
-    from faultline.workloads.registry import all_entries as all_workloads
+    from faultline.dbs import every_nemesis as all_nemeses
+    from faultline.dbs import every_workload as all_workloads
 
     source = Path(path)
     if not source.exists():

@@ -453,8 +453,8 @@ def run_once(
 
     spec = testspec.stamp(spec)
     test = testspec.start_run(spec)
-    workload = get_workload(spec.workload, spec.workload_opts, db=test.db)
-    nemesis_pkg = compose(list(spec.nemesis), spec.nemesis_interval, db=test.db)
+    workload = get_workload(spec.workload, test.db, spec.workload_opts)
+    nemesis_pkg = compose(list(spec.nemesis), test.db, spec.nemesis_interval)
     if workload.final_generator is None and spec.quiet_period:
         # the quiet period is the settling before the final reads: a workload with none would only idle
         # through it, and test.json says it had none (the availability checker reads it)

@@ -16,9 +16,9 @@ from typing import Any, cast
 
 from faultline.controller.errors import UsageError
 from faultline.core import Run, TestSpec
+from faultline.db.api import DB
 from faultline.dbs import DEFAULT as DEFAULT_DB
-from faultline.dbs import UnknownDB, get_db
-from faultline.dbs.api import DB
+from faultline.dbs import UnknownDB, every_nemesis, every_workload, get_db
 
 
 def _choices(what: str, value: str, valid: Sequence[str]) -> UsageError:
@@ -88,7 +88,7 @@ def _backend_kind(name: str, db: DB) -> Any:
 
 def build_test(opts: Mapping[str, Any]) -> TestSpec:
     """A validated test from options (argparse namespace vars, a campaign cell, the pytest fixture)."""
-    from faultline.dbs.api import Bugs
+    from faultline.db.api import Bugs
     from faultline.nemesis import registry as nemeses_registry
     from faultline.workloads import registry as workloads_registry
 
@@ -96,14 +96,14 @@ def build_test(opts: Mapping[str, Any]) -> TestSpec:
     db = chosen_db(db_name)
     workload = str(opts.get("workload") or "register")
     try:
-        workloads_registry.validate(workload, db)
+        workloads_registry.validate(workload, db, every_workload)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     nemeses = split_list(opts.get("nemesis") or "none")
     if "none" in nemeses and len(nemeses) > 1:
         raise UsageError("--nemesis none cannot be combined with other nemeses")
     try:
-        nemeses_registry.validate(nemeses, db)
+        nemeses_registry.validate(nemeses, db, every_nemesis)
     except ValueError as exc:
         raise UsageError(f"{exc} (docs/your-own-db.md lists them per DB)") from None
     try:

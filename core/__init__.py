@@ -6,7 +6,7 @@ its nemeses and its DB: the DB object, the cluster backend, the recorder, a clie
 `state` dict for facts learnt during the run (tables made, names used). `Op` (core/ops.py) is one event of a
 history, the type generators, clients, nemeses and the recorder exchange. Standard library only.
 
-`Run`'s handles are typed with the protocols of the layers that define them (dbs.api.DB,
+`Run`'s handles are typed with the protocols of the layers that define them (db.api.DB,
 cluster.api.ClusterBackend). Those names are imported for the type checker only (`TYPE_CHECKING`), so
 core still imports nothing at run time; the layer contract ignores type-only imports
 (docs/architecture.md, "Types where the layers meet").
@@ -23,7 +23,7 @@ from faultline.core.ops import Op, OpType, Process
 
 if TYPE_CHECKING:
     from faultline.cluster.api import ClusterBackend
-    from faultline.dbs.api import DB
+    from faultline.db.api import DB
 
 __all__ = ["HistoryRecorder", "Op", "OpType", "Process", "Run", "TestSpec"]
 

@@ -1,12 +1,16 @@
 """DB modules: what runs on a cluster's hosts and how the harness talks to it (after Jepsen's db
-protocol, dbs/api.py). The bundled store is the default; a user's own DB is named by import path."""
+protocol, db/api.py). The bundled store is the default; a user's own DB is named by import path."""
 
 from __future__ import annotations
 
 import importlib
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from faultline.dbs.api import DB
+from faultline.db.api import DB
+
+if TYPE_CHECKING:
+    from faultline.nemesis.api import Entry as NemesisEntry
+    from faultline.workloads.api import Entry as WorkloadEntry
 
 DEFAULT = "store"
 # name -> "module:attribute" of a DB object or class; loaded on first use so a DB's client libraries are
@@ -50,7 +54,7 @@ def get_db(spec: str | None = None) -> DB:
     except AttributeError:
         raise UnknownDB(f"DB {spec!r}: {module_name} has no {attr}") from None
     db = obj() if isinstance(obj, type) else obj
-    # the DB core protocol's methods (dbs/api.py); capabilities (Kill, Primaries, LogFiles ...) are optional
+    # the DB core protocol's methods (db/api.py); capabilities (Kill, Primaries, LogFiles ...) are optional
     core = ("cluster_spec", "validate", "setup", "teardown", "client_nodes", "connector", "client")
     missing = [m for m in core if not callable(getattr(db, m, None))]
     if missing:
@@ -70,9 +74,24 @@ def loadable() -> list[DB]:
     return out
 
 
+def every_nemesis() -> dict[str, NemesisEntry]:
+    """The generic faults and those of every loadable DB, for help texts, campaign files and the hint that a
+    fault belongs to another DB (the generic registry knows no DB; this layer names them)."""
+    from faultline.nemesis.registry import all_entries
+
+    return all_entries(loadable())
+
+
+def every_workload() -> dict[str, WorkloadEntry]:
+    """The generic workloads and those of every loadable DB, likewise."""
+    from faultline.workloads.registry import all_entries
+
+    return all_entries(loadable())
+
+
 def all_bugs() -> dict[str, str]:
-    """The injectable bugs of every loadable DB that has them (dbs.api.Bugs), by name."""
-    from faultline.dbs.api import Bugs
+    """The injectable bugs of every loadable DB that has them (db.api.Bugs), by name."""
+    from faultline.db.api import Bugs
 
     out: dict[str, str] = {}
     for db in loadable():

@@ -17,8 +17,8 @@ from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Op, Run
-from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
-from faultline.dbs.base import Indeterminate, ProcessDB, common_notes, supported_nemeses
+from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
+from faultline.db.process import Indeterminate, ProcessDB, common_notes, supported_nemeses
 
 ROLE = "etcd"
 CLIENT_PORT = 2379

@@ -22,8 +22,8 @@ from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
-from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
-from faultline.dbs.base import DISK_NEMESES, PROCESS_NEMESES, Definite, Indeterminate, ProcessDB
+from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
+from faultline.db.process import DISK_NEMESES, PROCESS_NEMESES, Definite, Indeterminate, ProcessDB
 from faultline.dbs.sql import (
     ISOLATION,
     OneSQLServer,

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Op, Run
-from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
-from faultline.dbs.base import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
+from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
+from faultline.db.process import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
 
 ROLE = "nats"
 NODES = 3

@@ -19,8 +19,8 @@ from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Op, Run
-from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
-from faultline.dbs.base import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
+from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
+from faultline.db.process import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
 from faultline.dbs.sql import ISOLATION, OneSQLServer, SQLTxnClient, ident, isolation, validate_isolation
 
 ROLE = "postgres"

@@ -20,8 +20,8 @@ from typing import Any, cast
 
 from faultline.cluster.base import ClusterSpec, NodeBackend, RoleSpec
 from faultline.core import Run, ops
-from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
-from faultline.dbs.base import ProcessDB, common_notes, supported_nemeses
+from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
+from faultline.db.process import ProcessDB, common_notes, supported_nemeses
 
 REDIS, SENTINEL = "redis", "sentinel"
 REDIS_PORT, SENTINEL_PORT = 6379, 26379
@@ -173,7 +173,7 @@ class RedisSentinelDB(ProcessDB):
 
     def primaries(self, test: Run) -> list[str]:
         """The node the sentinels name as the primary now."""
-        from faultline.dbs.base import node_of_host
+        from faultline.db.process import node_of_host
 
         host, _ = self.sentinel(test, 2.0).discover_master(MASTER_NAME)
         node = node_of_host(test.backend, host)

@@ -43,9 +43,20 @@ class NemesisPackage:
 
 
 @dataclass(frozen=True)
+class Build:
+    """What a nemesis package is built for: the interval between a fault's start and stop (seconds), and the
+    roles of the DB's nodes a fault may aim at beyond `all` (db.api.Leaders.target_roles, in the DB's order;
+    empty for a DB whose nodes are all alike). Generic schedules draw their targets from these, so they never
+    name one DB's roles."""
+
+    interval_s: float
+    roles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Entry:
-    """One nemesis: the name users type, a line for `--help`, what builds its package from the interval
-    between a fault's start and stop (seconds), the DB capabilities it needs (dbs/api.py protocols: a DB
+    """One nemesis: the name users type, a line for `--help`, what builds its package for a run (`Build`:
+    the interval between a fault's start and stop, the DB's roles), the DB capabilities it needs (db/api.py protocols: a DB
     without one refuses it before anything starts), the DB that offers it (None: a generic fault), a
     further test of the DB (`refuse(db)`: why it cannot take the fault, None when it can), whether it
     needs the disk layer (cluster/disklayer.py), and the options it takes (`--nemesis-opt KEY=VALUE`: each
@@ -53,7 +64,7 @@ class Entry:
 
     name: str
     help: str
-    factory: Callable[[float], NemesisPackage]
+    factory: Callable[[Build], NemesisPackage]
     needs: tuple[type, ...] = ()
     db: str | None = None
     refuse: Callable[[Any], str | None] | None = None

@@ -1,6 +1,6 @@
 """What the generic nemeses share: choosing nodes, asking the DB who leads, and recording what was done.
 
-A generic fault reaches a DB only through the DB protocol's capabilities (dbs/api.py): the roles its
+A generic fault reaches a DB only through the DB protocol's capabilities (db/api.py): the roles its
 nodes fall into and its leaders (`Leaders`), its primaries (`Primaries`); it never tests which DB it holds.
 Faults of one DB (the store's master replacement, elections, ...) live with that DB (dbs/store/faults/).
 """
@@ -13,78 +13,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from faultline.cluster.api import ClusterBackend
 from faultline.core import Op, Run
-from faultline.dbs.api import Leaders, Primaries
+from faultline.db.nodes import NodeError
 from faultline.gen import Context
 
 log = logging.getLogger("faultline.nemesis")
 
-ROLES = ("masters", "tservers", "all")
-PRIMARIES = "primaries"
+# a fault that could not be applied or healed: a node did not do what was asked (db/nodes.py)
+NemesisError = NodeError
+
 SUBSETS = ("one", "minority", "majority", "all", "leaders")
-
-
-class NemesisError(RuntimeError):
-    """A fault could not be applied or healed; the message names the step."""
-
-
-def backend(test: Run) -> ClusterBackend:
-    b = test.backend
-    if b is None:
-        raise NemesisError("the test has no cluster backend")
-    return b
 
 
 def nemesis_rng(test: Run, salt: str) -> random.Random:
     """A generator of the run's seed, one per nemesis, so choices replay with the seed."""
     return random.Random(f"{test.spec.seed}:{salt}")
-
-
-def target_roles(test: Run) -> Mapping[str, str]:
-    """The targets the DB's nodes fall into beyond `all` and `primaries` (dbs.api.Leaders.target_roles:
-    the store's masters and tservers), each mapped to its cluster role; empty for a DB of one role."""
-    return test.db.target_roles if isinstance(test.db, Leaders) else {}
-
-
-def role_nodes(test: Run, role: str) -> list[str]:
-    """The live (not destroyed) nodes of a target: those of a role the DB names (the store's masters or
-    tservers), the DB's primaries (as it reports them), or all. A target the DB does not name means all
-    its nodes."""
-    b = backend(test)
-    if role == PRIMARIES:
-        return sorted(set(primaries(test)) & set(b.nodes()))
-    cluster_role = target_roles(test).get(role)
-    return sorted(b.nodes(cluster_role) if cluster_role else b.nodes())
-
-
-def targets_of(test: Run, value: Mapping[str, Any]) -> str:
-    """The op's `targets`, as the history should name them: a target the DB does not name is `all`."""
-    targets = str(value.get("targets", "all"))
-    return targets if targets in ("all", PRIMARIES) or targets in target_roles(test) else "all"
-
-
-def leaders(test: Run, targets: str) -> list[str]:
-    """The leaders a `leaders` subset hits: the DB's own answer for `targets` when it has leaders of
-    several kinds, else its primaries."""
-    if targets != PRIMARIES and isinstance(test.db, Leaders):
-        try:
-            return list(test.db.leaders(test, targets))
-        except Exception as exc:
-            log.warning("cannot ask the DB for its leaders: %s", exc)
-            return []
-    return primaries(test)
-
-
-def primaries(test: Run) -> list[str]:
-    """The nodes the DB says lead now (the store: the leader master); [] when it cannot say."""
-    if not isinstance(test.db, Primaries):
-        return []
-    try:
-        return list(test.db.primaries(test))
-    except Exception as exc:
-        log.warning("cannot ask the DB for its primaries: %s", exc)
-        return []
 
 
 def pick_subset(
@@ -106,18 +49,6 @@ def pick_subset(
     if subset == "leaders":
         return sorted(set(leaders) & set(nodes)) or shuffled[:1]
     raise ValueError(f"unknown node subset {subset!r}; valid: {', '.join(SUBSETS)}")
-
-
-def first_up(test: Run, nodes: Sequence[str]) -> str:
-    """A node to run a tool from: any of `nodes` that answers a trivial command."""
-    b = backend(test)
-    for n in nodes:
-        try:
-            if b.remote.exec(n, ["true"], 10)[0] == 0:
-                return n
-        except Exception:
-            continue
-    raise NemesisError(f"no reachable node among {', '.join(nodes)}")
 
 
 def wait_until(pred: Callable[[], bool], timeout_s: float, interval_s: float = 1.0, what: str = "") -> bool:

@@ -1,8 +1,8 @@
 """file-corrupt: damage a data file of one node or a minority, after Jepsen's nemesis/file.
 
-The files are those the DB names (dbs.api.DataFiles.data_files, globs by role, most telling first): the
+The files are those the DB names (db.api.DataFiles.data_files, globs by role, most telling first): the
 fault damages a file of the first glob that matches on the node (the write-ahead log, while it has one).
-Kinds (dbs.api.FILE_CORRUPTION_KINDS): `bitflip` flips 1-3 random bits, `truncate` cuts up to 1 KiB off
+Kinds (db.api.FILE_CORRUPTION_KINDS): `bitflip` flips 1-3 random bits, `truncate` cuts up to 1 KiB off
 the end of the file's data, `zero` overwrites 1-64 bytes with zeros, and `rollback` copies back a copy
 of the file taken by an earlier rollback op (the first one on a node takes the copy). Offsets fall in the
 file's data (before its trailing zeros: a preallocated log is mostly zeros). Mode `stopped` kills the
@@ -21,7 +21,7 @@ and each completion records node, file, kind and offsets, so the run replays fro
 
 The option `file_glob` (`--nemesis-opt file_glob=GLOB`, a campaign's `nemesis_opt = {file_glob = ...}`)
 names the files instead of the DB's globs: a glob relative to each of the node's data directories
-(dbs.api.DataFiles.data_dirs), or an absolute one on the node. It is checked when the test is built
+(db.api.DataFiles.data_dirs), or an absolute one on the node. It is checked when the test is built
 (`check_file_glob`), and again once the DB is set up (`setup`): a glob that matches no file on any node
 the fault may damage refuses the run (UsageError, exit 254) before the first fault.
 """
@@ -39,21 +39,11 @@ from typing import Any, cast
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.core.errors import UsageError
-from faultline.dbs.api import FILE_CORRUPTION_KINDS, DataFiles, Kill
+from faultline.db.api import FILE_CORRUPTION_KINDS, DataFiles, Kill
+from faultline.db.nodes import backend, role_nodes, targets_of
 from faultline.nemesis import filedamage
 from faultline.nemesis.api import NemesisPackage
-from faultline.nemesis.base import (
-    ROLES,
-    NemesisError,
-    backend,
-    bring_back,
-    done,
-    log,
-    nemesis_rng,
-    pick_subset,
-    role_nodes,
-    targets_of,
-)
+from faultline.nemesis.base import NemesisError, bring_back, done, log, nemesis_rng, pick_subset
 
 MODES = ("running", "stopped")
 MAX_FLIPS = 3
@@ -122,7 +112,7 @@ def declared_files(db: Any) -> str | None:
     """Why `db` cannot take a disk fault (None: it can): it declares no data files."""
     files = getattr(db, "data_files", None) if isinstance(db, DataFiles) else None
     if not files or not any(files.values()):
-        return f"the {db.name} DB declares no data files (dbs.api.DataFiles.data_files) for a disk fault to damage"
+        return f"the {db.name} DB declares no data files (db.api.DataFiles.data_files) for a disk fault to damage"
     return None
 
 
@@ -154,7 +144,7 @@ class FileCorruptNemesis:
                 raise UsageError(
                     f"--nemesis-opt {FILE_GLOB}={pattern} matches no file on any of "
                     f"{', '.join(nodes) or 'the nodes'} (relative globs start at each data "
-                    "directory, dbs.api.DataFiles.data_dirs)"
+                    "directory, db.api.DataFiles.data_dirs)"
                 )
         return self
 
@@ -300,10 +290,15 @@ class FileCorruptNemesis:
 
 
 def file_corrupt_package(
-    f: str, kinds: Sequence[str], modes: Sequence[str], subsets: Sequence[str], interval_s: float
+    f: str,
+    kinds: Sequence[str],
+    modes: Sequence[str],
+    subsets: Sequence[str],
+    interval_s: float,
+    targets: Sequence[str],
 ) -> NemesisPackage:
     """One damage every interval, its kind, mode and subset drawn from `kinds`, `modes` and `subsets`,
-    aimed at a random target."""
+    aimed at a target drawn from `targets` (the DB's roles, or all its nodes)."""
 
     def value(ctx: gen.Context) -> Op:
         return {
@@ -312,7 +307,7 @@ def file_corrupt_package(
                 "kind": ctx.rng.choice(list(kinds)),
                 "mode": ctx.rng.choice(list(modes)),
                 "subset": ctx.rng.choice(list(subsets)),
-                "targets": ctx.rng.choice(list(ROLES)),
+                "targets": ctx.rng.choice(list(targets)),
             },
         }
 

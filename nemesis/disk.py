@@ -14,9 +14,10 @@ from typing import Any, cast
 
 from faultline import gen
 from faultline.core import Op, Run
-from faultline.dbs.api import Kill
+from faultline.db.api import Kill
+from faultline.db.nodes import backend, role_nodes
 from faultline.nemesis.api import NemesisPackage
-from faultline.nemesis.base import backend, bring_back, done, nemesis_rng, pick_subset, role_nodes
+from faultline.nemesis.base import bring_back, done, nemesis_rng, pick_subset
 
 LOSE_SUBSETS = ("one", "minority", "majority", "all")
 

@@ -12,21 +12,10 @@ import time
 from typing import cast
 
 from faultline.core import Op, Run
-from faultline.dbs.api import Kill, Leaders, Pause
+from faultline.db.api import Kill, Leaders, Pause
+from faultline.db.nodes import PRIMARIES, backend, leaders, primaries, role_nodes, targets_of
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import (
-    PRIMARIES,
-    backend,
-    bring_back,
-    done,
-    leaders,
-    log,
-    nemesis_rng,
-    pick_subset,
-    primaries,
-    role_nodes,
-    targets_of,
-)
+from faultline.nemesis.base import bring_back, done, log, nemesis_rng, pick_subset
 
 
 class PartitionNemesis:
@@ -70,7 +59,7 @@ class PartitionNemesis:
 
     def _leader(self, test: Run, targets: str) -> str | None:
         """Whom the leader shape cuts off: the leader the DB names for `targets` when it has leaders of
-        several kinds (dbs.api.Leaders), else one of its primaries."""
+        several kinds (db.api.Leaders), else one of its primaries."""
         assert self.rng is not None
         if targets != PRIMARIES and isinstance(test.db, Leaders):
             return test.db.leader_to_isolate(test, targets, self.rng)
@@ -86,7 +75,7 @@ class ProcessNemesis:
     """start-kill / start-pause on a subset of a role's nodes (or the current leaders); stop restarts them.
 
     `mode` is "kill" (SIGKILL, then start) or "pause" (SIGSTOP, then SIGCONT); both go through the DB
-    (dbs.api.Kill, dbs.api.Pause), so a DB that kills or pauses itself differently says so there.
+    (db.api.Kill, db.api.Pause), so a DB that kills or pauses itself differently says so there.
     """
 
     def __init__(self, mode: str) -> None:

@@ -1,8 +1,9 @@
 """Nemeses by name, and their composition.
 
-`NEMESES[name]` is an `Entry` (name, help, factory) and `get(name, interval_s)` builds its
-`NemesisPackage`: the same shape as workloads.registry and checkers.registry, so the CLI lists and
-validates all three alike. `compose(names, interval_s)` merges several: one composite nemesis that routes
+`NEMESES[name]` is an `Entry` (name, help, factory) and `get(name, db, interval_s)` builds its
+`NemesisPackage` for a run of `db` (the DB object, which the caller chose: this layer names no DB): the same
+shape as workloads.registry and checkers.registry, so the CLI lists and validates all three alike.
+`compose(names, db, interval_s)` merges several: one composite nemesis that routes
 each op to the package that handles its `f`; their schedules run side by side (each package cycles wait,
 start, wait, stop, offset from the others so faults overlap and interleave); the final generator stops
 every package's fault, `heal` heals them all, and the repair generator runs every package's repairs.
@@ -10,17 +11,17 @@ every package's fault, `heal` heals them all, and the repair generator runs ever
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from faultline import gen
 from faultline.core import Op, Run
-from faultline.dbs import get_db, loadable
-from faultline.dbs.api import DB, FILE_CORRUPTION_KINDS, DataFiles, Kill, Pause, Primaries
+from faultline.db.api import DB, FILE_CORRUPTION_KINDS, DataFiles, Kill, Leaders, Pause, Primaries
+from faultline.db.nodes import PRIMARIES
 from faultline.nemesis import disk, faults
-from faultline.nemesis.api import Entry, Nemesis, NemesisPackage, OffersNemeses
-from faultline.nemesis.base import PRIMARIES, ROLES, choice_op
+from faultline.nemesis.api import Build, Entry, Nemesis, NemesisPackage, OffersNemeses
+from faultline.nemesis.base import choice_op
 from faultline.nemesis.corruption import (
     FILE_GLOB,
     MODES,
@@ -40,20 +41,25 @@ def start_stop(f: str, choices: Mapping[str, Sequence[Any]], interval_s: float) 
     return schedule, gen.once({"f": f"stop-{f}", "value": None})
 
 
-def partition_package(
-    shapes: Sequence[str], interval_s: float, targets: Sequence[str] = ROLES
-) -> NemesisPackage:
+def role_targets(roles: Sequence[str]) -> tuple[str, ...]:
+    """What a fault aimed at a random role draws from: each of the DB's roles, or all its nodes."""
+    return (*roles, "all")
+
+
+def partition_package(shapes: Sequence[str], interval_s: float, targets: Sequence[str]) -> NemesisPackage:
     sched, final = start_stop("partition", {"shape": shapes, "targets": targets}, interval_s)
     return NemesisPackage(nemesis=faults.PartitionNemesis(), generator=sched, final_generator=final)
 
 
-def process_package(mode: str, interval_s: float, primaries_only: bool = False) -> NemesisPackage:
-    """Kills or pauses on a random subset of a random role, or (`primaries_only`) on the DB's primaries."""
+def process_package(mode: str, build: Build, primaries_only: bool = False) -> NemesisPackage:
+    """Kills or pauses on a random subset of a random role of the DB's (of all its nodes when they are all
+    alike), or (`primaries_only`) on the DB's primaries."""
     choices = (
         {"targets": (PRIMARIES,), "subset": ("all",)}
         if primaries_only
-        else {"targets": ("masters", "tservers"), "subset": ALL_SUBSETS}
+        else {"targets": build.roles or ("all",), "subset": ALL_SUBSETS}
     )
+    interval_s = build.interval_s
     sched, final = start_stop(mode, choices, interval_s)
     return NemesisPackage(nemesis=faults.ProcessNemesis(mode), generator=sched, final_generator=final)
 
@@ -63,11 +69,15 @@ def packet_package(interval_s: float) -> NemesisPackage:
     return NemesisPackage(nemesis=faults.PacketNemesis(), generator=sched, final_generator=final)
 
 
-def clock_package(interval_s: float) -> NemesisPackage:
+def clock_package(build: Build) -> NemesisPackage:
     sched, final = start_stop(
         "clock",
-        {"kind": ("bump", "strobe"), "targets": ROLES, "subset": ("one", "minority", "majority")},
-        interval_s,
+        {
+            "kind": ("bump", "strobe"),
+            "targets": role_targets(build.roles),
+            "subset": ("one", "minority", "majority"),
+        },
+        build.interval_s,
     )
     return NemesisPackage(nemesis=faults.ClockNemesis(), generator=sched, final_generator=final)
 
@@ -102,9 +112,9 @@ _SHAPE_HELP = {
 }
 
 
-def _shape_package(shape: str) -> Callable[[float], NemesisPackage]:
+def _shape_package(shape: str) -> Callable[[Build], NemesisPackage]:
     """The factory of the package that partitions with one shape (bound here, not by the loop)."""
-    return lambda i: partition_package([shape], i)
+    return lambda b: partition_package([shape], b.interval_s, role_targets(b.roles))
 
 
 _KIND_HELP = {
@@ -115,9 +125,11 @@ _KIND_HELP = {
 }
 
 
-def _file_package(kind: str) -> Callable[[float], NemesisPackage]:
+def _file_package(kind: str) -> Callable[[Build], NemesisPackage]:
     """The factory of the package that damages files one way, the DB stopped around it (bound here)."""
-    return lambda i: file_corrupt_package(f"file-{kind}", [kind], ["stopped"], ["one"], i)
+    return lambda b: file_corrupt_package(
+        f"file-{kind}", [kind], ["stopped"], ["one"], b.interval_s, role_targets(b.roles)
+    )
 
 
 # the file faults' option: the files to damage instead of the DB's own globs (nemesis/corruption.py)
@@ -126,40 +138,49 @@ _FILE_OPTIONS = {FILE_GLOB: check_file_glob}
 
 def _entries() -> list[Entry]:
     return [
-        Entry("none", "no faults", lambda i: NemesisPackage(nemesis=Noop())),
-        Entry("partition", "a random partition shape each time", lambda i: partition_package(SHAPES, i)),
+        Entry("none", "no faults", lambda b: NemesisPackage(nemesis=Noop())),
+        Entry(
+            "partition",
+            "a random partition shape each time",
+            lambda b: partition_package(SHAPES, b.interval_s, role_targets(b.roles)),
+        ),
         *(Entry(f"partition-{s}", _SHAPE_HELP[s], _shape_package(s)) for s in SHAPES),
         Entry(
             "partition-primary",
             "the DB's primary cut off from every other node",
-            lambda i: partition_package(["leader"], i, targets=(PRIMARIES,)),
+            lambda b: partition_package(["leader"], b.interval_s, targets=(PRIMARIES,)),
             needs=(Primaries,),
         ),
-        Entry("kill", "SIGKILL, then restart", lambda i: process_package("kill", i), needs=(Kill,)),
-        Entry("pause", "SIGSTOP, then SIGCONT", lambda i: process_package("pause", i), needs=(Pause,)),
+        Entry("kill", "SIGKILL, then restart", lambda b: process_package("kill", b), needs=(Kill,)),
+        Entry("pause", "SIGSTOP, then SIGCONT", lambda b: process_package("pause", b), needs=(Pause,)),
         Entry(
             "kill-primary",
             "the DB's primary SIGKILLed, then restarted",
-            lambda i: process_package("kill", i, primaries_only=True),
+            lambda b: process_package("kill", b, primaries_only=True),
             needs=(Kill, Primaries),
         ),
         Entry(
             "pause-primary",
             "the DB's primary SIGSTOPped, then SIGCONTed",
-            lambda i: process_package("pause", i, primaries_only=True),
+            lambda b: process_package("pause", b, primaries_only=True),
             needs=(Pause, Primaries),
         ),
         Entry(
             "packet",
             "delay, reordering, loss, duplication or a rate limit on some nodes' links",
-            packet_package,
+            lambda b: packet_package(b.interval_s),
         ),
         Entry("clock", "clock bumps and strobes", clock_package),
         Entry(
             "file-corrupt",
             "a data file of one node or a minority damaged (any kind), with the DB running or stopped",
-            lambda i: file_corrupt_package(
-                "file-corrupt", FILE_CORRUPTION_KINDS, MODES, ("one", "minority"), i
+            lambda b: file_corrupt_package(
+                "file-corrupt",
+                FILE_CORRUPTION_KINDS,
+                MODES,
+                ("one", "minority"),
+                b.interval_s,
+                role_targets(b.roles),
             ),
             needs=(DataFiles, Kill),
             refuse=declared_files,
@@ -180,14 +201,14 @@ def _entries() -> list[Entry]:
             "lose-unfsynced",
             "one node, a minority, a majority or all killed at once, what they never "
             "fsynced dropped by the disk layer, then started again",
-            disk.lose_unfsynced_package,
+            lambda b: disk.lose_unfsynced_package(b.interval_s),
             needs=(DataFiles, Kill),
             disk_layer=True,
         ),
         Entry(
             "lose-unfsynced-all",
             "every node killed at once, what they never fsynced dropped, then started",
-            lambda i: disk.lose_unfsynced_package(i, ("all",)),
+            lambda b: disk.lose_unfsynced_package(b.interval_s, ("all",)),
             needs=(DataFiles, Kill),
             disk_layer=True,
         ),
@@ -204,34 +225,44 @@ def offered(db: DB) -> dict[str, Entry]:
     return {e.name: replace(e, db=e.db or db.name) for e in db.nemesis_entries()}
 
 
-def entries_for(db: Any = None) -> dict[str, Entry]:
-    """Every nemesis a run of `db` may name: the generic ones and the DB's own (None: the default DB)."""
-    return {**NEMESES, **offered(db if db is not None else get_db())}
+def entries_for(db: DB) -> dict[str, Entry]:
+    """Every nemesis a run of `db` may name: the generic ones and the DB's own."""
+    return {**NEMESES, **offered(db)}
 
 
-def all_entries() -> dict[str, Entry]:
-    """The generic nemeses and those of every registered DB, for help texts and campaign files (a DB whose
-    module cannot be imported here is left out)."""
+def all_entries(dbs: Iterable[DB]) -> dict[str, Entry]:
+    """The generic nemeses and those of every DB in `dbs`, for help texts and campaign files (the caller
+    names the DBs: this layer knows none of them)."""
     out = dict(NEMESES)
-    for db in loadable():
+    for db in dbs:
         out.update({k: v for k, v in offered(db).items() if k not in out})
     return out
 
 
-def refusal(db: Any, name: str) -> str | None:
-    """Why a run of `db` cannot take nemesis `name` (None: it can): unknown, another DB's own fault, a
-    capability the DB lacks (dbs/api.py), or a generic fault the DB declares it cannot take."""
-    mine = entries_for(db)
-    entry = mine.get(name)
+def build_for(db: DB, interval_s: float) -> Build:
+    """What a package is built for in a run of `db`: the interval, and the roles the DB's nodes fall into."""
+    roles = tuple(db.target_roles) if isinstance(db, Leaders) else ()
+    return Build(interval_s=interval_s, roles=roles)
+
+
+# the faults every DB offers, by name, for a hint that a fault exists but belongs to another DB
+Elsewhere = Callable[[], Mapping[str, Entry]]
+
+
+def refusal(db: DB, name: str, elsewhere: Elsewhere | None = None) -> str | None:
+    """Why a run of `db` cannot take nemesis `name` (None: it can): unknown, another DB's own fault (when
+    `elsewhere` lists them), a capability the DB lacks (db/api.py), or a generic fault the DB declares it
+    cannot take."""
+    entry = entries_for(db).get(name)
     if entry is None:
-        other = all_entries().get(name)
+        other = elsewhere().get(name) if elsewhere is not None else None
         if other is not None and other.db:
             return f"{name} is a fault of the {other.db} DB ({other.help})"
         return f"unknown nemesis {name!r}"
     missing = [cap.__name__ for cap in entry.needs if not isinstance(db, cap)]
     if missing:
         return (
-            f"{name} needs the DB capability {', '.join(missing)} (dbs/api.py), which the {db.name} DB lacks"
+            f"{name} needs the DB capability {', '.join(missing)} (db/api.py), which the {db.name} DB lacks"
         )
     why_not = entry.refuse(db) if entry.refuse is not None else None
     if why_not:
@@ -243,7 +274,7 @@ def refusal(db: Any, name: str) -> str | None:
     return None
 
 
-def disk_dirs(names: Sequence[str], db: Any) -> dict[str, list[str]]:
+def disk_dirs(names: Sequence[str], db: DB) -> dict[str, list[str]]:
     """The data directories (role -> templates) that need the disk layer for a run of `db` with these
     nemeses: the DB's `data_dirs` when one of them needs the layer, else none (the run mounts nothing)."""
     entries = entries_for(db)
@@ -252,29 +283,27 @@ def disk_dirs(names: Sequence[str], db: Any) -> dict[str, list[str]]:
     return {role: list(dirs) for role, dirs in db.data_dirs.items()}
 
 
-def supported(db: Any) -> list[str]:
+def supported(db: DB) -> list[str]:
     """The nemeses a run of `db` can take."""
     return [n for n in entries_for(db) if refusal(db, n) is None]
 
 
-def validate(names: Sequence[str], db: Any = None) -> list[str]:
-    """Returns the names, or raises ValueError naming the one `db` (None: the default DB) cannot take and
-    what it supports."""
-    db = db if db is not None else get_db()
+def validate(names: Sequence[str], db: DB, elsewhere: Elsewhere | None = None) -> list[str]:
+    """Returns the names, or raises ValueError naming the one `db` cannot take and what it supports."""
     if not names:
         raise ValueError(f"no nemesis given; valid: {', '.join(supported(db))}")
     for n in names:
-        why = refusal(db, n)
+        why = refusal(db, n, elsewhere)
         if why:
             choices = "valid:" if why.startswith("unknown") else f"the {db.name} DB supports"
             raise ValueError(f"{why}; {choices} {', '.join(supported(db))}")
     return list(names)
 
 
-def validate_opts(opts: Mapping[str, Any], names: Sequence[str], db: Any = None) -> dict[str, Any]:
+def validate_opts(opts: Mapping[str, Any], names: Sequence[str], db: DB) -> dict[str, Any]:
     """Returns the nemesis options (`--nemesis-opt KEY=VALUE`), or raises ValueError naming the first one
     that none of the nemeses `names` takes, or whose value is wrong (each entry checks its own)."""
-    entries = entries_for(db if db is not None else get_db())
+    entries = entries_for(db)
     taken = {k: check for n in names if n in entries for k, check in entries[n].options.items()}
     for key, value in opts.items():
         if key not in taken:
@@ -290,12 +319,11 @@ def validate_opts(opts: Mapping[str, Any], names: Sequence[str], db: Any = None)
     return dict(opts)
 
 
-def get(name: str, interval_s: float = 10.0, db: Any = None) -> NemesisPackage:
-    """The package of nemesis `name` for a run of `db` (None: the default DB); a name it cannot take raises
-    ValueError naming the valid ones."""
-    db = db if db is not None else get_db()
+def get(name: str, db: DB, interval_s: float = 10.0) -> NemesisPackage:
+    """The package of nemesis `name` for a run of `db`; a name it cannot take raises ValueError naming the
+    valid ones."""
     validate([name], db)
-    return entries_for(db)[name].factory(interval_s)
+    return entries_for(db)[name].factory(build_for(db, interval_s))
 
 
 class Noop:
@@ -343,12 +371,10 @@ class Composite:
             raise RuntimeError("heal failed: " + "; ".join(errors))
 
 
-def compose(names: Sequence[str], interval_s: float = 10.0, db: Any = None) -> NemesisPackage:
-    """One package from several, interleaved on a schedule (see the module docstring), for a run of `db`
-    (None: the default DB)."""
-    db = db if db is not None else get_db()
+def compose(names: Sequence[str], db: DB, interval_s: float = 10.0) -> NemesisPackage:
+    """One package from several, interleaved on a schedule (see the module docstring), for a run of `db`."""
     validate(names, db)
-    pkgs = [get(n, interval_s, db) for n in dict.fromkeys(names)]
+    pkgs = [get(n, db, interval_s) for n in dict.fromkeys(names)]
     gens = []
     for i, p in enumerate(pkgs):
         if p.generator is None:

@@ -10,6 +10,7 @@ import pytest
 from faultline.checkers.catalog import CatalogChecker
 from faultline.controller import testspec
 from faultline.controller.runner import run_test
+from faultline.dbs import get_db
 from faultline.dbs.store.fake import FakeBackend
 from faultline.nemesis.registry import compose
 from faultline.workloads.registry import get as get_workload
@@ -171,8 +172,8 @@ def _run(bugs: list[str], seed: int) -> Any:
     t.cluster_spec["db_opts"]["bugs"] = bugs
     return run_test(
         testspec.start_run(t, b),
-        get_workload("catalog", t.workload_opts),
-        compose(["partition"], 1),
+        get_workload("catalog", get_db("store"), t.workload_opts),
+        compose(["partition"], get_db("store"), 1),
         None,
         install_signals=False,
     )

@@ -21,6 +21,7 @@ from faultline.controller.analysis import reanalyze
 from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_once, run_test
 from faultline.core import TestSpec
+from faultline.dbs import get_db
 from faultline.dbs.store.fake import FakeBackend
 from faultline.nemesis.api import NemesisPackage
 from faultline.nemesis.registry import compose
@@ -52,8 +53,8 @@ def run_fake(
     nemesis_pkg: NemesisPackage | None = None,
 ) -> tuple[Any, FakeBackend]:
     backend = FakeBackend(seed=test.seed)
-    wl = workload or get_workload(test.workload, test.workload_opts)
-    pkg = nemesis_pkg or compose(list(test.nemesis), test.nemesis_interval)
+    wl = workload or get_workload(test.workload, get_db("store"), test.workload_opts)
+    pkg = nemesis_pkg or compose(list(test.nemesis), get_db("store"), test.nemesis_interval)
     run_dir = Store(tmp_path / "store").create_run(test.name, test.to_json())
     out = run_test(testspec.start_run(test, backend), wl, pkg, run_dir, install_signals=False)
     return out, backend
@@ -111,8 +112,8 @@ def test_buggy_fake_is_flagged_invalid(tmp_path: Path) -> None:
     run_dir = Store(tmp_path / "s").create_run("bug", {})
     out = run_test(
         testspec.start_run(test, backend),
-        get_workload("register", test.workload_opts),
-        compose(["partition"], 0.2),
+        get_workload("register", get_db("store"), test.workload_opts),
+        compose(["partition"], get_db("store"), 0.2),
         run_dir,
         install_signals=False,
     )
@@ -144,7 +145,7 @@ class CrashingClient:
 
 def test_crashed_client_cuts_short_but_heals_and_checks(tmp_path: Path) -> None:
     test = make_test(time_limit=5)
-    wl = get_workload("register", test.workload_opts)
+    wl = get_workload("register", get_db("store"), test.workload_opts)
     wl = dataclasses.replace(wl, client=CrashingClient())
     t0 = time.monotonic()
     out, backend = run_fake(tmp_path, test, workload=wl)

@@ -125,7 +125,12 @@ def test_the_heal_comes_after_the_fault_in_flight(tmp_path: Path) -> None:
         landed.append(node)
 
     backend.pause = pause_then_interrupt  # type: ignore[method-assign]
-    out = run_test(run, get_workload("register", test.workload_opts), compose(["pause"], 0.3), None)
+    out = run_test(
+        run,
+        get_workload("register", run.db, test.workload_opts),
+        compose(["pause"], run.db, 0.3),
+        None,
+    )
     time.sleep(2.5)  # any pause still in flight has landed by now
     assert landed, "the run was interrupted before a pause landed"
     assert out.results["residue"] == [] and backend.residue() == [], backend.residue()

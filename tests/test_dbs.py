@@ -14,7 +14,7 @@ import pytest
 from faultline.controller import testspec
 from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_test
-from faultline.dbs import UnknownDB, get_db
+from faultline.dbs import UnknownDB, get_db, loadable
 from faultline.dbs.store import StoreDB
 from faultline.dbs.store.fake import FakeBackend
 from faultline.dbs.store.layout import MASTER, TSERVER
@@ -75,9 +75,9 @@ def test_the_runner_spreads_workers_over_the_nodes_the_db_names(tmp_path: Path, 
     run = testspec.start_run(test, FakeBackend(seed=3))
     run.db = db
     seen: list[str] = []
-    wl = get_workload("register", test.workload_opts)
+    wl = get_workload("register", get_db("store"), test.workload_opts)
     wl = dataclasses.replace(wl, client=_Recording(wl.client, seen))
-    out = run_test(run, wl, compose(["none"], 1), None, install_signals=False)
+    out = run_test(run, wl, compose(["none"], get_db("store"), 1), None, install_signals=False)
     assert out.valid is True, out.results
     assert seen and set(seen) <= set(run.backend.nodes(role)), seen
 
@@ -207,7 +207,7 @@ def test_an_unknown_db_lists_the_registered_ones() -> None:
 def test_a_db_setup_failure_stops_the_run_with_the_nodes_log(tmp_path: Path) -> None:
     """A DB whose node never serves: the run is cut short at setup with the node's log tail, healed, checked
     (nothing to check: unknown) and the cluster torn down."""
-    from faultline.dbs.base import DBStartError
+    from faultline.db.process import DBStartError
 
     class NeverReady(StoreDB):
         def setup(self, test: Any, node: str) -> None:
@@ -222,7 +222,11 @@ def test_a_db_setup_failure_stops_the_run_with_the_nodes_log(tmp_path: Path) -> 
     run = testspec.start_run(test, backend)
     run.db = NeverReady()
     out = run_test(
-        run, get_workload("register", test.workload_opts), compose(["none"], 1), None, install_signals=False
+        run,
+        get_workload("register", get_db("store"), test.workload_opts),
+        compose(["none"], get_db("store"), 1),
+        None,
+        install_signals=False,
     )
     assert out.valid == "unknown" and "DBSetupFailed" in str(out.cut_short) and "kaboom" in str(out.cut_short)
     assert out.ops == 0 and backend.events[-1] == ("down", "") and not backend.is_up
@@ -362,8 +366,11 @@ def test_the_stores_own_workload_and_faults_are_listed_with_their_owner() -> Non
     from faultline.nemesis import registry as nemeses
     from faultline.workloads import registry as workloads
 
-    assert "catalog" not in workloads.WORKLOADS and workloads.all_entries()["catalog"].db == "store"
-    assert "master-replace" not in nemeses.NEMESES and nemeses.all_entries()["master-replace"].db == "store"
+    assert "catalog" not in workloads.WORKLOADS and workloads.all_entries(loadable())["catalog"].db == "store"
+    assert (
+        "master-replace" not in nemeses.NEMESES
+        and nemeses.all_entries(loadable())["master-replace"].db == "store"
+    )
     assert workloads.supported(get_db("etcd")) == ["register", "set", "bank", "lock", "counter", "unique-ids"]
     with pytest.raises(UsageError, match="catalog is a workload of the store DB"):
         testspec.build_test({"db": "etcd", "workload": "catalog"})
@@ -406,7 +413,7 @@ def test_a_user_db_offers_a_fault_of_its_own(monkeypatch: pytest.MonkeyPatch) ->
     assert spec.nemesis == ("pause", "client-pause")
     from faultline.nemesis import registry
 
-    pkg = registry.compose(["client-pause"], 1.0, db=get_db("single_redis:SingleRedis"))
+    pkg = registry.compose(["client-pause"], get_db("single_redis:SingleRedis"), 1.0)
     assert pkg.nemesis.fs == {"start-client-pause", "stop-client-pause"} and pkg.final_generator is not None
     with pytest.raises(UsageError, match="unknown nemesis 'client-pause'"):
         testspec.build_test({"db": "etcd", "workload": "register", "nemesis": "client-pause"})

@@ -10,8 +10,8 @@ import pytest
 
 from faultline.controller import testspec
 from faultline.controller.errors import UsageError
+from faultline.db.process import Definite, Indeterminate
 from faultline.dbs import get_db, loadable
-from faultline.dbs.base import Definite, Indeterminate
 from faultline.dbs.mariadb import MariaDBConnection, MariaDBTxnClient, aborted, parse_list, session_sql
 
 DEADLOCK = pymysql.err.OperationalError(

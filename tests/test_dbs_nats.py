@@ -125,8 +125,8 @@ def test_natss_queue_is_checked_as_at_least_once_and_the_others_are_not() -> Non
         {"type": "invoke", "f": "drain", "value": None, "process": 2},
         {"type": "ok", "f": "drain", "value": [1], "process": 2},
     ]
-    nats_result = get("queue", {}, get_db("nats")).checker.check({}, history, {})
+    nats_result = get("queue", get_db("nats"), {}).checker.check({}, history, {})
     assert nats_result["valid"] is True and nats_result["duplicated"] == [[1, 2]]
     assert nats_result["duplicates_allowed"] is True
     for other in ("redis-sentinel", "postgres"):
-        assert get("queue", {}, get_db(other)).checker.check({}, history, {})["valid"] is False
+        assert get("queue", get_db(other), {}).checker.check({}, history, {})["valid"] is False

@@ -15,8 +15,8 @@ from faultline.checkers.logs import LogPatternChecker, faults_that_ran, line_tim
 from faultline.controller import testspec
 from faultline.controller.analysis import describe, reanalyze
 from faultline.controller.runner import run_once
+from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern, LogPatterns
 from faultline.dbs import get_db
-from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern, LogPatterns
 
 ETCD_PATTERNS = get_db("etcd").log_patterns()  # type: ignore[attr-defined]
 STORE_PATTERNS = get_db("store").log_patterns()  # type: ignore[attr-defined]

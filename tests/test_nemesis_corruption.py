@@ -18,7 +18,7 @@ import pytest
 
 from faultline.controller import testspec
 from faultline.controller.errors import UsageError
-from faultline.dbs.api import FILE_CORRUPTION_FAULTS, FILE_CORRUPTION_KINDS
+from faultline.db.api import FILE_CORRUPTION_FAULTS, FILE_CORRUPTION_KINDS
 from faultline.dbs.store import StoreDB
 from faultline.nemesis import filedamage
 from faultline.nemesis.base import NemesisError

@@ -11,6 +11,7 @@ import pytest
 
 from faultline import gen
 from faultline.core import Run
+from faultline.dbs import get_db
 from faultline.dbs.store import StoreDB
 from faultline.dbs.store.fake import FakeBackend, fake_run, store_spec
 from faultline.dbs.store.faults.topology import (
@@ -225,7 +226,7 @@ def test_tserver_replace_and_membership(test: dict) -> None:
 
 
 def test_composite_routes_ops_and_heals_everything(test: dict) -> None:
-    pkg = registry.compose(["partition", "kill", "clock"], interval_s=1)
+    pkg = registry.compose(["partition", "kill", "clock"], get_db("store"), interval_s=1)
     nem = pkg.nemesis.setup(test)
     assert {"start-partition", "stop-kill", "start-clock"} <= nem.fs
     nem.invoke(test, {"f": "start-partition", "value": {"shape": "halves", "targets": "all"}})
@@ -238,7 +239,7 @@ def test_composite_routes_ops_and_heals_everything(test: dict) -> None:
 
 
 def test_composed_schedule_interleaves_and_final_generator_stops_all() -> None:
-    pkg = registry.compose(["partition", "kill"], interval_s=1)
+    pkg = registry.compose(["partition", "kill"], get_db("store"), interval_s=1)
     h = gen.simulate(gen.nemesis(gen.time_limit(10, pkg.generator)), concurrency=0, seed=3)
     fs = [o["f"] for o in h if o["type"] == "invoke"]
     counts = Counter(fs)
@@ -263,12 +264,12 @@ def test_composed_schedule_interleaves_and_final_generator_stops_all() -> None:
 
 
 def test_single_shapes_are_selectable() -> None:
-    pkg = registry.compose(["partition-ring"], interval_s=0.5)
+    pkg = registry.compose(["partition-ring"], get_db("store"), interval_s=0.5)
     h = gen.simulate(gen.nemesis(gen.time_limit(3, pkg.generator)), concurrency=0)
     shapes = {o["value"]["shape"] for o in h if o["f"] == "start-partition" and o["type"] == "invoke"}
     assert shapes == {"ring"}
     with pytest.raises(ValueError, match="valid: none, partition"):
-        registry.validate(["partition-triangle"])
+        registry.validate(["partition-triangle"], get_db("store"))
 
 
 def test_master_migrate_one_to_three_on_the_fake() -> None:
@@ -328,7 +329,7 @@ def test_learner_partition_adds_a_nonvoter_then_isolates_it_with_the_leader(test
 
 
 def test_learner_partition_is_in_the_registry_and_heals(test: dict) -> None:
-    pkg = registry.compose(["learner-partition"], interval_s=1)
+    pkg = registry.compose(["learner-partition"], get_db("store"), interval_s=1)
     nem = pkg.nemesis.setup(test)
     assert {"start-learner-partition", "stop-learner-partition"} <= nem.fs
     nem.invoke(test, {"f": "start-learner-partition", "value": {}})
@@ -441,7 +442,7 @@ def test_staged_election_that_fails_midway_restores_every_flag_and_the_network(t
 
     client = _StageClient(test.backend)
     test.connect, test.state = lambda: client, {"tables": ["set-x"]}
-    pkg = registry.compose([name], interval_s=1)
+    pkg = registry.compose([name], get_db("store"), interval_s=1)
     nem = pkg.nemesis.setup(test)
     assert name in nem.fs
     out = nem.invoke(test, {"f": name, "value": None})

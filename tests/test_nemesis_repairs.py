@@ -10,6 +10,7 @@ from faultline import gen
 from faultline.checkers.catalog import CatalogChecker
 from faultline.controller import testspec
 from faultline.controller.runner import run_test
+from faultline.dbs import get_db
 from faultline.dbs.store.fake import FakeBackend, fake_run, store_spec
 from faultline.dbs.store.faults.topology import MajorityLossNemesis, MasterReplaceNemesis, master_repairs
 from faultline.nemesis import registry
@@ -40,7 +41,7 @@ def test_heal_alone_leaves_a_lagging_master_lagging() -> None:
     b.up(store_spec(3, 5))
     b.lagging_masters = {"m3"}
     test = fake_run(b, seed=4, workload="catalog")
-    pkg = registry.compose(["master-replace", "partition", "kill"], 0.5)
+    pkg = registry.compose(["master-replace", "partition", "kill"], get_db("store"), 0.5)
     nemesis = pkg.nemesis.setup(test)
     nemesis.heal(test)
     b.heal_network()  # the runner's own heal step
@@ -62,7 +63,13 @@ def test_the_catalog_checker_reports_a_master_that_never_caught_up_though_the_re
     pkg = NemesisPackage(
         nemesis=nemesis, repair_generator=gen.seq(*(gen.once(o) for o in master_repairs("replace-master")))
     )
-    out = run_test(run, get_workload("catalog", run.spec.workload_opts), pkg, None, install_signals=False)
+    out = run_test(
+        run,
+        get_workload("catalog", get_db("store"), run.spec.workload_opts),
+        pkg,
+        None,
+        install_signals=False,
+    )
     assert out.cut_short is None, out.cut_short
     ops = run.recorder.ops
     repairs = [o for o in ops if o["process"] == "nemesis" and o["type"] != "invoke"]
@@ -88,7 +95,13 @@ def test_the_repair_phase_on_a_store_that_catches_up_finds_nothing_and_the_run_i
         nemesis=MasterReplaceNemesis(wait_s=3, settle_s=1),
         repair_generator=gen.seq(*(gen.once(o) for o in master_repairs("replace-master"))),
     )
-    out = run_test(run, get_workload("catalog", run.spec.workload_opts), pkg, None, install_signals=False)
+    out = run_test(
+        run,
+        get_workload("catalog", get_db("store"), run.spec.workload_opts),
+        pkg,
+        None,
+        install_signals=False,
+    )
     rebuild = next(
         o for o in run.recorder.ops if o["f"] == "rebuild-lagging-masters" and o["type"] != "invoke"
     )
@@ -136,11 +149,11 @@ def test_packages_schedule_repairs_as_ops_of_their_own() -> None:
     def invoked(g: Any) -> list[str]:
         return [o["f"] for o in gen.simulate(gen.nemesis(g), 0) if o["type"] == "invoke"]
 
-    pkg = registry.compose(["partition", "master-replace"], 1)
+    pkg = registry.compose(["partition", "master-replace"], get_db("store"), 1)
     assert invoked(pkg.final_generator) == ["stop-partition"]
     assert invoked(pkg.repair_generator) == ["recopy-master", "rebuild-lagging-masters"]
-    assert registry.get("partition").repair_generator is None
-    loss = registry.get("majority-loss", 1)
+    assert registry.get("partition", get_db("store")).repair_generator is None
+    loss = registry.get("majority-loss", get_db("store"), 1)
     assert invoked(gen.time_limit(30, loss.generator)) == ["majority-loss", "unsafe-change-config"]
     assert invoked(loss.repair_generator) == ["unsafe-change-config"]
 
@@ -181,7 +194,7 @@ def test_composed_master_replace_nemeses_each_repair_their_own_replacement() -> 
     b = FakeBackend(seed=4, error_rate=0)
     b.up(store_spec(3, 5))
     test = fake_run(b, seed=4)
-    pkg = registry.compose(["master-replace", "master-replace-lagging"], 1)
+    pkg = registry.compose(["master-replace", "master-replace-lagging"], get_db("store"), 1)
     comp = pkg.nemesis.setup(test)
     lagging = comp.nemeses[1]
     lagging._destroy_and_rename(test, "master-2", "m2", "uuid-2", [])  # the second one's copy failed

@@ -60,6 +60,7 @@ def test_wheel_holds_one_top_level_package_with_stubs_and_entry_points(wheel: Pa
     for pkg in (
         "node",
         "gen",
+        "db",
         "dbs",
         "cluster",
         "nemesis",

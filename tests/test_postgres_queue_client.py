@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultline.dbs.base import Definite, Indeterminate
+from faultline.db.process import Definite, Indeterminate
 from faultline.dbs.postgres import PostgresQueueClient
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from faultline.core import Run, TestSpec
+from faultline.dbs import get_db
 from faultline.dbs.store import StoreDB
 from faultline.dbs.store.fake import FakeBackend, fake_run, store_spec
 from faultline.dbs.store.faults.power import PowerLossNemesis
@@ -145,7 +146,7 @@ def test_power_loss_is_healed_when_a_restart_failed(fake_test: dict, monkeypatch
 
 def test_power_loss_is_a_registered_package() -> None:
     assert "power-loss" in registry.entries_for(StoreDB())
-    pkg = registry.compose(["power-loss", "kill"], interval_s=1.0)
+    pkg = registry.compose(["power-loss", "kill"], get_db("store"), interval_s=1.0)
     assert {"start-power-loss", "stop-power-loss", "start-kill"} <= pkg.nemesis.fs
     with pytest.raises(Exception, match="valid"):
         PowerLossNemesis().setup(fake_run(seed=0)).victims(fake_run(FakeBackend()), "tservers", "half")

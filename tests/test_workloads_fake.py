@@ -11,6 +11,7 @@ import pytest
 from faultline import gen
 from faultline.controller import testspec
 from faultline.controller.runner import run_test
+from faultline.dbs import get_db
 from faultline.dbs.store import StoreDB
 from faultline.dbs.store.fake import FakeBackend, FakeIndeterminate, FakeUnavailable, fake_run, store_spec
 from faultline.nemesis.registry import compose
@@ -27,7 +28,7 @@ def test() -> dict[str, Any]:
 
 
 def test_register_client(test: dict) -> None:
-    wl = get_workload("register", {"concurrency": 4})
+    wl = get_workload("register", get_db("store"), {"concurrency": 4})
     wl.client.setup(test)
     c = wl.client.open(test, "t1")
     assert c.invoke(test, {"f": "read", "key": "k1", "value": None})["value"] is None
@@ -49,7 +50,7 @@ def test_error_mapping_reads_fail_writes_are_indeterminate() -> None:
 
 
 def test_set_unique_adds_and_read(test: dict) -> None:
-    wl = get_workload("set", {})
+    wl = get_workload("set", get_db("store"), {})
     h = gen.simulate(gen.clients(gen.time_limit(3, wl.generator)), concurrency=3, latency_s=0.01)
     values = [o["value"] for o in h if o["type"] == "invoke" and o["f"] == "add"]
     assert sorted(values) == list(range(len(values))) and len(values) > 30
@@ -64,7 +65,7 @@ def test_set_unique_adds_and_read(test: dict) -> None:
 
 
 def test_bank_transfers_conserve_the_total(test: dict) -> None:
-    wl = get_workload("bank", {"accounts": 4, "total": 40})
+    wl = get_workload("bank", get_db("store"), {"accounts": 4, "total": 40})
     wl.client.setup(test)
     c = wl.client.open(test, "t1")
     assert c.invoke(test, {"f": "read"})["value"] == {0: 10, 1: 10, 2: 10, 3: 10}
@@ -76,7 +77,7 @@ def test_bank_transfers_conserve_the_total(test: dict) -> None:
 
 
 def test_catalog_ops(test: dict) -> None:
-    wl = get_workload("catalog", {})
+    wl = get_workload("catalog", get_db("store"), {})
     c = wl.client.open(test, "m1")
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "fail"  # already present: definite
@@ -103,7 +104,7 @@ def test_catalog_ops(test: dict) -> None:
 def test_catalog_locate_tables_names_tablets_without_a_leader(
     test: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wl = get_workload("catalog", {})
+    wl = get_workload("catalog", get_db("store"), {})
     c = wl.client.open(test, "m1")
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
     led = c.invoke(test, {"f": "locate-tables", "value": None})
@@ -128,7 +129,7 @@ def test_catalog_locate_tables_names_tablets_without_a_leader(
 def test_catalog_master_replicas_names_a_master_left_behind(
     test: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wl = get_workload("catalog", {})
+    wl = get_workload("catalog", get_db("store"), {})
     c = wl.client.open(test, "m1")
     ok = c.invoke(test, {"f": "master-replicas", "value": None})
     assert ok["type"] == "ok" and len(ok["value"]["masters"]) == 3 and ok["value"]["problems"] == []
@@ -170,7 +171,11 @@ def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str)
     b = FakeBackend(seed=9)
     run = testspec.start_run(t, b)
     out = run_test(
-        run, get_workload(name, t.workload_opts), compose(["partition"], 0.2), None, install_signals=False
+        run,
+        get_workload(name, get_db("store"), t.workload_opts),
+        compose(["partition"], get_db("store"), 0.2),
+        None,
+        install_signals=False,
     )
     assert out.cut_short is None, out.cut_short
     assert out.valid is True, out.results["workload"]
@@ -207,8 +212,8 @@ def test_lossy_fake_is_caught_by_each_workloads_checker(name: str, evidence: str
     t.cluster_spec["db_opts"]["bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)
     out = run_test(
         testspec.start_run(t, b),
-        get_workload(name, t.workload_opts),
-        compose(["none"], 1),
+        get_workload(name, get_db("store"), t.workload_opts),
+        compose(["none"], get_db("store"), 1),
         None,
         install_signals=False,
     )

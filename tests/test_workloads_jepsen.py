@@ -23,7 +23,7 @@ from faultline.workloads.registry import supported
 
 
 def _invocations(workload: str, seconds: float, concurrency: int = 10) -> list[dict[str, Any]]:
-    wl = get_workload(workload, {"concurrency": concurrency})
+    wl = get_workload(workload, get_db("store"), {"concurrency": concurrency})
     h = gen.simulate(gen.clients(gen.time_limit(seconds, wl.generator)), concurrency, latency_s=0.01)
     return [o for o in h if o["type"] == "invoke"]
 
@@ -57,7 +57,7 @@ def test_queue_enqueues_each_value_once() -> None:
 def test_each_lock_worker_retries_until_it_holds_then_holds_and_releases() -> None:
     """Per worker: a failed acquire is tried again 0.2 s later; an ok one is released 6 s later; groups of
     five contend for one lock."""
-    wl = get_workload("lock", {"concurrency": 10})
+    wl = get_workload("lock", get_db("store"), {"concurrency": 10})
     refused = iter([True, True] + [False] * 100_000)
     h = gen.simulate(
         gen.clients(gen.time_limit(20, wl.generator)),

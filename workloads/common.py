@@ -17,7 +17,7 @@ from faultline.core import Op, Run, ops
 
 def is_definite(exc: BaseException) -> bool:
     """True when the error says it proves the operation did not take effect (a `definite` attribute: the
-    store's Unavailable, NotFound, AlreadyExists and InvalidArgument errors, dbs.base.Definite); an error
+    store's Unavailable, NotFound, AlreadyExists and InvalidArgument errors, db.process.Definite); an error
     marked `indeterminate`, a timeout, or anything unknown on a write is indeterminate."""
     if isinstance(exc, TimeoutError) or getattr(exc, "indeterminate", False):
         return False

@@ -8,12 +8,11 @@ the store's catalog workload), which `entries_for(db)` adds for runs of that DB.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from faultline.dbs import get_db, loadable
-from faultline.dbs.api import DB
+from faultline.db.api import DB
 from faultline.workloads.api import Entry, OffersWorkloads, Workload
 
 
@@ -97,30 +96,35 @@ def offered(db: DB) -> dict[str, Entry]:
     return {e.name: replace(e, db=e.db or db.name) for e in db.workload_entries()}
 
 
-def entries_for(db: Any = None) -> dict[str, Entry]:
-    """Every workload a run of `db` may name: the generic ones and the DB's own (None: the default DB)."""
-    return {**WORKLOADS, **offered(db if db is not None else get_db())}
+def entries_for(db: DB) -> dict[str, Entry]:
+    """Every workload a run of `db` may name: the generic ones and the DB's own."""
+    return {**WORKLOADS, **offered(db)}
 
 
-def all_entries() -> dict[str, Entry]:
-    """The generic workloads and those of every registered DB, for help texts and campaign files (a DB
-    whose module cannot be imported here is left out)."""
+def all_entries(dbs: Iterable[DB]) -> dict[str, Entry]:
+    """The generic workloads and those of every DB in `dbs`, for help texts and campaign files (the caller
+    names the DBs: this layer knows none of them)."""
     out = dict(WORKLOADS)
-    for db in loadable():
+    for db in dbs:
         out.update({k: v for k, v in offered(db).items() if k not in out})
     return out
 
 
-def supported(db: Any) -> list[str]:
+def supported(db: DB) -> list[str]:
     """The workloads a run of `db` can run: the generic ones it has clients for, and its own."""
     return [n for n in WORKLOADS if n in getattr(db, "workloads", ())] + list(offered(db))
 
 
-def refusal(db: Any, name: str) -> str | None:
-    """Why a run of `db` cannot run workload `name` (None: it can)."""
+# the workloads every DB offers, by name, for a hint that a workload exists but belongs to another DB
+Elsewhere = Callable[[], Mapping[str, Entry]]
+
+
+def refusal(db: DB, name: str, elsewhere: Elsewhere | None = None) -> str | None:
+    """Why a run of `db` cannot run workload `name` (None: it can); `elsewhere` lists every DB's workloads,
+    to say which DB offers one that this DB lacks."""
     if name in offered(db) or (name in WORKLOADS and name in getattr(db, "workloads", ())):
         return None
-    other = all_entries().get(name)
+    other = (elsewhere() if elsewhere is not None else WORKLOADS).get(name)
     if other is None:
         return f"unknown workload {name!r}"
     if other.db:
@@ -128,17 +132,17 @@ def refusal(db: Any, name: str) -> str | None:
     return f"the {db.name} DB has no client for workload {name!r}"
 
 
-def validate(name: str, db: Any) -> str:
+def validate(name: str, db: DB, elsewhere: Elsewhere | None = None) -> str:
     """Returns `name`, or raises ValueError saying why `db` cannot run it and what it can run."""
-    why = refusal(db, name)
+    why = refusal(db, name, elsewhere)
     if why:
         choices = "valid:" if why.startswith("unknown") else f"the {db.name} DB runs"
         raise ValueError(f"{why}; {choices} {', '.join(supported(db))}")
     return name
 
 
-def get(name: str, opts: Mapping[str, Any] | None = None, db: Any = None) -> Workload:
-    """The workload `name` built from `opts`, for a run of `db` (None: the default DB); a name it cannot run
+def get(name: str, db: DB, opts: Mapping[str, Any] | None = None) -> Workload:
+    """The workload `name` built from `opts`, for a run of `db`; a name it cannot run
     raises ValueError naming the valid ones. The DB's `workload_opts` for the workload, if it declares any
     (what its semantics promise: NATS's queue delivers at least once), come first; `opts` override them."""
     entries = entries_for(db)

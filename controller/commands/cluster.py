@@ -198,7 +198,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if kind == "ssh" and not args.hosts:
             raise UsageError("--cluster ssh needs --hosts FILE")
         if args.inject_bug:
-            from faultline.dbs.api import Bugs
+            from faultline.db.api import Bugs
 
             db = _db(args)
             known = db.bugs if isinstance(db, Bugs) else {}
@@ -314,7 +314,7 @@ def _leader(backend) -> str | None:
     except UnknownDB:  # nothing, a stand-in, or a DB this installation cannot import
         return None
     from faultline.core import Run, TestSpec
-    from faultline.dbs.api import Primaries
+    from faultline.db.api import Primaries
 
     if not isinstance(db, Primaries):  # a DB without the capability cannot say who leads
         return None

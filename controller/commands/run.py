@@ -21,8 +21,8 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from faultline.dbs import all_bugs
-    from faultline.nemesis.registry import all_entries as all_nemeses
-    from faultline.workloads.registry import all_entries as all_workloads
+    from faultline.dbs import every_nemesis as all_nemeses
+    from faultline.dbs import every_workload as all_workloads
 
     def listed(entries: Any) -> str:
         return "; ".join(

@@ -11,8 +11,8 @@ from typing import Any
 from faultline.cluster.api import Hosts
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run
-from faultline.dbs.api import FILE_CORRUPTION_FAULTS, LogPattern
-from faultline.dbs.base import ProcessDB
+from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
+from faultline.db.process import ProcessDB
 from faultline.dbs.store.layout import DAEMONS, DATA, MASTER, MASTER_PORT, TSERVER, TSERVER_PORT, tool_argv
 from faultline.dbs.store.tools import leader_master, master_leader, run_tablets, tablet_leaders
 from faultline.node.bugs import BUGS
@@ -78,7 +78,7 @@ LOG_PATTERNS = [
 
 class StoreDB(ProcessDB):
     """Faultline's own Kudu-like store (the default DB). Besides the DB core it has every capability of
-    dbs/api.py (its leaders are the leader master and each tablet's leader; its bugs are node/bugs.py's),
+    db/api.py (its leaders are the leader master and each tablet's leader; its bugs are node/bugs.py's),
     and offers its own faults (dbs/store/faults/) and its catalog workload (dbs/store/catalog.py)."""
 
     name = "store"

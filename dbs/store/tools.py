@@ -8,16 +8,19 @@ hit the real leader. The tools' JSON is read only through node/tool/output.py's 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from faultline.cluster.api import ClusterBackend
 from faultline.core import Run
-from faultline.dbs.base import node_of_host
+from faultline.db.nodes import NodeError, backend, first_up, role_nodes
+from faultline.db.process import node_of_host
 from faultline.dbs.store.layout import MASTER, TSERVER, tool_argv
-from faultline.nemesis.base import NemesisError, backend, first_up, log, role_nodes
 from faultline.node.tool.output import parse_master_list, parse_table_list
+
+log = logging.getLogger("faultline.dbs.store")
 
 
 def run_tool(b: ClusterBackend, node: str, args: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
@@ -32,7 +35,7 @@ def tool(
     """Runs `python -m faultline.node tool ARGS` on `node` through the backend's Remote."""
     rc, out, err = run_tool(backend(test), node, args, timeout)
     if check and rc != 0:
-        raise NemesisError(
+        raise NodeError(
             f"{node}: tool {' '.join(args[:3])} failed (exit {rc}): {(err or out).strip()[-400:]}"
         )
     return rc, out, err

@@ -23,8 +23,8 @@ from typing import Any
 
 from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Run, ops
-from faultline.dbs.base import ProcessDB
-from faultline.nemesis.api import Entry, NemesisPackage
+from faultline.db.process import ProcessDB
+from faultline.nemesis.api import Build, Entry, NemesisPackage
 from faultline.nemesis.registry import start_stop
 
 PORT = 6379
@@ -122,9 +122,10 @@ class ClientPauseNemesis:
         )
 
 
-def client_pause_package(interval_s: float) -> NemesisPackage:
-    """A pause every other interval, with the generic start/stop schedule."""
-    schedule, final = start_stop("client-pause", {}, interval_s)
+def client_pause_package(build: Build) -> NemesisPackage:
+    """A pause every other interval, with the generic start/stop schedule (`build` says what the package is
+    built for: the interval, and the DB's roles for a fault that aims at one)."""
+    schedule, final = start_stop("client-pause", {}, build.interval_s)
     return NemesisPackage(nemesis=ClientPauseNemesis(), generator=schedule, final_generator=final)
 
 

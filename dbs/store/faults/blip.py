@@ -22,9 +22,10 @@ import time
 from typing import Any
 
 from faultline.core import Op, Run
+from faultline.db.nodes import backend, role_nodes
 from faultline.dbs.store.tools import node_of_address
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import backend, done, log, nemesis_rng, role_nodes
+from faultline.nemesis.base import done, log, nemesis_rng
 
 
 class LeaderBlipNemesis:

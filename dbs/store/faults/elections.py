@@ -54,9 +54,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from faultline.core import Op, Run
+from faultline.db.nodes import backend, role_nodes
 from faultline.dbs.store.tools import node_of_address, workload_tablets
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import NemesisError, backend, done, log, nemesis_rng, role_nodes, wait_until
+from faultline.nemesis.base import NemesisError, done, log, nemesis_rng, wait_until
 
 
 class _StagedElection:

@@ -23,9 +23,10 @@ import threading
 from typing import Any
 
 from faultline.core import Op, Run
+from faultline.db.nodes import backend, first_up, role_nodes
 from faultline.dbs.store.tools import masters_arg, run_tablets, tool, tserver_nodes, workload_tablets
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import backend, done, first_up, log, nemesis_rng, role_nodes
+from faultline.nemesis.base import done, log, nemesis_rng
 
 
 class LearnerPartitionNemesis:

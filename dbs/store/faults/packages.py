@@ -39,27 +39,29 @@ def entries() -> list[Entry]:
         Entry(
             "partition-tablet-leader",
             "a tablet leader cut off",
-            lambda i: partition_package(["leader"], i, targets=("tservers",)),
+            lambda b: partition_package(["leader"], b.interval_s, targets=("tservers",)),
         ),
         Entry(
             "partition-master-leader",
             "the leader master cut off",
-            lambda i: partition_package(["leader"], i, targets=("masters",)),
+            lambda b: partition_package(["leader"], b.interval_s, targets=("masters",)),
         ),
         Entry(
             "membership",
             "replica adds, removals, moves and leader step-downs",
-            lambda i: one_shot_package(topology.MembershipNemesis(), "membership", i / 2, _membership_value),
+            lambda b: one_shot_package(
+                topology.MembershipNemesis(), "membership", b.interval_s / 2, _membership_value
+            ),
         ),
         # once a run: a second replacement would start while the first still settles (the op takes 10-35 s),
         # and the catalog checker's timed rules judge the quiet stretch after it
         Entry(
             "master-replace",
             "a master replaced for good, once",
-            lambda i: one_shot_package(
+            lambda b: one_shot_package(
                 topology.MasterReplaceNemesis(),
                 "replace-master",
-                i,
+                b.interval_s,
                 times=1,
                 repairs=topology.master_repairs("replace-master"),
             ),
@@ -68,38 +70,40 @@ def entries() -> list[Entry]:
         Entry(
             "master-leader-return",
             "the masters' leadership handed away and back once, with no fault",
-            lambda i: one_shot_package(
-                topology.MasterLeaderReturnNemesis(), "master-leader-return", i, times=1
+            lambda b: one_shot_package(
+                topology.MasterLeaderReturnNemesis(), "master-leader-return", b.interval_s, times=1
             ),
         ),
         # a master replaced while the old leader is cut off, then the cut moves (KUDU-1556's case, staged)
         Entry(
             "master-replace-lagging",
             "a master replaced while the old leader lags, cut off",
-            lambda i: one_shot_package(
+            lambda b: one_shot_package(
                 topology.MasterReplaceLaggingNemesis(),
                 "replace-master-lagging",
-                i,
+                b.interval_s,
                 repairs=topology.master_repairs("replace-master-lagging"),
             ),
         ),
         Entry(
             "master-migrate",
             "one master to three, needs --masters 1",
-            lambda i: one_shot_package(topology.MasterMigrateNemesis(), "migrate-masters", i, times=1),
+            lambda b: one_shot_package(
+                topology.MasterMigrateNemesis(), "migrate-masters", b.interval_s, times=1
+            ),
         ),
         Entry(
             "tserver-replace",
             "a tablet server replaced for good",
-            lambda i: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", i),
+            lambda b: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", b.interval_s),
         ),
         Entry(
             "majority-loss",
             "a tablet majority lost, recovered by unsafe_change_config",
-            lambda i: one_shot_package(
+            lambda b: one_shot_package(
                 topology.MajorityLossNemesis(),
                 "majority-loss",
-                i,
+                b.interval_s,
                 times=1,
                 then=[topology.UNSAFE_CHANGE_CONFIG],
                 repairs=[topology.UNSAFE_CHANGE_CONFIG],
@@ -108,30 +112,32 @@ def entries() -> list[Entry]:
         Entry(
             "power-loss",
             "power cuts on tablet servers",
-            lambda i: power_loss_package(power.PACKAGE_SUBSETS, i),
+            lambda b: power_loss_package(power.PACKAGE_SUBSETS, b.interval_s),
         ),
         Entry(
             "power-loss-tablet",
             "power cuts on every replica of one tablet",
-            lambda i: power_loss_package(("tablet-all",), i),
+            lambda b: power_loss_package(("tablet-all",), b.interval_s),
         ),
         Entry(
-            "learner-partition", "a new learner cut off with its tablet's leader", learner_partition_package
+            "learner-partition",
+            "a new learner cut off with its tablet's leader",
+            lambda b: learner_partition_package(b.interval_s),
         ),
         Entry(
             "leader-blip",
             "a tablet leader cut off until a new one is elected",
-            lambda i: one_shot_package(blip.LeaderBlipNemesis(), "leader-blip", i),
+            lambda b: one_shot_package(blip.LeaderBlipNemesis(), "leader-blip", b.interval_s),
         ),
         # staged elections on one tablet (elections.py)
         Entry(
             "vote-crash",
             "a voter crashes after voting, asked again in the same term",
-            lambda i: one_shot_package(elections.VoteCrashNemesis(), "vote-crash", i),
+            lambda b: one_shot_package(elections.VoteCrashNemesis(), "vote-crash", b.interval_s),
         ),
         Entry(
             "figure-8",
             "the Raft paper's Figure 8, staged",
-            lambda i: one_shot_package(elections.Figure8Nemesis(), "figure-8", i),
+            lambda b: one_shot_package(elections.Figure8Nemesis(), "figure-8", b.interval_s),
         ),
     ]

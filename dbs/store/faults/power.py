@@ -20,17 +20,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from faultline.core import Op, Run
+from faultline.db.nodes import backend, role_nodes
 from faultline.dbs.store.tools import of_this_run, tablets
-from faultline.nemesis.base import (
-    NemesisError,
-    backend,
-    bring_back,
-    done,
-    log,
-    nemesis_rng,
-    pick_subset,
-    role_nodes,
-)
+from faultline.nemesis.base import NemesisError, bring_back, done, log, nemesis_rng, pick_subset
 
 SUBSETS = ("one", "minority", "majority", "all", "tablet-majority", "tablet-all")
 PACKAGE_SUBSETS = ("one", "minority", "majority", "tablet-majority", "tablet-all")

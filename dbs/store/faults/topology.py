@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from faultline.core import Op, Run
+from faultline.db.nodes import backend, first_up, role_nodes
 from faultline.dbs.store.layout import MASTER, MASTER_PORT, master_dns
 from faultline.dbs.store.tools import (
     dns_holder,
@@ -35,16 +36,7 @@ from faultline.dbs.store.tools import (
     workload_tablets,
 )
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import (
-    NemesisError,
-    backend,
-    done,
-    first_up,
-    log,
-    nemesis_rng,
-    role_nodes,
-    wait_until,
-)
+from faultline.nemesis.base import NemesisError, done, log, nemesis_rng, wait_until
 from faultline.node.master.catalog import SYS_TABLET as SYS_CATALOG_TABLET  # the masters' catalog tablet
 
 if TYPE_CHECKING:

@@ -108,7 +108,7 @@ def _status(test: Run, node: str) -> str:
 
 
 class ProcessDB:
-    """The Jepsen db protocol for a DB whose nodes each run their role's process (see dbs/api.py)."""
+    """The Jepsen db protocol for a DB whose nodes each run their role's process (see db/api.py)."""
 
     name = ""
     workloads: frozenset[str] = frozenset()
@@ -168,7 +168,7 @@ class ProcessDB:
 
 
 # The faults through the disk layer under the DB's data directories (nemesis/disk.py): a DB takes them
-# when it declares dbs.api.DataFiles (the registry refuses them to one that does not).
+# when it declares db.api.DataFiles (the registry refuses them to one that does not).
 DISK_NEMESES = frozenset({"lose-unfsynced", "lose-unfsynced-all"})
 
 

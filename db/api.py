@@ -12,7 +12,7 @@ What a DB offers beyond the generic faults and workloads (its own nemesis packag
 declared through the protocols of the layer that uses them: nemesis.api.OffersNemeses and
 workloads.api.OffersWorkloads.
 
-dbs/base.py's ProcessDB implements every capability here for a DB whose nodes each run one process;
+db/process.py's ProcessDB implements every capability here for a DB whose nodes each run one process;
 docs/your-own-db.md walks through a DB written by a user.
 """
 
@@ -50,7 +50,7 @@ class DB(Protocol):
 
     def setup(self, test: Run, node: str) -> None:
         """Once the cluster is up, on every node at once: anything beyond starting the role's process, then
-        wait until the node serves. Raise dbs.base.DBStartError (with the tail of its log) when it never
+        wait until the node serves. Raise db.process.DBStartError (with the tail of its log) when it never
         does: the run stops there, and the cluster is torn down."""
         ...
 
