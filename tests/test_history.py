@@ -13,7 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from faultline import history
-from faultline.history import HistoryFormatError, JsonlWriter, edn, load, read_jsonl, to_edn, write_jsonl
+from faultline.history import (
+    HistoryFormatError,
+    JsonlWriter,
+    edn,
+    jsonl,
+    load,
+    pairing,
+    read_jsonl,
+    to_edn,
+    write_jsonl,
+)
 
 OPS = [
     {"index": 0, "time": 10, "type": "invoke", "process": 0, "f": "write", "key": "k", "value": 3},
@@ -331,7 +341,7 @@ def test_the_compiled_jsonl_reader_reads_what_the_python_loop_reads(
     """On files of the usual lines mixed with every kind of unusual one (ops to normalise, blank lines, lines
     msgspec refuses, deep nesting, errors), history/_jsonl.c and the Python loop give the same ops, line
     numbers and warnings, or the same error on the same line."""
-    compiled = history._jsonl
+    compiled = jsonl._jsonl
     if compiled is None:
         if os.environ.get("CI") == "true":
             pytest.fail("history/_jsonl.c is not built (make install builds it)")
@@ -346,7 +356,7 @@ def test_the_compiled_jsonl_reader_reads_what_the_python_loop_reads(
         path.write_bytes(b"\n".join(lines) + (b"\n" if rng.random() < 0.8 else b""))
         outs = []
         for mod in (compiled, None):
-            monkeypatch.setattr(history, "_jsonl", mod)
+            monkeypatch.setattr(jsonl, "_jsonl", mod)  # the reader looks it up in its own module
             try:
                 with warnings.catch_warnings(record=True) as seen:
                     warnings.simplefilter("always")
@@ -360,7 +370,7 @@ def test_the_compiled_jsonl_reader_reads_what_the_python_loop_reads(
 def test_the_compiled_pairing_check_judges_as_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """history/_jsonl.c's pairs() and check_pairs's Python loop accept the same histories, and the error on a
     bad one is the Python loop's (processes that are ints, names and nemesis; f and key mismatches)."""
-    compiled = history._jsonl
+    compiled = pairing._jsonl
     if compiled is None:
         pytest.skip("history/_jsonl.c is not built")
     rng = random.Random(30)
@@ -380,7 +390,7 @@ def test_the_compiled_pairing_check_judges_as_the_python_loop(monkeypatch: pytes
             ops.append(op)
         outs = []
         for mod in (compiled, None):
-            monkeypatch.setattr(history, "_jsonl", mod)
+            monkeypatch.setattr(pairing, "_jsonl", mod)  # check_pairs looks it up in its own module
             try:
                 history.check_pairs(ops, list(range(1, len(ops) + 1)), "h")
                 outs.append("ok")
