@@ -19,9 +19,9 @@ docs/your-own-db.md walks through a DB written by a user.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from faultline.cluster.base import ClusterSpec
 from faultline.core import Run
@@ -183,3 +183,17 @@ def capability_names(db: object) -> list[str]:
         for p in (Kill, Pause, Primaries, Leaders, LogFiles, DataFiles, LogPatterns, Bugs)
         if isinstance(db, p)
     ]
+
+
+Offered = TypeVar("Offered")
+
+
+def with_offers(
+    generic: Mapping[str, Offered], offers: Iterable[Mapping[str, Offered]]
+) -> dict[str, Offered]:
+    """The generic entries (faults or workloads) by name, then each DB's own offers that no earlier one
+    names: what help texts and campaign files list (nemesis.registry and workloads.registry use it alike)."""
+    out = dict(generic)
+    for offered in offers:
+        out.update({k: v for k, v in offered.items() if k not in out})
+    return out

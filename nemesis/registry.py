@@ -17,7 +17,16 @@ from typing import Any
 
 from faultline import gen
 from faultline.core import Op, Run
-from faultline.db.api import DB, FILE_CORRUPTION_KINDS, DataFiles, Kill, Leaders, Pause, Primaries
+from faultline.db.api import (
+    DB,
+    FILE_CORRUPTION_KINDS,
+    DataFiles,
+    Kill,
+    Leaders,
+    Pause,
+    Primaries,
+    with_offers,
+)
 from faultline.db.nodes import PRIMARIES
 from faultline.nemesis import disk, faults
 from faultline.nemesis.api import Build, Entry, Nemesis, NemesisPackage, OffersNemeses
@@ -233,10 +242,7 @@ def entries_for(db: DB) -> dict[str, Entry]:
 def all_entries(dbs: Iterable[DB]) -> dict[str, Entry]:
     """The generic nemeses and those of every DB in `dbs`, for help texts and campaign files (the caller
     names the DBs: this layer knows none of them)."""
-    out = dict(NEMESES)
-    for db in dbs:
-        out.update({k: v for k, v in offered(db).items() if k not in out})
-    return out
+    return with_offers(NEMESES, (offered(db) for db in dbs))
 
 
 def build_for(db: DB, interval_s: float) -> Build:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from faultline.db.api import DB
+from faultline.db.api import DB, with_offers
 from faultline.workloads.api import Entry, OffersWorkloads, Workload
 
 
@@ -104,10 +104,7 @@ def entries_for(db: DB) -> dict[str, Entry]:
 def all_entries(dbs: Iterable[DB]) -> dict[str, Entry]:
     """The generic workloads and those of every DB in `dbs`, for help texts and campaign files (the caller
     names the DBs: this layer knows none of them)."""
-    out = dict(WORKLOADS)
-    for db in dbs:
-        out.update({k: v for k, v in offered(db).items() if k not in out})
-    return out
+    return with_offers(WORKLOADS, (offered(db) for db in dbs))
 
 
 def supported(db: DB) -> list[str]:
