@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 from collections import Counter
 
@@ -225,3 +226,16 @@ def test_updates_that_change_nothing_hand_back_the_same_generator() -> None:
     assert after is not stateful and after.update(ctx, {**inv, "type": "ok"}).op(ctx) is None
     assert ctx.restrict([0, 1]).thread_of(1) == 1 and ctx.with_retired(1).thread_of(5) == 1
     assert ctx.with_retired(1).thread_of(1) is None and ctx.thread_of([1]) is None
+
+
+def test_the_package_re_exports_its_modules_names() -> None:
+    """`faultline.gen` is the one import path: every name it lists is the defining module's own object (no
+    submodule shadows a function of the same name, e.g. `simulate`)."""
+    import inspect
+
+    for name in g.__all__:
+        obj = getattr(g, name)
+        assert not inspect.ismodule(obj), name
+        module = getattr(obj, "__module__", None)
+        if module is not None and module.startswith("faultline.gen."):
+            assert getattr(importlib.import_module(module), name) is obj, name
