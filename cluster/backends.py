@@ -3,21 +3,26 @@
 A backend kind registers itself (`register(BackendKind(...))`) and is then chosen by name like any other
 (`--cluster NAME`): the built-ins `docker` (the default), `local` (network namespaces) and `ssh` register
 below and import their modules only when used; a test double registers `hidden`, so `--help` does not offer
-it. Other packages call `make_backend(...)` then `.up()`, or `attach(kind, name)` for a cluster that is
-already up; `remove_everything()` / `leftovers()` are the hygiene entry points (`down --all`, tests).
+it. What the controller must know of a kind is data on it (`BackendKind`): whether it needs a hosts file,
+where it mounts a disk layer, how a user gets a shell on one of its nodes. Other packages call
+`make_backend(...)` then `.up()`, or `attach(kind, name)` for a cluster that is already up; `remove_everything()` / `leftovers()` are the hygiene entry points (`down --all`, tests).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from faultline.cluster.api import ClusterBackend
 from faultline.cluster.base import ClusterError, ClusterSpec
 
 KINDS = ("docker", "local", "ssh")  # the built-in kinds, which `cluster status` and `down --all` look for
+DEFAULT = "docker"  # the kind a run or `cluster up` uses unless told otherwise
+# where a kind mounts the disk layer of the disk faults: on this machine, on its hosts, or nowhere
+DiskLayer = Literal["here", "hosts", "none"]
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
@@ -41,6 +46,12 @@ class BackendKind:
     hidden: bool = False  # not offered in --help (an in-memory test double)
     default_quiet_period_s: float = 5.0  # settling time before the final reads, unless the test sets one
     dbs: frozenset[str] | None = None  # the DBs it can run (None: any)
+    # a kind whose nodes are machines named in a hosts file (`run --nodes`, `cluster up --hosts`): reads
+    # that file and raises ValueError when it is not one, so a bad file is refused before anything starts
+    hosts_file: Callable[[str], object] | None = None
+    disk_layer: DiskLayer = "none"
+    # the argv of an interactive shell on a node of a cluster of this kind (`faultline cluster ssh NODE`)
+    shell_argv: Callable[[Any, str], list[str]] | None = None
 
     def runs(self, db: str) -> bool:
         """Whether this kind can run the DB named `db`."""
@@ -66,7 +77,7 @@ def unregister(name: str) -> None:
 
 
 def kinds(include_hidden: bool = False) -> tuple[str, ...]:
-    """The names of the registered kinds, in registration order (the default, docker, first)."""
+    """The names of the registered kinds, in registration order (the default, DEFAULT, first)."""
     return tuple(n for n, k in _KINDS.items() if include_hidden or not k.hidden)
 
 
@@ -79,7 +90,7 @@ def kind(name: str) -> BackendKind:
 
 
 def make_backend(
-    kind: str = "docker",
+    kind: str = DEFAULT,
     spec: ClusterSpec | Mapping[str, Any] | None = None,
     hosts: str | None = None,
     *,
@@ -145,9 +156,34 @@ def _attach_ssh(name: str) -> ClusterBackend:
     return SSHBackend.attach(name)
 
 
-register(BackendKind("docker", _make_docker, _attach_docker))
-register(BackendKind("local", _make_local, _attach_local))
-register(BackendKind("ssh", _make_ssh, _attach_ssh))
+def _check_hosts(path: str) -> object:
+    from faultline.cluster.ssh_backend import load_hosts
+
+    return load_hosts(path)
+
+
+def _docker_shell(backend: Any, node: str) -> list[str]:
+    return ["docker", "exec", "-it", backend.info[node].host, "bash"]
+
+
+def _local_shell(backend: Any, node: str) -> list[str]:
+    return ["ip", "netns", "exec", backend.info[node].host, os.environ.get("SHELL", "/bin/bash")]
+
+
+def _ssh_shell(backend: Any, node: str) -> list[str]:
+    h = backend.hosts[node]
+    return ["ssh", "-p", str(h.port), "-i", os.path.expanduser(h.key), f"{h.user}@{h.address}"]
+
+
+# Docker and local mount a disk layer on this machine; ssh mounts it on its hosts, which it asks for FUSE
+# itself before it uploads anything (SSHBackend.check_fuse).
+register(BackendKind("docker", _make_docker, _attach_docker, disk_layer="here", shell_argv=_docker_shell))
+register(BackendKind("local", _make_local, _attach_local, disk_layer="here", shell_argv=_local_shell))
+register(
+    BackendKind(
+        "ssh", _make_ssh, _attach_ssh, hosts_file=_check_hosts, disk_layer="hosts", shell_argv=_ssh_shell
+    )
+)
 
 
 # ---------------------------------------------------------------- clusters on this machine

@@ -42,6 +42,7 @@ from typing import Any
 
 from faultline.checkers.detection import first_anomaly, history_index_times
 from faultline.controller.errors import UsageError
+from faultline.controller.testspec import DEPRECATED_DB_OPTS, fold_deprecated, warn_deprecated
 from faultline.core import TestSpec, inputs
 from faultline.results.store import campaign_state_name, campaign_state_paths, temp_path
 
@@ -56,8 +57,8 @@ RUN_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "db_opt": ((dict,), "the DB's own options, e.g. {members = 5} for etcd (docs/your-own-db.md)"),
     "nemesis_opt": ((dict,), 'the nemeses\' options, e.g. {file_glob = "pg_wal/0000*"} (docs/disk.md)'),
     "cluster": ((str,), "docker | local | ssh"),
-    "masters": ((int,), "number of masters"),
-    "tservers": ((int,), "number of tablet servers"),
+    # deprecated spellings of the store's DB options (read as db_opt, with one line on stderr)
+    **{k: ((int,), f"deprecated: db_opt = {{{k} = N}}") for k in DEPRECATED_DB_OPTS},
     "concurrency": ((int,), "client workers"),
     "time_limit": ((int, float), "seconds of workload per run"),
     "time_limits": ((list,), "several time limits, each a run"),
@@ -101,8 +102,7 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         inputs.is_safe_name,
         "letters, digits, '.', '_', '+' or '-' (it names a directory of the store)",
     ),
-    "masters": (inputs.is_positive_int, "a whole number > 0"),
-    "tservers": (inputs.is_positive_int, "a whole number > 0"),
+    **{k: (inputs.is_positive_int, "a whole number > 0") for k in DEPRECATED_DB_OPTS},
     "concurrency": (inputs.is_positive_int, "a whole number > 0"),
     "time_limit": (inputs.is_positive_number, "a finite number > 0"),
     "time_limits": (_is_list_of(inputs.is_positive_number), "a non-empty list of finite numbers > 0"),
@@ -324,12 +324,28 @@ def _choose(where: str, key: str, value: str, valid: Sequence[str]) -> str:
 
 def load(path: str | Path, store_override: str | Path | None = None) -> Campaign:
     """Parses and validates a campaign file completely; nothing runs until this returns."""
-    from faultline.controller import testspec
-    from faultline.dbs import all_bugs
-    from faultline.dbs import every_nemesis as all_nemeses
-    from faultline.dbs import every_workload as all_workloads
-
     source = Path(path)
+    head, cells = _read_file(source)
+    name = head.get("name", source.stem)
+    if not inputs.is_safe_name(name):
+        raise UsageError(
+            f"{source}: the campaign's name {name!r} (the file's name) cannot name a store "
+            "directory; set name = \"...\" in [campaign] (letters, digits, '.', '_', '+', '-')"
+        )
+    for key in DEPRECATED_DB_OPTS:
+        if key in head or any(key in cell for cell in cells):
+            warn_deprecated(f"the campaign key {key!r}", f"db_opt = {{{key} = N}}")
+    defaults = {k: v for k, v in head.items() if k in RUN_KEYS}
+    runs: list[PlannedRun] = []
+    seen_names: set[str] = set()
+    for i, cell in enumerate(cells, 1):
+        runs += _plan_cell(f"{source} cell #{i}", name, cell, defaults, seen_names)
+    store = Path(store_override or head.get("store") or Path("store") / f"campaign-{name}")
+    return Campaign(name=name, store=store, runs=runs, source=source)
+
+
+def _read_file(source: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The [campaign] table, its keys checked, and the [[cell]] tables."""
     if not source.exists():
         raise UsageError(f"campaign file {str(source)!r} does not exist")
     try:
@@ -350,84 +366,95 @@ def load(path: str | Path, store_override: str | Path | None = None) -> Campaign
     for i, cell in enumerate(cells, 1):
         if not isinstance(cell, dict):
             raise UsageError(f"{source}: cell #{i} must be a [[cell]] table, not {cell!r}")
-    name = head.get("name", source.stem)
-    if not inputs.is_safe_name(name):
-        raise UsageError(
-            f"{source}: the campaign's name {name!r} (the file's name) cannot name a store "
-            "directory; set name = \"...\" in [campaign] (letters, digits, '.', '_', '+', '-')"
-        )
-    defaults = {k: v for k, v in head.items() if k in RUN_KEYS}
-    # names any DB knows; each run is then validated against its own DB (testspec.build_test)
-    workloads, nemeses, bugs = list(all_workloads()), list(all_nemeses()), sorted(all_bugs())
+    return head, cells
 
+
+def _alternatives(where: str, cell: Mapping[str, Any]) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """A cell's workloads, nemesis lists and bug lists (one cell each in their product), each a name some
+    DB knows; each run is then validated against its own DB (testspec.build_test)."""
+    from faultline.dbs import all_bugs
+    from faultline.dbs import every_nemesis as all_nemeses
+    from faultline.dbs import every_workload as all_workloads
+
+    if ("workload" in cell) == ("workloads" in cell):
+        raise UsageError(f"{where}: give exactly one of 'workload' or 'workloads'")
+    workloads = (
+        [cell["workload"]] if "workload" in cell else _string_list(where, "workloads", cell["workloads"])
+    )
+    if "nemesis" in cell and "nemeses" in cell:
+        raise UsageError(f"{where}: give 'nemesis' or 'nemeses', not both")
+    if "nemeses" in cell:
+        nemeses = [_string_list(where, "nemeses", n) for n in cell["nemeses"]]
+    else:
+        nemeses = [_string_list(where, "nemesis", cell.get("nemesis", ["none"]))]
+    if "bugs" in cell and "bug_sets" in cell:
+        raise UsageError(f"{where}: give 'bugs' or 'bug_sets', not both")
+    if "bug_sets" in cell:
+        bug_sets = [_string_list(where, "bug_sets", b) for b in cell["bug_sets"]]
+    else:
+        bug_sets = [_string_list(where, "bugs", cell.get("bugs", []))]
+    known_nemeses, known_bugs = list(all_nemeses()), sorted(all_bugs())
+    for w in workloads:
+        _choose(where, "workload", w, list(all_workloads()))
+    for n in (n for ns in nemeses for n in ns):
+        _choose(where, "nemesis", n, known_nemeses)
+    for b in (b for bs in bug_sets for b in bs):
+        _choose(where, "bug", b, known_bugs)
+    return workloads, nemeses, bug_sets
+
+
+def _seeds_and_limits(where: str, merged: dict[str, Any]) -> tuple[list[int], list[Any]]:
+    """The seeds and time limits a cell runs at, taken out of its merged options."""
+    seeds = merged.pop("seeds", [1])
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise UsageError(f"{where}: seeds must be a non-empty list of integers, not {seeds!r}")
+    limits = merged.pop("time_limits", None) or [merged.pop("time_limit", 60)]
+    merged.pop("time_limit", None)
+    if not all(isinstance(t, int | float) and not isinstance(t, bool) and t > 0 for t in limits):
+        raise UsageError(f"{where}: time limits must be positive numbers, not {limits!r}")
+    return seeds, limits
+
+
+def _plan_cell(
+    where: str, campaign: str, cell: dict[str, Any], defaults: Mapping[str, Any], seen_names: set[str]
+) -> list[PlannedRun]:
+    """The runs of one [[cell]]: every alternative at every seed and time limit, each validated now."""
+    from faultline.controller import testspec
+
+    where += f" ({cell['name']})" if isinstance(cell.get("name"), str) else ""
+    for key, value in cell.items():
+        _check_type(where, key, value, CELL_KEYS)
+    if "expect" not in cell:
+        raise UsageError(f"{where}: missing key 'expect' (valid | invalid)")
+    expect = _choose(where, "expect", cell["expect"], EXPECTATIONS)
+    wl_choices, nem_choices, bug_choices = _alternatives(where, cell)
+    merged = {**defaults, **{k: v for k, v in cell.items() if k in RUN_KEYS}}
+    seeds, limits = _seeds_and_limits(where, merged)
+    merged = fold_deprecated(merged, warn=False)  # said once for the file, in `load`
     runs: list[PlannedRun] = []
-    seen_names: set[str] = set()
-    for i, cell in enumerate(cells, 1):
-        where = f"{source} cell #{i}" + (f" ({cell['name']})" if isinstance(cell.get("name"), str) else "")
-        for key, value in cell.items():
-            _check_type(where, key, value, CELL_KEYS)
-        if "expect" not in cell:
-            raise UsageError(f"{where}: missing key 'expect' (valid | invalid)")
-        expect = _choose(where, "expect", cell["expect"], EXPECTATIONS)
-        if ("workload" in cell) == ("workloads" in cell):
-            raise UsageError(f"{where}: give exactly one of 'workload' or 'workloads'")
-        wl_choices = (
-            [cell["workload"]] if "workload" in cell else _string_list(where, "workloads", cell["workloads"])
-        )
-        if "nemesis" in cell and "nemeses" in cell:
-            raise UsageError(f"{where}: give 'nemesis' or 'nemeses', not both")
-        if "nemeses" in cell:
-            nem_choices = [_string_list(where, "nemeses", n) for n in cell["nemeses"]]
-        else:
-            nem_choices = [_string_list(where, "nemesis", cell.get("nemesis", ["none"]))]
-        if "bugs" in cell and "bug_sets" in cell:
-            raise UsageError(f"{where}: give 'bugs' or 'bug_sets', not both")
-        if "bug_sets" in cell:
-            bug_choices = [_string_list(where, "bug_sets", b) for b in cell["bug_sets"]]
-        else:
-            bug_choices = [_string_list(where, "bugs", cell.get("bugs", []))]
-        for w in wl_choices:
-            _choose(where, "workload", w, workloads)
-        for ns in nem_choices:
-            for n in ns:
-                _choose(where, "nemesis", n, nemeses)
-        for bs in bug_choices:
-            for b in bs:
-                _choose(where, "bug", b, bugs)
-        merged = {**defaults, **{k: v for k, v in cell.items() if k in RUN_KEYS}}
-        seeds = merged.pop("seeds", [1])
-        if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-            raise UsageError(f"{where}: seeds must be a non-empty list of integers, not {seeds!r}")
-        limits = merged.pop("time_limits", None) or [merged.pop("time_limit", 60)]
-        merged.pop("time_limit", None)
-        if not all(isinstance(t, int | float) and not isinstance(t, bool) and t > 0 for t in limits):
-            raise UsageError(f"{where}: time limits must be positive numbers, not {limits!r}")
-        product = list(itertools.product(wl_choices, nem_choices, bug_choices))
-        for w, ns, bs in product:
-            base = cell.get("name") or "-".join([w, *ns] + [f"bug-{b}" for b in bs])
-            cell_name = base if len(product) == 1 else "-".join([base, w, *ns, *bs])
-            if cell_name in seen_names:
-                raise UsageError(
-                    f"{where}: cell name {cell_name!r} is used twice; give each cell a unique name"
-                )
-            seen_names.add(cell_name)
-            for seed, limit in itertools.product(seeds, limits):
-                opts = {
-                    **merged,
-                    "workload": w,
-                    "nemesis": ",".join(ns),
-                    "inject_bug": ",".join(bs),
-                    "seed": seed,
-                    "time_limit": limit,
-                    "name": f"{name}-{cell_name}",
-                }
-                try:
-                    testspec.build_test(opts)  # validates every option now, before anything starts
-                except UsageError as exc:
-                    raise UsageError(f"{where}: {exc}") from None
-                runs.append(PlannedRun(cell_name, seed, float(limit), expect, opts))
-    store = Path(store_override or head.get("store") or Path("store") / f"campaign-{name}")
-    return Campaign(name=name, store=store, runs=runs, source=source)
+    product = list(itertools.product(wl_choices, nem_choices, bug_choices))
+    for w, ns, bs in product:
+        base = cell.get("name") or "-".join([w, *ns] + [f"bug-{b}" for b in bs])
+        cell_name = base if len(product) == 1 else "-".join([base, w, *ns, *bs])
+        if cell_name in seen_names:
+            raise UsageError(f"{where}: cell name {cell_name!r} is used twice; give each cell a unique name")
+        seen_names.add(cell_name)
+        for seed, limit in itertools.product(seeds, limits):
+            opts = {
+                **merged,
+                "workload": w,
+                "nemesis": ",".join(ns),
+                "inject_bug": ",".join(bs),
+                "seed": seed,
+                "time_limit": limit,
+                "name": f"{campaign}-{cell_name}",
+            }
+            try:
+                testspec.build_test(opts)  # validates every option now, before anything starts
+            except UsageError as exc:
+                raise UsageError(f"{where}: {exc}") from None
+            runs.append(PlannedRun(cell_name, seed, float(limit), expect, opts))
+    return runs
 
 
 # ---- progress file -------------------------------------------------------------------------------

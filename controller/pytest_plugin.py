@@ -61,14 +61,16 @@ class ChaosRun:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from faultline.cluster.backends import DEFAULT
+
     group = parser.getgroup("faultline", "Faultline chaos tests")
     group.addoption(
         "--chaos", action="store_true", default=False, help="run tests marked chaos (real clusters)"
     )
     group.addoption(
         "--chaos-cluster",
-        default="docker",
-        help="cluster backend for chaos runs (default docker; local, ssh, or a backend a DB plug-in "
+        default=DEFAULT,
+        help=f"cluster backend for chaos runs (default {DEFAULT}; local, ssh, or a backend a DB plug-in "
         "registers, such as the store's in-memory fake)",
     )
     group.addoption(
@@ -100,7 +102,7 @@ def faultline_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 
 @pytest.fixture(scope="session")
 def faultline_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A cluster brought up once for the session (3 masters, 5 tablet servers), torn down at the end,
+    """A cluster brought up once for the session (the default DB at its default size), torn down at the end,
     for tests that talk to the cluster directly. Runs made with `faultline_run` bring up their own."""
     from faultline.controller import testspec
 

@@ -1,11 +1,12 @@
 """The runner: one test's lifecycle and the guarantee to heal. The generator interpreter it drives is in
 controller/interpreter.py; checking and publishing the history is controller/analysis.py.
 
-Lifecycle: cluster up (or reuse) -> nemesis and client setup -> workers open clients -> the main phase
-(client and nemesis generators for the time limit) -> the nemesis final generator and `heal` (network,
-processes, clocks, flags, crash points; never data) -> the nemesis repair generator (an operator's repairs,
-each an op recorded with its reason) -> a quiet period -> the workload's final phase (e.g. final reads) -> clients closed -> node logs collected ->
-checkers -> results, plots and report in the store.
+Lifecycle, a method of `RunPhases` each: `up` (the cluster up, or reused) -> `setup` (the DB, the nemesis
+and the clients; workers open clients) -> `main` (client and nemesis generators for the time limit) ->
+`heal` (the nemesis final generator and `heal`: network, processes, clocks, flags, crash points; never
+data) -> `repair` (the nemesis repair generator: an operator's repairs, each an op recorded with its
+reason) -> `quiet` (a quiet period) -> `final` (the workload's final phase, e.g. final reads) -> clients
+closed -> `analyze` (node logs collected, checkers, results, plots and report in the store).
 
 Whatever happens after the cluster is up (a stop signal, a crashed client, a crashed nemesis, a bug in a
 generator), the `finally` path lets the fault in flight finish, heals the cluster, keeps the history
@@ -20,6 +21,7 @@ exits 254.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import queue
 import random
@@ -112,155 +114,255 @@ def run_test(
 ) -> Outcome:
     """Runs one test end to end: `test` is its spec with the live handles (controller.testspec.start_run),
     `run_dir` a results.store.RunDir (or None for a dry in-memory run)."""
-    spec, backend = test.spec, test.backend
-    interrupts = Interrupts()
-    old_handlers: dict[int, Any] = {}
-    if install_signals and threading.current_thread() is threading.main_thread():
-        old_handlers = {sig: signal.signal(sig, interrupts.handler) for sig in STOP_SIGNALS}
-    history_path = run_dir.history_path if run_dir is not None else None
-    recorder = Recorder(history_path)
-    test.recorder = recorder
-    faults = FaultTracker()
-    cut_short: str | None = None
-    refused: UsageError | None = None  # a user's mistake found once the cluster is up (raised after teardown)
-    results: dict[str, Any] = {}
-    workers: dict[Any, Worker] = {}
-    clients: dict[int, Any] = {}
-    nemesis = nemesis_pkg.nemesis
-    cluster_up = False
-    nemesis_ready = False
-    completions: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    rng = random.Random(spec.seed)
-    concurrency = spec.concurrency
-    interp: Interpreter | None = None
-    log_handler = _attach_log(run_dir)
-    try:
-        _phase(progress, "cluster", recorder)
-        if not spec.reuse_cluster:
-            backend.up(spec.cluster_spec)
-        cluster_up = True
-        _phase(progress, "setup", recorder)
+    return RunPhases(test, workload, nemesis_pkg, run_dir, progress, install_signals).run()
+
+
+class RunPhases:
+    """One run, a method per phase: `up`, `setup`, `main`, `heal`, `repair`, `quiet`, `final` while the
+    cluster runs the test (`_run_and_heal`, whose one `finally` heals), then `analyze` on what was
+    recorded. What the phases learn (the cluster is up, the nemesis is set up, the clients, why the run
+    was cut short) are fields, read by the heal and the analysis whichever phase the run stopped in."""
+
+    def __init__(
+        self,
+        test: Run,
+        workload: Workload,
+        nemesis_pkg: NemesisPackage,
+        run_dir: Any | None,
+        progress: Any | None,
+        install_signals: bool,
+    ) -> None:
+        self.test, self.spec, self.backend = test, test.spec, test.backend
+        self.workload, self.nemesis_pkg = workload, nemesis_pkg
+        self.run_dir, self.progress, self.install_signals = run_dir, progress, install_signals
+        self.interrupts = Interrupts()
+        self.old_handlers: dict[int, Any] = {}
+        self.recorder = Recorder(run_dir.history_path if run_dir is not None else None)
+        test.recorder = self.recorder
+        self.faults = FaultTracker()
+        self.cut_short: str | None = None
+        # a user's mistake found once the cluster is up (raised after teardown)
+        self.refused: UsageError | None = None
+        self.results: dict[str, Any] = {}
+        self.not_healed: list[str] = []
+        self.workers: dict[Any, Worker] = {}
+        self.clients: dict[int, Any] = {}
+        self.client_proto: Any = None
+        self.client_nodes: list[str] = []
+        self.nemesis = nemesis_pkg.nemesis
+        self.cluster_up = False
+        self.nemesis_ready = False
+        self.completions: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.interp: Interpreter | None = None
+
+    def run(self) -> Outcome:
+        if self.install_signals and threading.current_thread() is threading.main_thread():
+            self.old_handlers = {sig: signal.signal(sig, self.interrupts.handler) for sig in STOP_SIGNALS}
+        log_handler = _attach_log(self.run_dir)
+        try:
+            self._run_and_heal()
+            # Everything below works on what was recorded; it runs whether or not the run was cut short.
+            self.analyze()
+        finally:
+            if self.progress is not None:
+                self.progress.stop()
+            for sig, handler in self.old_handlers.items():
+                signal.signal(sig, handler)
+            _detach_log(log_handler)
+        if self.refused is not None:
+            # healed, recorded and torn down above: the CLI prints its one line and exits 254
+            raise self.refused
+        return Outcome(
+            self.results.get("valid", "unknown"),
+            self.results,
+            getattr(self.run_dir, "path", None),
+            self.cut_short,
+            len(self.recorder.ops),
+        )
+
+    def _run_and_heal(self) -> None:
+        """The phases on the cluster; whatever stops them, the cluster is healed (the one `finally`)."""
+        try:
+            self.up()
+            self.setup()
+            self.main()
+            self.heal()
+            self.repair()
+            self.quiet()
+            self.final()
+        except CutShort as exc:
+            self.cut_short = str(exc)
+        except BaseException as exc:  # a bug or a setup failure: record why, then still heal and check
+            self._failed(exc)
+        finally:
+            self._stop_and_heal()
+
+    def _phase(self, name: str) -> None:
+        _phase(self.progress, name, self.recorder)
+
+    # ------------------------------------------------------------------ the phases on the cluster
+    def up(self) -> None:
+        self._phase("cluster")
+        if not self.spec.reuse_cluster:
+            self.backend.up(self.spec.cluster_spec)
+        self.cluster_up = True
+
+    def setup(self) -> None:
+        """The DB, the nemesis and the clients set up; a worker per client thread and one for the nemesis."""
+        test = self.test
+        self._phase("setup")
         setup_db(test)
-        nemesis = nemesis.setup(test) or nemesis
-        nemesis_ready = True
-        client_proto = client_for(test, workload)
-        client_proto.setup(test)
-        nodes = test.db.client_nodes(test)
+        self.nemesis = self.nemesis.setup(test) or self.nemesis
+        self.nemesis_ready = True
+        self.client_proto = client_for(test, self.workload)
+        self.client_proto.setup(test)
+        self.client_nodes = test.db.client_nodes(test)
+        self._start_workers()
+        self.recorder.restart_clock()
+        ctx = Context.initial(self.spec.concurrency, random.Random(self.spec.seed), nemesis=True)
+        self.interp = Interpreter(
+            self.recorder, self.workers, self.completions, ctx, self.interrupts, on_nemesis=self.faults
+        )
+        if self.progress is not None:
+            self.progress.attach(self.recorder, self.faults)
 
-        def opener(thread: int) -> Callable[[], Any]:
-            def open_client() -> Any:
-                old = clients.get(thread)
-                if old is not None:
-                    try:
-                        old.close()
-                    except Exception:
-                        pass
-                clients[thread] = client_proto.open(test, nodes[thread % len(nodes)])
-                return clients[thread]
-
-            return open_client
-
-        def invoker(thread: int) -> Callable[[Op], Op]:
-            return lambda op: clients[thread].invoke(test, op)
-
-        for t in range(concurrency):
-            reopen = opener(t)
-            reopen()
-            workers[t] = Worker(t, invoker(t), completions, reopen)
-        workers[NEMESIS] = Worker(NEMESIS, lambda op: nemesis.invoke(test, op), completions)
-        for w in workers.values():
+    def _start_workers(self) -> None:
+        test, nemesis = self.test, self.nemesis
+        for t in range(self.spec.concurrency):
+            self._open_client(t)
+            self.workers[t] = Worker(
+                t,
+                functools.partial(self._invoke, t),
+                self.completions,
+                functools.partial(self._open_client, t),
+            )
+        self.workers[NEMESIS] = Worker(NEMESIS, lambda op: nemesis.invoke(test, op), self.completions)
+        for w in self.workers.values():
             w.start()
-        recorder.restart_clock()
-        ctx = Context.initial(concurrency, rng, nemesis=True)
-        interp = Interpreter(recorder, workers, completions, ctx, interrupts, on_nemesis=faults)
-        if progress is not None:
-            progress.attach(recorder, faults)
-        limit = spec.time_limit
+
+    def _open_client(self, thread: int) -> Any:
+        """A client for a worker thread (again after a crashed one: the old one is closed first)."""
+        old = self.clients.get(thread)
+        if old is not None:
+            try:
+                old.close()
+            except Exception:
+                pass
+        nodes = self.client_nodes
+        self.clients[thread] = self.client_proto.open(self.test, nodes[thread % len(nodes)])
+        return self.clients[thread]
+
+    def _invoke(self, thread: int, op: Op) -> Op:
+        return self.clients[thread].invoke(self.test, op)
+
+    def _interp(self) -> Interpreter:
+        assert self.interp is not None  # made by `setup`, before any phase that runs generators
+        return self.interp
+
+    def main(self) -> None:
+        """The client and nemesis generators for the time limit."""
+        limit = self.spec.time_limit
         main = gen.any_of(
-            gen.clients(gen.time_limit(limit, workload.generator)),
-            gen.nemesis(gen.time_limit(limit, nemesis_pkg.generator)),
+            gen.clients(gen.time_limit(limit, self.workload.generator)),
+            gen.nemesis(gen.time_limit(limit, self.nemesis_pkg.generator)),
         )
-        _phase(progress, "main", recorder)
+        self._phase("main")
         # a safety net only: a nemesis op in flight at the limit (a master replacement) may take minutes
-        interp.run(main, "main", hard_limit_s=limit + spec.op_timeout_s + 600)
-        _phase(progress, "heal", recorder)
-        interp.run(gen.nemesis(nemesis_pkg.final_generator), "heal", hard_limit_s=600)
-        nemesis.heal(test)
-        if nemesis_pkg.repair_generator is not None:
-            _phase(progress, "repair", recorder)
-            interp.run(gen.nemesis(nemesis_pkg.repair_generator), "repair", hard_limit_s=900)
-        if spec.quiet_period > 0:
-            _phase(progress, "quiet", recorder)
-            _sleep_interruptibly(spec.quiet_period, interrupts)
-        final = workload.final_generator
+        self._interp().run(main, "main", hard_limit_s=limit + self.spec.op_timeout_s + 600)
+
+    def heal(self) -> None:
+        """The nemesis's final generator, then its heal."""
+        self._phase("heal")
+        self._interp().run(gen.nemesis(self.nemesis_pkg.final_generator), "heal", hard_limit_s=600)
+        self.nemesis.heal(self.test)
+
+    def repair(self) -> None:
+        """An operator's repairs (the nemesis's repair generator), each an op recorded with its reason."""
+        if self.nemesis_pkg.repair_generator is not None:
+            self._phase("repair")
+            self._interp().run(gen.nemesis(self.nemesis_pkg.repair_generator), "repair", hard_limit_s=900)
+
+    def quiet(self) -> None:
+        """The settling time before the final reads."""
+        if self.spec.quiet_period > 0:
+            self._phase("quiet")
+            _sleep_interruptibly(self.spec.quiet_period, self.interrupts)
+
+    def final(self) -> None:
+        """The workload's final phase (e.g. final reads)."""
+        final = self.workload.final_generator
         if final is not None:
-            _phase(progress, "final", recorder)
-            interp.run(gen.clients(final), "final", hard_limit_s=spec.final_time_limit)
-    except CutShort as exc:
-        cut_short = str(exc)
-    except BaseException as exc:  # a bug or a setup failure: record why, then still heal and check
-        cut_short = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, UsageError) and interp is None:
+            self._phase("final")
+            self._interp().run(gen.clients(final), "final", hard_limit_s=self.spec.final_time_limit)
+
+    def _failed(self, exc: BaseException) -> None:
+        """Why a phase raised, as the run's `cut_short`."""
+        self.cut_short = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, UsageError) and self.interp is None:
             # a user's mistake found at setup (a nemesis option that matches no file): the run is refused
-            refused, cut_short = exc, f"refused: {exc}"
-        log.error("run failed: %s", cut_short if refused else traceback.format_exc())
+            self.refused, self.cut_short = exc, f"refused: {exc}"
+        log.error("run failed: %s", self.cut_short if self.refused else traceback.format_exc())
         if isinstance(exc, KeyboardInterrupt):
-            interrupts.count = max(interrupts.count, 2)
-            cut_short = interrupts.why()
-    finally:
-        _phase(progress, "healing", recorder)
-        not_healed = _stop_and_heal(
-            test, nemesis if nemesis_ready else None, interp, workers, interrupts, cluster_up
+            self.interrupts.count = max(self.interrupts.count, 2)
+            self.cut_short = self.interrupts.why()
+
+    def _stop_and_heal(self) -> None:
+        self._phase("healing")
+        self.not_healed = _stop_and_heal(
+            self.test,
+            self.nemesis if self.nemesis_ready else None,
+            self.interp,
+            self.workers,
+            self.interrupts,
+            self.cluster_up,
         )
-        if not interrupts.abort:
-            for c in clients.values():
+        if not self.interrupts.abort:
+            for c in self.clients.values():
                 _guard("client close", c.close)
-        recorder.close()
-    # Everything below works on what was recorded; it runs whether or not the run was cut short.
-    try:
-        if cut_short is None and interp is not None and interp.crash:
-            cut_short = interp.crash
-        if cluster_up and run_dir is not None and not interrupts.abort:
-            _collect_logs(backend, run_dir)
-        _phase(progress, "checking")
-        logs = node_log_check(test.db, run_dir.nodes_dir) if run_dir is not None else None
-        results = _check_unless_aborted(spec, workload, recorder.ops, interrupts, logs)
-        if interrupts.stop and (cut_short is None or cut_short.startswith("interrupted")):
-            cut_short = interrupts.why()  # with the count of signals, not only the first
-        if not_healed:
-            results["not_healed"] = not_healed
-        if cut_short:
+        self.recorder.close()
+
+    # ------------------------------------------------------------------ after the run
+    def analyze(self) -> None:
+        """Node logs collected, the checkers' verdict, results, plots and report written; the cluster
+        goes down meanwhile."""
+        interp, interrupts, run_dir = self.interp, self.interrupts, self.run_dir
+        if self.cut_short is None and interp is not None and interp.crash:
+            self.cut_short = interp.crash
+        if self.cluster_up and run_dir is not None and not interrupts.abort:
+            _collect_logs(self.backend, run_dir)
+        _phase(self.progress, "checking")
+        logs = node_log_check(self.test.db, run_dir.nodes_dir) if run_dir is not None else None
+        results = _check_unless_aborted(self.spec, self.workload, self.recorder.ops, interrupts, logs)
+        self.results = results
+        if interrupts.stop and (self.cut_short is None or self.cut_short.startswith("interrupted")):
+            self.cut_short = interrupts.why()  # with the count of signals, not only the first
+        if self.not_healed:
+            results["not_healed"] = self.not_healed
+        if self.cut_short:
             # The verdict stands for the history that was recorded; `cut_short` says it is partial.
-            results["cut_short"] = cut_short
-        results["faults"] = faults.count
-        if cluster_up:
+            results["cut_short"] = self.cut_short
+        results["faults"] = self.faults.count
+        if self.cluster_up:
             # what the faults left behind after healing (rules, paused nodes, clock offsets): must be empty
-            results["residue"] = _residue(backend)
+            results["residue"] = _residue(self.backend)
+        self._write_while_tearing_down()
+
+    def _write_while_tearing_down(self) -> None:
+        spec, backend = self.spec, self.backend
         teardown = None
-        if cluster_up and not spec.leave_cluster_running and not spec.reuse_cluster:
+        if self.cluster_up and not spec.leave_cluster_running and not spec.reuse_cluster:
             # the cluster is no longer needed: it goes down while the plots and pages are drawn (mostly
             # Docker's time against mostly ours, so the two overlap on two cores)
             teardown = threading.Thread(target=_guard, args=("cluster down", backend.down), name="teardown")
             teardown.start()
         try:
-            if run_dir is not None:
-                _phase(progress, "writing")
-                write_outputs(run_dir, spec, recorder.ops, results)
+            if self.run_dir is not None:
+                _phase(self.progress, "writing")
+                write_outputs(self.run_dir, spec, self.recorder.ops, self.results)
         finally:
             if teardown is not None:
-                _phase(progress, "teardown")
+                _phase(self.progress, "teardown")
                 teardown.join()
-    finally:
-        if progress is not None:
-            progress.stop()
-        for sig, handler in old_handlers.items():
-            signal.signal(sig, handler)
-        _detach_log(log_handler)
-    if refused is not None:
-        raise refused  # healed, recorded and torn down above: the CLI prints its one line and exits 254
-    return Outcome(
-        results.get("valid", "unknown"), results, getattr(run_dir, "path", None), cut_short, len(recorder.ops)
-    )
 
 
 def _stop_and_heal(

@@ -55,8 +55,6 @@ class TestSpec:
     concurrency: int = 10
     cluster: str = "docker"
     cluster_name: str = "faultline"
-    masters: int = 3
-    tservers: int = 5
     test_count: int = 1
     op_timeout_s: float = 5.0
     quiet_period: float = 5.0

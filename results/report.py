@@ -151,7 +151,6 @@ def _short(text: str, n: int = 300) -> str:
 
 def render_report(run: RunDir) -> str:
     """The report page as a string (write_report writes it to report.html)."""
-    e = html.escape
     try:
         test = run.load_test()
     except (OSError, ValueError):
@@ -161,46 +160,76 @@ def render_report(run: RunDir) -> str:
     except (OSError, ValueError):
         results = None
     ops = _history(run)
-    df = _frame(ops)
-    m = metrics.run_metrics(df, run.run_id)
-    faults = json.loads(m["faults_json"])
-    outages = json.loads(m["outages_json"])
-    if results is None or results.get("unchecked") is True:
-        label = "unchecked"
-    else:
-        label = verdict_label(results.get("valid"))
-    p = [
-        head(f"{run.run_id}: {label}"),
-        f"<h1>{e(str(test.get('name') or run.path.parent.name))}</h1>",
-        f"<p>run <code>{e(run.run_id)}</code> &nbsp; <span class='verdict {label}' id='verdict'>{e(label)}</span>"
-        + (" &nbsp; <a href='results.json'>results.json</a>" if run.results_path.exists() else "")
-        + "</p>",
-    ]
-    if results is not None and results.get("unchecked") is not True:
+    m = metrics.run_metrics(_frame(ops), run.run_id)
+    checked = results is not None and results.get("unchecked") is not True
+    label = verdict_label(results.get("valid")) if checked and results is not None else "unchecked"
+    p = [_title_html(run, test, label)]
+    if checked and results is not None:
         p.append(_what_was_wrong(run, results, ops))
-    # the test
-    keys = [
-        "workload",
-        "nemesis",
-        "bugs",
-        "seed",
-        "time_limit",
-        "concurrency",
-        "cluster",
-        "masters",
-        "tservers",
-        "start_time",
+    p += [
+        _test_html(test),
+        _checkers_html(results),
+        _operations_html(m),
+        _timeline_html(run, m),
+        _plots_html(run),
+        _files_html(run),
     ]
-    p.append("<h2>Test</h2><table>")
-    for k in keys:
-        if k in test:
+    return "".join(p)
+
+
+# the test's settings the report shows, in this order
+TEST_KEYS = [
+    "workload",
+    "nemesis",
+    "bugs",
+    "seed",
+    "time_limit",
+    "concurrency",
+    "cluster",
+    "db",
+    "db_opts",  # the DB's own options (the store's size among them)
+    "start_time",
+]
+REPORT_FILES = (
+    "timeline.html",
+    "counterexample.html",
+    "history.jsonl",
+    "results.json",
+    "test.json",
+    "faultline.log",
+)
+
+
+def _title_html(run: RunDir, test: dict[str, Any], label: str) -> str:
+    e = html.escape
+    return (
+        head(f"{run.run_id}: {label}")
+        + f"<h1>{e(str(test.get('name') or run.path.parent.name))}</h1>"
+        + f"<p>run <code>{e(run.run_id)}</code> &nbsp; <span class='verdict {label}' id='verdict'>{e(label)}</span>"
+        + (" &nbsp; <a href='results.json'>results.json</a>" if run.results_path.exists() else "")
+        + "</p>"
+    )
+
+
+def _test_html(test: dict[str, Any]) -> str:
+    e = html.escape
+    p = ["<h2>Test</h2><table>"]
+    for k in TEST_KEYS:
+        if k in test and test[k] != {}:
             v = test[k]
-            p.append(
-                f"<tr><th>{e(k)}</th><td>{e(', '.join(map(str, v)) if isinstance(v, list) else str(v))}</td></tr>"
-            )
+            if isinstance(v, dict):
+                text = ", ".join(f"{name}={value}" for name, value in v.items())
+            else:
+                text = ", ".join(map(str, v)) if isinstance(v, list) else str(v)
+            p.append(f"<tr><th>{e(k)}</th><td>{e(text)}</td></tr>")
     p.append("</table>")
-    # what was wrong
-    p.append("<h2>Checkers</h2>")
+    return "".join(p)
+
+
+def _checkers_html(results: dict[str, Any] | None) -> str:
+    """Each checker's verdict, and its evidence folded."""
+    e = html.escape
+    p = ["<h2>Checkers</h2>"]
     if results is None:
         p.append("<p>No results.json: the run did not finish, or was never checked.</p>")
     elif results.get("unchecked") is True:
@@ -223,8 +252,13 @@ def render_report(run: RunDir) -> str:
             p.append(
                 f"<details id='evidence-{e(k)}'><summary>{e(k)}: {e(lab)}</summary>{evidence_html(v)}</details>"
             )
-    # counts
-    p.append("<h2>Operations</h2>")
+    return "".join(p)
+
+
+def _operations_html(m: dict[str, Any]) -> str:
+    """The op counts by f and type, and the run's rates and latencies."""
+    e = html.escape
+    p = ["<h2>Operations</h2>"]
     counts = json.loads(m["counts_json"])
     types = ["invoke", "ok", "fail", "info"]
     p.append("<table id='counts'><tr><th>f</th>" + "".join(f"<th>{t}</th>" for t in types) + "</tr>")
@@ -243,14 +277,20 @@ def render_report(run: RunDir) -> str:
         f"{num(m['lat_max_ms'], '.1f')}</td><td>{num(m['throughput'], '.1f')}</td>"
         f"<td>{num(m['availability'], '.1%')}</td><td>{m['outages']} ({m['outage_s']:.2f} s)</td></tr></table>"
     )
-    # nemesis timeline
-    p.append("<h2>Nemesis timeline</h2>")
+    return "".join(p)
+
+
+def _timeline_html(run: RunDir, m: dict[str, Any]) -> str:
+    """The nemesis timeline, drawn and as a table of fault windows."""
+    e = html.escape
+    faults = json.loads(m["faults_json"])
+    p = ["<h2>Nemesis timeline</h2>"]
     if run.timeline_path.exists():
         p.append(
             "<p><a href='timeline.html' id='timeline-link'>The whole run, every operation</a> "
             "(zoom and pan).</p>"
         )
-    p.append(_timeline_svg(faults, outages, m["duration_s"] or 0.0))
+    p.append(_timeline_svg(faults, json.loads(m["outages_json"]), m["duration_s"] or 0.0))
     if faults:
         p.append(
             "<table><tr><th>fault</th><th>from (s)</th><th>to (s)</th><th>recovered after heal (s)</th></tr>"
@@ -262,8 +302,13 @@ def render_report(run: RunDir) -> str:
                 f"{'' if w['healed'] else ' (end of run)'}</td><td>{'–' if rec is None else f'{rec:.3f}'}</td></tr>"
             )
         p.append("</table>")
-    # plots
-    p.append("<h2>Plots</h2>")
+    return "".join(p)
+
+
+def _plots_html(run: RunDir) -> str:
+    """The run's plots, embedded."""
+    e = html.escape
+    p = ["<h2>Plots</h2>"]
     pngs = sorted(run.plots_dir.glob("*.png")) if run.plots_dir.is_dir() else []
     for png in pngs:
         b64 = base64.b64encode(png.read_bytes()).decode()
@@ -273,16 +318,14 @@ def render_report(run: RunDir) -> str:
         )
     if not pngs:
         p.append("<p>No plots: no client operations, or they were not drawn (see the run's log).</p>")
-    # files
-    p.append("<h2>Files</h2><ul>")
-    for name in (
-        "timeline.html",
-        "counterexample.html",
-        "history.jsonl",
-        "results.json",
-        "test.json",
-        "faultline.log",
-    ):
+    return "".join(p)
+
+
+def _files_html(run: RunDir) -> str:
+    """Links to the run's files that exist, and the end of the page."""
+    e = html.escape
+    p = ["<h2>Files</h2><ul>"]
+    for name in REPORT_FILES:
         if (run.path / name).exists():
             p.append(f"<li><a href='{e(name)}'>{e(name)}</a></li>")
     p.append("</ul></body></html>\n")

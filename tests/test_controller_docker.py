@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runs import ROOT, remove_cluster, run_module
 
 from faultline.controller import testspec
 from faultline.controller.runner import run_once
@@ -25,21 +26,11 @@ from faultline.core import Run, TestSpec
 from faultline.dbs.store import StoreDB
 from faultline.history import read_jsonl
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 
 def cluster_name() -> str:
     return f"fltest-{uuid.uuid4().hex[:6]}"
-
-
-def remove_cluster(name: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=300,
-    )
 
 
 def verify_healthy(name: str) -> list[str]:
@@ -137,13 +128,7 @@ def test_ctrl_c_on_docker_heals_keeps_history_and_analyze_works(tmp_path: Path) 
         results = json.loads((run_dir / "results.json").read_text())
         assert results["residue"] == []
         assert verify_healthy(name) == []
-        ana = subprocess.run(
-            [sys.executable, "-m", "faultline", "analyze", "--json", str(run_dir)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        ana = run_module("faultline", "analyze", "--json", str(run_dir), timeout=300)
         assert ana.returncode == 2, ana.stderr  # cut short
         assert json.loads(ana.stdout)["workload"]["valid"] is not False
     finally:
@@ -196,9 +181,10 @@ def test_matrix_runs_to_completion_and_leaves_the_cluster_healthy(
     The verdict must be valid, except under majority-loss, which loses acknowledged writes by design: the
     run must still complete, and with the set workload the checker must report the loss."""
     name = cluster_name()
-    extra: dict[str, Any] = {"tservers": 6 if nemesis in ("tserver-replace", "majority-loss") else 5}
+    sizes = {"tservers": 6 if nemesis in ("tserver-replace", "majority-loss") else 5}
     if nemesis == "master-migrate":
-        extra["masters"] = 1  # the nemesis migrates one master to three
+        sizes["masters"] = 1  # the nemesis migrates one master to three
+    extra: dict[str, Any] = {"db_opt": sizes}
     if workload == "catalog":
         extra["rate"] = 6  # a few hundred tables keep 2 cores re-replicating for minutes after a loss
     try:

@@ -1,4 +1,5 @@
-"""The runner end to end against the in-memory fake cluster: verdicts, healing, crashes, Ctrl-C, analyze."""
+"""The runner end to end against the generic in-memory fake (testing/kvfake.py): verdicts, healing, crashes,
+Ctrl-C, analyze."""
 
 from __future__ import annotations
 
@@ -22,19 +23,20 @@ from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_once, run_test
 from faultline.core import TestSpec
 from faultline.dbs import get_db
-from faultline.dbs.store.fake import FakeBackend
 from faultline.nemesis.api import NemesisPackage
 from faultline.nemesis.registry import compose
 from faultline.results.store import Store
+from faultline.testing.kvfake import DB_PATH, KVFakeBackend
 from faultline.workloads.api import Workload
 from faultline.workloads.registry import get as get_workload
 
 ROOT = Path(__file__).resolve().parent.parent
+FAKE = {"db": DB_PATH, "cluster": "kvfake"}  # the generic fake: the runner needs no particular DB
 
 
 def make_test(**kw: Any) -> TestSpec:
     opts = {
-        "cluster": "fake",
+        **FAKE,
         "workload": "register",
         "nemesis": "partition,kill",
         "time_limit": 1.5,
@@ -51,10 +53,10 @@ def run_fake(
     test: TestSpec,
     workload: Workload | None = None,
     nemesis_pkg: NemesisPackage | None = None,
-) -> tuple[Any, FakeBackend]:
-    backend = FakeBackend(seed=test.seed)
-    wl = workload or get_workload(test.workload, get_db("store"), test.workload_opts)
-    pkg = nemesis_pkg or compose(list(test.nemesis), get_db("store"), test.nemesis_interval)
+) -> tuple[Any, KVFakeBackend]:
+    backend = KVFakeBackend(seed=test.seed)
+    wl = workload or get_workload(test.workload, get_db(DB_PATH), test.workload_opts)
+    pkg = nemesis_pkg or compose(list(test.nemesis), get_db(DB_PATH), test.nemesis_interval)
     run_dir = Store(tmp_path / "store").create_run(test.name, test.to_json())
     out = run_test(testspec.start_run(test, backend), wl, pkg, run_dir, install_signals=False)
     return out, backend
@@ -107,13 +109,13 @@ def test_a_process_never_has_two_outstanding_ops_and_info_retires_it(tmp_path: P
 
 
 def test_buggy_fake_is_flagged_invalid(tmp_path: Path) -> None:
-    test = make_test(inject_bug=["stale-leader-reads"], nemesis="partition", seed=2, time_limit=2)
-    backend = FakeBackend(seed=2)
+    test = make_test(inject_bug=["stale-reads"], nemesis="partition", seed=2, time_limit=2)
+    backend = KVFakeBackend(seed=2)
     run_dir = Store(tmp_path / "s").create_run("bug", {})
     out = run_test(
         testspec.start_run(test, backend),
-        get_workload("register", get_db("store"), test.workload_opts),
-        compose(["partition"], get_db("store"), 0.2),
+        get_workload("register", get_db(DB_PATH), test.workload_opts),
+        compose(["partition"], get_db(DB_PATH), 0.2),
         run_dir,
         install_signals=False,
     )
@@ -145,7 +147,7 @@ class CrashingClient:
 
 def test_crashed_client_cuts_short_but_heals_and_checks(tmp_path: Path) -> None:
     test = make_test(time_limit=5)
-    wl = get_workload("register", get_db("store"), test.workload_opts)
+    wl = get_workload("register", get_db(DB_PATH), test.workload_opts)
     wl = dataclasses.replace(wl, client=CrashingClient())
     t0 = time.monotonic()
     out, backend = run_fake(tmp_path, test, workload=wl)
@@ -167,7 +169,7 @@ class CrashingNemesis:
         return self
 
     def invoke(self, test: Any, op: dict) -> dict:
-        test.backend.partition({"t1": {"t2"}})
+        test.backend.partition({"n1": {"n2"}})
         raise OSError("nemesis exploded")
 
     def heal(self, test: Any) -> None:
@@ -194,7 +196,7 @@ def test_validation_names_the_choices() -> None:
         testspec.build_test({"time_limit": "-3"})
     with pytest.raises(UsageError, match="number"):
         testspec.build_test({"concurrency": "many"})
-    with pytest.raises(UsageError, match="masters 1"):
+    with pytest.raises(UsageError, match="--db-opt masters=1"):
         testspec.build_test({"nemesis": "master-migrate"})
     with pytest.raises(UsageError, match="--rate must be a number"):
         testspec.build_test({"rate": "fast"})
@@ -225,7 +227,7 @@ def test_op_timeout_reaches_the_client() -> None:
 def test_run_once_and_reanalyze(tmp_path: Path) -> None:
     test = testspec.build_test(
         {
-            "cluster": "fake",
+            **FAKE,
             "workload": "register",
             "nemesis": "pause,clock",
             "time_limit": 1,
@@ -270,8 +272,10 @@ def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: i
     store = tmp_path / "store"
     proc = faultline(
         "run",
+        "--db",
+        DB_PATH,
         "--cluster",
-        "fake",
+        "kvfake",
         "--workload",
         "register",
         "--nemesis",
@@ -329,8 +333,10 @@ def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
             "-m",
             "faultline",
             "run",
+            "--db",
+            DB_PATH,
             "--cluster",
-            "fake",
+            "kvfake",
             "--nemesis",
             "bogus",
             "--store",
@@ -358,7 +364,7 @@ def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
 def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_path: Path) -> None:
     test = testspec.build_test(
         {
-            "cluster": "fake",
+            **FAKE,
             "workload": "register",
             "nemesis": "partition",
             "time_limit": 1,
@@ -408,7 +414,7 @@ def test_the_quiet_period_precedes_final_reads_only(tmp_path: Path, workload: st
     keeps the one it was given."""
     test = testspec.build_test(
         {
-            "cluster": "fake",
+            **FAKE,
             "workload": workload,
             "nemesis": "partition",
             "time_limit": 1,

@@ -1,6 +1,7 @@
 """Stop signals during a run: SIGINT, SIGTERM and SIGHUP alike lead to an orderly stop that lets the fault
 in flight land, heals after it, keeps the history and writes results.json; a third signal gives up
-healing and the results name what was not healed. On the in-memory fake cluster (`--cluster fake`)."""
+healing and the results name what was not healed. On the generic in-memory fake (`--cluster kvfake`,
+testing/kvfake.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 pytestmark = pytest.mark.integration  # real runs in subprocesses, signalled
 
 ROOT = Path(__file__).resolve().parent.parent
+KVFAKE = "faultline.testing.kvfake:KVFakeDB"  # testing.kvfake.DB_PATH, without importing it here
 
 
 def start_run(store: Path, nemesis: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -26,8 +28,10 @@ def start_run(store: Path, nemesis: str, env: dict[str, str]) -> subprocess.Pope
             "-m",
             "faultline",
             "run",
+            "--db",
+            KVFAKE,
             "--cluster",
-            "fake",
+            "kvfake",
             "--workload",
             "register",
             "--nemesis",
@@ -94,14 +98,15 @@ def test_the_heal_comes_after_the_fault_in_flight(tmp_path: Path) -> None:
 
     from faultline.controller import testspec
     from faultline.controller.runner import run_test
-    from faultline.dbs.store.fake import FakeBackend
     from faultline.nemesis.registry import compose
+    from faultline.testing.kvfake import KVFakeBackend
     from faultline.workloads.registry import get as get_workload
 
     test = testspec.stamp(
         testspec.build_test(
             {
-                "cluster": "fake",
+                "db": KVFAKE,
+                "cluster": "kvfake",
                 "workload": "register",
                 "nemesis": "pause",
                 "nemesis_interval": 0.3,
@@ -111,7 +116,7 @@ def test_the_heal_comes_after_the_fault_in_flight(tmp_path: Path) -> None:
             }
         )
     )
-    backend = FakeBackend(seed=4)
+    backend = KVFakeBackend(seed=4)
     backend.pause_delay_s = 2.0
     run = testspec.start_run(test, backend)
     landed: list[str] = []

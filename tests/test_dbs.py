@@ -83,7 +83,9 @@ def test_the_runner_spreads_workers_over_the_nodes_the_db_names(tmp_path: Path, 
 
 
 def test_build_test_asks_the_db() -> None:
-    test = testspec.build_test({"cluster": "fake", "masters": 1, "tservers": 3, "inject_bug": "no-fsync"})
+    test = testspec.build_test(
+        {"cluster": "fake", "db_opt": ["masters=1", "tservers=3"], "inject_bug": "no-fsync"}
+    )
     assert test.db == "store"
     spec = test.cluster_spec
     assert [(r["role"], r["count"]) for r in spec["roles"]] == [(MASTER, 1), (TSERVER, 3)]

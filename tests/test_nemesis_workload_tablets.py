@@ -83,7 +83,7 @@ def test_workload_tablets_maps_leader_to_node() -> None:
 def test_partition_leader_isolates_the_workload_tablet_leader() -> None:
     b = Backend()
     test = Run(
-        TestSpec(name="t", workload="register", seed=1, masters=1, tservers=3),
+        TestSpec(name="t", workload="register", seed=1, db_opts={"masters": 1, "tservers": 3}),
         StoreDB(),
         b,
         connect=Client,

@@ -27,9 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store", help="store directory (default: the file's `store`, else store/campaign-NAME)"
     )
-    parser.add_argument(
-        "--cluster", choices=["docker", "local", "ssh"], help="override the cluster backend of every cell"
-    )
+    from faultline.cluster.backends import kinds
+
+    parser.add_argument("--cluster", choices=list(kinds()), help="override the cluster backend of every cell")
     parser.add_argument(
         "--master",
         default=None,
@@ -75,11 +75,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from faultline.controller import campaign as cp
-    from faultline.controller.analysis import verdict_word
     from faultline.controller.progress import console as make_console
-    from faultline.controller.runner import run_once
 
     console = make_console(stderr=True)
+    camp, planned_total = _plan(args, console)
+    if args.dry_run:
+        for planned in camp.runs:
+            print(f"{planned.key}\texpect {planned.expect}")
+        share = f" (shard {camp.shard} of {planned_total})" if camp.shard else ""
+        print(f"{len(camp.runs)} runs{share}; store {camp.store}; progress in {cp.state_path(camp).name}")
+        return 0
+    records = _execute(args, camp, planned_total, console)
+    if records is None:
+        return 130
+    score_dir = _score(args, camp, console)
+    summary = cp.summarize(camp, records)
+    print_summary(camp, summary, records, score_dir)
+    return 0 if all(s.ok for s in summary) else 1
+
+
+def _plan(args: argparse.Namespace, console: Any) -> tuple[Any, int]:
+    """The campaign narrowed to the cells, seeds and shard asked for, and how many runs it plans in all;
+    seeds drawn at random are said first, so an interrupted campaign can be resumed with the same seeds."""
+    from faultline.controller import campaign as cp
+
     shard = cp.parse_shard(args.shard) if args.shard is not None else None
     if shard and args.seeds and args.seeds.strip().startswith("random:"):
         raise UsageError(
@@ -96,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
         camp = cp.apply_shard(camp, shard)
     if drawn:
         camp.drawn_seeds = seeds
-        # said first, so an interrupted campaign can be resumed with the same seeds
         line = f"seeds drawn at random: {','.join(map(str, seeds or []))}"
         if args.dry_run:
             print(line)  # on stdout, for a seed file every shard can read (docs/campaigns.md)
@@ -105,21 +123,24 @@ def run(args: argparse.Namespace) -> int:
     if args.cluster:
         for planned in camp.runs:
             planned.opts["cluster"] = args.cluster
-    if args.dry_run:
-        for planned in camp.runs:
-            print(f"{planned.key}\texpect {planned.expect}")
-        share = f" (shard {shard} of {planned_total})" if shard else ""
-        print(f"{len(camp.runs)} runs{share}; store {camp.store}; progress in {cp.state_path(camp).name}")
-        return 0
+    return camp, planned_total
+
+
+def _execute(args: argparse.Namespace, camp: Any, planned_total: int, console: Any) -> dict[str, Any] | None:
+    """Runs what is not finished yet, saying each run's start and verdict; None when interrupted."""
+    from faultline.controller import campaign as cp
+    from faultline.controller.analysis import verdict_word
+    from faultline.controller.runner import run_once
+
     if args.restart and cp.state_path(camp).exists():
         cp.state_path(camp).unlink()
     finished = {} if args.restart else {**cp.load_other_states(camp), **cp.load_state(camp)}
     done_before = sum(r.key in finished for r in camp.runs)
     if done_before:
         console.print(f"resuming: {done_before} of {len(camp.runs)} runs already finished in {camp.store}")
-    if shard:
+    if camp.shard:
         console.print(
-            f"shard {shard}: {len(camp.runs)} of the campaign's {planned_total} runs; "
+            f"shard {camp.shard}: {len(camp.runs)} of the campaign's {planned_total} runs; "
             f"progress in {cp.state_path(camp)}"
         )
 
@@ -138,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         return run_once(test, store, quiet=args.quiet)
 
     try:
-        records = cp.execute(camp, run_fn, on_start=on_start, on_done=on_done, others=not args.restart)
+        return cp.execute(camp, run_fn, on_start=on_start, on_done=on_done, others=not args.restart)
     except KeyboardInterrupt:
         again = (
             f"the same command with --seeds {','.join(map(str, camp.drawn_seeds))}"
@@ -146,31 +167,32 @@ def run(args: argparse.Namespace) -> int:
             else "the same command"
         )
         console.print(f"interrupted: progress saved in {cp.state_path(camp)}; run {again} to resume")
-        return 130
+        return None
 
-    score_dir = None
-    if shard and not args.no_score:
-        # a shard's store holds part of the campaign (or shares it with shards still running)
+
+def _score(args: argparse.Namespace, camp: Any, console: Any) -> Any:
+    """The scorecard's directory (None: not scored here: --no-score, or a shard, whose store holds part of
+    the campaign or shares it with shards still running)."""
+    if args.no_score:
+        return None
+    if camp.shard:
         console.print(
-            f"shard {shard}: not scored here; once every shard has finished: faultline score {camp.store} "
+            f"shard {camp.shard}: not scored here; once every shard has finished: faultline score {camp.store} "
             "if the shards share this store, else faultline score STORE1 STORE2 ... --out DIR",
             highlight=False,
         )
-    elif not args.no_score:
-        from faultline.results.engines import score_store
+        return None
+    from faultline.results.engines import score_store
 
-        result = score_store(
-            camp.store,
-            engine=args.engine,
-            master=args.master,
-            verbose=args.verbose,
-            app_name=f"faultline-campaign-{camp.name}",
-            progress=lambda m: console.print(f"  {m}"),
-        )
-        score_dir = result.out_dir
-    summary = cp.summarize(camp, records)
-    print_summary(camp, summary, records, score_dir)
-    return 0 if all(s.ok for s in summary) else 1
+    result = score_store(
+        camp.store,
+        engine=args.engine,
+        master=args.master,
+        verbose=args.verbose,
+        app_name=f"faultline-campaign-{camp.name}",
+        progress=lambda m: console.print(f"  {m}"),
+    )
+    return result.out_dir
 
 
 def print_summary(camp: Any, summary: list[Any], records: dict[str, Any], score_dir: Any) -> None:

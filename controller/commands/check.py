@@ -33,8 +33,13 @@ SEMANTICS_HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    _add_input_arguments(p)
+    _add_checker_arguments(p)
+
+
+def _add_input_arguments(p: argparse.ArgumentParser) -> None:
+    """The histories, how to read them, and the limits of a linearizability search."""
     from faultline.checkers.models import MODELS
-    from faultline.checkers.registry import CHECKERS
     from faultline.history import FORMATS
 
     p.add_argument("histories", nargs="+", metavar="HISTORY", help="history files to check")
@@ -65,6 +70,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="the model's initial value as JSON (e.g. 0, null, '\"\"')",
     )
+
+
+def _add_checker_arguments(p: argparse.ArgumentParser) -> None:
+    """Which checker, the options of particular checkers, and the counterexample pages."""
+    from faultline.checkers.registry import CHECKERS
+
     p.add_argument(
         "--checker",
         default=None,
@@ -323,18 +334,47 @@ def _run_checker(
 def run(args: argparse.Namespace) -> int:
     import json
     import sys
-    import warnings
 
     from faultline.checkers.api import merge_valid
-    from faultline.controller.errors import EXIT_BAD_INPUT, UsageError, exit_code_for
-    from faultline.history import HistoryFormatError
+    from faultline.controller.errors import EXIT_BAD_INPUT, exit_code_for
 
-    init = None
-    if args.init is not None:
-        try:
-            init = json.loads(args.init)
-        except ValueError:
-            raise UsageError(f"--init {args.init!r} is not valid JSON") from None
+    init = _parsed_init(args)
+    _refuse_bad_options(args)
+    verdicts = []
+    bad_input = False
+    show_progress = len(args.histories) > 1 and sys.stderr.isatty()
+    for i, path in enumerate(args.histories, 1):
+        if show_progress:
+            print(f"[{i}/{len(args.histories)}] {path}", file=sys.stderr, flush=True)
+        out = _check_or_report(path, args, init)
+        if out is None:
+            bad_input = True
+            continue
+        print(json.dumps(out, default=str), flush=True)
+        verdicts.append(out["valid"])
+    if bad_input:
+        return EXIT_BAD_INPUT
+    return exit_code_for(merge_valid(verdicts))
+
+
+def _parsed_init(args: argparse.Namespace) -> object:
+    """--init as a value (None when not given)."""
+    import json
+
+    from faultline.controller.errors import UsageError
+
+    if args.init is None:
+        return None
+    try:
+        return json.loads(args.init)
+    except ValueError:
+        raise UsageError(f"--init {args.init!r} is not valid JSON") from None
+
+
+def _refuse_bad_options(args: argparse.Namespace) -> None:
+    """Raises UsageError for options no history can make right."""
+    from faultline.controller.errors import UsageError
+
     if args.consistency_models:
         from faultline.checkers.elle.consistency import canonical
 
@@ -357,38 +397,31 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--engine c: the compiled core is not built (pip install -e . with a C compiler)"
             )
-    verdicts = []
-    bad_input = False
-    show_progress = len(args.histories) > 1 and sys.stderr.isatty()
-    for i, path in enumerate(args.histories, 1):
-        if show_progress:
-            print(f"[{i}/{len(args.histories)}] {path}", file=sys.stderr, flush=True)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # surfaced in the JSON as "warnings" instead
-                out = _check_one(path, args, init)
-        except HistoryFormatError as exc:
-            print(f"faultline check: error: {exc}", file=sys.stderr)
-            bad_input = True
-            continue
-        except OSError as exc:  # e.g. --html DIR cannot be created, a store directory unreadable
-            print(
-                f"faultline check: error: {path}: {exc.strerror or exc}"
-                + (f" ({exc.filename})" if exc.filename else ""),
-                file=sys.stderr,
-            )
-            bad_input = True
-            continue
-        except (ValueError, TypeError, KeyError) as exc:
-            # A well-formed file whose ops do not fit the model (e.g. a cas without [old new]).
-            print(
-                f"faultline check: error: {path}: does not fit the model: {type(exc).__name__}: {exc}",
-                file=sys.stderr,
-            )
-            bad_input = True
-            continue
-        print(json.dumps(out, default=str), flush=True)
-        verdicts.append(out["valid"])
-    if bad_input:
-        return EXIT_BAD_INPUT
-    return exit_code_for(merge_valid(verdicts))
+
+
+def _check_or_report(path: str, args: argparse.Namespace, init: object) -> dict | None:
+    """One history's JSON line, or None after saying on stderr why it could not be checked."""
+    import sys
+    import warnings
+
+    from faultline.history import HistoryFormatError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # surfaced in the JSON as "warnings" instead
+            return _check_one(path, args, init)
+    except HistoryFormatError as exc:
+        print(f"faultline check: error: {exc}", file=sys.stderr)
+    except OSError as exc:  # e.g. --html DIR cannot be created, a store directory unreadable
+        print(
+            f"faultline check: error: {path}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else ""),
+            file=sys.stderr,
+        )
+    except (ValueError, TypeError, KeyError) as exc:
+        # A well-formed file whose ops do not fit the model (e.g. a cas without [old new]).
+        print(
+            f"faultline check: error: {path}: does not fit the model: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+    return None

@@ -15,9 +15,9 @@ HELP = (
     "bring a cluster up or down (docker, local namespaces, ssh hosts); show status and logs; build the image"
 )
 DESCRIPTION = (
-    "Clusters of a DB (the bundled store by default: masters and tablet servers): 'up' starts it on Docker (default), in network "
-    "namespaces on this machine (--cluster local, needs root) or on real hosts over SSH (--cluster ssh "
-    "--hosts FILE); 'status' lists nodes, roles, addresses, DNS names and the leading master; 'logs NODE' "
+    "Clusters of a DB (the bundled store by default; its size and layout are the DB's options, --db-opt): "
+    "'up' starts it on Docker (default), in network namespaces on this machine (--cluster local, needs "
+    "root) or on real hosts over SSH (--cluster ssh --hosts FILE); 'status' lists nodes, roles, addresses, DNS names and the leading master; 'logs NODE' "
     "prints a node's log; 'down' removes a cluster ('down --all' removes everything Faultline made on this "
     "machine); 'image' builds the node image (cached by a hash of its inputs)."
 )
@@ -25,37 +25,72 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    _add_up(sub)
+    st = sub.add_parser("status", help="nodes, roles, addresses, DNS names, leader")
+    _common(st, None)
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    lg = sub.add_parser("logs", help="print a node's log")
+    _common(lg, None)
+    lg.add_argument("node", help="node name (m1, t3, ...)")
+    dn = sub.add_parser("down", help="remove a cluster (or --all)")
+    _common(dn, None)
+    dn.add_argument(
+        "--all",
+        action="store_true",
+        help="remove every Faultline container, network, namespace and recorded ssh cluster",
+    )
+    _add_ssh(sub)
+    _add_image(sub)
 
-    def common(p: argparse.ArgumentParser, default_name: str | None) -> None:
-        p.add_argument(
-            "--cluster",
-            choices=["docker", "local", "ssh"],
-            default=None,
-            help="backend (default: docker for up; for the others, wherever the cluster is)",
-        )
-        p.add_argument(
-            "--name",
-            default=default_name,
-            help="cluster name"
-            + (f" (default {default_name})" if default_name else " (default: the only cluster that is up)"),
-        )
 
+def _common(p: argparse.ArgumentParser, default_name: str | None) -> None:
+    """--cluster and --name, which every action but `image` takes."""
+    from faultline.cluster import backends
+
+    p.add_argument(
+        "--cluster",
+        choices=list(backends.kinds()),
+        default=None,
+        help=f"backend (default: {backends.DEFAULT} for up; for the others, wherever the cluster is)",
+    )
+    p.add_argument(
+        "--name",
+        default=default_name,
+        help="cluster name"
+        + (f" (default {default_name})" if default_name else " (default: the only cluster that is up)"),
+    )
+
+
+def _add_up(sub: Any) -> None:
     up = sub.add_parser(
         "up",
         help="start a cluster",
-        description="Start a DB's cluster (the store: masters and tablet servers).",
+        description="Start a DB's cluster (its nodes as the DB's options say: --db-opt).",
     )
-    common(up, "default")
+    from faultline.controller.testspec import DEPRECATED_DB_OPTS
+
+    _common(up, "default")
     up.add_argument(
         "--db",
         default=None,
         metavar="NAME",
         help="the DB to run: a registered name (default store) or package.module:Attribute",
     )
-    up.add_argument("--masters", type=options.positive_int, default=3, help="number of masters (default 3)")
     up.add_argument(
-        "--tservers", type=options.positive_int, default=5, help="number of tablet servers (default 5)"
+        "--db-opt",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="an option of the DB (repeatable), e.g. members=5 for etcd (docs/your-own-db.md)",
     )
+    for key in DEPRECATED_DB_OPTS:
+        up.add_argument(
+            f"--{key}",
+            type=options.positive_int,
+            default=None,
+            metavar="N",
+            help=f"deprecated: --db-opt {key}=N",
+        )
     up.add_argument("--hosts", metavar="FILE", help="ssh backend: TOML hosts file (see docs/cluster.md)")
     up.add_argument(
         "--daemon",
@@ -73,35 +108,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     up.add_argument("--json", action="store_true", help="print the cluster description as JSON")
 
-    st = sub.add_parser("status", help="nodes, roles, addresses, DNS names, leader")
-    common(st, None)
-    st.add_argument("--json", action="store_true", help="machine-readable output")
 
-    lg = sub.add_parser("logs", help="print a node's log")
-    common(lg, None)
-    lg.add_argument("node", help="node name (m1, t3, ...)")
-
-    dn = sub.add_parser("down", help="remove a cluster (or --all)")
-    common(dn, None)
-    dn.add_argument(
-        "--all",
-        action="store_true",
-        help="remove every Faultline container, network, namespace and recorded ssh cluster",
-    )
-
+def _add_ssh(sub: Any) -> None:
     sh = sub.add_parser(
         "ssh",
         help="a shell on a node, or run one command there",
         description="Open a shell on a node (docker exec, ip netns exec or ssh), or run "
         "`-- CMD ...` there and print its output (exit status passed through).",
     )
-    common(sh, None)
+    _common(sh, None)
     sh.add_argument("node", help="node name (m1, t3, ...)")
     sh.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (default: an interactive shell)")
     sh.add_argument(
         "--timeout", type=options.positive_float, default=60, help="seconds for a command (default 60)"
     )
 
+
+def _add_image(sub: Any) -> None:
     im = sub.add_parser("image", help="build the node image unless it is cached")
     im.add_argument("--db", default=None, metavar="NAME", help="whose packages go in (default store)")
     im.add_argument(
@@ -178,96 +201,122 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from faultline.cluster.backends import attach, make_backend, remove_everything
-    from faultline.cluster.base import ClusterError, NodeBackend
-    from faultline.controller.errors import UsageError
-
     if args.action == "image":
-        from faultline.cluster.image import ImageBuildError, build_image
-
-        packages, python_packages = _image_packages(args)
-        try:
-            rep = build_image(packages, python_packages, args.rebuild, log=_err)
-        except ImageBuildError as exc:
-            raise UsageError(f"image build: {exc}") from exc
-        print(f"{rep.tag} built in {rep.seconds:.1f} s" if rep.built else f"{rep.tag} is up to date")
-        return 0
-
+        return _image(args)
     if args.action == "up":
-        kind = args.cluster or "docker"
-        if kind == "ssh" and not args.hosts:
-            raise UsageError("--cluster ssh needs --hosts FILE")
-        if args.inject_bug:
-            from faultline.db.api import Bugs
-
-            db = _db(args)
-            known = db.bugs if isinstance(db, Bugs) else {}
-            valid = ", ".join(sorted(known)) or f"none (the {db.name} DB has no injectable bugs)"
-            for bug in args.inject_bug:
-                if bug not in known:
-                    raise UsageError(f"unknown bug {bug!r}; valid: {valid}")
-        try:
-            spec = _db(args).cluster_spec(
-                args.name,
-                {
-                    "masters": args.masters,
-                    "tservers": args.tservers,
-                    "daemon": args.daemon,
-                    "bugs": args.inject_bug,
-                },
-            )
-            backend = make_backend(kind, spec, hosts=args.hosts)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
-        assert isinstance(backend, NodeBackend)  # --cluster offers only the built-in docker, local and ssh
-        t0 = time.monotonic()
-        cast(_ReportsProgress, backend).up(log=lambda s: _err(f"  {s}"))
-        desc = backend.describe()
-        desc["daemons"] = {n: "started" if backend.process_argv(n) else "-" for n in backend.nodes()}
-        if args.json:
-            print(json.dumps(desc, indent=1))
-        else:
-            _print_status(backend, desc, leader=None)
-            _err(f"cluster {args.name} ({kind}) up in {time.monotonic() - t0:.1f} s")
-        return 0
-
+        return _up(args)
     if args.action == "down" and args.all:
+        from faultline.cluster.backends import remove_everything
+
         n = remove_everything(log=_err)
         print(f"removed {n} Faultline object(s)")
         return 0
-
     kind, name = _find(args)
     if args.action == "down" and not _has_nodes(kind, name):
-        from faultline.cluster import disklayer
+        return _down_disk_layers(kind, name)
+    from faultline.cluster.backends import attach
+    from faultline.cluster.base import NodeBackend
 
-        try:
-            disklayer.unmount_cluster(kind, name)  # only its disk layers were left (a run killed early)
-        except disklayer.DiskLayerError as exc:
-            raise ClusterError(str(exc)) from None
-        print(f"cluster {name} ({kind}) removed")
-        return 0
     backend = attach(kind, name)
     assert isinstance(backend, NodeBackend)  # _find looks only at the built-in kinds, all node backends
     if args.action == "down":
         backend.down()
         print(f"cluster {name} ({kind}) removed")
         return 0
+    if args.action in ("ssh", "logs") and args.node not in backend.info:
+        from faultline.controller.errors import UsageError
+
+        raise UsageError(f"no node {args.node!r} in cluster {name} (nodes: {', '.join(backend.info)})")
     if args.action == "ssh":
-        if args.node not in backend.info:
-            raise UsageError(f"no node {args.node!r} in cluster {name} (nodes: {', '.join(backend.info)})")
-        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-        if cmd:
-            rc, out, err = backend.remote.exec(args.node, cmd, args.timeout)
-            sys.stdout.write(out)
-            sys.stderr.write(err)
-            return rc
-        return _interactive(backend, args.node)
+        return _ssh(args, backend)
     if args.action == "logs":
-        if args.node not in backend.info:
-            raise UsageError(f"no node {args.node!r} in cluster {name} (nodes: {', '.join(backend.info)})")
         sys.stdout.write(backend.logs(args.node))
         return 0
-    # status
+    return _status(args, backend)
+
+
+def _image(args: argparse.Namespace) -> int:
+    from faultline.cluster.image import ImageBuildError, build_image
+    from faultline.controller.errors import UsageError
+
+    packages, python_packages = _image_packages(args)
+    try:
+        rep = build_image(packages, python_packages, args.rebuild, log=_err)
+    except ImageBuildError as exc:
+        raise UsageError(f"image build: {exc}") from exc
+    print(f"{rep.tag} built in {rep.seconds:.1f} s" if rep.built else f"{rep.tag} is up to date")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from faultline.cluster import backends
+    from faultline.cluster.base import NodeBackend
+    from faultline.controller.errors import UsageError
+    from faultline.controller.testspec import db_options, fold_deprecated
+
+    kind = backends.kind(args.cluster or backends.DEFAULT)
+    if kind.hosts_file is not None and not args.hosts:
+        raise UsageError(f"--cluster {kind.name} needs --hosts FILE")
+    db = _db(args)
+    db_opts = db_options(db, fold_deprecated(vars(args)).get("db_opt"))
+    _check_bugs(db, args.inject_bug)
+    try:
+        spec = db.cluster_spec(args.name, {"daemon": args.daemon, "bugs": args.inject_bug, **db_opts})
+        backend = backends.make_backend(kind.name, spec, hosts=args.hosts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if not isinstance(backend, NodeBackend):
+        raise UsageError(
+            f"a {kind.name} cluster lives in the process that made it: it cannot be brought up here"
+        )
+    t0 = time.monotonic()
+    cast(_ReportsProgress, backend).up(log=lambda s: _err(f"  {s}"))
+    desc = backend.describe()
+    desc["daemons"] = {n: "started" if backend.process_argv(n) else "-" for n in backend.nodes()}
+    if args.json:
+        print(json.dumps(desc, indent=1))
+    else:
+        _print_status(backend, desc, leader=None)
+        _err(f"cluster {args.name} ({kind.name}) up in {time.monotonic() - t0:.1f} s")
+    return 0
+
+
+def _check_bugs(db: Any, bugs: list[str]) -> None:
+    """Each bug `cluster up --inject-bug` names is one of the DB's own."""
+    from faultline.controller.errors import UsageError
+    from faultline.db.api import Bugs
+
+    known = db.bugs if isinstance(db, Bugs) else {}
+    valid = ", ".join(sorted(known)) or f"none (the {db.name} DB has no injectable bugs)"
+    for bug in bugs:
+        if bug not in known:
+            raise UsageError(f"unknown bug {bug!r}; valid: {valid}")
+
+
+def _down_disk_layers(kind: str, name: str) -> int:
+    """`down` of a cluster of which only its disk layers were left (a run killed early)."""
+    from faultline.cluster import disklayer
+    from faultline.cluster.base import ClusterError
+
+    try:
+        disklayer.unmount_cluster(kind, name)
+    except disklayer.DiskLayerError as exc:
+        raise ClusterError(str(exc)) from None
+    print(f"cluster {name} ({kind}) removed")
+    return 0
+
+
+def _ssh(args: argparse.Namespace, backend: Any) -> int:
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if cmd:
+        rc, out, err = backend.remote.exec(args.node, cmd, args.timeout)
+        sys.stdout.write(out)
+        sys.stderr.write(err)
+        return rc
+    return _interactive(backend, args.node)
+
+
+def _status(args: argparse.Namespace, backend: Any) -> int:
     desc = backend.describe()
     desc["daemons"] = {}
     for node in backend.nodes():
@@ -330,9 +379,8 @@ def _print_status(backend, desc: dict, leader: str | None) -> None:
     for n in desc["nodes"]:
         state = desc.get("daemons", {}).get(n["name"], "-")
         mark = "  <- leader" if leader and leader == n["name"] else ""
-        print(
-            f"{n['name']:<6} {n['role']:<8} {n['address']:<16} {','.join(n['dns']) or '-':<12} {state:<10}{mark}"
-        )
+        dns = ",".join(n["dns"]) or "-"
+        print(f"{n['name']:<6} {n['role']:<8} {n['address']:<16} {dns:<12} {state:<10}{mark}")
     if "leader" in desc:
         print(f"leader: {leader or 'unknown (none answered)'}")
 
@@ -342,16 +390,15 @@ def _interactive(backend, node: str) -> int:
     import os
     import shutil
 
+    from faultline.cluster import backends
     from faultline.controller.errors import UsageError
 
-    info = backend.info[node]
-    if backend.kind == "docker":
-        argv = ["docker", "exec", "-it", info.host, "bash"]
-    elif backend.kind == "local":
-        argv = ["ip", "netns", "exec", info.host, os.environ.get("SHELL", "/bin/bash")]
-    else:
-        h = backend.hosts[node]
-        argv = ["ssh", "-p", str(h.port), "-i", os.path.expanduser(h.key), f"{h.user}@{h.address}"]
+    kind = backends.kind(backend.kind)
+    if kind.shell_argv is None:
+        raise UsageError(
+            f"a {kind.name} cluster has no shell; run a command instead: cluster ssh {node} -- CMD"
+        )
+    argv = kind.shell_argv(backend, node)
     if shutil.which(argv[0]) is None:
         raise UsageError(f"{argv[0]} is not installed here; run a command instead: cluster ssh {node} -- CMD")
     sys.stdout.flush()

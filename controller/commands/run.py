@@ -19,8 +19,21 @@ DESCRIPTION = (
 )
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from faultline.dbs import all_bugs
+# One option: its flags and argparse's keywords. Most are text read by controller/testspec.py's rules.
+Option = tuple[tuple[str, ...], dict[str, Any]]
+
+
+def _text(*flags: str, metavar: str | None, help: str) -> Option:
+    """An option read as text (checked, with the others, by testspec.build_test); none by default."""
+    return flags, {"type": str, "default": None, "metavar": metavar, "help": help}
+
+
+def _repeated(flag: str, metavar: str, help: str) -> Option:
+    return (flag,), {"action": "append", "default": None, "metavar": metavar, "help": help}
+
+
+def _test_options() -> list[Option]:
+    """What the clients do and which faults hit them."""
     from faultline.dbs import every_nemesis as all_nemeses
     from faultline.dbs import every_workload as all_workloads
 
@@ -29,132 +42,162 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             f"{e.name} ({e.help}{', ' + e.db + ' only' if e.db else ''})" for e in entries.values()
         )
 
-    p.add_argument(
-        "--workload",
-        "-w",
-        default="register",
-        metavar="NAME",
-        help=f"what the clients do (default register): {listed(all_workloads())}",
-    )
-    p.add_argument(
-        "--nemesis",
-        "-n",
-        default="none",
-        metavar="A,B,...",
-        help=f"faults, comma-separated, interleaved on a schedule (default none): {listed(all_nemeses())}",
-    )
-    p.add_argument(
-        "--nemesis-interval",
-        type=str,
-        default=None,
-        metavar="S",
-        help="seconds between a fault's start and stop, and between faults (default 10)",
-    )
-    p.add_argument(
-        "--nemesis-opt",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="an option of a nemesis (repeatable): file_glob=GLOB names the files the file faults "
-        "damage, relative to the node's data directories or absolute (docs/disk.md)",
-    )
-    p.add_argument(
-        "--time-limit", type=str, default=None, metavar="S", help="length of the main phase (default 60)"
-    )
-    p.add_argument(
-        "--concurrency", "-c", type=str, default=None, metavar="N", help="client workers (default 10)"
-    )
-    p.add_argument(
-        "--db",
-        default=None,
-        metavar="NAME",
-        help="the DB under test: store (default, the bundled Kudu-like store), etcd, redis-sentinel, "
-        "postgres, nats, or package.module:Attribute for your own (docs/your-own-db.md)",
-    )
-    p.add_argument(
-        "--db-opt",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="an option of the DB (repeatable), e.g. members=5 for etcd (docs/your-own-db.md)",
-    )
-    p.add_argument(
-        "--isolation",
-        default=None,
-        metavar="LEVEL",
-        help="transactional workloads: the isolation level the DB runs them at "
-        "(postgres: read-committed, repeatable-read, serializable; default serializable)",
-    )
-    p.add_argument(
-        "--cluster",
-        default="docker",
-        metavar="KIND",
-        help="where the nodes run: docker (default), local (network namespaces, root) or ssh",
-    )
-    p.add_argument(
-        "--cluster-name",
-        default=None,
-        metavar="NAME",
-        help="name of the cluster (default: a fresh fl-XXXXXX per run; faultline with --reuse-cluster)",
-    )
-    p.add_argument(
-        "--nodes",
-        default=None,
-        metavar="HOSTS_FILE",
-        help="for --cluster ssh: the hosts file naming each machine and its role (docs/cluster.md)",
-    )
-    p.add_argument("--masters", type=str, default=None, metavar="N", help="master nodes (default 3)")
-    p.add_argument("--tservers", type=str, default=None, metavar="N", help="tablet servers (default 5)")
-    p.add_argument(
-        "--seed",
-        type=str,
-        default=None,
-        metavar="N",
-        help="seed of every random choice (default: random, recorded in test.json)",
-    )
-    p.add_argument(
-        "--test-count",
-        type=str,
-        default=None,
-        metavar="N",
-        help="run the test N times (seeds SEED, SEED+1, ...); the exit code merges the verdicts",
-    )
-    p.add_argument(
-        "--inject-bug",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help="turn on a known bug in every node (repeatable; the DB's own, the bundled store's: "
-        f"{', '.join(sorted(all_bugs()))})",
-    )
-    p.add_argument(
-        "--rate",
-        type=str,
-        default=None,
-        metavar="OPS",
-        help="target client ops/s over all workers (default: as fast as the cluster answers)",
-    )
-    p.add_argument(
-        "--op-timeout",
-        type=str,
-        default=None,
-        metavar="SECONDS",
-        help="client operation timeout; an op that outlasts it completes as indeterminate (info). "
-        "Default 5 s (Kudu's own default is 30 s; a longer timeout lets writes stuck on a "
-        "deposed leader live through a leader change)",
-    )
-    p.add_argument(
-        "--leave-cluster-running", action="store_true", help="do not tear the cluster down afterwards"
-    )
-    p.add_argument(
-        "--reuse-cluster",
-        action="store_true",
-        help="run against the running cluster named --cluster-name (e.g. from `faultline cluster up` "
-        "or --leave-cluster-running) instead of bringing one up; it is left running",
-    )
-    p.add_argument("--quiet-period", type=str, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--store", default="store", metavar="DIR", help="where runs are stored (default ./store)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no live progress; print only the summary")
+    return [
+        (
+            ("--workload", "-w"),
+            {
+                "default": "register",
+                "metavar": "NAME",
+                "help": f"what the clients do (default register): {listed(all_workloads())}",
+            },
+        ),
+        (
+            ("--nemesis", "-n"),
+            {
+                "default": "none",
+                "metavar": "A,B,...",
+                "help": "faults, comma-separated, interleaved on a schedule (default none): "
+                f"{listed(all_nemeses())}",
+            },
+        ),
+        _text(
+            "--nemesis-interval",
+            metavar="S",
+            help="seconds between a fault's start and stop, and between faults (default 10)",
+        ),
+        _repeated(
+            "--nemesis-opt",
+            "KEY=VALUE",
+            "an option of a nemesis (repeatable): file_glob=GLOB names the files the file faults "
+            "damage, relative to the node's data directories or absolute (docs/disk.md)",
+        ),
+        _text("--time-limit", metavar="S", help="length of the main phase (default 60)"),
+        _text("--concurrency", "-c", metavar="N", help="client workers (default 10)"),
+    ]
+
+
+def _db_options() -> list[Option]:
+    """The DB under test and its own options."""
+    return [
+        (
+            ("--db",),
+            {
+                "default": None,
+                "metavar": "NAME",
+                "help": "the DB under test: store (default, the bundled Kudu-like store), etcd, "
+                "redis-sentinel, postgres, nats, or package.module:Attribute for your own "
+                "(docs/your-own-db.md)",
+            },
+        ),
+        _repeated(
+            "--db-opt",
+            "KEY=VALUE",
+            "an option of the DB (repeatable), e.g. members=5 for etcd (docs/your-own-db.md)",
+        ),
+        (
+            ("--isolation",),
+            {
+                "default": None,
+                "metavar": "LEVEL",
+                "help": "transactional workloads: the isolation level the DB runs them at "
+                "(postgres: read-committed, repeatable-read, serializable; default serializable)",
+            },
+        ),
+    ]
+
+
+def _cluster_options() -> list[Option]:
+    """Where the nodes run."""
+    from faultline.cluster.backends import DEFAULT
+    from faultline.controller.testspec import DEPRECATED_DB_OPTS
+
+    return [
+        (
+            ("--cluster",),
+            {
+                "default": DEFAULT,
+                "metavar": "KIND",
+                "help": "where the nodes run: docker (default), local (network namespaces, root) or ssh",
+            },
+        ),
+        (
+            ("--cluster-name",),
+            {
+                "default": None,
+                "metavar": "NAME",
+                "help": "name of the cluster (default: a fresh fl-XXXXXX per run; faultline with "
+                "--reuse-cluster)",
+            },
+        ),
+        (
+            ("--nodes",),
+            {
+                "default": None,
+                "metavar": "HOSTS_FILE",
+                "help": "for --cluster ssh: the hosts file naming each machine and its role (docs/cluster.md)",
+            },
+        ),
+        *(_text(f"--{key}", metavar="N", help=f"deprecated: --db-opt {key}=N") for key in DEPRECATED_DB_OPTS),
+    ]
+
+
+def _run_options() -> list[Option]:
+    """Seeds, repetitions, pace, and what the run leaves behind."""
+    from faultline.dbs import all_bugs
+
+    return [
+        _text(
+            "--seed", metavar="N", help="seed of every random choice (default: random, recorded in test.json)"
+        ),
+        _text(
+            "--test-count",
+            metavar="N",
+            help="run the test N times (seeds SEED, SEED+1, ...); the exit code merges the verdicts",
+        ),
+        _repeated(
+            "--inject-bug",
+            "NAME",
+            "turn on a known bug in every node (repeatable; the DB's own, the bundled store's: "
+            f"{', '.join(sorted(all_bugs()))})",
+        ),
+        _text(
+            "--rate",
+            metavar="OPS",
+            help="target client ops/s over all workers (default: as fast as the cluster answers)",
+        ),
+        _text(
+            "--op-timeout",
+            metavar="SECONDS",
+            help="client operation timeout; an op that outlasts it completes as indeterminate (info). "
+            "Default 5 s (Kudu's own default is 30 s; a longer timeout lets writes stuck on a "
+            "deposed leader live through a leader change)",
+        ),
+        (
+            ("--leave-cluster-running",),
+            {"action": "store_true", "help": "do not tear the cluster down afterwards"},
+        ),
+        (
+            ("--reuse-cluster",),
+            {
+                "action": "store_true",
+                "help": "run against the running cluster named --cluster-name (e.g. from `faultline cluster "
+                "up` or --leave-cluster-running) instead of bringing one up; it is left running",
+            },
+        ),
+        (("--quiet-period",), {"type": str, "default": None, "help": argparse.SUPPRESS}),
+        (
+            ("--store",),
+            {"default": "store", "metavar": "DIR", "help": "where runs are stored (default ./store)"},
+        ),
+        (("--quiet", "-q"), {"action": "store_true", "help": "no live progress; print only the summary"}),
+    ]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options in the order --help lists them."""
+    test, db, cluster, rest = _test_options(), _db_options(), _cluster_options(), _run_options()
+    for flags, kwargs in [*test, *db, *cluster, *rest]:
+        p.add_argument(*flags, **kwargs)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -76,6 +76,18 @@ LOG_PATTERNS = [
 ]
 
 
+# the cluster's default size, by DB option
+SIZES: Mapping[str, int] = {"masters": 3, "tservers": 5}
+
+
+def _size(opts: Mapping[str, Any], key: str) -> int:
+    """The number of masters or tablet servers `opts` ask for (a DB option), or the default."""
+    value = opts.get(key, SIZES[key])
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be a whole number, not {value!r}")
+    return value
+
+
 class StoreDB(ProcessDB):
     """Faultline's own Kudu-like store (the default DB). Besides the DB core it has every capability of
     db/api.py (its leaders are the leader master and each tablet's leader; its bugs are node/bugs.py's),
@@ -90,6 +102,11 @@ class StoreDB(ProcessDB):
     python_packages = ("grpcio", "protobuf")
     target_roles: Mapping[str, str] = {"masters": MASTER, "tservers": TSERVER}
     bugs: Mapping[str, str] = BUGS
+    # the cluster's size, its DB options (--db-opt masters=N, a campaign's db_opt = {masters = N})
+    options: Mapping[str, str] = {
+        "masters": f"how many masters (default {SIZES['masters']}; master-migrate needs 1)",
+        "tservers": f"how many tablet servers, at least 3 (default {SIZES['tservers']})",
+    }
     data_dirs: Mapping[str, tuple[str, ...]] = {MASTER: (DATA,), TSERVER: (DATA,)}
     data_files: Mapping[str, tuple[str, ...]] = {
         MASTER: (f"{DATA}/wals/*/wal-*.seg", f"{DATA}/cmeta/*"),
@@ -104,31 +121,31 @@ class StoreDB(ProcessDB):
         """A test's options: its cluster's (below), at least 3 tablet servers, since tablets are replicated
         three ways, and one master to start from for master-migrate."""
         self._check_layout(opts)
-        if int(opts.get("tservers", 5)) < 3:
-            raise ValueError("--tservers must be at least 3 (tablets are replicated three ways)")
-        if "master-migrate" in (opts.get("nemesis") or ()) and int(opts.get("masters", 3)) != 1:
-            raise ValueError("--nemesis master-migrate starts from one master: use --masters 1")
+        if _size(opts, "tservers") < 3:
+            raise ValueError("tservers must be at least 3 (tablets are replicated three ways)")
+        if "master-migrate" in (opts.get("nemesis") or ()) and _size(opts, "masters") != 1:
+            raise ValueError("--nemesis master-migrate starts from one master: use --db-opt masters=1")
 
     def _check_layout(self, opts: Mapping[str, Any]) -> None:
         """A cluster's options (the cluster layer and the fake may build smaller ones than a test needs)."""
-        masters, tservers = int(opts.get("masters", 3)), int(opts.get("tservers", 5))
-        if masters < 1:
+        if _size(opts, "masters") < 1:
             raise ValueError("the store needs at least one master")
-        if tservers < 0:
+        if _size(opts, "tservers") < 0:
             raise ValueError("the number of tablet servers cannot be negative")
         daemon = str(opts.get("daemon") or "node")
         if daemon not in DAEMONS:
             raise ValueError(f"daemon must be one of {', '.join(DAEMONS)}, not {daemon!r}")
 
     def cluster_spec(self, name: str, opts: Mapping[str, Any]) -> ClusterSpec:
-        """Options: masters, tservers, bugs, node_args, faketime, and daemon: `node` (the store),
-        `placeholder` (a TCP stand-in on the same ports, for testing the cluster layer) or `none`."""
+        """Options: masters and tservers (its DB options), bugs, node_args, faketime, and daemon: `node`
+        (the store), `placeholder` (a TCP stand-in on the same ports, for testing the cluster layer) or
+        `none`."""
         self._check_layout(opts)
         daemon = str(opts.get("daemon") or "node")
         roles = []
         for role, prefix, port, count, dns in (
-            (MASTER, "m", MASTER_PORT, int(opts.get("masters", 3)), "master-{i}"),
-            (TSERVER, "t", TSERVER_PORT, int(opts.get("tservers", 5)), ""),
+            (MASTER, "m", MASTER_PORT, _size(opts, "masters"), "master-{i}"),
+            (TSERVER, "t", TSERVER_PORT, _size(opts, "tservers"), ""),
         ):
             r = RoleSpec(role, count, prefix, port, dns)
             if daemon == "node":
