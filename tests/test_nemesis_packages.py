@@ -13,6 +13,7 @@ from faultline import gen
 from faultline.core import Run
 from faultline.dbs import get_db
 from faultline.dbs.store import StoreDB
+from faultline.dbs.store.admin import ToolResult
 from faultline.dbs.store.fake import FakeBackend, fake_run, store_spec
 from faultline.dbs.store.faults.topology import (
     MasterLeaderReturnNemesis,
@@ -23,6 +24,11 @@ from faultline.dbs.store.faults.topology import (
 )
 from faultline.nemesis import registry
 from faultline.nemesis.faults import ClockNemesis, PartitionNemesis, ProcessNemesis
+
+
+def admin_calls(b: FakeBackend, action: str) -> list[tuple[str, dict[str, Any]]]:
+    """(node, arguments) of each admin action of that name the fake answered, in order."""
+    return [(node, args) for node, name, args in b.store_admin.calls if name == action]
 
 
 @pytest.fixture()
@@ -97,17 +103,17 @@ def test_master_replace_follows_the_procedure(test: dict, seed: int) -> None:
         ("dns", f"{name}->{new}"),
         ("running", new),
     ]
-    copies = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
+    copies = admin_calls(b, "copy_from_remote")
     leader_name = next(n for n, node in b.dns.items() if node == v["leader"])
     assert v["leader"] != dead and leader_name != name
     # the tool gets every survivor by its DNS name (it picks the leader itself), never the dead one's name
-    source = copies[0][copies[0].index("copy_from_remote") + 2].split(",")
+    source = copies[0][1]["source"].split(",")
     assert source[0] == f"{leader_name}:7051" and f"{name}:7051" not in source and len(source) == 2
-    assert "--inject-bug" not in copies[0]  # the correct store's tool
-    assert [node for node, argv in b.remote.calls if "copy_from_remote" in argv] == [new]
+    assert copies[0][1]["bugs"] == []  # the correct store's tool
+    assert [node for node, _ in copies] == [new]
     # then the replacement is handed the leadership, under the dead master's name
-    handover = next(argv for _, argv in b.remote.calls if "leader_step_down" in argv)
-    assert handover[handover.index("--new-leader") + 1] == v["uuid"]
+    handover = admin_calls(b, "leader_step_down")[0][1]
+    assert handover["new_leader"] == v["uuid"]
     assert v["replacement_leads"] is True
     assert any(m["addr"] == f"{name}:7051" and m["role"] == "LEADER" for m in b.master_rows())
     # after the handover it only watched: the fault's interval ends that long before the completion
@@ -134,10 +140,10 @@ def test_master_replace_lagging_copies_while_the_old_leader_is_cut_off_then_move
     assert len(cuts) == 2
     assert cuts[0][0]["m1"] >= {b.dns[x]} and cuts[0][1] == "-"
     assert cuts[1][0][b.dns[x]] >= {"m1", "m4"} and not cuts[1][0]["m1"] & {"m4"} and cuts[1][1] != "running"
-    copy = next(argv for node, argv in b.remote.calls if "copy_from_remote" in argv)
+    copy = admin_calls(b, "copy_from_remote")[0][1]
     # handed the old leader first, then the new one; the store's bugs ride along
-    assert copy[copy.index("copy_from_remote") + 2] == f"{old}:7051,{x}:7051"
-    assert "copy-from-lagging-master" in copy
+    assert copy["source"] == f"{old}:7051,{x}:7051"
+    assert "copy-from-lagging-master" in copy["bugs"]
     assert b.residue() == [] and b.state["m1"] == "running"
     assert "master-replace-lagging" in registry.entries_for(StoreDB())
     # the cut moved in one step: no heal between the two cuts (X would catch L up at once)
@@ -161,8 +167,8 @@ def test_a_master_that_stays_behind_is_named_then_rebuilt_by_its_own_repair_op(t
         and "master-3 still behind the leader" in v["reason"]
     )
     assert b.state["m3"] == "destroyed" and b.dns["master-3"] == "m4" and b.state["m4"] == "running"
-    copy = next(argv for node, argv in b.remote.calls if "copy_from_remote" in argv)
-    assert copy[copy.index("copy_from_remote") + 2] == "master-1:7051"  # from the leader only
+    copy = admin_calls(b, "copy_from_remote")[0][1]
+    assert copy["source"] == "master-1:7051"  # from the leader only
     again = n.invoke(test, {"f": "rebuild-lagging-masters", "value": None})  # caught up now: nothing to do
     assert (
         again["type"] == "ok" and again["value"]["never_caught_up"] == [] and again["value"]["rebuilt"] == []
@@ -190,19 +196,19 @@ def test_master_replace_that_finds_no_leader_completes_as_info_and_recopy_is_its
         f"stop {done['value']['steps'][0].split()[-1]}",
         f"destroy {done['value']['steps'][0].split()[-1]}",
     ]
-    assert not any("copy_from_remote" in argv for _, argv in b.remote.calls) and b.state["m4"] != "running"
+    assert not admin_calls(b, "copy_from_remote") and b.state["m4"] != "running"
     for m in ("m1", "m2", "m3"):
         if b.state[m] == "stopped":
             b.start(m)
     n.heal(test)
-    assert not any("copy_from_remote" in argv for _, argv in b.remote.calls) and b.state["m4"] != "running"
+    assert not admin_calls(b, "copy_from_remote") and b.state["m4"] != "running"
     rep = n.invoke(test, {"f": "recopy-master", "value": None})
     assert rep["type"] == "ok" and "no leader among the surviving masters" in rep["value"]["reason"], rep
-    copy = [argv for node, argv in b.remote.calls if "copy_from_remote" in argv]
+    copy = admin_calls(b, "copy_from_remote")
     assert len(copy) == 1 and b.state["m4"] == "running"
     assert n.invoke(test, {"f": "recopy-master", "value": None})["type"] == "fail"  # once only
     n.heal(test)
-    assert len([argv for _, argv in b.remote.calls if "copy_from_remote" in argv]) == 1
+    assert len(admin_calls(b, "copy_from_remote")) == 1
 
 
 def test_master_replace_runs_the_tool_with_the_stores_bugs(test: dict) -> None:
@@ -210,8 +216,8 @@ def test_master_replace_runs_the_tool_with_the_stores_bugs(test: dict) -> None:
     test.spec = test.spec.replace(bugs=["copy-from-lagging-master"])
     b = test.backend
     assert MasterReplaceNemesis(wait_s=5).setup(test).invoke(test, {"f": "replace-master"})["type"] == "ok"
-    copy = next(argv for _, argv in b.remote.calls if "copy_from_remote" in argv)
-    assert copy[copy.index("--inject-bug") + 1] == "copy-from-lagging-master"
+    copy = admin_calls(b, "copy_from_remote")[0][1]
+    assert copy["bugs"] == ["copy-from-lagging-master"]
 
 
 def test_tserver_replace_and_membership(test: dict) -> None:
@@ -222,7 +228,7 @@ def test_tserver_replace_and_membership(test: dict) -> None:
     m = MembershipNemesis().setup(test)
     out = m.invoke(test, {"f": "membership", "value": {"action": "leader-step-down"}})
     assert out["type"] == "ok"
-    assert any("leader_step_down" in argv for _, argv in b.remote.calls)
+    assert admin_calls(b, "leader_step_down")
 
 
 def test_composite_routes_ops_and_heals_everything(test: dict) -> None:
@@ -282,10 +288,9 @@ def test_master_migrate_one_to_three_on_the_fake() -> None:
     assert done["type"] == "ok" and done["value"]["healthy"] is True
     assert sorted(b.dns) == ["master-1", "master-2", "master-3"]
     assert b.dns["master-2"] == "m2" and b.dns["master-3"] == "m3"
-    tools = [list(argv[argv.index("tool") + 1 :]) for _, argv in b.remote.calls if "tool" in argv]
-    rewrite = next(t for t in tools if "rewrite_raft_config" in t)
+    rewrite = admin_calls(b, "rewrite_raft_config")[0][1]["peers"]
     assert sum(":master-" in a for a in rewrite) == 3  # uuid:dns:port for the three masters
-    assert sum(t[:2] == ["local_replica", "copy_from_remote"] for t in tools) == 2
+    assert len(admin_calls(b, "copy_from_remote")) == 2
     assert MasterMigrateNemesis().setup(test).invoke(test, {"f": "migrate-masters"})["type"] == "fail"
 
 
@@ -313,9 +318,10 @@ def test_learner_partition_adds_a_nonvoter_then_isolates_it_with_the_leader(test
     assert done["type"] == "ok", done
     holders = ["t1", "t2", "t3"]  # the fake places the only table on the first three tablet servers
     assert v["leader"] == "t1" and v["learner"] in ("t4", "t5")
-    adds = [argv for _, argv in b.remote.calls if "add_replica" in argv]
-    assert len(adds) == 1 and adds[0][-2:] == ("--replica-type", "NON_VOTER")
-    assert adds[0][-3] == b.uuid(v["learner"])  # the spare's uuid, not its name
+    changes = [a["change"] for _, a in admin_calls(b, "change_config")]
+    adds = [c for c in changes if c.change == "add_replica"]
+    assert len(adds) == 1 and adds[0].replica_type == "NON_VOTER" and adds[0].tablet == v["tablet"]
+    assert adds[0].uuids == (b.uuid(v["learner"]),)  # the spare's uuid, not its name
     side = {"t1", v["learner"]}
     rest = {t for t in ["t1", "t2", "t3", "t4", "t5"] if t not in side}
     assert v["groups"] == sorted([sorted(side), sorted(rest)])
@@ -323,8 +329,10 @@ def test_learner_partition_adds_a_nonvoter_then_isolates_it_with_the_leader(test
     assert set(holders) - side <= rest
     stop = n.invoke(test, {"f": "stop-learner-partition"})
     assert stop["value"]["removed"] == {v["tablet"]: "removed"}
-    removes = [argv for _, argv in b.remote.calls if "remove_replica" in argv]
-    assert len(removes) == 1 and removes[0][-1] == b.uuid(v["learner"])
+    removes = [
+        a["change"] for _, a in admin_calls(b, "change_config") if a["change"].change == "remove_replica"
+    ]
+    assert len(removes) == 1 and removes[0].uuids == (b.uuid(v["learner"]),)
     assert b.residue() == [] and n.learners == {}
 
 
@@ -504,13 +512,13 @@ def test_majority_loss_forces_only_leaderless_tablets_without_a_live_majority(te
     tries: dict[str, int] = {}
     forced = n._force_orphans(test, listed, ["t1", "t2"], tries)
     assert forced == ["stale-leader", "no-leader"]
-    calls = [argv for _, argv in b.remote.calls if "unsafe_change_config" in argv]
-    assert [c[c.index("unsafe_change_config") + 2 :][:3] for c in calls] == [
+    calls = [a for _, a in admin_calls(b, "unsafe_change_config")]
+    assert [(c["tablet"], *c["uuids"]) for c in calls] == [
         ("stale-leader", "u-t3"),
         ("no-leader", "u-t4"),
     ]
     assert n._force_orphans(test, listed, ["t1", "t2"], tries) == []  # forced once is enough
-    b.remote.exec = lambda node, argv, timeout: (1, "", "no such tablet")  # a tablet that cannot be forced
+    b.store_admin.unsafe_change_config = lambda *a: ToolResult(1, "", "no such tablet")  # cannot be forced
     fresh = [tab("gone", ["t2", "t3", "t1"], None)]
     for _ in range(5):
         assert n._force_orphans(test, fresh, ["t1", "t2"], tries) == []
@@ -524,17 +532,12 @@ def test_recopy_copies_again_into_a_replacement_an_earlier_attempt_formatted(tes
     n = MasterReplaceNemesis(wait_s=1).setup(test)
     n._destroy_and_rename(test, "master-2", "m2", "uuid-2", [])
     n.pending["copied"] = False
-    real = b.remote.exec
-
-    def formatted_already(node: str, argv: Any, timeout: float) -> tuple[int, str, str]:
-        if "format" in argv:
-            return 1, "", "error: /data is already formatted (instance file exists)"
-        return real(node, argv, timeout)
-
-    b.remote.exec = formatted_already
+    b.store_admin.fs_format = lambda *a: ToolResult(
+        1, "", "error: /data is already formatted (instance file exists)"
+    )
     assert n.invoke(test, {"f": "recopy-master", "value": None})["type"] == "ok"
     assert b.state["m4"] == "running" and n.pending is None
-    assert any("copy_from_remote" in argv for node, argv in b.remote.calls if node == "m4")
+    assert any(node == "m4" for node, _ in admin_calls(b, "copy_from_remote"))
 
 
 def test_heal_starts_a_replacement_that_holds_its_copy(test: dict) -> None:
@@ -544,7 +547,7 @@ def test_heal_starts_a_replacement_that_holds_its_copy(test: dict) -> None:
     n.pending["copied"] = True
     n.heal(test)
     assert b.state["m4"] == "running" and n.pending is None
-    assert not any("copy_from_remote" in argv for _, argv in b.remote.calls)
+    assert not admin_calls(b, "copy_from_remote")
 
 
 def test_laggards_are_judged_only_once_a_leader_is_back(test: dict) -> None:
@@ -575,9 +578,7 @@ def test_master_leader_return_hands_the_leadership_away_and_back(test: dict) -> 
     v = done["value"]
     assert done["type"] == "ok" and v["leader"] == first and v["via"] != first and v["returned"] is True, v
     # away to the other master, then back to the first: two handovers, in that order
-    handed = [
-        argv[argv.index("--new-leader") + 1] for _, argv in b.remote.calls if "leader_step_down" in argv
-    ]
+    handed = [a["new_leader"] for _, a in admin_calls(b, "leader_step_down")]
     assert handed == [b.uuid(b.dns[v["via"]]), b.uuid(b.dns[first])]
     assert next(m["addr"] for m in b.master_rows() if m["role"] == "LEADER").startswith(first)
     assert v["transient"] is True  # nothing left behind: the catalog checker's timed rules start at once

@@ -36,6 +36,18 @@ def _catalog_run(b: FakeBackend) -> Any:
     return testspec.start_run(t, b)
 
 
+def _run_with_master_repairs(b: FakeBackend) -> tuple[Any, Any]:
+    """(outcome, run) of a whole catalog run on `b` under master-replace, with the operator's repairs of
+    replace-master as the repair phase."""
+    run = _catalog_run(b)
+    pkg = NemesisPackage(
+        nemesis=MasterReplaceNemesis(wait_s=3, settle_s=1),
+        repair_generator=gen.seq(*(gen.once(o) for o in master_repairs("replace-master"))),
+    )
+    workload = get_workload("catalog", get_db("store"), run.spec.workload_opts)
+    return run_test(run, workload, pkg, None, install_signals=False), run
+
+
 def test_heal_alone_leaves_a_lagging_master_lagging() -> None:
     b = FakeBackend(seed=4, error_rate=0)
     b.up(store_spec(3, 5))
@@ -49,7 +61,7 @@ def test_heal_alone_leaves_a_lagging_master_lagging() -> None:
     leader = client.catalog_replica("master-1:7051")
     assert catalog_lags(leader, client.catalog_replica("master-3:7051"))
     assert b.dns["master-3"] == "m3" and b.state["m3"] == "running"
-    assert not any("copy_from_remote" in argv or "format" in argv for _, argv in b.remote.calls)
+    assert not any(action in ("copy_from_remote", "fs_format") for _, action, _ in b.store_admin.calls)
 
 
 def test_the_catalog_checker_reports_a_master_that_never_caught_up_though_the_repair_rebuilt_it() -> None:
@@ -58,18 +70,7 @@ def test_the_catalog_checker_reports_a_master_that_never_caught_up_though_the_re
     yet the verdict is invalid, on the repair's evidence."""
     b = FakeBackend(seed=4, error_rate=0)
     b.lagging_masters = {"m3"}
-    run = _catalog_run(b)
-    nemesis = MasterReplaceNemesis(wait_s=3, settle_s=1)
-    pkg = NemesisPackage(
-        nemesis=nemesis, repair_generator=gen.seq(*(gen.once(o) for o in master_repairs("replace-master")))
-    )
-    out = run_test(
-        run,
-        get_workload("catalog", get_db("store"), run.spec.workload_opts),
-        pkg,
-        None,
-        install_signals=False,
-    )
+    out, run = _run_with_master_repairs(b)
     assert out.cut_short is None, out.cut_short
     ops = run.recorder.ops
     repairs = [o for o in ops if o["process"] == "nemesis" and o["type"] != "invoke"]
@@ -89,19 +90,7 @@ def test_the_catalog_checker_reports_a_master_that_never_caught_up_though_the_re
 
 
 def test_the_repair_phase_on_a_store_that_catches_up_finds_nothing_and_the_run_is_valid() -> None:
-    b = FakeBackend(seed=4, error_rate=0)
-    run = _catalog_run(b)
-    pkg = NemesisPackage(
-        nemesis=MasterReplaceNemesis(wait_s=3, settle_s=1),
-        repair_generator=gen.seq(*(gen.once(o) for o in master_repairs("replace-master"))),
-    )
-    out = run_test(
-        run,
-        get_workload("catalog", get_db("store"), run.spec.workload_opts),
-        pkg,
-        None,
-        install_signals=False,
-    )
+    out, run = _run_with_master_repairs(FakeBackend(seed=4, error_rate=0))
     rebuild = next(
         o for o in run.recorder.ops if o["f"] == "rebuild-lagging-masters" and o["type"] != "invoke"
     )

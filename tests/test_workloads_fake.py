@@ -1,7 +1,10 @@
-"""Workload clients and generators against the fake store: op semantics, error mapping, final reads."""
+"""Workload clients and generators against the in-memory fakes: op semantics, error mapping, final reads.
+The generic workloads run on the generic key-value fake (testing/kvfake.py), the store's catalog workload
+on the store's own fake."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,22 +16,51 @@ from faultline.controller import testspec
 from faultline.controller.runner import run_test
 from faultline.dbs import get_db
 from faultline.dbs.store import StoreDB
-from faultline.dbs.store.fake import FakeBackend, FakeIndeterminate, FakeUnavailable, fake_run, store_spec
+from faultline.dbs.store.fake import FakeBackend, FakeUnavailable, fake_run, store_spec
 from faultline.nemesis.registry import compose
+from faultline.testing.kvfake import (
+    DB_PATH,
+    KVFakeBackend,
+    KVFakeDB,
+    KVFakeIndeterminate,
+    KVFakeUnavailable,
+    kv_run,
+    kv_spec,
+)
 from faultline.workloads import common
 from faultline.workloads.registry import WORKLOADS
 from faultline.workloads.registry import get as get_workload
 
+KV = KVFakeDB()
+
 
 @pytest.fixture()
-def test() -> dict[str, Any]:
+def test() -> Any:
+    b = KVFakeBackend(seed=1, latency_s=0)
+    b.up(kv_spec())
+    return kv_run(b, seed=1)
+
+
+@pytest.fixture()
+def store_test() -> Any:
     b = FakeBackend(seed=1, latency_s=0)
     b.up(store_spec(3, 5))
     return fake_run(b, seed=1)
 
 
+@pytest.fixture()
+def catalog_workload() -> Any:
+    return get_workload("catalog", get_db("store"), {})
+
+
+@pytest.fixture()
+def catalog_client(store_test: Any, catalog_workload: Any) -> Any:
+    """A catalog client on the leader master's node of the store's fake."""
+    return catalog_workload.client.open(store_test, "m1")
+
+
 def test_register_client(test: dict) -> None:
-    wl = get_workload("register", get_db("store"), {"concurrency": 4})
+    wl = get_workload("register", KV, {"concurrency": 4})
     wl.client.setup(test)
     c = wl.client.open(test, "t1")
     assert c.invoke(test, {"f": "read", "key": "k1", "value": None})["value"] is None
@@ -41,16 +73,16 @@ def test_register_client(test: dict) -> None:
 
 def test_error_mapping_reads_fail_writes_are_indeterminate() -> None:
     op = {"f": "write", "value": 1}
-    assert common.completion(op, FakeIndeterminate("lost"), read_only=False)["type"] == "info"
+    assert common.completion(op, KVFakeIndeterminate("lost"), read_only=False)["type"] == "info"
     assert common.completion(op, RuntimeError("who knows"), read_only=False)["type"] == "info"
     assert common.completion(op, TimeoutError(), read_only=False)["type"] == "info"
-    assert common.completion(op, FakeUnavailable("refused"), read_only=False)["type"] == "fail"
-    assert common.completion({"f": "read"}, FakeIndeterminate("x"), read_only=True)["type"] == "fail"
-    assert "refused" in common.completion(op, FakeUnavailable("refused"), read_only=False)["error"]
+    assert common.completion(op, KVFakeUnavailable("refused"), read_only=False)["type"] == "fail"
+    assert common.completion({"f": "read"}, KVFakeIndeterminate("x"), read_only=True)["type"] == "fail"
+    assert "refused" in common.completion(op, KVFakeUnavailable("refused"), read_only=False)["error"]
 
 
 def test_set_unique_adds_and_read(test: dict) -> None:
-    wl = get_workload("set", get_db("store"), {})
+    wl = get_workload("set", KV, {})
     h = gen.simulate(gen.clients(gen.time_limit(3, wl.generator)), concurrency=3, latency_s=0.01)
     values = [o["value"] for o in h if o["type"] == "invoke" and o["f"] == "add"]
     assert sorted(values) == list(range(len(values))) and len(values) > 30
@@ -65,7 +97,7 @@ def test_set_unique_adds_and_read(test: dict) -> None:
 
 
 def test_bank_transfers_conserve_the_total(test: dict) -> None:
-    wl = get_workload("bank", get_db("store"), {"accounts": 4, "total": 40})
+    wl = get_workload("bank", KV, {"accounts": 4, "total": 40})
     wl.client.setup(test)
     c = wl.client.open(test, "t1")
     assert c.invoke(test, {"f": "read"})["value"] == {0: 10, 1: 10, 2: 10, 3: 10}
@@ -76,9 +108,8 @@ def test_bank_transfers_conserve_the_total(test: dict) -> None:
     assert bal == {0: 3, 1: 17, 2: 10, 3: 10} and sum(bal.values()) == 40
 
 
-def test_catalog_ops(test: dict) -> None:
-    wl = get_workload("catalog", get_db("store"), {})
-    c = wl.client.open(test, "m1")
+def test_catalog_ops(store_test: Any, catalog_workload: Any, catalog_client: Any) -> None:
+    test, wl, c = store_test, catalog_workload, catalog_client
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "fail"  # already present: definite
     alt = c.invoke(test, {"f": "alter-table", "value": {"table": "t0", "version": 2}})
@@ -102,10 +133,9 @@ def test_catalog_ops(test: dict) -> None:
 
 
 def test_catalog_locate_tables_names_tablets_without_a_leader(
-    test: dict, monkeypatch: pytest.MonkeyPatch
+    store_test: Any, catalog_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wl = get_workload("catalog", get_db("store"), {})
-    c = wl.client.open(test, "m1")
+    test, c = store_test, catalog_client
     assert c.invoke(test, {"f": "create-table", "value": "t0"})["type"] == "ok"
     led = c.invoke(test, {"f": "locate-tables", "value": None})
     assert led["type"] == "ok" and led["value"] == {"tables": 1, "leaderless": {}}
@@ -127,10 +157,9 @@ def test_catalog_locate_tables_names_tablets_without_a_leader(
 
 
 def test_catalog_master_replicas_names_a_master_left_behind(
-    test: dict, monkeypatch: pytest.MonkeyPatch
+    store_test: Any, catalog_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wl = get_workload("catalog", get_db("store"), {})
-    c = wl.client.open(test, "m1")
+    test, c = store_test, catalog_client
     ok = c.invoke(test, {"f": "master-replicas", "value": None})
     assert ok["type"] == "ok" and len(ok["value"]["masters"]) == 3 and ok["value"]["problems"] == []
     roles = sorted(v["role"] for v in ok["value"]["masters"].values())
@@ -152,31 +181,31 @@ def test_catalog_master_replicas_names_a_master_left_behind(
     assert down["type"] == "fail" and "0 masters lead" in down["value"]["problems"]
 
 
-@pytest.mark.parametrize("name", [w for w in WORKLOADS if w in StoreDB.workloads])  # the fake is the store
-def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str) -> None:
-    t = testspec.stamp(
-        testspec.build_test(
-            {
-                "cluster": "fake",
-                "workload": name,
-                "nemesis": "partition",
-                "time_limit": 1,
-                "nemesis_interval": 0.2,
-                "concurrency": 4,
-                "seed": 9,
-                "quiet_period": 0,
-            }
-        )
-    )
-    b = FakeBackend(seed=9)
+def _on_fake(name: str) -> tuple[dict[str, str], Any]:
+    """The options and backend that run workload `name`: the store's fake for the store's own workload
+    (catalog), else the generic key-value fake."""
+    if name in StoreDB.workloads or name not in KVFakeDB.workloads:
+        return {"db": "store", "cluster": "fake"}, FakeBackend
+    return {"db": DB_PATH, "cluster": "kvfake"}, KVFakeBackend
+
+
+def _run_on_fake(name: str, nemesis: str, bugs: Sequence[str] = (), **opts: Any) -> tuple[Any, Any, Any]:
+    """(outcome, run, backend) of workload `name` run whole on its fake (`_on_fake`) with one nemesis;
+    `bugs` are set in the cluster spec directly (on the store's fake, `lose-writes` is no node bug)."""
+    where, backend = _on_fake(name)
+    options = {**where, "workload": name, "nemesis": nemesis, "time_limit": 1, "concurrency": 4, **opts}
+    t = testspec.stamp(testspec.build_test({**options, "quiet_period": 0}))
+    b = backend(seed=t.seed)
+    t.cluster_spec["db_opts"]["bugs"] = list(bugs)
     run = testspec.start_run(t, b)
-    out = run_test(
-        run,
-        get_workload(name, get_db("store"), t.workload_opts),
-        compose(["partition"], get_db("store"), 0.2),
-        None,
-        install_signals=False,
-    )
+    pkg = compose([nemesis], get_db(t.db), float(opts.get("nemesis_interval", 1)))
+    out = run_test(run, get_workload(name, get_db(t.db), t.workload_opts), pkg, None, install_signals=False)
+    return out, run, b
+
+
+@pytest.mark.parametrize("name", [w for w in WORKLOADS if w in KVFakeDB.workloads] + ["catalog"])
+def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str) -> None:
+    out, run, b = _run_on_fake(name, "partition", nemesis_interval=0.2, seed=9)
     assert out.cut_short is None, out.cut_short
     assert out.valid is True, out.results["workload"]
     assert b.residue() == []
@@ -194,29 +223,7 @@ def test_each_workload_runs_to_completion_on_the_fake(tmp_path: Path, name: str)
 )
 def test_lossy_fake_is_caught_by_each_workloads_checker(name: str, evidence: str) -> None:
     # a high rate: enough writes that some are lost (each is lost with probability 0.1 to 0.2)
-    t = testspec.stamp(
-        testspec.build_test(
-            {
-                "cluster": "fake",
-                "workload": name,
-                "nemesis": "none",
-                "time_limit": 1,
-                "concurrency": 4,
-                "seed": 5,
-                "quiet_period": 0,
-                "rate": 400,
-            }
-        )
-    )
-    b = FakeBackend(seed=5)
-    t.cluster_spec["db_opts"]["bugs"] = ["lose-writes"]  # fake-only bug, set directly (not a node bug)
-    out = run_test(
-        testspec.start_run(t, b),
-        get_workload(name, get_db("store"), t.workload_opts),
-        compose(["none"], get_db("store"), 1),
-        None,
-        install_signals=False,
-    )
+    out, _, _ = _run_on_fake(name, "none", bugs=["lose-writes"], seed=5, rate=400)
     assert out.valid is False, out.results["workload"]
     assert out.results["workload"].get(evidence), out.results["workload"]
     # results.json records the time to detection: the completion of the op that proved it, within the run

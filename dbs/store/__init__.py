@@ -1,5 +1,5 @@
-"""The bundled store as a DB plug-in: its DB class (db.py), cluster layout (layout.py), admin-tool calls
-(tools.py), its own faults (faults/), its catalog workload (catalog.py), its in-memory fake cluster and
+"""The bundled store as a DB plug-in: its DB class (db.py), cluster layout (layout.py), its admin tools as a
+protocol (admin.py) and the cluster queries built on it (tools.py), its own faults (faults/), its catalog workload (catalog.py), its in-memory fake cluster and
 loopback mini-cluster for testing the harness (fake.py, minicluster.py), and `faultline sim` (sim_command.py).
 
 Only this package imports the store's implementation, `faultline.node`. It sits above the generic nemesis

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 from faultline.core import options
 from faultline.core.errors import EXIT_INVALID, EXIT_VALID, UsageError
@@ -20,31 +21,36 @@ DESCRIPTION = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+# (flag, type, default, metavar, help) of the numeric options
+_NUMBERS = (
+    (
         "--seeds",
-        type=options.positive_int,
-        default=None,
-        metavar="N",
-        help="how many seeds to run: 0..N-1 (default 100, or 1 with --seed)",
-    )
-    parser.add_argument(
+        options.positive_int,
+        None,
+        "N",
+        "how many seeds to run: 0..N-1 (default 100, or 1 with --seed)",
+    ),
+    (
         "--seed",
-        type=options.integer,
-        default=None,
-        metavar="S",
-        help="run only this seed (with --seeds N: seeds S..S+N-1) and print its trace on failure",
-    )
-    parser.add_argument(
-        "--nodes", type=options.positive_int, default=5, help="servers at the start, all voters (default 5)"
-    )
-    parser.add_argument(
+        options.integer,
+        None,
+        "S",
+        "run only this seed (with --seeds N: seeds S..S+N-1) and print its trace on failure",
+    ),
+    ("--nodes", options.positive_int, 5, None, "servers at the start, all voters (default 5)"),
+    (
         "--steps",
-        type=options.non_negative_int,
-        default=None,
-        metavar="K",
-        help="ticks of faults per seed before the network heals (default 250)",
-    )
+        options.non_negative_int,
+        None,
+        "K",
+        "ticks of faults per seed before the network heals (default 250)",
+    ),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for flag, kind, default, metavar, text in _NUMBERS:
+        parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     parser.add_argument(
         "--inject-bug",
         action="append",
@@ -63,10 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
 
 
-def run(args: argparse.Namespace) -> int:
+def _checked(args: argparse.Namespace) -> tuple[frozenset[str], range, Any]:
+    """(bugs, seeds, SimOptions) from the command line, or a UsageError."""
     from faultline.node.bugs import validate
     from faultline.node.consensus.core import CORE_BUGS
-    from faultline.node.consensus.sim import SimOptions, simulate
+    from faultline.node.consensus.sim import SimOptions
 
     try:
         bugs = frozenset(validate(args.inject_bug))
@@ -88,7 +95,26 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--steps must be >= 0")
         opts.steps = args.steps
     first = args.seed if args.seed is not None else 0
-    seeds = range(first, first + count)
+    return bugs, range(first, first + count), opts
+
+
+def _print_violation(res: Any, args: argparse.Namespace, bugs: frozenset[str], steps: int) -> None:
+    """A failing seed's violation and the tail of its trace, with the command that replays it."""
+    print(f"seed {res.seed}: VIOLATION {res.violation}")
+    print(
+        f"  last {len(res.trace)} trace lines (replay: faultline sim --seed {res.seed} --nodes {args.nodes}"
+        + "".join(f" --inject-bug {b}" for b in sorted(bugs))
+        + (f" --steps {steps}" if args.steps is not None else "")
+        + "):"
+    )
+    for line in res.trace:
+        print(f"    {line}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from faultline.node.consensus.sim import simulate
+
+    bugs, seeds, opts = _checked(args)
     start = time.monotonic()
     last_progress = start
     failures = []
@@ -102,15 +128,7 @@ def run(args: argparse.Namespace) -> int:
         if not res.ok:
             failures.append(res)
             if not args.json:
-                print(f"seed {seed}: VIOLATION {res.violation}")
-                print(
-                    f"  last {len(res.trace)} trace lines (replay: faultline sim --seed {seed} --nodes {args.nodes}"
-                    + "".join(f" --inject-bug {b}" for b in sorted(bugs))
-                    + (f" --steps {opts.steps}" if args.steps is not None else "")
-                    + "):"
-                )
-                for line in res.trace:
-                    print(f"    {line}")
+                _print_violation(res, args, bugs, opts.steps)
             if not args.keep_going:
                 break
         now = time.monotonic()

@@ -1,9 +1,9 @@
-"""The store's admin-tool calls: running `python -m faultline.node tool ...` on a node, and asking the
-cluster who leads.
+"""The store's cluster queries: who leads, which tablets exist and where, the tablet servers' uuids, asked
+through the run's admin (admin.py: the real tools on a node, or the in-memory fake's answers).
 
 Leaders are asked of the cluster (the masters' own view through `tool master list --json`, tablets through
 `tool table list --tablets --json` and `tool cluster ksck --json`), never guessed, so leader-aimed faults
-hit the real leader. The tools' JSON is read only through node/tool/output.py's parsers.
+hit the real leader.
 """
 
 from __future__ import annotations
@@ -15,30 +15,20 @@ from typing import Any
 
 from faultline.cluster.api import ClusterBackend
 from faultline.core import Run
-from faultline.db.nodes import NodeError, backend, first_up, role_nodes
+from faultline.db.nodes import backend, first_up, role_nodes
 from faultline.db.process import node_of_host
-from faultline.dbs.store.layout import MASTER, TSERVER, tool_argv
-from faultline.node.tool.output import parse_master_list, parse_table_list
+from faultline.dbs.store.admin import StoreAdmin, admin_of
+from faultline.dbs.store.layout import MASTER, TSERVER
+from faultline.node.tool.output import MasterRow
 
 log = logging.getLogger("faultline.dbs.store")
 
-
-def run_tool(b: ClusterBackend, node: str, args: Sequence[str], timeout: float = 60) -> tuple[int, str, str]:
-    """`python -m faultline.node tool ARGS` on `node`, through the backend's Remote."""
-    argv = [*b.env_argv(node), *b.expand(node, tool_argv(args))]
-    return b.remote.exec(node, argv, timeout)
+Roles = list[tuple[str, str, str, bool]]  # (uuid, addr, role, voter) per master
 
 
-def tool(
-    test: Run, node: str, args: Sequence[str], timeout: float = 60, check: bool = True
-) -> tuple[int, str, str]:
-    """Runs `python -m faultline.node tool ARGS` on `node` through the backend's Remote."""
-    rc, out, err = run_tool(backend(test), node, args, timeout)
-    if check and rc != 0:
-        raise NodeError(
-            f"{node}: tool {' '.join(args[:3])} failed (exit {rc}): {(err or out).strip()[-400:]}"
-        )
-    return rc, out, err
+def admin(test: Run) -> StoreAdmin:
+    """The run's admin (dbs/store/admin.py): the fake's own on the in-memory cluster, else the CLI tools."""
+    return admin_of(backend(test))
 
 
 def masters_arg(test: Run) -> str:
@@ -55,25 +45,16 @@ def node_of_address(test: Run, addr: str) -> str | None:
     return node_of_host(backend(test), addr.rsplit(":", 1)[0])
 
 
-def _tool_anywhere(test: Run, args: Sequence[str], timeout: float = 30) -> tuple[int, str, str]:
-    runner = first_up(test, role_nodes(test, "masters") + role_nodes(test, "tservers"))
-    return tool(test, runner, args, timeout=timeout, check=False)
+def _runner(test: Run) -> str:
+    """A node to run a cluster-wide admin action from: a master or tablet server that answers."""
+    return first_up(test, role_nodes(test, "masters") + role_nodes(test, "tservers"))
 
 
-def _master_rows(rc: int, out: str) -> list[tuple[str, str, str, bool]]:
-    """(uuid, addr, role, voter) per master from `tool master list --json`; [] when the tool failed."""
-    if rc != 0:
-        return []
-    try:
-        return [(m["uuid"], m["addr"], m["role"], m["voter"]) for m in parse_master_list(out)]
-    except (ValueError, KeyError, TypeError) as exc:
-        log.warning("unreadable `master list --json` output: %s", exc)
-        return []
+def _rows(rows: list[MasterRow]) -> Roles:
+    return [(m["uuid"], m["addr"], m["role"], m["voter"]) for m in rows]
 
 
-def master_rows_from(
-    b: ClusterBackend, runners: Sequence[str], timeout: float
-) -> list[tuple[str, str, str, bool]]:
+def master_rows_from(b: ClusterBackend, runners: Sequence[str], timeout: float) -> Roles:
     """`tool master list --json` of every master, run on the first of `runners` whose tool answers:
     (uuid, addr, role, voter) per master; [] when none does within `timeout` in all."""
     deadline = time.monotonic() + timeout
@@ -82,13 +63,10 @@ def master_rows_from(
         if left <= 0.5:
             break
         try:
-            rc, out, _ = run_tool(
-                b, runner, ["master", "list", ",".join(b.addresses(MASTER)), "--json"], left
-            )
+            rows = _rows(admin_of(b).master_list(runner, ",".join(b.addresses(MASTER)), left))
         except Exception as exc:
             log.info("master list on %s: %s", runner, exc)
             continue
-        rows = _master_rows(rc, out)
         if rows:
             return rows
     return []
@@ -103,7 +81,7 @@ def leader_master(b: ClusterBackend, timeout: float = 10) -> str | None:
     return None
 
 
-def master_roles(test: Run) -> list[tuple[str, str, str, bool]]:
+def master_roles(test: Run) -> Roles:
     """`tool master list --json`: (uuid, addr, role, voter) per master, from the leader's view."""
     b = backend(test)
     return master_rows_from(b, [*b.nodes(MASTER), *b.nodes(TSERVER)], 20)
@@ -118,28 +96,18 @@ def master_leader(test: Run) -> str | None:
         return None
 
 
-def master_roles_seen_by(
-    test: Run, runner: str, masters: str, timeout: float = 10
-) -> list[tuple[str, str, str, bool]]:
+def master_roles_seen_by(test: Run, runner: str, masters: str, timeout: float = 10) -> Roles:
     """`tool master list MASTERS --json` run on `runner`: (uuid, addr, role, voter) as those masters (e.g. one
     HOST:PORT) see them; [] when they do not answer."""
-    rc, out, _ = tool(test, runner, ["master", "list", masters, "--json"], timeout=timeout, check=False)
-    return _master_rows(rc, out)
+    return _rows(admin(test).master_list(runner, masters, timeout))
 
 
 def ksck(test: Run, timeout: float = 60) -> tuple[bool, dict[str, Any]]:
     """(healthy, report) from `tool cluster ksck --json`."""
-    import json
-
     try:
-        rc, out, err = _tool_anywhere(test, ["cluster", "ksck", masters_arg(test), "--json"], timeout=timeout)
+        return admin(test).ksck(_runner(test), masters_arg(test), timeout)
     except Exception as exc:
         return False, {"problems": [str(exc)]}
-    try:
-        rep = json.loads(out)
-    except ValueError:
-        return False, {"problems": [(err or out).strip()[-300:]]}
-    return rc == 0 and bool(rep.get("healthy")), rep
 
 
 def tserver_nodes(test: Run) -> dict[str, str]:
@@ -156,13 +124,8 @@ def tserver_nodes(test: Run) -> dict[str, str]:
 def tablets(test: Run) -> list[dict[str, Any]]:
     """Every tablet from `tool table list --tablets --json`: tablet, table, state, leader (uuid), replicas
     (uuids), replica_nodes and leader_node (node names, None when unknown)."""
-    rc, out, _ = _tool_anywhere(test, ["table", "list", masters_arg(test), "--tablets", "--json"], timeout=30)
-    if rc != 0:
-        return []
-    try:
-        tables = parse_table_list(out)
-    except (ValueError, KeyError, TypeError) as exc:
-        log.warning("unreadable `table list --json` output: %s", exc)
+    tables = admin(test).table_list(_runner(test), masters_arg(test), 30)
+    if not tables:
         return []
     nodes = tserver_nodes(test)
     result = []

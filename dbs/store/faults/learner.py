@@ -24,7 +24,8 @@ from typing import Any
 
 from faultline.core import Op, Run
 from faultline.db.nodes import backend, first_up, role_nodes
-from faultline.dbs.store.tools import masters_arg, run_tablets, tool, tserver_nodes, workload_tablets
+from faultline.dbs.store.admin import ConfigChange, ToolResult
+from faultline.dbs.store.tools import admin, masters_arg, run_tablets, tserver_nodes, workload_tablets
 from faultline.nemesis import grudge as gr
 from faultline.nemesis.base import done, log, nemesis_rng
 
@@ -55,10 +56,10 @@ class LearnerPartitionNemesis:
             self.uuids = {n: u for u, n in tserver_nodes(test).items()}
         return self.uuids.get(node)
 
-    def _tool(self, test: Run, args: list[str]) -> tuple[int, str]:
+    def _change(self, test: Run, change: ConfigChange) -> ToolResult:
+        """`tablet change_config` of one replica, run on a master that answers."""
         runner = first_up(test, role_nodes(test, "masters"))
-        rc, out, err = tool(test, runner, args, timeout=self.tool_timeout_s, check=False)
-        return rc, (err or out).strip()[-300:]
+        return admin(test).change_config(runner, masters_arg(test), change, self.tool_timeout_s)
 
     def invoke(self, test: Run, op: Op) -> Op:
         if op["f"] == "stop-learner-partition":
@@ -78,25 +79,13 @@ class LearnerPartitionNemesis:
         uuid = self._uuid_of(test, spare)
         if uuid is None:
             return done(op, {"tablet": t["tablet"], "skipped": f"no uuid known for {spare}"}, kind="fail")
-        rc, msg = self._tool(
-            test,
-            [
-                "tablet",
-                "change_config",
-                "add_replica",
-                masters_arg(test),
-                t["tablet"],
-                uuid,
-                "--replica-type",
-                "NON_VOTER",
-            ],
-        )
-        if rc == 0:
+        added = self._change(test, ConfigChange("add_replica", t["tablet"], (uuid,), "NON_VOTER"))
+        if added.ok:
             with self.lock:
                 self.learners[t["tablet"]] = uuid
         else:
             # the leader moved or a change was pending: no learner, so no point in this split
-            return done(op, {"tablet": t["tablet"], "learner": spare, "error": msg}, kind="info")
+            return done(op, {"tablet": t["tablet"], "learner": spare, "error": added.message()}, kind="info")
         # the leader as the masters see it now (the change went to the real leader, which may have moved)
         fresh = next((x for x in workload_tablets(test) if x["tablet"] == t["tablet"]), None)
         if fresh and fresh.get("leader_node") and fresh["leader_node"] != spare:
@@ -122,11 +111,10 @@ class LearnerPartitionNemesis:
             pending = dict(self.learners)
         out = {}
         for tablet, uuid in sorted(pending.items()):
-            rc, msg = self._tool(
-                test, ["tablet", "change_config", "remove_replica", masters_arg(test), tablet, uuid]
-            )
-            out[tablet] = "removed" if rc == 0 else f"not removed: {msg}"
-            if rc == 0 or "not a member" in msg:
+            removed = self._change(test, ConfigChange("remove_replica", tablet, (uuid,)))
+            msg = (removed.err or removed.out).strip()[-300:]
+            out[tablet] = "removed" if removed.ok else f"not removed: {msg}"
+            if removed.ok or "not a member" in msg:
                 with self.lock:
                     self.learners.pop(tablet, None)
             else:

@@ -4,7 +4,8 @@ elections (elections.py), learners (learner.py), leader blips (blip.py) and powe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from faultline import gen
 from faultline.dbs.store.faults import blip, elections, learner, power, topology
@@ -32,112 +33,109 @@ def _membership_value(ctx: gen.Context) -> dict[str, str]:
     return {"action": ctx.rng.choice(["leader-step-down", "add-replica", "remove-replica", "move-replica"])}
 
 
+def _one_shot(name: str, doc: str, make: Callable[[], Any], f: str, every: float = 1.0, **kw: Any) -> Entry:
+    """An entry whose package runs the nemesis `make()` builds, one op `f` every `every` intervals (`kw`:
+    one_shot_package's times, value, then, repairs)."""
+    return Entry(name, doc, lambda b: one_shot_package(make(), f, b.interval_s * every, **kw))
+
+
+def _leader_partition(name: str, doc: str, targets: str) -> Entry:
+    return Entry(name, doc, lambda b: partition_package(["leader"], b.interval_s, targets=(targets,)))
+
+
+def _power_loss(name: str, doc: str, subsets: Sequence[str]) -> Entry:
+    return Entry(name, doc, lambda b: power_loss_package(subsets, b.interval_s))
+
+
+def _topology_entries() -> list[Entry]:
+    """The faults that change the cluster's shape through the admin tools (topology.py)."""
+    once = {"times": 1}
+    return [
+        _one_shot(
+            "membership",
+            "replica adds, removals, moves and leader step-downs",
+            topology.MembershipNemesis,
+            "membership",
+            every=0.5,
+            value=_membership_value,
+        ),
+        # once a run: a second replacement would start while the first still settles (the op takes 10-35 s),
+        # and the catalog checker's timed rules judge the quiet stretch after it
+        _one_shot(
+            "master-replace",
+            "a master replaced for good, once",
+            topology.MasterReplaceNemesis,
+            "replace-master",
+            repairs=topology.master_repairs("replace-master"),
+            **once,
+        ),
+        # once a run: the catalog checker's timed rules judge the quiet stretch after it
+        _one_shot(
+            "master-leader-return",
+            "the masters' leadership handed away and back once, with no fault",
+            topology.MasterLeaderReturnNemesis,
+            "master-leader-return",
+            **once,
+        ),
+        # a master replaced while the old leader is cut off, then the cut moves (KUDU-1556's case, staged)
+        _one_shot(
+            "master-replace-lagging",
+            "a master replaced while the old leader lags, cut off",
+            topology.MasterReplaceLaggingNemesis,
+            "replace-master-lagging",
+            repairs=topology.master_repairs("replace-master-lagging"),
+        ),
+        _one_shot(
+            "master-migrate",
+            "one master to three, needs --db-opt masters=1",
+            topology.MasterMigrateNemesis,
+            "migrate-masters",
+            **once,
+        ),
+        _one_shot(
+            "tserver-replace",
+            "a tablet server replaced for good",
+            topology.TserverReplaceNemesis,
+            "replace-tserver",
+        ),
+        _one_shot(
+            "majority-loss",
+            "a tablet majority lost, recovered by unsafe_change_config",
+            topology.MajorityLossNemesis,
+            "majority-loss",
+            then=[topology.UNSAFE_CHANGE_CONFIG],
+            repairs=[topology.UNSAFE_CHANGE_CONFIG],
+            **once,
+        ),
+    ]
+
+
 def entries() -> list[Entry]:
     """The store's faults, by the names users type."""
     return [
         # the leader shape aimed at one kind of leader: a tablet's (stale reads) or the masters' (catalog)
-        Entry(
-            "partition-tablet-leader",
-            "a tablet leader cut off",
-            lambda b: partition_package(["leader"], b.interval_s, targets=("tservers",)),
-        ),
-        Entry(
-            "partition-master-leader",
-            "the leader master cut off",
-            lambda b: partition_package(["leader"], b.interval_s, targets=("masters",)),
-        ),
-        Entry(
-            "membership",
-            "replica adds, removals, moves and leader step-downs",
-            lambda b: one_shot_package(
-                topology.MembershipNemesis(), "membership", b.interval_s / 2, _membership_value
-            ),
-        ),
-        # once a run: a second replacement would start while the first still settles (the op takes 10-35 s),
-        # and the catalog checker's timed rules judge the quiet stretch after it
-        Entry(
-            "master-replace",
-            "a master replaced for good, once",
-            lambda b: one_shot_package(
-                topology.MasterReplaceNemesis(),
-                "replace-master",
-                b.interval_s,
-                times=1,
-                repairs=topology.master_repairs("replace-master"),
-            ),
-        ),
-        # once a run: the catalog checker's timed rules judge the quiet stretch after it
-        Entry(
-            "master-leader-return",
-            "the masters' leadership handed away and back once, with no fault",
-            lambda b: one_shot_package(
-                topology.MasterLeaderReturnNemesis(), "master-leader-return", b.interval_s, times=1
-            ),
-        ),
-        # a master replaced while the old leader is cut off, then the cut moves (KUDU-1556's case, staged)
-        Entry(
-            "master-replace-lagging",
-            "a master replaced while the old leader lags, cut off",
-            lambda b: one_shot_package(
-                topology.MasterReplaceLaggingNemesis(),
-                "replace-master-lagging",
-                b.interval_s,
-                repairs=topology.master_repairs("replace-master-lagging"),
-            ),
-        ),
-        Entry(
-            "master-migrate",
-            "one master to three, needs --masters 1",
-            lambda b: one_shot_package(
-                topology.MasterMigrateNemesis(), "migrate-masters", b.interval_s, times=1
-            ),
-        ),
-        Entry(
-            "tserver-replace",
-            "a tablet server replaced for good",
-            lambda b: one_shot_package(topology.TserverReplaceNemesis(), "replace-tserver", b.interval_s),
-        ),
-        Entry(
-            "majority-loss",
-            "a tablet majority lost, recovered by unsafe_change_config",
-            lambda b: one_shot_package(
-                topology.MajorityLossNemesis(),
-                "majority-loss",
-                b.interval_s,
-                times=1,
-                then=[topology.UNSAFE_CHANGE_CONFIG],
-                repairs=[topology.UNSAFE_CHANGE_CONFIG],
-            ),
-        ),
-        Entry(
-            "power-loss",
-            "power cuts on tablet servers",
-            lambda b: power_loss_package(power.PACKAGE_SUBSETS, b.interval_s),
-        ),
-        Entry(
-            "power-loss-tablet",
-            "power cuts on every replica of one tablet",
-            lambda b: power_loss_package(("tablet-all",), b.interval_s),
-        ),
+        _leader_partition("partition-tablet-leader", "a tablet leader cut off", "tservers"),
+        _leader_partition("partition-master-leader", "the leader master cut off", "masters"),
+        *_topology_entries(),
+        _power_loss("power-loss", "power cuts on tablet servers", power.PACKAGE_SUBSETS),
+        _power_loss("power-loss-tablet", "power cuts on every replica of one tablet", ("tablet-all",)),
         Entry(
             "learner-partition",
             "a new learner cut off with its tablet's leader",
             lambda b: learner_partition_package(b.interval_s),
         ),
-        Entry(
+        _one_shot(
             "leader-blip",
             "a tablet leader cut off until a new one is elected",
-            lambda b: one_shot_package(blip.LeaderBlipNemesis(), "leader-blip", b.interval_s),
+            blip.LeaderBlipNemesis,
+            "leader-blip",
         ),
         # staged elections on one tablet (elections.py)
-        Entry(
+        _one_shot(
             "vote-crash",
             "a voter crashes after voting, asked again in the same term",
-            lambda b: one_shot_package(elections.VoteCrashNemesis(), "vote-crash", b.interval_s),
+            elections.VoteCrashNemesis,
+            "vote-crash",
         ),
-        Entry(
-            "figure-8",
-            "the Raft paper's Figure 8, staged",
-            lambda b: one_shot_package(elections.Figure8Nemesis(), "figure-8", b.interval_s),
-        ),
+        _one_shot("figure-8", "the Raft paper's Figure 8, staged", elections.Figure8Nemesis, "figure-8"),
     ]

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from faultline.core import Op, Run
 from faultline.db.nodes import backend, first_up, role_nodes
+from faultline.dbs.store.admin import ConfigChange
 from faultline.dbs.store.layout import MASTER, MASTER_PORT, master_dns
 from faultline.dbs.store.tools import (
+    admin,
     dns_holder,
     ksck,
     master_leader,
@@ -31,7 +33,6 @@ from faultline.dbs.store.tools import (
     masters_arg,
     node_of_address,
     tablets,
-    tool,
     tserver_nodes,
     workload_tablets,
 )
@@ -66,8 +67,8 @@ def _next_name(test: Run, prefix: str) -> str:
     used: set[str] = test.state.setdefault("used_names", set())
     used |= (
         set(b.nodes())
-        | {f"m{i}" for i in range(1, int(test.spec.masters) + 1)}
-        | {f"t{i}" for i in range(1, int(test.spec.tservers) + 1)}
+        | {f"m{i}" for i in range(1, int(test.spec.db_opts.get("masters", 3)) + 1)}
+        | {f"t{i}" for i in range(1, int(test.spec.db_opts.get("tservers", 5)) + 1)}
     )
     i = 1
     while f"{prefix}{i}" in used:
@@ -108,62 +109,43 @@ class MembershipNemesis:
         masters = masters_arg(test)
         uuid_of = {n: u for n, u in zip(t["replica_nodes"], t["replicas"], strict=False) if n}
         uuid_of.update({n: u for u, n in tserver_nodes(test).items()})
-        if action == "leader-step-down":
-            args = ["tablet", "leader_step_down", masters, t["tablet"]]
-        elif action == "add-replica" and spare:
-            args = [
-                "tablet",
-                "change_config",
-                "add_replica",
-                masters,
-                t["tablet"],
-                uuid_of.get(spare[0], spare[0]),
-            ]
-        elif action == "remove-replica" and len(holders) > 3:
-            victim = self.rng.choice(holders)
-            args = [
-                "tablet",
-                "change_config",
-                "remove_replica",
-                masters,
-                t["tablet"],
-                uuid_of.get(victim, victim),
-            ]
-        elif action == "move-replica" and spare and holders:
-            src = self.rng.choice(holders)
-            args = [
-                "tablet",
-                "change_config",
-                "move_replica",
-                masters,
-                t["tablet"],
-                uuid_of.get(src, src),
-                uuid_of.get(spare[0], spare[0]),
-            ]
-        else:
+        change = _membership_change(action, holders, spare, self.rng)
+        if change is None:
             return done(
                 op, {"action": action, "tablet": t["tablet"], "skipped": "no suitable replica"}, kind="fail"
             )
-        rc, out, err = tool(test, runner, args, timeout=60, check=False)
-        kind = "ok" if rc == 0 else "info"
-        return done(
-            op,
-            {
-                "action": action,
-                "tablet": t["tablet"],
-                "argv": args[:3],
-                **({} if rc == 0 else {"error": (err or out).strip()[-300:]}),
-            },
-            kind=kind,
-        )
+        if change[0] == "leader_step_down":
+            r = admin(test).leader_step_down(runner, masters, t["tablet"], None, 60)
+            label = ["tablet", "leader_step_down", masters]
+        else:
+            uuids = tuple(uuid_of.get(n, n) for n in change[1])
+            r = admin(test).change_config(runner, masters, ConfigChange(change[0], t["tablet"], uuids), 60)
+            label = ["tablet", "change_config", change[0]]
+        value = {"action": action, "tablet": t["tablet"], "argv": label}
+        return done(op, value if r.ok else {**value, "error": r.message()}, kind="ok" if r.ok else "info")
 
     def heal(self, test: Run) -> None:
         pass  # membership changes are not faults to undo; the cluster re-replicates on its own
 
 
-def _bug_args(test: Run) -> list[str]:
+def _membership_change(
+    action: str, holders: list[str], spare: list[str], rng: random.Random
+) -> tuple[str, list[str]] | None:
+    """(tablet change, the nodes it names) for a membership action; None when no replica suits it."""
+    if action == "leader-step-down":
+        return "leader_step_down", []
+    if action == "add-replica" and spare:
+        return "add_replica", [spare[0]]
+    if action == "remove-replica" and len(holders) > 3:
+        return "remove_replica", [rng.choice(holders)]
+    if action == "move-replica" and spare and holders:
+        return "move_replica", [rng.choice(holders), spare[0]]
+    return None
+
+
+def _bugs(test: Run) -> list[str]:
     """The store's injected bugs, for the admin tool (part of the store under test, like the nodes)."""
-    return [a for bug in (test.spec.bugs or []) for a in ("--inject-bug", str(bug))]
+    return [str(bug) for bug in (test.spec.bugs or [])]
 
 
 def _uuids_by_name(roles: list[tuple[str, str, str, bool]]) -> dict[str, str]:
@@ -172,7 +154,7 @@ def _uuids_by_name(roles: list[tuple[str, str, str, bool]]) -> dict[str, str]:
 
 
 def _uuid(test: Run, node: str) -> str:
-    _, out, _ = tool(test, node, ["fs", "dump", "uuid", "--fs-dir", _fs_dir(test, node)], timeout=20)
+    out = admin(test).fs_uuid(node, _fs_dir(test, node), 20).checked(node).out
     return out.strip().splitlines()[-1].strip()
 
 
@@ -198,14 +180,8 @@ def request_master_leadership(test: Run, name: str, uuid: str, steps: list[str])
     if master_leads(test, name):
         return True
     runner = first_up(test, role_nodes(test, "masters"))
-    rc, out, err = tool(
-        test,
-        runner,
-        ["tablet", "leader_step_down", masters_arg(test), SYS_CATALOG_TABLET, "--new-leader", uuid],
-        timeout=30,
-        check=False,
-    )
-    steps.append(f"leader_step_down --new-leader {uuid}: {(out if rc == 0 else err or out).strip()[-200:]}")
+    r = admin(test).leader_step_down(runner, masters_arg(test), SYS_CATALOG_TABLET, uuid, 30)
+    steps.append(f"leader_step_down --new-leader {uuid}: {r.message(200)}")
     return False
 
 
@@ -340,31 +316,19 @@ class MasterReplaceNemesis:
     ) -> None:
         """Formats the replacement with the dead master's uuid (the masters' Raft config names it by uuid)
         and copies the catalog to it with the remote bootstrap tool, which picks among `source`."""
-        rc, _, err = tool(
-            test,
-            replacement,
-            ["fs", "format", "--fs-dir", _fs_dir(test, replacement), "--uuid", uuid],
-            timeout=60,
-            check=False,
-        )
-        if rc != 0 and "already formatted" not in err:  # formatted by an earlier attempt: copy again
-            raise NemesisError(f"{replacement}: fs format failed: {err.strip()[-300:]}")
+        fs_dir = _fs_dir(test, replacement)
+        formatted = admin(test).fs_format(replacement, fs_dir, uuid, 60)
+        if not formatted.ok and "already formatted" not in formatted.err:  # by an earlier attempt: copy again
+            raise NemesisError(f"{replacement}: fs format failed: {formatted.err.strip()[-300:]}")
         steps.append(f"fs format --uuid {uuid} on {replacement}")
-        copy = [
-            "local_replica",
-            "copy_from_remote",
-            SYS_CATALOG_TABLET,
-            source,
-            "--fs-dir",
-            _fs_dir(test, replacement),
-            *_bug_args(test),
-        ]
         last: list[str] = []
 
         def copied() -> bool:
-            rc, out, err = tool(test, replacement, copy, timeout=120, check=False)
-            last[:] = [(out if rc == 0 else (err or out)).strip()[-300:]]
-            return rc == 0
+            r = admin(test).copy_from_remote(
+                replacement, SYS_CATALOG_TABLET, source, fs_dir, _bugs(test), 120
+            )
+            last[:] = [r.message()]
+            return r.ok
 
         if not wait_until(copied, self.wait_s if wait_s is None else wait_s, 2.0, "copy_from_remote"):
             raise NemesisError(
@@ -418,25 +382,7 @@ class MasterReplaceNemesis:
         replacement = self._destroy_and_rename(test, name, victim, uuid, steps)
         # the source is the leader now: if C led, the survivors elect a new one first (the document's
         # "replace A with whichever node was elected the new leader")
-        now: dict[str, str | None] = {"leader": None, "addr": None}
-
-        def survivor_leads() -> bool:
-            # the masters' view, then each survivor's own, asked from the replacement machine (where the
-            # operator works): a survivor that says it leads is what the operator sees (it may be an old
-            # leader cut off from the others: the copy tool must tell)
-            views = [master_roles(test)] + [
-                master_roles_seen_by(test, replacement, f"{n}:{MASTER_PORT}") for n in names if n != name
-            ]
-            for roles in views:
-                for _, addr, role, _ in roles:
-                    node = node_of_address(test, addr)
-                    if role == "LEADER" and addr.rsplit(":", 1)[0] != name and node != victim:
-                        now["leader"], now["addr"] = node, addr
-                        return True
-            return False
-
-        if not wait_until(survivor_leads, self.wait_s, 1.0, "a leader among the surviving masters"):
-            raise NemesisError(f"no leader among the surviving masters after {victim} died")
+        now = self._surviving_leader(test, names, name, victim, replacement)
         steps.append(f"leader {now['leader']} ({now['addr']})")
         # the master the operator saw leading first, then every other survivor by the DNS names the masters
         # are configured with: the tool must find the current leader among them (the one seen may be an
@@ -471,6 +417,32 @@ class MasterReplaceNemesis:
             "watched_s": round(time.monotonic() - acted, 3),
         }
         return done(op, value, kind="ok" if healthy else "info")
+
+    def _surviving_leader(
+        self, test: Run, names: list[str], name: str, victim: str, replacement: str
+    ) -> dict[str, str | None]:
+        """{"leader": node, "addr": HOST:PORT} of a master other than the dead one (DNS name `name`, node
+        `victim`) that says it leads, waited for; NemesisError when none does within `wait_s`."""
+        now: dict[str, str | None] = {"leader": None, "addr": None}
+
+        def survivor_leads() -> bool:
+            # the masters' view, then each survivor's own, asked from the replacement machine (where the
+            # operator works): a survivor that says it leads is what the operator sees (it may be an old
+            # leader cut off from the others: the copy tool must tell)
+            views = [master_roles(test)] + [
+                master_roles_seen_by(test, replacement, f"{n}:{MASTER_PORT}") for n in names if n != name
+            ]
+            for roles in views:
+                for _, addr, role, _ in roles:
+                    node = node_of_address(test, addr)
+                    if role == "LEADER" and addr.rsplit(":", 1)[0] != name and node != victim:
+                        now["leader"], now["addr"] = node, addr
+                        return True
+            return False
+
+        if not wait_until(survivor_leads, self.wait_s, 1.0, "a leader among the surviving masters"):
+            raise NemesisError(f"no leader among the surviving masters after {victim} died")
+        return now
 
     def _catalog_laggards(self, test: Run, client: Any) -> tuple[str | None, list[str]]:
         """(leader's DNS name, names of the masters that lack what it committed), each master asked
@@ -701,7 +673,7 @@ class MasterReplaceLaggingNemesis(MasterReplaceNemesis):
 
 
 class MasterMigrateNemesis:
-    """One master to three, as master-permanent-failure.txt describes (a run started with --masters 1):
+    """One master to three, as master-permanent-failure.txt describes (a run started with --db-opt masters=1):
     stop A; format each new node and read its uuid; rewrite A's catalog config to all three; start A;
     copy A's state to each new node; start them; wait until three healthy voters."""
 
@@ -730,44 +702,22 @@ class MasterMigrateNemesis:
             b.add_node(node, role="master", start=False)
             b.set_dns(master_dns(i), node)
             new_nodes.append((node, master_dns(i)))
-            tool(test, node, ["fs", "format", "--fs-dir", _fs_dir(test, node)], timeout=60)
+            admin(test).fs_format(node, _fs_dir(test, node), None, 60).checked(node)
             steps.append(f"format {node} as {master_dns(i)}")
         peers = [(a, master_dns(1)), *new_nodes]
         uuids = {node: _uuid(test, node) for node, _ in peers}
         config = [f"{uuids[n]}:{dns}:{MASTER_PORT}" for n, dns in peers]
-        tool(
-            test,
-            a,
-            [
-                "local_replica",
-                "cmeta",
-                "rewrite_raft_config",
-                SYS_CATALOG_TABLET,
-                *config,
-                "--fs-dir",
-                _fs_dir(test, a),
-            ],
-            timeout=60,
-        )
+        admin(test).rewrite_raft_config(a, SYS_CATALOG_TABLET, config, _fs_dir(test, a), 60).checked(a)
         steps.append("rewrite_raft_config on " + a)
         _cluster_spec(test).role(
             MASTER
         ).count = 3  # from now on every node process starts with the three master addresses
         b.start(a)
         for node, _ in new_nodes:
-            tool(
-                test,
-                node,
-                [
-                    "local_replica",
-                    "copy_from_remote",
-                    SYS_CATALOG_TABLET,
-                    f"{master_dns(1)}:{MASTER_PORT}",
-                    "--fs-dir",
-                    _fs_dir(test, node),
-                ],
-                timeout=120,
-            )
+            source = f"{master_dns(1)}:{MASTER_PORT}"
+            admin(test).copy_from_remote(
+                node, SYS_CATALOG_TABLET, source, _fs_dir(test, node), [], 120
+            ).checked(node)
             b.start(node)
             steps.append(f"copy and start {node}")
         # tablet servers learn the new masters by a restart with the new master addresses, one at a time
@@ -940,17 +890,10 @@ class MajorityLossNemesis:
                 continue
             tries[tab["tablet"]] = tries.get(tab["tablet"], 0) + 1
             try:
-                tool(
-                    test,
-                    live[0][0],
-                    [
-                        "remote_replica",
-                        "unsafe_change_config",
-                        f"{live[0][0]}:7050",
-                        tab["tablet"],
-                        *[str(u) for _, u in live],
-                    ],
-                    timeout=60,
+                runner = live[0][0]
+                uuids = [str(u) for _, u in live]
+                admin(test).unsafe_change_config(runner, f"{runner}:7050", tab["tablet"], uuids, 60).checked(
+                    runner
                 )
                 forced.append(tab["tablet"])
                 tries[tab["tablet"]] = max_tries
