@@ -230,6 +230,22 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     return 0;
 }
 
+/* Doubles an open-addressing table of (key, value) slots, a value of 0 marking an empty slot (the kv trie's
+ * node index and the transition cache), rehashing what it holds: 0, or -3 with MemoryError raised. */
+static int table_grow(uint64_t **keys, int **vals, size_t *cap) {
+    size_t nc = *cap * 2;
+    uint64_t *nk = PyMem_Calloc(nc, sizeof(uint64_t)); int *nv = PyMem_Calloc(nc, sizeof(int));
+    if (!nk || !nv) { PyMem_Free(nk); PyMem_Free(nv); PyErr_NoMemory(); return -3; }
+    for (size_t i = 0; i < *cap; i++) {
+        if (!(*vals)[i]) continue;
+        size_t k = ((*keys)[i] * 0x9E3779B97F4A7C15ULL) >> 20 & (nc - 1);
+        while (nv[k]) k = (k + 1) & (nc - 1);
+        nk[k] = (*keys)[i]; nv[k] = (*vals)[i];
+    }
+    PyMem_Free(*keys); PyMem_Free(*vals); *keys = nk; *vals = nv; *cap = nc;
+    return 0;
+}
+
 /* The kv trie: node = (parent node, appended string); -1 parent is a put of `tok`. */
 static int kv_node(Search *s, int parent, int tok) {
     /* Appending to the empty string is a put: one node for both, so equal states share an id more often. */
@@ -253,18 +269,7 @@ static int kv_node(Search *s, int parent, int tok) {
     s->nlen[id] = (parent < 0 ? 0 : s->nlen[parent]) + s->slen[tok];
     s->nhash[id] = (parent < 0 ? 0 : s->nhash[parent] * s->spow[tok]) + s->shash[tok];
     s->nkeys[j] = key; s->nvals[j] = id + 1;
-    if ((size_t)s->nnodes * 2 > s->ncap) {
-        size_t nc = s->ncap * 2;
-        uint64_t *nk = PyMem_Calloc(nc, sizeof(uint64_t)); int *nv = PyMem_Calloc(nc, sizeof(int));
-        if (!nk || !nv) { PyMem_Free(nk); PyMem_Free(nv); PyErr_NoMemory(); return -3; }
-        for (size_t i = 0; i < s->ncap; i++) {
-            if (!s->nvals[i]) continue;
-            size_t k = (s->nkeys[i] * 0x9E3779B97F4A7C15ULL) >> 20 & (nc - 1);
-            while (nv[k]) k = (k + 1) & (nc - 1);
-            nk[k] = s->nkeys[i]; nv[k] = s->nvals[i];
-        }
-        PyMem_Free(s->nkeys); PyMem_Free(s->nvals); s->nkeys = nk; s->nvals = nv; s->ncap = nc;
-    }
+    if ((size_t)s->nnodes * 2 > s->ncap && table_grow(&s->nkeys, &s->nvals, &s->ncap) < 0) return -3;
     return id;
 }
 
@@ -364,18 +369,7 @@ static int cache_put(Search *s, int op, int st, int v) {
     size_t mask = s->tcap - 1, j = (key * 0x9E3779B97F4A7C15ULL) >> 20 & mask;
     while (s->tvals[j]) j = (j + 1) & mask;
     s->tkeys[j] = key; s->tvals[j] = v + 2;
-    if (++s->tcount * 2 > s->tcap) {
-        size_t nc = s->tcap * 2;
-        uint64_t *nk = PyMem_Calloc(nc, sizeof(uint64_t)); int *nv = PyMem_Calloc(nc, sizeof(int));
-        if (!nk || !nv) { PyMem_Free(nk); PyMem_Free(nv); PyErr_NoMemory(); return -3; }
-        for (size_t i = 0; i < s->tcap; i++) {
-            if (!s->tvals[i]) continue;
-            size_t k = (s->tkeys[i] * 0x9E3779B97F4A7C15ULL) >> 20 & (nc - 1);
-            while (nv[k]) k = (k + 1) & (nc - 1);
-            nk[k] = s->tkeys[i]; nv[k] = s->tvals[i];
-        }
-        PyMem_Free(s->tkeys); PyMem_Free(s->tvals); s->tkeys = nk; s->tvals = nv; s->tcap = nc;
-    }
+    if (++s->tcount * 2 > s->tcap && table_grow(&s->tkeys, &s->tvals, &s->tcap) < 0) return -3;
     return v;
 }
 

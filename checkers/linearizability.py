@@ -68,14 +68,10 @@ def _is_readish(model: Model, f: str) -> bool:
     return f in model.read_only
 
 
-def prepare(
-    history: History, model: Model, semantics: str = "jepsen"
-) -> tuple[list[Partition], dict[str, int]]:
-    """Pairs invocations with completions and applies the semantics; groups by key."""
-    if semantics not in SEMANTICS:
-        raise ValueError(f"unknown semantics {semantics!r}; choose one of {', '.join(SEMANTICS)}")
+def _client_pairs(history: History) -> list[list[Any]]:
+    """Each client invocation with its completion, in invocation order, as [invoke position, invoke op,
+    completion position, completion op] (the last two None for an op that never completed)."""
     pending: dict[Any, int] = {}  # process -> slot in pairs
-    # [invoke position, invoke op, completion position, completion op]
     pairs: list[list[Any]] = []
     for pos, op in enumerate(history):
         proc = op.get("process")
@@ -93,9 +89,18 @@ def prepare(
                 raise BadOp(pos, f"a completion of process {proc!r} without an invocation")
             pairs[i][2] = pos
             pairs[i][3] = op
+    return pairs
+
+
+def prepare(
+    history: History, model: Model, semantics: str = "jepsen"
+) -> tuple[list[Partition], dict[str, int]]:
+    """Pairs invocations with completions and applies the semantics; groups by key."""
+    if semantics not in SEMANTICS:
+        raise ValueError(f"unknown semantics {semantics!r}; choose one of {', '.join(SEMANTICS)}")
     stats = {"ops": 0, "dropped_fail": 0, "dropped_noop": 0, "open": 0}
     parts: dict[Any, list[Call]] = {}
-    for inv_pos, inv, comp_pos, comp in pairs:
+    for inv_pos, inv, comp_pos, comp in _client_pairs(history):
         f = inv.get("f")
         ctype = comp.get("type") if comp else "info"
         if ctype == "ok":
@@ -305,6 +310,9 @@ class SearchResult:
     best_states: list[int]  # state ids seen when blocked at the best depth
 
 
+SHIFT = 24  # state ids < 2**24 (checked on intern): a memo key is (listed-op bits << SHIFT) | state
+
+
 def search_py(
     t: Tables,
     step: _Stepper,
@@ -323,10 +331,15 @@ def search_py(
     A generator: it yields None after every `slice_steps` steps (0: never) so that a
     driver can interleave partitions, and finally yields the result.
     """
+    yield from _PySearch(t, step).run(deadline, slice_steps, progress)
+
+
+def _link_events(t: Tables) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The event list as next/previous links (the sentinel head is event number len(ev_op)), the
+    return event of each call event, and the call event of each op."""
     nev = len(t.ev_op)
-    head = nev  # sentinel
     nxt = [*range(1, nev), -1, 0] if nev else [-1]
-    prv = [head, *range(0, nev - 1), -1] if nev else [-1]
+    prv = [nev, *range(0, nev - 1), -1] if nev else [-1]
     ret_of = [0] * nev
     call_ev = [0] * t.n
     for e in range(nev):
@@ -335,180 +348,213 @@ def search_py(
     for e in range(nev):
         if not t.ev_call[e]:
             ret_of[call_ev[t.ev_op[e]]] = e
-    ev_op, ev_call, trans = t.ev_op, t.ev_call, t.trans
-    req = t.required
-    remaining = sum(r & 1 for r in req)
-    pool, rank, pool_pos = t.pool, t.rank, t.pool_pos
-    nclasses = max(pool, default=-1) + 1
-    members: list[list[int]] = [[] for _ in range(nclasses)]
-    for op in sorted((op for op in range(t.n) if pool[op] >= 0), key=lambda op: rank[op]):
-        members[pool[op]].append(op)
-    # Counts per class packed in one int, 17 bits a class (16 for the count, a guard bit above), so
-    # "v <= counts in every class" is one subtraction: ((v | GUARD) - counts) & GUARD == GUARD.
-    counts = 0
-    cnt = [0] * nclasses  # the same counts, unpacked
-    unit = [1 << (17 * c) for c in range(nclasses)]
-    guard = sum(1 << (17 * c + 16) for c in range(nclasses))
-    kv_put = t.kv_put
-    put_classes = [c for c in range(nclasses) if kv_put is not None and kv_put[members[c][0]] is True]
-    seen: set[int] = set()
-    doms: dict[int, list[int]] = {}  # (listed bits, state) -> antichain of count vectors
-    nconfigs = 0
-    stack: list[tuple[int, int, int, int, int]] = []  # (event or -3 - class, state before, lim, blk, op)
-    bits = 0
-    state = 0
-    steps = 0
-    best_len = -1
-    best: list[int] = []
-    best_block = -1
-    best_states: set[int] = set()
-    SHIFT = 24  # state ids < 2**24 (checked on intern)
-    cur = nxt[head]
-    lim = nev  # the first pending return's event number while trying pooled classes
-    blk = -1  # the op of that return (the evidence's blocking op)
+    return nxt, prv, ret_of, call_ev
 
-    def stack_ops() -> list[int]:
-        return [entry[4] for entry in stack]
 
-    while True:
-        if remaining == 0:
-            yield SearchResult(True, steps, nconfigs, stack_ops(), -1, [state])
-            return
-        steps += 1
-        if not steps & 0xFFF:
-            if deadline is not None and time.monotonic() > deadline:
-                raise _Timeout("time")
-            if slice_steps and not steps % slice_steps:
-                if progress is not None:
-                    progress[0] = nconfigs
-                yield None
-        if cur >= 0 and ev_call[cur]:
-            op = ev_op[cur]
-        elif cur == -1 or (cur >= 0 and not ev_call[cur]):
-            # The scan reached the first pending return (or the end): pooled classes next.
-            lim = cur if cur >= 0 else nev
-            blk = ev_op[cur] if cur >= 0 else -1
-            cur = -3
-            continue
-        elif cur <= -3 and -3 - cur < nclasses:
-            c = -3 - cur
-            k = cnt[c]
-            if k >= len(members[c]) or pool_pos[members[c][k]] > lim:
-                cur -= 1
+def _class_members(t: Tables) -> list[list[int]]:
+    """The ops of each pooled class, in rank (invocation) order."""
+    members: list[list[int]] = [[] for _ in range(max(t.pool, default=-1) + 1)]
+    for op in sorted((op for op in range(t.n) if t.pool[op] >= 0), key=lambda op: t.rank[op]):
+        members[t.pool[op]].append(op)
+    return members
+
+
+def _unlink(nxt: list[int], prv: list[int], e: int) -> None:
+    """Takes event `e` out of the linked list; it keeps its own links, for `_relink`."""
+    p, q = prv[e], nxt[e]
+    nxt[p] = q
+    if q != -1:
+        prv[q] = p
+
+
+def _relink(nxt: list[int], prv: list[int], e: int) -> None:
+    """Puts event `e` back where `_unlink` took it from (undone in the reverse order)."""
+    p, q = prv[e], nxt[e]
+    nxt[p] = e
+    if q != -1:
+        prv[q] = e
+
+
+def _undominated(doms: dict[int, list[int]], key: int, counts: int, guard: int) -> bool:
+    """Whether no configuration seen with the same listed ops and state used at most `counts` of every
+    pooled class; if so, `counts` joins the antichain kept for `key`."""
+    vecs = doms.get(key)
+    if vecs is None:
+        doms[key] = [counts]
+        return True
+    cg = counts | guard
+    for v in vecs:
+        if (cg - v) & guard == guard:
+            return False
+    # Keep an antichain: drop the vectors the new one dominates.
+    vecs[:] = [v for v in vecs if ((v | guard) - counts) & guard != guard]
+    vecs.append(counts)
+    return True
+
+
+class _PySearch:
+    """The state of one pure-Python search: the event list, the pooled classes, the memo, and the path
+    so far, a stack of (event or -3 - class, state before, lim, blk, op)."""
+
+    def __init__(self, t: Tables, step: _Stepper) -> None:
+        self.t, self.step = t, step
+        self.nev = len(t.ev_op)
+        self.nxt, self.prv, self.ret_of, self.call_ev = _link_events(t)
+        self.members = _class_members(t)
+        nclasses = len(self.members)
+        # Counts per class packed in one int, 17 bits a class (16 for the count, a guard bit above), so
+        # "v <= counts in every class" is one subtraction: ((v | GUARD) - counts) & GUARD == GUARD.
+        self.counts = 0
+        self.cnt = [0] * nclasses  # the same counts, unpacked
+        self.unit = [1 << (17 * c) for c in range(nclasses)]
+        self.guard = sum(1 << (17 * c + 16) for c in range(nclasses))
+        kv_put = t.kv_put
+        self.put_classes = [
+            c for c in range(nclasses) if kv_put is not None and kv_put[self.members[c][0]] is True
+        ]
+        self.seen: set[int] = set()
+        self.doms: dict[int, list[int]] = {}  # (listed bits, state) -> antichain of count vectors
+        self.stack: list[tuple[int, int, int, int, int]] = []
+        self.bits = self.state = self.nconfigs = 0
+        self.remaining = sum(r & 1 for r in t.required)
+        # the longest partial linearization, the op whose return blocked it, and the states seen there
+        self.best_len, self.best_block = -1, -1
+        self.best: list[int] = []
+        self.best_states: set[int] = set()
+
+    def run(
+        self, deadline: float | None, slice_steps: int, progress: list[int] | None
+    ) -> Iterator[SearchResult | None]:
+        t, nxt, members, cnt = self.t, self.nxt, self.members, self.cnt
+        ev_op, ev_call, trans, pool_pos = t.ev_op, t.ev_call, t.trans, t.pool_pos
+        kv_put, req, nclasses, nev = t.kv_put, t.required, len(members), self.nev
+        state = self.state
+        steps = 0
+        cur = nxt[nev]
+        lim = nev  # the first pending return's event number while trying pooled classes
+        blk = -1  # the op of that return (the evidence's blocking op)
+        while self.remaining:
+            steps += 1
+            if not steps & 0xFFF:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise _Timeout("time")
+                if slice_steps and not steps % slice_steps:
+                    if progress is not None:
+                        progress[0] = self.nconfigs
+                    yield None
+            if cur >= 0 and ev_call[cur]:
+                op = ev_op[cur]
+            elif cur >= -1:
+                # The scan reached the first pending return (or the end): pooled classes next.
+                lim, blk, cur = (cur, ev_op[cur], -3) if cur >= 0 else (nev, -1, -3)
                 continue
-            op = members[c][k]
-        else:
-            # All candidates tried (or a dominated configuration): backtrack.
-            if cur != -2 and len(stack) >= best_len:
-                if len(stack) > best_len:
-                    best_len = len(stack)
-                    best = stack_ops()
-                    best_block = blk
-                    best_states = set()
-                best_states.add(state)
-            if not stack:
-                yield SearchResult(False, steps, nconfigs, best, best_block, sorted(best_states))
-                return
-            e, state, lim, blk, op = stack.pop()
-            if e >= 0:
-                bits &= ~(1 << op)
-                # unlift: reinsert return then call (reverse order of removal)
-                r = ret_of[e]
-                p, q = prv[r], nxt[r]
-                nxt[p] = r
-                if q != -1:
-                    prv[q] = r
-                p, q = prv[e], nxt[e]
-                nxt[p] = e
-                if q != -1:
-                    prv[q] = e
-                nextcur = nxt[e]
+            elif cur <= -3 and -3 - cur < nclasses:
+                c = -3 - cur
+                k = cnt[c]
+                if k >= len(members[c]) or pool_pos[members[c][k]] > lim:
+                    cur -= 1
+                    continue
+                op = members[c][k]
             else:
-                c = -3 - e
-                cnt[c] -= 1
-                counts -= unit[c]
-                nextcur = e - 1
-            if req[op] & 1:
-                remaining += 1
-            # Popping an observer: its siblings are dominated, keep backtracking.
-            cur = -2 if req[op] & 2 else nextcur
-            continue
-        # Try to linearize `op` (listed event `cur`, or pooled class -3 - cur).
-        ns = trans[op].get(state)
-        if ns is None:
-            ns = step(op, state)
-        if ns >= 0 and kv_put is not None and kv_put[op] is not None and ns != state:
-            min_put = min(
-                (pool_pos[members[c][cnt[c]]] for c in put_classes if cnt[c] < len(members[c])),
-                default=nev + 1,
-            )
-            culprit = _kv_dead(t, ns, op, nxt, head, call_ev, min_put)
-            if culprit >= 0:
-                # Evidence: the get that rules this out, as if the search had got that far.
-                depth = len(stack) + 1
-                if depth > best_len:
-                    best_len, best_block, best_states = depth, culprit, set()
-                    best = [*stack_ops(), op]
-                if depth == best_len:
-                    best_states.add(ns)
-                ns = -1
+                # All candidates tried (or a dominated configuration): backtrack.
+                if cur != -2 and len(self.stack) >= self.best_len:
+                    self._note_best(len(self.stack), blk, state)
+                if not self.stack:
+                    best = self.best, self.best_block, sorted(self.best_states)
+                    yield SearchResult(False, steps, self.nconfigs, *best)
+                    return
+                cur, lim, blk, state = self._pop()
+                continue
+            # Try to linearize `op` (listed event `cur`, or pooled class -3 - cur).
+            ns = trans[op].get(state)
+            if ns is None:
+                ns = self.step(op, state)
+            if ns >= 0 and kv_put is not None and kv_put[op] is not None and ns != state:
+                ns = self._kv_check(op, ns)
+            if ns >= 0:
+                if self._push(cur, op, ns, lim, blk):
+                    state, cur = ns, nxt[nev]
+                    continue
+                if req[op] & 2:
+                    # A legal observer dominates its siblings: linearizing it here already failed.
+                    cur = -2
+                    continue
+            cur = nxt[cur] if cur >= 0 else cur - 1
+        yield SearchResult(True, steps, self.nconfigs, [entry[4] for entry in self.stack], -1, [state])
+
+    def _push(self, cur: int, op: int, ns: int, lim: int, blk: int) -> bool:
+        """Linearizes `op` (listed event `cur`, or the next of pooled class -3 - cur) into state `ns`,
+        unless the memo holds the configuration or one that dominates it; says whether it did."""
         pooled = cur < 0
-        if ns >= 0:
-            if pooled:
-                nb = bits
-                counts += unit[-3 - cur]
-            else:
-                nb = bits | (1 << op)
-            key = (nb << SHIFT) | ns
-            if nclasses == 0:
-                fresh = key not in seen
-                if fresh:
-                    seen.add(key)
-            else:
-                vecs = doms.get(key)
-                if vecs is None:
-                    fresh = True
-                    doms[key] = [counts]
-                else:
-                    cg = counts | guard
-                    fresh = True
-                    for v in vecs:
-                        if (cg - v) & guard == guard:
-                            fresh = False
-                            break
-                    if fresh:
-                        # Keep an antichain: drop the vectors the new one dominates.
-                        vecs[:] = [v for v in vecs if ((v | guard) - counts) & guard != guard]
-                        vecs.append(counts)
-            if fresh:
-                nconfigs += 1
-                stack.append((cur, state, lim, blk, op))
-                if pooled:
-                    cnt[-3 - cur] += 1
-                else:
-                    bits = nb
-                    # lift the call and its return out of the list
-                    r = ret_of[cur]
-                    p, q = prv[cur], nxt[cur]
-                    nxt[p] = q
-                    if q != -1:
-                        prv[q] = p
-                    p, q = prv[r], nxt[r]
-                    nxt[p] = q
-                    if q != -1:
-                        prv[q] = p
-                state = ns
-                if req[op] & 1:
-                    remaining -= 1
-                cur = nxt[head]
-                continue
-            if pooled:
-                counts -= unit[-3 - cur]
-            if req[op] & 2:
-                # A legal observer dominates its siblings: linearizing it here already failed.
-                cur = -2
-                continue
-        cur = nxt[cur] if cur >= 0 else cur - 1
+        counts = self.counts + self.unit[-3 - cur] if pooled else self.counts
+        nb = self.bits if pooled else self.bits | (1 << op)
+        key = (nb << SHIFT) | ns
+        if not self.cnt:
+            if key in self.seen:
+                return False
+            self.seen.add(key)
+        elif not _undominated(self.doms, key, counts, self.guard):
+            return False
+        self.nconfigs += 1
+        self.stack.append((cur, self.state, lim, blk, op))
+        if pooled:
+            self.cnt[-3 - cur] += 1
+            self.counts = counts
+        else:
+            self.bits = nb
+            # lift the call and its return out of the list
+            _unlink(self.nxt, self.prv, cur)
+            _unlink(self.nxt, self.prv, self.ret_of[cur])
+        self.state = ns
+        if self.t.required[op] & 1:
+            self.remaining -= 1
+        return True
+
+    def _pop(self) -> tuple[int, int, int, int]:
+        """Undoes the last linearization; returns where the scan resumes and the lim, blk and state
+        restored."""
+        e, self.state, lim, blk, op = self.stack.pop()
+        if e >= 0:
+            self.bits &= ~(1 << op)
+            # put back the return, then the call (the reverse order of removal)
+            _relink(self.nxt, self.prv, self.ret_of[e])
+            _relink(self.nxt, self.prv, e)
+            nextcur = self.nxt[e]
+        else:
+            self.cnt[-3 - e] -= 1
+            self.counts -= self.unit[-3 - e]
+            nextcur = e - 1
+        req = self.t.required[op]
+        if req & 1:
+            self.remaining += 1
+        # Popping an observer: its siblings are dominated, keep backtracking.
+        return (-2 if req & 2 else nextcur), lim, blk, self.state
+
+    def _note_best(self, depth: int, block: int, state: int, extra_op: int = -1) -> None:
+        """Keeps the longest partial linearization (the stack, and `extra_op` if given), the op whose
+        return blocked it, and every state seen at that depth."""
+        if depth > self.best_len:
+            self.best_len, self.best_block, self.best_states = depth, block, set()
+            self.best = [entry[4] for entry in self.stack] + ([extra_op] if extra_op >= 0 else [])
+        if depth == self.best_len:
+            self.best_states.add(state)
+
+    def _kv_check(self, op: int, ns: int) -> int:
+        """`ns`, or -1 when the kv pruning rules it out; then the get that does is the evidence, as if
+        the search had got that far."""
+        members, cnt = self.members, self.cnt
+        min_put = self.nev + 1  # no pooled put left
+        if self.put_classes:
+            pool_pos = self.t.pool_pos
+            min_put = min(
+                (pool_pos[members[c][cnt[c]]] for c in self.put_classes if cnt[c] < len(members[c])),
+                default=min_put,
+            )
+        culprit = _kv_dead(self.t, ns, op, self.nxt, self.nev, self.call_ev, min_put)
+        if culprit < 0:
+            return ns
+        self._note_best(len(self.stack) + 1, culprit, ns, op)
+        return -1
 
 
 def _call_json(c: Call) -> dict[str, Any]:
@@ -666,6 +712,28 @@ SLICE = 1 << 12  # steps per partition per turn when interleaving (Python search
 C_SLICE = 1 << 11  # the same for the C core: cheap turns find a fast-failing key sooner
 
 
+def _interleave(runners: list[_Runner], limit: float | None, results: list[dict[str, Any]]) -> dict | None:
+    """Advances the partitions' searches a slice each in turn, appending each finished one's report to
+    `results`; returns the first failing report (None if every one passed). Raises _Timeout("memory")
+    when the searches together hold more than `limit` bytes."""
+    active = list(runners)
+    while active:
+        still = []
+        for r in active:
+            res = r.advance()
+            if res is None:
+                if limit is not None and sum(x.memory() for x in active) > limit:
+                    raise _Timeout("memory")
+                still.append(r)
+                continue
+            rep = r.report(res)
+            results.append(rep)
+            if res.valid is False:
+                return rep
+        active = still
+    return None
+
+
 def check(
     history: History,
     model: str | Model = "cas-register",
@@ -691,28 +759,11 @@ def check(
     init_state = m.init(init)
     runners = [_Runner(p, m, init_state, deadline, use_c) for p in parts]
     results: list[dict[str, Any]] = []
-    failure: dict[str, Any] | None = None
     gave_up: str | None = None
-    active = list(runners)
-    limit = max_memory_mb * 2**20 if max_memory_mb is not None else None
     try:
-        while active and failure is None:
-            still = []
-            for r in active:
-                res = r.advance()
-                if res is None:
-                    if limit is not None and sum(x.memory() for x in active) > limit:
-                        raise _Timeout("memory")
-                    still.append(r)
-                    continue
-                rep = r.report(res)
-                results.append(rep)
-                if res.valid is False:
-                    failure = rep
-                    break
-            active = still
+        failure = _interleave(runners, max_memory_mb * 2**20 if max_memory_mb is not None else None, results)
     except _Timeout as exc:
-        gave_up = str(exc)
+        failure, gave_up = None, str(exc)
     valid = False if failure is not None else ("unknown" if gave_up else True)
     engine = runners[0].engine if runners else ("c" if _wgl is not None and use_c is not False else "python")
     out: dict[str, Any] = {

@@ -150,15 +150,23 @@ class Register(Model):
     fs: ClassVar[frozenset[str]] = frozenset({"read", "write"})
 
     def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
-        if f == "read":
-            if outcome == "info" or value is ANY or value == state:
-                return state
-            return ILLEGAL
-        if f == "write":
-            if outcome == "fail":
-                return state
-            return value
-        return ILLEGAL
+        return _read_or_write(state, f, value, outcome)
+
+
+def _read(state: Any, value: Any, outcome: str) -> Any:
+    """A register read: legal when its value is unknown or the state."""
+    if outcome == "info" or value is ANY or value == state:
+        return state
+    return ILLEGAL
+
+
+def _read_or_write(state: Any, f: str, value: Any, outcome: str) -> Any:
+    """A register's read or write; any other op is illegal."""
+    if f == "read":
+        return _read(state, value, outcome)
+    if f == "write":
+        return state if outcome == "fail" else value
+    return ILLEGAL
 
 
 @dataclass
@@ -176,14 +184,6 @@ class CasRegister(Model):
         return None
 
     def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
-        if f == "read":
-            if outcome == "info" or value is ANY or value == state:
-                return state
-            return ILLEGAL
-        if f == "write":
-            if outcome == "fail":
-                return state
-            return value
         if f == "cas":
             old, new = value
             if outcome == "ok":
@@ -191,7 +191,7 @@ class CasRegister(Model):
             if outcome == "fail":  # Porcupine's convention: it ran and found another value
                 return state if state != old else ILLEGAL
             return new if state == old else state  # unknown outcome
-        return ILLEGAL
+        return _read_or_write(state, f, value, outcome)
 
 
 @dataclass
@@ -212,9 +212,7 @@ class KV(Model):
 
     def step(self, state: Any, f: str, value: Any, outcome: str) -> Any:
         if f in ("get", "read"):
-            if outcome == "info" or value is ANY or value == state:
-                return state
-            return ILLEGAL
+            return _read(state, value, outcome)
         if outcome == "fail":
             return state
         if f in ("put", "write"):

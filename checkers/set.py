@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from faultline.checkers.models import freeze, thaw
@@ -91,6 +91,23 @@ class _Element:
     known: tuple[int, float] | None = None
     last_present: _Read | None = None
     last_absent: _Read | None = None
+
+
+@dataclass
+class _Outcomes:
+    """The elements by outcome, with the latencies and the details the result reports, and the history
+    positions of the completions that proved an anomaly."""
+
+    stable: list[Any] = field(default_factory=list)
+    stale: list[Any] = field(default_factory=list)
+    lost: list[Any] = field(default_factory=list)
+    unconfirmed: list[Any] = field(default_factory=list)
+    never_read: list[Any] = field(default_factory=list)
+    stable_ms: list[int] = field(default_factory=list)
+    lost_ms: list[int] = field(default_factory=list)
+    lost_detail: list[dict[str, Any]] = field(default_factory=list)
+    worst_stale: list[dict[str, Any]] = field(default_factory=list)
+    proofs: list[int] = field(default_factory=list)
 
 
 def _time(op: Op, pos: int) -> float:
@@ -203,33 +220,22 @@ class SetChecker:
             later = [r for r in later if r.inv_t >= seen_t + window_ns]
         return min(later, key=lambda r: (r.comp_t, r.comp)) if later else None
 
-    def _results(
-        self,
-        history: list[Op],
-        elements: dict[Any, _Element],
-        reads: list[_Read],
-        unexpected: dict[Any, int],
-        duplicated: dict[Any, int],
-        first_dup: int | None,
-        window_ns: float | None,
-    ) -> dict[str, Any]:
-        stable, stale, lost, unconfirmed, never_read = [], [], [], [], []
-        stable_ms: list[int] = []
-        lost_ms: list[int] = []
-        lost_detail: list[dict[str, Any]] = []
-        worst_stale: list[dict[str, Any]] = []
-        proofs: list[int] = []  # positions of the completions that proved an anomaly
+    def _classify(
+        self, history: list[Op], elements: dict[Any, _Element], reads: list[_Read], window_ns: float | None
+    ) -> _Outcomes:
+        """Each element's outcome (stable, lost, unconfirmed or never read), with its latencies."""
+        o = _Outcomes()
         for v, e in elements.items():
             la, lp, known = e.last_absent, e.last_present, e.known
             if lp is not None and (la is None or la.inv < lp.inv):
                 assert known is not None  # a read that shows an element makes it known
-                stable.append(v)
+                o.stable.append(v)
                 ms = _ms((la.inv_t + 1 if la is not None else 0.0) - known[1])
-                stable_ms.append(ms)
+                o.stable_ms.append(ms)
                 if ms > 0:
                     assert la is not None
-                    stale.append(v)
-                    worst_stale.append(
+                    o.stale.append(v)
+                    o.worst_stale.append(
                         {
                             "element": thaw(v),
                             "stable_latency_ms": ms,
@@ -239,17 +245,17 @@ class SetChecker:
                         }
                     )
                     if self.linearizable:
-                        proofs.append(la.comp)
+                        o.proofs.append(la.comp)
             elif known is not None and la is not None and la.inv > known[0]:
                 proof = self._loss_proof(e, reads, window_ns)
                 if proof is None:
-                    unconfirmed.append(v)
+                    o.unconfirmed.append(v)
                     continue
-                lost.append(v)
-                lost_ms.append(_ms((lp.inv_t + 1 if lp is not None else 0.0) - known[1]))
-                proofs.append(proof.comp)
+                o.lost.append(v)
+                o.lost_ms.append(_ms((lp.inv_t + 1 if lp is not None else 0.0) - known[1]))
+                o.proofs.append(proof.comp)
                 seen_t = lp.inv_t if lp is not None else known[1]
-                lost_detail.append(
+                o.lost_detail.append(
                     {
                         "element": thaw(v),
                         "known_s": known[1] / NS,
@@ -260,7 +266,22 @@ class SetChecker:
                     }
                 )
             else:
-                never_read.append(v)
+                o.never_read.append(v)
+        return o
+
+    def _results(
+        self,
+        history: list[Op],
+        elements: dict[Any, _Element],
+        reads: list[_Read],
+        unexpected: dict[Any, int],
+        duplicated: dict[Any, int],
+        first_dup: int | None,
+        window_ns: float | None,
+    ) -> dict[str, Any]:
+        o = self._classify(history, elements, reads, window_ns)
+        stable, stale, lost, unconfirmed, never_read = o.stable, o.stale, o.lost, o.unconfirmed, o.never_read
+        lost_detail, worst_stale, proofs = o.lost_detail, o.worst_stale, o.proofs
         proofs += list(unexpected.values()) + ([first_dup] if first_dup is not None else [])
         recovered = [v for v, e in elements.items() if not e.acked and e.shown]
         bad = bool(lost or unexpected or duplicated or (self.linearizable and stale))
@@ -292,10 +313,10 @@ class SetChecker:
             "recovered_count": len(recovered),
             "recovered": _sorted(recovered),
         }
-        if stable_ms:
-            out["stable_latencies_ms"] = _quantiles(stable_ms)
-        if lost_ms:
-            out["lost_latencies_ms"] = _quantiles(lost_ms)
+        if o.stable_ms:
+            out["stable_latencies_ms"] = _quantiles(o.stable_ms)
+        if o.lost_ms:
+            out["lost_latencies_ms"] = _quantiles(o.lost_ms)
         if lost_detail:
             out["first_lost_detected_s"] = lost_detail[0]["detected_s"]
         if valid is False and proofs:

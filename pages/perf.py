@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,36 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+@dataclass
+class _Frame:
+    """What the three plots share: the completed client ops, the time axis and its buckets."""
+
+    history: list[Op]
+    ps: list[Any]  # pairs with a completion
+    timed: bool
+    t0: float
+    t_end: float
+    span: float
+    bucket: float
+    title: str | None
+
+    @property
+    def unit(self) -> str:
+        return "s" if self.timed else "op index"
+
+    def finish(self, ax: Any, drawn: bool, log: bool, ylabel: str, title: str, **legend_opts: Any) -> None:
+        """Shades the nemesis intervals, and when anything was `drawn` puts a legend (and a log y axis
+        if `log`); then labels the axes."""
+        _shade(ax, self.history, self.t0, self.t_end)
+        if drawn:
+            if log:
+                ax.set_yscale("log")
+            ax.legend(loc="upper right", **legend_opts)
+        ax.set_xlabel(f"time ({self.unit})")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+
+
 def write_plots(
     history: list[Op],
     out_dir: str | Path,
@@ -68,23 +99,35 @@ def write_plots(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     timed = has_times(history)
-    unit = "s" if timed else "op index"
-    ps = [p for p in pairs(history) if p.completion is not None]
     t0 = min((op_time(op) for op in history), default=0.0)
     t_end = max((op_time(op) for op in history), default=0.0)
     span = max(t_end - t0, 1e-9)
-    bucket = bucket_s or max(span / 100, 1e-3 if timed else 1.0)
-    title = str((test or {}).get("name", "")) or None
-    written: list[Path] = []
+    frame = _Frame(
+        history=history,
+        ps=[p for p in pairs(history) if p.completion is not None],
+        timed=timed,
+        t0=t0,
+        t_end=t_end,
+        span=span,
+        bucket=bucket_s or max(span / 100, 1e-3 if timed else 1.0),
+        title=str((test or {}).get("name", "")) or None,
+    )
+    return [
+        _save(_latency_raw(frame), out / "latency-raw.png"),
+        _save(_latency_quantiles(frame), out / "latency-quantiles.png"),
+        _save(_rate(frame), out / "rate.png"),
+    ]
 
-    # latency-raw: one point per completed op, by f and outcome
+
+def _latency_raw(fr: _Frame) -> Any:
+    """One point per completed op, by f and outcome."""
     fig, ax = _figure()
     groups: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-    for p in ps:
+    for p in fr.ps:
         lat = op_time(p.done) - op_time(p.invoke)
         xs, ys = groups[(str(p.f), p.type)]
-        xs.append(op_time(p.invoke) - t0)
-        ys.append(max(lat * (1000 if timed else 1), 1e-3))
+        xs.append(op_time(p.invoke) - fr.t0)
+        ys.append(max(lat * (1000 if fr.timed else 1), 1e-3))
     markers = ["o", "s", "^", "v", "D", "x", "+", "*"]
     fs = sorted({f for f, _ in groups})
     for (f, ty), (xs, ys) in sorted(groups.items()):
@@ -97,54 +140,47 @@ def write_plots(
             marker=markers[fs.index(f) % 8],
             label=f"{f} {ty}",
         )
-    _shade(ax, history, t0, t_end)
-    if groups:
-        ax.set_yscale("log")
-        ax.legend(loc="upper right", fontsize=7, markerscale=3, ncol=2)
-    ax.set_xlabel(f"time ({unit})")
-    ax.set_ylabel("latency (ms)" if timed else "latency (ops)")
-    ax.set_title(title or "latency")
-    written.append(_save(fig, out / "latency-raw.png"))
+    ylabel = "latency (ms)" if fr.timed else "latency (ops)"
+    fr.finish(ax, bool(groups), True, ylabel, fr.title or "latency", fontsize=7, markerscale=3, ncol=2)
+    return fig
 
-    # latency-quantiles: per bucket, 0.5 / 0.95 / 0.99 / max of ok latencies
+
+def _latency_quantiles(fr: _Frame) -> Any:
+    """Per bucket, 0.5 / 0.95 / 0.99 / max of ok latencies."""
     fig, ax = _figure()
     buckets: dict[int, list[float]] = defaultdict(list)
-    for p in ps:
+    for p in fr.ps:
         if p.type == "ok":
-            lat = (op_time(p.done) - op_time(p.invoke)) * (1000 if timed else 1)
-            buckets[int((op_time(p.invoke) - t0) // bucket)].append(max(lat, 1e-3))
+            lat = (op_time(p.done) - op_time(p.invoke)) * (1000 if fr.timed else 1)
+            buckets[int((op_time(p.invoke) - fr.t0) // fr.bucket)].append(max(lat, 1e-3))
     keys = sorted(buckets)
     for q, style in ((0.5, "-"), (0.95, "--"), (0.99, ":"), (1.0, "-.")):
         ys = [_quantile(sorted(buckets[k]), q) for k in keys]
-        ax.plot([k * bucket for k in keys], ys, style, label=f"p{int(q * 100)}" if q < 1 else "max")
-    _shade(ax, history, t0, t_end)
-    if keys:
-        ax.set_yscale("log")
-        ax.legend(loc="upper right", fontsize=8)
-    ax.set_xlabel(f"time ({unit})")
-    ax.set_ylabel("ok latency (ms)" if timed else "ok latency (ops)")
-    ax.set_title((title + ": " if title else "") + "latency quantiles")
-    written.append(_save(fig, out / "latency-quantiles.png"))
+        ax.plot([k * fr.bucket for k in keys], ys, style, label=f"p{int(q * 100)}" if q < 1 else "max")
+    ylabel = "ok latency (ms)" if fr.timed else "ok latency (ops)"
+    fr.finish(
+        ax, bool(keys), True, ylabel, (fr.title + ": " if fr.title else "") + "latency quantiles", fontsize=8
+    )
+    return fig
 
-    # rate: completions per second by outcome
+
+def _rate(fr: _Frame) -> Any:
+    """Completions per second by outcome."""
     fig, ax = _figure()
     counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for p in ps:
-        counts[p.type][int((op_time(p.done) - t0) // bucket)] += 1
-    nb = int(span // bucket) + 1
+    for p in fr.ps:
+        counts[p.type][int((op_time(p.done) - fr.t0) // fr.bucket)] += 1
+    nb = int(fr.span // fr.bucket) + 1
     for ty in ("ok", "info", "fail"):
         if ty in counts:
             ax.plot(
-                [i * bucket for i in range(nb)],
-                [counts[ty].get(i, 0) / bucket for i in range(nb)],
+                [i * fr.bucket for i in range(nb)],
+                [counts[ty].get(i, 0) / fr.bucket for i in range(nb)],
                 color=COLOURS[ty],
                 label=ty,
             )
-    _shade(ax, history, t0, t_end)
-    if counts:
-        ax.legend(loc="upper right", fontsize=8)
-    ax.set_xlabel(f"time ({unit})")
-    ax.set_ylabel("ops / s" if timed else "ops / op")
-    ax.set_title((title + ": " if title else "") + "throughput")
-    written.append(_save(fig, out / "rate.png"))
-    return written
+    ylabel = "ops / s" if fr.timed else "ops / op"
+    fr.finish(
+        ax, bool(counts), False, ylabel, (fr.title + ": " if fr.title else "") + "throughput", fontsize=8
+    )
+    return fig

@@ -410,39 +410,24 @@ def _logs(name: str, res: Mapping[str, Any], h: _History) -> Story:
             f"{m.get('text')}" + (f" (in: {m['after_text']})" if m.get("after_text") else "")
         )
     cols = ["node", "file", "line", "time", "patterns", "text"]
-    rows = [
-        [
-            m.get("node"),
-            m.get("file"),
-            m.get("line"),
-            m.get("time") or m.get("after") or "",
-            ", ".join(map(str, m.get("patterns") or [])),
-            m.get("text"),
-        ]
-        for m in bad
-    ]
-    s.tables.append(("every unexpected line listed", cols, rows))
+    s.tables.append(("every unexpected line listed", cols, [_log_line_row(m) for m in bad]))
     ok = [m for m in res.get("expected_matches") or [] if isinstance(m, Mapping)]
     if ok:
-        s.tables.append(
-            (
-                "lines expected under the faults that ran",
-                [*cols, "expected under"],
-                [
-                    [
-                        m.get("node"),
-                        m.get("file"),
-                        m.get("line"),
-                        m.get("time") or m.get("after") or "",
-                        ", ".join(map(str, m.get("patterns") or [])),
-                        m.get("text"),
-                        ", ".join(map(str, m.get("expected_under") or [])),
-                    ]
-                    for m in ok
-                ],
-            )
-        )
+        rows = [[*_log_line_row(m), ", ".join(map(str, m.get("expected_under") or []))] for m in ok]
+        s.tables.append(("lines expected under the faults that ran", [*cols, "expected under"], rows))
     return s
+
+
+def _log_line_row(m: Mapping[str, Any]) -> list[Any]:
+    """One matched log line as a table row: node, file, line, time, patterns, text."""
+    return [
+        m.get("node"),
+        m.get("file"),
+        m.get("line"),
+        m.get("time") or m.get("after") or "",
+        ", ".join(map(str, m.get("patterns") or [])),
+        m.get("text"),
+    ]
 
 
 def _generic(name: str, res: Mapping[str, Any]) -> Story:

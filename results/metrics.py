@@ -108,42 +108,64 @@ def pair_latencies(cl: pd.DataFrame) -> pd.DataFrame:
     return done
 
 
+# a run with no timed events: its every number
+_EMPTY_RUN = dict(
+    client_ops=0,
+    ok=0,
+    fail=0,
+    info=0,
+    open_ops=0,
+    ok_rate=None,
+    duration_s=0.0,
+    counts_json="{}",
+    faults_json="[]",
+    outages_json="[]",
+    outages=0,
+    outage_s=0.0,
+    availability=None,
+    recover_json="[]",
+    recover_max_s=None,
+    recover_mean_s=None,
+    unrecovered=0,
+    throughput=None,
+    lat_p50_ms=None,
+    lat_p95_ms=None,
+    lat_p99_ms=None,
+    lat_max_ms=None,
+)
+
+
 def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> dict[str, Any]:
     """Every per-run number of the scorecard, from one run's history rows (history.parquet.SCHEMA)."""
     df = df[df["time"].notna()].sort_values("index", kind="stable")  # Spark gives a group's rows in any order
     events = len(df)
     out: dict[str, Any] = {"run_id": run_id, "events": events}
     if events == 0:
-        out.update(
-            client_ops=0,
-            ok=0,
-            fail=0,
-            info=0,
-            open_ops=0,
-            ok_rate=None,
-            duration_s=0.0,
-            counts_json="{}",
-            faults_json="[]",
-            outages_json="[]",
-            outages=0,
-            outage_s=0.0,
-            availability=None,
-            recover_json="[]",
-            recover_max_s=None,
-            recover_mean_s=None,
-            unrecovered=0,
-            throughput=None,
-            lat_p50_ms=None,
-            lat_p95_ms=None,
-            lat_p99_ms=None,
-            lat_max_ms=None,
-        )
+        out.update(_EMPTY_RUN)
         return out
     t0, t1 = int(df["time"].min()), int(df["time"].max())
     duration_s = (t1 - t0) / NS
     nem_mask = df["is_nemesis"].fillna(False).astype(bool) | df["process"].isna()
     cl = df[~nem_mask]
     nem = df[nem_mask & df["f"].notna()]
+    ok = _op_counts(cl, duration_s, out)
+    done = pair_latencies(cl)
+    lat = done.loc[done["type"] == "ok", "latency_ns"].to_numpy(dtype="float64") / 1e6
+    if len(lat):
+        p50, p95, p99 = np.percentile(lat, [50, 95, 99])
+        out.update(
+            lat_p50_ms=float(p50), lat_p95_ms=float(p95), lat_p99_ms=float(p99), lat_max_ms=float(lat.max())
+        )
+    else:
+        out.update(lat_p50_ms=None, lat_p95_ms=None, lat_p99_ms=None, lat_max_ms=None)
+    out["throughput"] = ok / duration_s if duration_s > 0 else None
+    out.update(_outages(cl, t0, t1, gap_s, duration_s))
+    out.update(_recovery(fault_windows(nem, t1) if len(nem) else [], done))
+    return out
+
+
+def _op_counts(cl: pd.DataFrame, duration_s: float, out: dict[str, Any]) -> int:
+    """Adds the client op counts (by f and type, and in all) to `out`; returns the ok count."""
     counts: dict[str, dict[str, int]] = {}
     for (f, ty), n in cl.groupby(["f", "type"], dropna=False).size().items():
         counts.setdefault(str(f), {})[str(ty)] = int(n)
@@ -161,18 +183,11 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
         duration_s=duration_s,
         counts_json=json.dumps(counts, sort_keys=True),
     )
-    done = pair_latencies(cl)
-    lat = done.loc[done["type"] == "ok", "latency_ns"].to_numpy(dtype="float64") / 1e6
-    if len(lat):
-        p50, p95, p99 = np.percentile(lat, [50, 95, 99])
-        out.update(
-            lat_p50_ms=float(p50), lat_p95_ms=float(p95), lat_p99_ms=float(p99), lat_max_ms=float(lat.max())
-        )
-    else:
-        out.update(lat_p50_ms=None, lat_p95_ms=None, lat_p99_ms=None, lat_max_ms=None)
-    out["throughput"] = ok / duration_s if duration_s > 0 else None
+    return ok
 
-    # outages: long gaps between ok completions while clients saw failures or timeouts
+
+def _outages(cl: pd.DataFrame, t0: int, t1: int, gap_s: float, duration_s: float) -> dict[str, Any]:
+    """Long gaps between ok completions while clients saw failures or timeouts, and the availability."""
     ok_times = np.sort(cl.loc[cl["type"] == "ok", "time"].to_numpy(dtype="int64"))
     bad_times = np.sort(cl.loc[cl["type"].isin(["fail", "info"]), "time"].to_numpy(dtype="int64"))
     bounds = np.concatenate([[t0], ok_times, [t1]])
@@ -184,15 +199,17 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
         if hi > lo:
             outages.append([a / NS, b / NS])
     outage_s = float(sum(b - a for a, b in outages))
-    out.update(
+    return dict(
         outages_json=json.dumps(outages),
         outages=len(outages),
         outage_s=outage_s,
         availability=(1.0 - outage_s / duration_s) if duration_s > 0 else None,
     )
 
-    # fault windows and time to recover after each heal
-    faults = fault_windows(nem, t1) if len(nem) else []
+
+def _recovery(faults: list[dict[str, Any]], done: pd.DataFrame) -> dict[str, Any]:
+    """The fault windows, each healed one with its time to recover: from the heal to the first ok
+    completion of an op invoked after it."""
     ok_done = done[done["type"] == "ok"]
     ok_inv = ok_done["invoke_time"].to_numpy(dtype="int64")
     ok_end = ok_done["time"].to_numpy(dtype="int64")
@@ -209,14 +226,13 @@ def run_metrics(df: pd.DataFrame, run_id: str, gap_s: float = OUTAGE_GAP_S) -> d
         recovers.append(float(suffix_min[i] - h) / NS if i < len(suffix_min) else None)
         w["recover_s"] = recovers[-1]
     got = [r for r in recovers if r is not None]
-    out.update(
+    return dict(
         faults_json=json.dumps(faults),
         recover_json=json.dumps(recovers),
         recover_max_s=max(got) if got else None,
         recover_mean_s=(sum(got) / len(got)) if got else None,
         unrecovered=len(recovers) - len(got),
     )
-    return out
 
 
 def key_verdict(

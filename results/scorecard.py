@@ -74,23 +74,8 @@ VERDICT_WORDS = {"true": "valid", "false": "invalid"}
 TABLE_STYLE = "font-size:12px"
 WRAP_STYLE = "max-width:18em;overflow-wrap:anywhere"
 MET_STYLE = {True: "color:#2e8b3a;font-weight:bold", False: "color:#c0392b;font-weight:bold"}
-SHOWN_RUN_COLUMNS = [
-    "run_id",
-    "verdict",
-    "expect",
-    "workload",
-    "nemesis",
-    "bug",
-    "events",
-    "ok_rate",
-    "availability",
-    "lat_p99_ms",
-    "throughput",
-    "outages",
-    "recover_max_s",
-    "first_anomaly_s",
-    "warning",
-]
+# the runs table: RUN_COLUMNS with the expectation beside the verdict, and without p50 (the groups have it)
+SHOWN_RUN_COLUMNS = ["run_id", "verdict", "expect", *(c for c in RUN_COLUMNS[2:] if c != "lat_p50_ms")]
 
 
 def verdict_word(v: Any) -> str:
@@ -214,6 +199,24 @@ def render_html(
     `expectations` is `campaign_expectations`' answer (else the card's own, if it has one)."""
     e = html.escape
     expectations = expectations if expectations is not None else card.get("expectations")
+    parts = [head("Faultline scorecard"), nav, _summary_html(card, expectations)]
+    parts.append(f"<h2>Per workload, nemesis and bug</h2><table id='groups' style='{TABLE_STYLE}'><tr>")
+    parts += [f"<th>{e(LABELS.get(c, c))}</th>" for c in GROUP_COLUMNS]
+    parts.append("</tr>")
+    for g in card["groups"]:
+        parts.append("<tr>" + "".join(_cell(c, e(_fmt(g.get(c), c, g))) for c in GROUP_COLUMNS) + "</tr>")
+    parts.append(_runs_html(card["run_scores"], run_link, (expectations or {}).get("runs") or {}))
+    if card.get("warnings"):
+        parts.append(
+            "<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in card["warnings"]) + "</ul>"
+        )
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def _summary_html(card: Mapping[str, Any], expectations: Mapping[str, Any] | None) -> str:
+    """The title and the line under it: expectations, verdict counts, events, engine and stores."""
+    e = html.escape
     title = (
         f"Scorecard: campaign {expectations['campaign']}"
         if expectations and expectations.get("campaign")
@@ -223,29 +226,32 @@ def render_html(
     counts = {
         w: sum(verdict_word(r.get("verdict")) == w for r in runs) for w in ("valid", "invalid", "unknown")
     }
-    parts = [
-        head("Faultline scorecard"),
-        nav,
-        f"<h1>{e(title)}</h1>",
-        "<p class='summary'>",
-        expectations_line(expectations),
-        f"<span>runs: <b id='nruns'>{card['runs']}</b> ({counts['valid']} valid, {counts['invalid']} "
-        f"invalid, {counts['unknown']} unknown)</span>",
-        f"<span>history events: {card['events']:,}</span>",
-        f"<span id='engine'>engine: {e(card['engine'])}, {card['seconds']:.1f} s"
-        + (f" ({e(card['engine_reason'])})" if card.get("engine_reason") else "")
-        + "</span>",
-        _stores_line(card),
-        "</p>",
-        f"<h2>Per workload, nemesis and bug</h2><table id='groups' style='{TABLE_STYLE}'><tr>",
-    ]
-    parts += [f"<th>{e(LABELS.get(c, c))}</th>" for c in GROUP_COLUMNS]
-    parts.append("</tr>")
-    for g in card["groups"]:
-        parts.append("<tr>" + "".join(_cell(c, e(_fmt(g.get(c), c, g))) for c in GROUP_COLUMNS) + "</tr>")
-    by_run = (expectations or {}).get("runs") or {}
+    return "".join(
+        [
+            f"<h1>{e(title)}</h1>",
+            "<p class='summary'>",
+            expectations_line(expectations),
+            f"<span>runs: <b id='nruns'>{card['runs']}</b> ({counts['valid']} valid, {counts['invalid']} "
+            f"invalid, {counts['unknown']} unknown)</span>",
+            f"<span>history events: {card['events']:,}</span>",
+            f"<span id='engine'>engine: {e(card['engine'])}, {card['seconds']:.1f} s"
+            + (f" ({e(card['engine_reason'])})" if card.get("engine_reason") else "")
+            + "</span>",
+            _stores_line(card),
+            "</p>",
+        ]
+    )
+
+
+def _runs_html(
+    runs: list[Mapping[str, Any]],
+    run_link: str | Callable[[str], str] | None,
+    by_run: Mapping[str, Mapping[str, Any]],
+) -> str:
+    """The runs table, invalid first, then unknown, then valid; with expectations when there are any."""
+    e = html.escape
     columns = [c for c in SHOWN_RUN_COLUMNS if by_run or c != "expect"]
-    parts.append(f"</table><h2>Runs</h2><table id='runs' style='{TABLE_STYLE}'><tr>")
+    parts = [f"</table><h2>Runs</h2><table id='runs' style='{TABLE_STYLE}'><tr>"]
     parts += [f"<th>{e(LABELS.get(c, c))}</th>" for c in columns]
     parts.append("</tr>")
     order = {"invalid": 0, "unknown": 1, "valid": 2}
@@ -268,9 +274,4 @@ def render_html(
             cells.append(_cell(c, text))
         parts.append(f"<tr class='{verdict_word(r.get('verdict'))}'>" + "".join(cells) + "</tr>")
     parts.append("</table>")
-    if card.get("warnings"):
-        parts.append(
-            "<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in card["warnings"]) + "</ul>"
-        )
-    parts.append("</body></html>\n")
     return "".join(parts)

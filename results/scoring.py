@@ -335,11 +335,27 @@ def score_pandas(
             say(progress, f"scored {n}/{len(runs_pd)} runs")
     met = pd.DataFrame(met_rows, columns=[c.split()[0] for c in metrics.RUN_SCHEMA.split(", ")])
     kv = pd.DataFrame(kv_rows, columns=[c.split()[0] for c in metrics.KEY_SCHEMA.split(", ")])
+    return conclude(runs_pd, met, kv, "pandas", reason, started, path, out_dir, progress)
+
+
+def conclude(
+    runs_pd: pd.DataFrame,
+    met: pd.DataFrame,
+    kv: pd.DataFrame,
+    engine: str,
+    reason: str,
+    started: float,
+    path: Stores,
+    out_dir: Path | str,
+    progress: Progress | None,
+) -> ScoreResult:
+    """Either engine's last step: the per-run scores and the scorecard (finish_scores), written to
+    `out_dir`. `started` is when the scoring began (time.monotonic)."""
     scores, groups = finish_scores(runs_pd, met, kv)
     result = ScoreResult(
         scores,
         groups,
-        engine="pandas",
+        engine=engine,
         engine_reason=reason,
         seconds=time.monotonic() - started,
         total_events=int(scores["events"].fillna(0).sum()),

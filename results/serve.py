@@ -422,127 +422,141 @@ def allowed_hosts(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[
 
 
 def make_handler(view: StoreView) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "faultline-serve"
-        sys_version = ""
-        timeout = CONNECTION_TIMEOUT_S  # per blocking read or write on the connection
+    """A request handler class that serves `view`."""
+    return type("Handler", (_Handler,), {"view": view})
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet by default; errors still go out
-            if getattr(self.server, "verbose", False):
-                super().log_message(format, *args)
 
-        def do_HEAD(self) -> None:
-            self._dispatch(head=True)
+HTML_TYPE = "text/html; charset=utf-8"
 
-        def do_GET(self) -> None:
-            self._dispatch(head=False)
 
-        def _send(
-            self,
-            status: int,
-            body: bytes | None,
-            ctype: str,
-            head: bool,
-            csp: str = PAGE_CSP,
-            extra: dict[str, str] | None = None,
-            stream: Any = None,
-            length: int | None = None,
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(length if length is not None else len(body or b"")))
-            self.send_header("Content-Security-Policy", csp)
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Referrer-Policy", "no-referrer")
-            for k, v in (extra or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            if head:
-                return
-            if stream is not None:
-                shutil.copyfileobj(stream, self.wfile)
-            elif body:
-                self.wfile.write(body)
+class _Handler(BaseHTTPRequestHandler):
+    """Serves the pages of a StoreView (the `view` class attribute, set by make_handler)."""
 
-        def _error(self, status: HTTPStatus, message: str, head: bool) -> None:
-            body = _page(
-                f"{status.value} {status.phrase}",
-                f"<h1>{status.value} {_e(status.phrase)}</h1><p>{_e(message)}</p>",
+    view: StoreView
+    server_version = "faultline-serve"
+    sys_version = ""
+    timeout = CONNECTION_TIMEOUT_S  # per blocking read or write on the connection
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet by default; errors still go out
+        if getattr(self.server, "verbose", False):
+            super().log_message(format, *args)
+
+    def do_HEAD(self) -> None:
+        self._dispatch(head=True)
+
+    def do_GET(self) -> None:
+        self._dispatch(head=False)
+
+    def _send(
+        self,
+        status: int,
+        body: bytes | None,
+        ctype: str,
+        head: bool,
+        csp: str = PAGE_CSP,
+        extra: dict[str, str] | None = None,
+        stream: Any = None,
+        length: int | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(length if length is not None else len(body or b"")))
+        self.send_header("Content-Security-Policy", csp)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if head:
+            return
+        if stream is not None:
+            shutil.copyfileobj(stream, self.wfile)
+        elif body:
+            self.wfile.write(body)
+
+    def _error(self, status: HTTPStatus, message: str, head: bool) -> None:
+        body = _page(
+            f"{status.value} {status.phrase}",
+            f"<h1>{status.value} {_e(status.phrase)}</h1><p>{_e(message)}</p>",
+        )
+        self._send(status.value, body, HTML_TYPE, head)
+
+    def _dispatch(self, head: bool) -> None:
+        hosts = getattr(self.server, "allowed_hosts", None)
+        host = (self.headers.get("Host") or "").strip().lower()
+        if hosts is not None and host and host not in hosts:
+            self._error(
+                HTTPStatus.MISDIRECTED_REQUEST, f"this server does not answer for host {host!r}", head
             )
-            self._send(status.value, body, "text/html; charset=utf-8", head)
+            return
+        try:
+            self._route(head)
+        except (StoreError, FileNotFoundError, NotADirectoryError) as exc:
+            self._error(HTTPStatus.NOT_FOUND, str(exc), head)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            pass
+        except Exception as exc:  # one bad run must not take the server down
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}", head)
 
-        def _dispatch(self, head: bool) -> None:
-            hosts = getattr(self.server, "allowed_hosts", None)
-            host = (self.headers.get("Host") or "").strip().lower()
-            if hosts is not None and host and host not in hosts:
-                self._error(
-                    HTTPStatus.MISDIRECTED_REQUEST, f"this server does not answer for host {host!r}", head
-                )
-                return
-            try:
-                self._route(head)
-            except (StoreError, FileNotFoundError, NotADirectoryError) as exc:
-                self._error(HTTPStatus.NOT_FOUND, str(exc), head)
-            except (BrokenPipeError, ConnectionResetError, TimeoutError):
-                pass
-            except Exception as exc:  # one bad run must not take the server down
-                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}", head)
-
-        def _route(self, head: bool) -> None:
-            url = urlsplit(self.path)
-            path = unquote(url.path)
-            query = parse_qs(url.query)
-            html_type = "text/html; charset=utf-8"
-            if path in ("/", "/index.html"):
-                self._send(200, view.index(query), html_type, head)
-            elif path == "/favicon.ico":  # browsers ask for it on every page: no icon, and no 404 for it
-                self.send_response(HTTPStatus.NO_CONTENT)
-                self.end_headers()
-            elif path == "/campaigns":
-                self._send(200, view.campaigns_page(), html_type, head)
-            elif path == "/scorecard":
-                stores = query.get("store")
-                card = view.scorecard(stores[0] if stores else None)
-                if isinstance(card, Path):  # a scorecard.html from before scorecard.json existed
-                    self._send(200, card.read_bytes(), html_type, head, csp=FILE_CSP)
-                else:
-                    self._send(200, card, html_type, head)
-            elif path.startswith("/run/"):
-                run_id = path[len("/run/") :].strip("/")
-                self._send(200, view.run_page(view.resolve_run(run_id), run_id), html_type, head)
-            elif path.startswith("/files/"):
-                run, _run_id, rel = view.split_file_path(path[len("/files/") :])
-                file = view.resolve_file(run, rel)
-                ctype = (
-                    TEXT_TYPES.get(file.suffix)
-                    or mimetypes.guess_type(file.name)[0]
-                    or "application/octet-stream"
-                )
-                if ctype.startswith("text/") or ctype == "application/json":
-                    ctype += "; charset=utf-8"
-                with open(file, "rb") as fh:
-                    size = os.fstat(fh.fileno()).st_size
-                    self._send(200, None, ctype, head, csp=FILE_CSP, stream=fh, length=size)
-            elif path.startswith("/zip/") and path.endswith(".zip"):
-                run = view.resolve_run(path[len("/zip/") : -len(".zip")])
-                with view.zip_run(run) as buf:
-                    buf.seek(0, io.SEEK_END)
-                    size = buf.tell()
-                    buf.seek(0)
-                    name = run.run_id.replace("/", "_") + ".zip"
-                    self._send(
-                        200,
-                        None,
-                        "application/zip",
-                        head,
-                        stream=buf,
-                        length=size,
-                        extra={"Content-Disposition": f'attachment; filename="{name}"'},
-                    )
+    def _route(self, head: bool) -> None:
+        view = self.view
+        url = urlsplit(self.path)
+        path = unquote(url.path)
+        query = parse_qs(url.query)
+        if path in ("/", "/index.html"):
+            self._send(200, view.index(query), HTML_TYPE, head)
+        elif path == "/favicon.ico":  # browsers ask for it on every page: no icon, and no 404 for it
+            self.send_response(HTTPStatus.NO_CONTENT)
+            self.end_headers()
+        elif path == "/campaigns":
+            self._send(200, view.campaigns_page(), HTML_TYPE, head)
+        elif path == "/scorecard":
+            stores = query.get("store")
+            card = view.scorecard(stores[0] if stores else None)
+            if isinstance(card, Path):  # a scorecard.html from before scorecard.json existed
+                self._send(200, card.read_bytes(), HTML_TYPE, head, csp=FILE_CSP)
             else:
-                raise StoreError(f"no page {path}")
+                self._send(200, card, HTML_TYPE, head)
+        elif path.startswith("/run/"):
+            run_id = path[len("/run/") :].strip("/")
+            self._send(200, view.run_page(view.resolve_run(run_id), run_id), HTML_TYPE, head)
+        elif path.startswith("/files/"):
+            self._send_file(path[len("/files/") :], head)
+        elif path.startswith("/zip/") and path.endswith(".zip"):
+            self._send_zip(path[len("/zip/") : -len(".zip")], head)
+        else:
+            raise StoreError(f"no page {path}")
 
-    return Handler
+    def _send_file(self, file_path: str, head: bool) -> None:
+        """One file of a run, as it is on disk, under the strict file CSP."""
+        run, _run_id, rel = self.view.split_file_path(file_path)
+        file = self.view.resolve_file(run, rel)
+        ctype = (
+            TEXT_TYPES.get(file.suffix) or mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        )
+        if ctype.startswith("text/") or ctype == "application/json":
+            ctype += "; charset=utf-8"
+        with open(file, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            self._send(200, None, ctype, head, csp=FILE_CSP, stream=fh, length=size)
+
+    def _send_zip(self, run_id: str, head: bool) -> None:
+        """A run's directory as a zip download."""
+        run = self.view.resolve_run(run_id)
+        with self.view.zip_run(run) as buf:
+            buf.seek(0, io.SEEK_END)
+            size = buf.tell()
+            buf.seek(0)
+            name = run.run_id.replace("/", "_") + ".zip"
+            self._send(
+                200,
+                None,
+                "application/zip",
+                head,
+                stream=buf,
+                length=size,
+                extra={"Content-Disposition": f'attachment; filename="{name}"'},
+            )
 
 
 class BoundedHTTPServer(HTTPServer):

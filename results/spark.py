@@ -28,12 +28,11 @@ from faultline.results.scoring import (
     Progress,
     ScoreResult,
     Stores,
+    conclude,
     default_out_dir,
-    finish_scores,
     prepare_stores,
     say,
     score_run,
-    write_scores,
 )
 
 METRIC_COLUMNS = ["index", "time", "type", "f", "process", "is_nemesis"]
@@ -198,18 +197,8 @@ def score(
         met, kv = _score_by_run(spark, runs_pd, time_limit, gap_s, progress)
     else:
         met, kv = _score_by_groups(spark, runs_pd, time_limit, gap_s, progress)
-    scores, groups = finish_scores(runs_pd, met, kv)
-    result = ScoreResult(
-        scores,
-        groups,
-        engine=f"spark {spark.sparkContext.master} ({plan})",
-        engine_reason=reason,
-        seconds=time.monotonic() - started,
-        total_events=int(scores["events"].fillna(0).sum()),
-        warnings=[f"{r}: {w}" for r, w in zip(scores["run_id"], scores["warning"], strict=True) if w],
-    )
-    write_scores(result, path, out_dir, progress)
-    return result
+    engine = f"spark {spark.sparkContext.master} ({plan})"
+    return conclude(runs_pd, met, kv, engine, reason, started, path, out_dir, progress)
 
 
 def _score_by_groups(

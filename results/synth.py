@@ -97,12 +97,21 @@ def synth_run(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """One run's history (op dicts in order), its injected anomalies and its nemesis names."""
     kinds = nemesis if nemesis is not None else rng.choice(NEMESIS_MIXES)
-    rand, lognorm, expo = rng.random, rng.lognormvariate, rng.expovariate
     key_names = [f"k{i}" for i in range(keys)]
     # rough duration: ~8 ms per op cycle per client; windows are generated with a margin
     horizon = int(n_ops / concurrency * 0.012 * NS) + 10 * NS
     windows = _fault_windows(rng, kinds, horizon) if kinds else []
-    # outage intervals, sorted
+    ops = _client_ops(rng, n_ops, concurrency, key_names, _outage_test(windows))
+    writers = _replay(ops, key_names)
+    injected = _inject_stale_reads(rng, ops, writers, anomalies)
+    # the run ends with its clients: later windows never opened; one still open is healed at the end
+    last = max(op.complete for op in ops)
+    windows = [(a, min(b, last + 5 * MS), k, c, d) for a, b, k, c, d in windows if a < last]
+    return _events(rng, ops, windows), injected, kinds
+
+
+def _outage_test(windows: list[tuple[int, int, str, int, int]]) -> Callable[[int], bool]:
+    """Whether clients see an outage at a time: after a fault starts, and again just after its heal."""
     outages: list[tuple[int, int]] = []
     for start, end, _kind, out_start_end, out_heal_end in windows:
         outages.append((start, out_start_end))
@@ -114,6 +123,15 @@ def synth_run(
         i = bisect.bisect_right(out_starts, t) - 1
         return i >= 0 and t < outages[i][1]
 
+    return in_outage
+
+
+def _client_ops(
+    rng: random.Random, n_ops: int, concurrency: int, key_names: list[str], in_outage: Callable[[int], bool]
+) -> list[_Op]:
+    """`n_ops` operations of `concurrency` clients, each client's next invoked a while after its last
+    completed; a client whose op timed out is replaced by a fresh process."""
+    rand, expo = rng.random, rng.expovariate
     next_value = dict.fromkeys(key_names, 0)
     last_value: dict[str, int | None] = dict.fromkeys(key_names, None)
     ops: list[_Op] = []
@@ -122,7 +140,7 @@ def synth_run(
     value: Any  # an invocation's: None for a read, the new value for a write, [old, new] for a cas
     while len(ops) < n_ops:
         t, slot, pid = heapq.heappop(heap)
-        key = key_names[int(rand() * keys)]
+        key = key_names[int(rand() * len(key_names))]
         r = rand()
         if r < 0.5:
             f, value = "read", None
@@ -135,35 +153,45 @@ def synth_run(
             f, value = "cas", [last_value[key] if last_value[key] is not None else 0, next_value[key]]
             last_value[key] = next_value[key]
         op = _Op(pid, f, key, t, 0, value=value)
-        if in_outage(t):
-            if rand() < (0.6 if f == "read" else 0.4):
-                op.type, op.error = "fail", rng.choice(("not-leader", "unavailable"))
-                op.complete = t + int(lognorm(1.5, 0.8) * MS)
-            else:
-                op.type, op.error = "info", "timeout"
-                op.complete = t + TIMEOUT_NS
-                if f != "read" and rand() < 0.3:
-                    op.lin = t + int(rand() * TIMEOUT_NS)
-        else:
-            op.complete = t + int(lognorm(1.0, 0.6) * MS) + 200_000
-            if rand() < 0.0005:
-                op.type, op.error = "info", "timeout"
-                op.complete = t + TIMEOUT_NS
-                op.lin = t + int(rand() * TIMEOUT_NS) if f != "read" and rand() < 0.5 else None
-            else:
-                op.lin = op.invoke + int(rand() * (op.complete - op.invoke))
+        _complete(rng, op, in_outage(t))
         ops.append(op)
         if op.type == "info":
             pid = next_pid
             next_pid += 1
         heapq.heappush(heap, (op.complete + int(expo(1 / (4 * MS))) + 100_000, slot, pid))
+    return ops
 
-    # replay each key's register in linearization order to fill in reads and cas outcomes
+
+def _complete(rng: random.Random, op: _Op, outage: bool) -> None:
+    """How `op` ends (ok, fail or timed out), when, and when it took effect if it did."""
+    rand, lognorm, t, f = rng.random, rng.lognormvariate, op.invoke, op.f
+    if outage:
+        if rand() < (0.6 if f == "read" else 0.4):
+            op.type, op.error = "fail", rng.choice(("not-leader", "unavailable"))
+            op.complete = t + int(lognorm(1.5, 0.8) * MS)
+        else:
+            op.type, op.error = "info", "timeout"
+            op.complete = t + TIMEOUT_NS
+            if f != "read" and rand() < 0.3:
+                op.lin = t + int(rand() * TIMEOUT_NS)
+    else:
+        op.complete = t + int(lognorm(1.0, 0.6) * MS) + 200_000
+        if rand() < 0.0005:
+            op.type, op.error = "info", "timeout"
+            op.complete = t + TIMEOUT_NS
+            op.lin = t + int(rand() * TIMEOUT_NS) if f != "read" and rand() < 0.5 else None
+        else:
+            op.lin = op.invoke + int(rand() * (op.complete - op.invoke))
+
+
+def _replay(ops: list[_Op], key_names: list[str]) -> dict[str, list[_Op]]:
+    """Replays each key's register in linearization order to fill in reads and cas outcomes; returns
+    per key the ok ops that wrote a value."""
     by_key: dict[str, list[_Op]] = {k: [] for k in key_names}
     for op in ops:
         if op.lin is not None:
             by_key[op.key].append(op)
-    writers: dict[str, list[_Op]] = {k: [] for k in key_names}  # ok ops that wrote a value
+    writers: dict[str, list[_Op]] = {k: [] for k in key_names}
     for k, kops in by_key.items():
         kops.sort(key=lambda o: o.lin)  # type: ignore[arg-type, return-value]
         state: int | None = None
@@ -184,12 +212,7 @@ def synth_run(
                 elif op.type == "ok":
                     op.type = "fail"  # a definite cas failure: the value did not match
                 op.result = op.value
-
-    injected = _inject_stale_reads(rng, ops, writers, anomalies)
-    # the run ends with its clients: later windows never opened; one still open is healed at the end
-    last = max(op.complete for op in ops)
-    windows = [(a, min(b, last + 5 * MS), k, c, d) for a, b, k, c, d in windows if a < last]
-    return _events(rng, ops, windows), injected, kinds
+    return writers
 
 
 def _inject_stale_reads(
@@ -303,8 +326,8 @@ def _write_run(job: tuple[str, int, int, int, int, int, list[str], bool, int, in
         "time_limit": math.ceil(duration),
         "concurrency": concurrency,
         "cluster": "synthetic",
-        "masters": 3,
-        "tservers": 5,
+        "db": "store",
+        "db_opts": {"masters": 3, "tservers": 5},
         "start_time": started_iso,
         "synthetic": {
             "generator": "faultline synth",

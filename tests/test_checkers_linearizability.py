@@ -178,11 +178,15 @@ OP = st.tuples(st.sampled_from(["read", "write", "cas"]), st.integers(0, 3), st.
 TIMING = st.tuples(st.integers(0, 150), st.integers(0, 150), st.sampled_from(["ok", "ok", "ok", "info"]))
 
 
+# (invocation time, completion time, completion type, invocation fields, completion fields)
+Record = tuple[int, int, str, dict[str, Any], dict[str, Any]]
+
+
 def execute(ops: list[tuple[str, int, int]], timings: list[tuple[int, int, str]]) -> list[dict[str, Any]]:
     """A real sequential execution of a cas register (initial 0) with random intervals around each
     op's linearization point; processes never overlap themselves. Some writes/cas crash (info)."""
     state = 0
-    recs = []
+    recs: list[Record] = []
     for i, (f, a, b) in enumerate(ops):
         t = 100 * (i + 1)
         before, after, kind = timings[i % len(timings)] if timings else (0, 0, "ok")
@@ -197,28 +201,30 @@ def execute(ops: list[tuple[str, int, int]], timings: list[tuple[int, int, str]]
             else:
                 typ = "fail"
             value = [a, b]
-        recs.append([inv, comp, f, value, typ])
-    # Give each op a process that is free at its invocation; a crashed process is retired.
+        recs.append(
+            (inv, comp, typ, {"f": f, "value": None if f == "read" else value}, {"f": f, "value": value})
+        )
+    return with_processes(recs)
+
+
+def with_processes(recs: list[Record]) -> list[dict[str, Any]]:
+    """A history of (invocation time, completion time, completion type, invocation fields, completion
+    fields) records: each op gets a process that is free at its invocation; a crashed process is retired."""
     recs.sort(key=lambda r: r[0])
     free_at: dict[int, int] = {}
     events = []
     next_proc = 0
-    for inv, comp, f, value, typ in recs:
+    for inv, comp, typ, inv_fields, comp_fields in recs:
         proc = next((p for p, t in free_at.items() if t < inv), None)
         if proc is None:
             proc, next_proc = next_proc, next_proc + 1
         free_at[proc] = comp
         if typ == "info":
             free_at.pop(proc)
-        events.append(
-            (inv, 1, {"type": "invoke", "process": proc, "f": f, "value": None if f == "read" else value})
-        )
-        events.append((comp, 0, {"type": typ, "process": proc, "f": f, "value": value}))
+        events.append((inv, 1, {"type": "invoke", "process": proc, **inv_fields}))
+        events.append((comp, 0, {"type": typ, "process": proc, **comp_fields}))
     events.sort(key=lambda e: (e[0], e[1]))
-    hist = []
-    for i, (t, _, op) in enumerate(events):
-        hist.append({"index": i, "time": t, **op})
-    return hist
+    return [{"index": i, "time": t, **op} for i, (t, _, op) in enumerate(events)]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -291,31 +297,19 @@ def execute_kv(ops: list[tuple[str, str]], timings: list[tuple[int, int, str]]) 
     """A real sequential execution of one kv key (appends, puts, gets; initial "") with random intervals;
     some appends and puts crash (info)."""
     state = ""
-    recs = []
+    recs: list[Record] = []
     for i, (f, v) in enumerate(ops):
         t = 100 * (i + 1)
         before, after, kind = timings[i % len(timings)]
         inv, comp = t - before, t + after + 1
         if f == "get":
-            recs.append([inv, comp, f, None, state, "ok"])
+            recs.append(
+                (inv, comp, "ok", {"f": f, "key": "k", "value": None}, {"f": f, "key": "k", "value": state})
+            )
             continue
         state = state + v if f == "append" else v
-        recs.append([inv, comp, f, v, v, kind])
-    recs.sort(key=lambda r: r[0])
-    free_at: dict[int, int] = {}
-    events = []
-    nxt = 0
-    for inv, comp, f, inv_value, value, typ in recs:
-        proc = next((p for p, t in free_at.items() if t < inv), None)
-        if proc is None:
-            proc, nxt = nxt, nxt + 1
-        free_at[proc] = comp
-        if typ == "info":
-            free_at.pop(proc)
-        events.append((inv, 1, {"type": "invoke", "process": proc, "f": f, "key": "k", "value": inv_value}))
-        events.append((comp, 0, {"type": typ, "process": proc, "f": f, "key": "k", "value": value}))
-    events.sort(key=lambda e: (e[0], e[1]))
-    return [{"index": i, "time": t, **op} for i, (t, _, op) in enumerate(events)]
+        recs.append((inv, comp, kind, {"f": f, "key": "k", "value": v}, {"f": f, "key": "k", "value": v}))
+    return with_processes(recs)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,6 +9,7 @@ next element). An append no read ever saw comes after every element that was see
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from faultline.checkers.elle.graph import RW, WR, WW, Edges
@@ -273,13 +274,7 @@ def _versions(ix: _Index, tx: Txns, inf: Inference, readers: dict[tuple[Any, Any
             kv = (k, e)
             w = writer.get(kv)
             if w is not None:
-                if prev_w is not None and prev_w != w:
-                    ww_s.append(prev_w)
-                    ww_d.append(w)
-                for r in readers.get(prev, ()):
-                    if r != w:
-                        rw_s.append(r)
-                        rw_d.append(w)
+                version_edges(w, prev_w, readers.get(prev, ()), ww_s, ww_d, rw_s, rw_d)
             elif kv not in failed:
                 garbage.append(e)
             prev_w, prev = w, kv
@@ -298,14 +293,29 @@ def _versions(ix: _Index, tx: Txns, inf: Inference, readers: dict[tuple[Any, Any
             continue
         key_order = ix.order.get(k)
         prev = (k, key_order[-1]) if key_order else (k, INIT)
-        pw = writer.get(prev) if key_order else None
-        if pw is not None and pw != w:
-            ww_s.append(pw)
-            ww_d.append(w)
-        for r in readers.get(prev, ()):
-            if r != w:
-                rw_s.append(r)
-                rw_d.append(w)
+        version_edges(
+            w, writer.get(prev) if key_order else None, readers.get(prev, ()), ww_s, ww_d, rw_s, rw_d
+        )
+
+
+def version_edges(
+    w: int,
+    prev_w: int | None,
+    prev_readers: Iterable[int],
+    ww_s: list[int],
+    ww_d: list[int],
+    rw_s: list[int],
+    rw_d: list[int],
+) -> None:
+    """The edges into `w`, the writer of a version: ww from `prev_w`, the writer of the version before it,
+    and rw from that version's readers (neither from `w` itself)."""
+    if prev_w is not None and prev_w != w:
+        ww_s.append(prev_w)
+        ww_d.append(w)
+    for r in prev_readers:
+        if r != w:
+            rw_s.append(r)
+            rw_d.append(w)
 
 
 def lost_updates(updaters: dict[tuple[Any, Any, Any], list[int]], tx: Txns, inf: Inference) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultline.checkers.elle.append import lost_updates
+from faultline.checkers.elle.append import lost_updates, version_edges
 from faultline.checkers.elle.graph import RW, RWP, RWT, WR, WW, WW_ANY, WWP, WWT, Edges, realtime_pairs
 from faultline.checkers.elle.inference import INIT, Inference, plain
 from faultline.checkers.elle.txns import FAIL, OK, ElleInputError, Txns, validate
@@ -266,13 +266,7 @@ def _edges(
             if w2 is None or kv2 in ambiguous:
                 continue
             (ww_s, ww_d), (rw_s, rw_d) = lists[via]
-            if src_w is not None and src_w != w2:
-                ww_s.append(src_w)
-                ww_d.append(w2)
-            for r in readers:
-                if r != w2:
-                    rw_s.append(r)
-                    rw_d.append(w2)
+            version_edges(w2, src_w, readers, ww_s, ww_d, rw_s, rw_d)
 
 
 def _explainer(ix: _Index, tx: Txns):  # type: ignore[no-untyped-def]
