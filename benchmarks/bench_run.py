@@ -177,8 +177,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def main() -> int:
-    args = parse_args()
+def _run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One run per nemesis, on one shared cluster (brought up here and removed afterwards) when they can share."""
     name = f"flbench-{uuid.uuid4().hex[:6]}"  # never collides with a concurrent run
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -187,17 +187,8 @@ def main() -> int:
             if _shares_a_cluster(args):
                 subprocess.run(
                     [
-                        sys.executable,
-                        "-m",
-                        "faultline",
-                        "cluster",
-                        "up",
-                        "--cluster",
-                        args.cluster,
-                        "--db",
-                        args.db,
-                        "--name",
-                        name,
+                        *[sys.executable, "-m", "faultline", "cluster", "up", "--cluster", args.cluster],
+                        *["--db", args.db, "--name", name],
                         *[f"--inject-bug={b}" for b in args.inject_bug],
                     ],
                     check=True,
@@ -213,6 +204,21 @@ def main() -> int:
                     timeout=600,
                     capture_output=True,
                 )
+    return rows
+
+
+def _median_max(xs: list[float | None]) -> str:
+    got = [x for x in xs if x is not None]
+    missing = len(xs) - len(got)
+    if not got:
+        return "-" if not xs else "not within the run"
+    text = f"{statistics.median(got):.1f} / {max(got):.1f}"
+    return text + (f" ({missing} not within the run)" if missing else "")
+
+
+def main() -> int:
+    args = parse_args()
+    rows = _run_all(args)
     baseline = next(
         (r["ok_per_s"] for r in rows if r["nemesis"] == "none"), rows[0]["ok_per_s"] if rows else 0
     )
@@ -222,20 +228,11 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|")
     summary = []
-
-    def med_max(xs: list[float | None]) -> str:
-        got = [x for x in xs if x is not None]
-        missing = len(xs) - len(got)
-        if not got:
-            return "-" if not xs else "not within the run"
-        text = f"{statistics.median(got):.1f} / {max(got):.1f}"
-        return text + (f" ({missing} not within the run)" if missing else "")
-
     for r in rows:
         rec = recoveries(r.pop("history"), baseline, args.concurrency)
         print(
             f"| {r['nemesis']} | {r['valid']} | {r['ops']} | {r['ok_per_s']} | {len(rec)} | "
-            f"{med_max([a for _, a, _ in rec])} | {med_max([b for _, _, b in rec])} |"
+            f"{_median_max([a for _, a, _ in rec])} | {_median_max([b for _, _, b in rec])} |"
         )
         r["recoveries"] = rec
         summary.append(r)

@@ -16,10 +16,22 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from faultline.node.consensus import Entry
 from faultline.node.log import Wal
+
+
+def _run_producers(producer: Callable[[], None], producers: int) -> float:
+    """Run `producers` threads of `producer` to the end; the seconds they took."""
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=producer) for _ in range(producers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.monotonic() - t0
 
 
 def run_group_commit(root: Path, producers: int, seconds: float, payload: bytes, fsync: str) -> dict:
@@ -39,13 +51,7 @@ def run_group_commit(root: Path, producers: int, seconds: float, payload: bytes,
                     fut = wal.append([Entry(1, i, payload=payload)])
                 fut.result(60)
 
-        t0 = time.monotonic()
-        threads = [threading.Thread(target=producer) for _ in range(producers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.monotonic() - t0
+        elapsed = _run_producers(producer, producers)
         stats = wal.stats
     return {
         "mode": f"group commit, fsync={fsync}",
@@ -72,13 +78,7 @@ def run_separate_syncs(root: Path, producers: int, seconds: float, payload: byte
                 os.fsync(fd)
                 count[0] += 1
 
-    t0 = time.monotonic()
-    threads = [threading.Thread(target=producer) for _ in range(producers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - t0
+    elapsed = _run_producers(producer, producers)
     os.close(fd)
     return {
         "mode": "no group commit: one fsync per append",

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faultline.cluster import state
 from faultline.cluster.api import Remote
 
 HOSTS_ENV = "FAULTLINE_HOSTS_FILE"
@@ -52,6 +53,11 @@ def fill_template(
         raise ClusterError(f"unknown placeholder {m.group(0)!r} in a role's command")
 
     return [_TEMPLATE_RE.sub(fill, part) for part in template]
+
+
+def _tc_root(dev: str, *qdisc: str) -> list[str]:
+    """`tc qdisc replace` of the device's root qdisc."""
+    return ["tc", "qdisc", "replace", "dev", dev, "root", *qdisc]
 
 
 class ClusterError(RuntimeError):
@@ -278,6 +284,26 @@ class NodeBackend:
         self._ipt: dict[str, str] = {}
         self._kinds: dict[str, tuple[str, ...]] = {}
 
+    # ------------------------------------------------------------------ saved state
+    def _save_state(self, **extra: Any) -> None:
+        """Record the cluster (cluster/state.py, under this backend's kind) for `attach` to find again."""
+        state.save(
+            self.kind,
+            self.spec.name,
+            {"spec": self.spec.to_mapping(), **extra, "nodes": {n: i.__dict__ for n, i in self.info.items()}},
+        )
+
+    @classmethod
+    def _saved_state(cls, name: str) -> dict[str, Any]:
+        """What `_save_state` recorded of the cluster `name`; a ClusterError if there is no such cluster."""
+        data = state.load(cls.kind, name)
+        if data is None:
+            raise ClusterError(f"no {cls.kind} cluster named {name!r}")
+        return data
+
+    def _restore_nodes(self, data: Mapping[str, Any]) -> None:
+        self.info = {n: NodeInfo(**i) for n, i in data["nodes"].items()}
+
     # ------------------------------------------------------------------ hooks
     def node_dir(self, node: str) -> str:
         """Where the node keeps logs/, run/, data/ and its faketime file."""
@@ -363,6 +389,18 @@ class NodeBackend:
 
     def _write_hosts(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} keeps no hosts files")
+
+    def _nodes_changed(self) -> None:
+        """After a node came or went: every node's hosts file, the saved state, this host's hosts file."""
+        self._write_hosts()
+        self._save()
+        self.sync_hosts_file()
+
+    def _start_nodes(self, nodes: list[str], log: Callable[[str], None]) -> None:
+        """The last step of `up`: every node's process, then this host's hosts file."""
+        self._parallel(self.start, nodes)
+        self.sync_hosts_file()
+        log(f"node processes started ({self.spec.db or 'nothing'})")
 
     def _save(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} keeps no state file")
@@ -694,17 +732,7 @@ class NodeBackend:
         if not any(wanted.values()):
             return
         if "delay" in self.packet_kinds(node):  # the kernel has netem: one qdisc does it all
-            argv = [
-                "tc",
-                "qdisc",
-                "replace",
-                "dev",
-                dev,
-                "root",
-                "netem",
-                "delay",
-                f"{float(delay_ms):.3f}ms",
-            ]
+            argv = _tc_root(dev, "netem", "delay", f"{float(delay_ms):.3f}ms")
             argv += [f"{float(jitter_ms):.3f}ms"] if jitter_ms else []
             argv += ["loss", f"{float(loss_pct):.3f}%"] if loss_pct else []
             argv += ["duplicate", f"{float(duplicate_pct):.3f}%"] if duplicate_pct else []
@@ -712,6 +740,12 @@ class NodeBackend:
             argv += ["rate", f"{int(rate_kbit)}kbit"] if rate_kbit else []
             self.run(node, argv, 20, step="tc netem")
             return
+        self._packet_without_netem(node, ipt, dev, loss_pct, duplicate_pct, rate_kbit)
+
+    def _packet_without_netem(
+        self, node: str, ipt: str, dev: str, loss_pct: float, duplicate_pct: float, rate_kbit: float
+    ) -> None:
+        """Loss and duplication by iptables (statistic, TEE), a rate limit by tc tbf."""
         if loss_pct:
             self.run(
                 node,
@@ -730,21 +764,7 @@ class NodeBackend:
         if rate_kbit:
             self.run(
                 node,
-                [
-                    "tc",
-                    "qdisc",
-                    "replace",
-                    "dev",
-                    dev,
-                    "root",
-                    "tbf",
-                    "rate",
-                    f"{int(rate_kbit)}kbit",
-                    "burst",
-                    "32kbit",
-                    "latency",
-                    "400ms",
-                ],
+                _tc_root(dev, "tbf", "rate", f"{int(rate_kbit)}kbit", "burst", "32kbit", "latency", "400ms"),
                 20,
                 step="tc tbf rate limit",
             )

@@ -190,9 +190,7 @@ class DockerBackend(NodeBackend):
                 self.info[n] = NodeInfo(n, role, self._alloc_ip(), "", dns)
             self._parallel(lambda nr: self._create_container(nr[0]), names)
             log(f"{len(names)} containers running")
-            self._parallel(self.start, [n for n, _, _ in names])
-            self.sync_hosts_file()
-            log(f"node processes started ({self.spec.db or 'nothing'})")
+            self._start_nodes([n for n, _, _ in names], log)
         except BaseException:
             with contextlib.suppress(Exception):
                 self.down()

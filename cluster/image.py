@@ -275,6 +275,72 @@ def image_exists(tag: str) -> bool:
         return False
 
 
+def _mmdebstrap_argv(
+    packages: Sequence[str], pins: list[str], wheels: Path, rootfs: Path, sources: list[str]
+) -> list[str]:
+    """The mmdebstrap command line for the root filesystem: packages, a venv with the wheels, no secrets."""
+    names = " ".join(p.split("==")[0] for p in pins)
+    install = (
+        [
+            f'--customize-hook=chroot "$1" {VENV}/bin/pip install -q --no-index --no-compile '
+            f"--find-links /tmp/wheels {names}"
+        ]
+        if names
+        else []
+    )
+    hooks = [
+        f'--customize-hook=mkdir -p "$1/tmp/wheels" && cp {wheels}/*.whl "$1/tmp/wheels/" 2>/dev/null; true',
+        f'--customize-hook=chroot "$1" python3 -m venv {VENV}',
+        *install,
+        '--customize-hook=rm -rf "$1/tmp/wheels" "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/*',
+        # per-container host keys are made at sshd start (ssh-keygen -A), never baked in
+        '--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*',
+        '--customize-hook=mkdir -p "$1/run/sshd" "$1/var/lib/faultline"',
+    ]
+    return [
+        "mmdebstrap",
+        "--variant=apt",
+        "--quiet",
+        f"--include={','.join(image_packages(packages))}",
+        *[f"--dpkgopt={x}" for x in DPKG_EXCLUDES],
+        *hooks,
+        SUITE,
+        str(rootfs),
+        *sources,
+    ]
+
+
+def _import_rootfs(
+    client, rootfs: Path, tag: str, packages: Sequence[str], python_packages: Sequence[str], log
+) -> None:
+    """`docker import` the root filesystem as `tag`, with the image's environment and labels."""
+    repo, version = tag.split(":")
+    changes = [
+        f"ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ENV PYTHONDONTWRITEBYTECODE=1",
+        "ENV PYTHONPATH=/opt/faultline",
+        f"LABEL {IMAGE_LABEL}={version}",
+        *(f"LABEL {k}={v}" for k, v in _content_labels(packages, python_packages).items()),
+        'CMD ["sleep", "infinity"]',
+    ]
+    log("  docker import ...")
+    try:
+        client.api.import_image_from_file(str(rootfs), repository=repo, tag=version, changes=changes)
+    except Exception as exc:
+        raise ImageBuildError(f"step 'docker import' failed: {exc}") from exc
+    if not image_exists(tag):
+        raise ImageBuildError(f"step 'docker import' failed: {tag} is not in the image list afterwards")
+
+
+def _connected_docker():
+    try:
+        client = _docker()
+        client.ping()
+    except Exception as exc:
+        raise ImageBuildError(f"step 'connect to docker' failed: {exc}") from exc
+    return client
+
+
 def build_image(
     packages: Sequence[str] = (),
     python_packages: Sequence[str] = (),
@@ -287,11 +353,7 @@ def build_image(
     tag = image_tag(packages, python_packages)
     pins = py_dep_pins(python_packages)
     steps: dict[str, float] = {}
-    try:
-        client = _docker()
-        client.ping()
-    except Exception as exc:
-        raise ImageBuildError(f"step 'connect to docker' failed: {exc}") from exc
+    client = _connected_docker()
     if not rebuild and image_exists(tag):
         return BuildReport(tag, False, time.monotonic() - t0)
     covering = None if rebuild else covering_image(packages, python_packages)
@@ -312,55 +374,12 @@ def build_image(
     steps["wheels"] = time.monotonic() - s
     with tempfile.TemporaryDirectory(prefix="faultline-image-") as tmp:
         rootfs = Path(tmp) / "rootfs.tar"
-        names = " ".join(p.split("==")[0] for p in pins)
-        install = (
-            [
-                f'--customize-hook=chroot "$1" {VENV}/bin/pip install -q --no-index --no-compile '
-                f"--find-links /tmp/wheels {names}"
-            ]
-            if names
-            else []
-        )
-        hooks = [
-            f'--customize-hook=mkdir -p "$1/tmp/wheels" && cp {wheels}/*.whl "$1/tmp/wheels/" 2>/dev/null; true',
-            f'--customize-hook=chroot "$1" python3 -m venv {VENV}',
-            *install,
-            '--customize-hook=rm -rf "$1/tmp/wheels" "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/*',
-            # per-container host keys are made at sshd start (ssh-keygen -A), never baked in
-            '--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*',
-            '--customize-hook=mkdir -p "$1/run/sshd" "$1/var/lib/faultline"',
-        ]
-        argv = [
-            "mmdebstrap",
-            "--variant=apt",
-            "--quiet",
-            f"--include={','.join(image_packages(packages))}",
-            *[f"--dpkgopt={x}" for x in DPKG_EXCLUDES],
-            *hooks,
-            SUITE,
-            str(rootfs),
-            *sources,
-        ]
+        argv = _mmdebstrap_argv(packages, pins, wheels, rootfs, sources)
         s = time.monotonic()
         _run("mmdebstrap root filesystem", argv, 1200, log)
         steps["rootfs"] = time.monotonic() - s
         s = time.monotonic()
-        repo, version = tag.split(":")
-        changes = [
-            f"ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "ENV PYTHONDONTWRITEBYTECODE=1",
-            "ENV PYTHONPATH=/opt/faultline",
-            f"LABEL {IMAGE_LABEL}={version}",
-            *(f"LABEL {k}={v}" for k, v in _content_labels(packages, python_packages).items()),
-            'CMD ["sleep", "infinity"]',
-        ]
-        log("  docker import ...")
-        try:
-            client.api.import_image_from_file(str(rootfs), repository=repo, tag=version, changes=changes)
-        except Exception as exc:
-            raise ImageBuildError(f"step 'docker import' failed: {exc}") from exc
-        if not image_exists(tag):
-            raise ImageBuildError(f"step 'docker import' failed: {tag} is not in the image list afterwards")
+        _import_rootfs(client, rootfs, tag, packages, python_packages, log)
         steps["import"] = time.monotonic() - s
     if old_id and old_id != client.images.get(tag).id:
         # the rebuilt image took the tag; drop the old one unless a container still uses it

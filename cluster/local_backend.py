@@ -153,9 +153,7 @@ class LocalBackend(NodeBackend):
             self._write_hosts()
             self._save()
             log(f"{len(self.info)} namespaces ready")
-            self._parallel(self.start, list(self.info))
-            self.sync_hosts_file()
-            log(f"node processes started ({self.spec.db or 'nothing'})")
+            self._start_nodes(list(self.info), log)
         except BaseException:
             with contextlib.suppress(Exception):
                 self.down()
@@ -209,24 +207,14 @@ class LocalBackend(NodeBackend):
                 f.truncate()
 
     def _save(self) -> None:
-        state.save(
-            "local",
-            self.spec.name,
-            {
-                "spec": self.spec.to_mapping(),
-                "subnet": str(self.subnet) if self.subnet else None,
-                "nodes": {n: i.__dict__ for n, i in self.info.items()},
-            },
-        )
+        self._save_state(subnet=str(self.subnet) if self.subnet else None)
 
     @classmethod
     def attach(cls, name: str) -> LocalBackend:
-        data = state.load("local", name)
-        if data is None:
-            raise ClusterError(f"no local cluster named {name!r}")
+        data = cls._saved_state(name)
         b = cls(ClusterSpec.from_mapping(data["spec"]))
         b.subnet = ipaddress.IPv4Network(data["subnet"]) if data.get("subnet") else None
-        b.info = {n: NodeInfo(**i) for n, i in data["nodes"].items()}
+        b._restore_nodes(data)
         return b
 
     def down(self) -> None:
@@ -256,17 +244,13 @@ class LocalBackend(NodeBackend):
         shutil.rmtree(self.node_dir(node), ignore_errors=True)
         del self.info[node]
         self._ipt.pop(node, None)
-        self._write_hosts()
-        self._save()
-        self.sync_hosts_file()
+        self._nodes_changed()
 
     def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
         if name in self.info:
             raise ClusterError(f"node {name!r} already exists")
         self._make_node(name, role or self.spec.role_of(name), [])
-        self._write_hosts()
-        self._save()
-        self.sync_hosts_file()
+        self._nodes_changed()
         if start:
             self.start(name)
         return name

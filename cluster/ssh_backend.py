@@ -442,9 +442,7 @@ class SSHBackend(NodeBackend):
             self._parallel(self._prepare, list(self.info))
             log(f"source uploaded to {len(self.info)} hosts")
             self._write_hosts()
-            self._parallel(self.start, list(self.info))
-            self.sync_hosts_file()
-            log(f"node processes started ({self.spec.db or 'nothing'})")
+            self._start_nodes(list(self.info), log)
         except BaseException:
             with contextlib.suppress(Exception):
                 self.down()
@@ -551,23 +549,13 @@ class SSHBackend(NodeBackend):
         self._parallel(write, list(self.info))
 
     def _save(self) -> None:
-        state.save(
-            "ssh",
-            self.spec.name,
-            {
-                "spec": self.spec.to_mapping(),
-                "hosts": [h.__dict__ for h in self.hosts.values()],
-                "nodes": {n: i.__dict__ for n, i in self.info.items()},
-            },
-        )
+        self._save_state(hosts=[h.__dict__ for h in self.hosts.values()])
 
     @classmethod
     def attach(cls, name: str) -> SSHBackend:
-        data = state.load("ssh", name)
-        if data is None:
-            raise ClusterError(f"no ssh cluster named {name!r}")
+        data = cls._saved_state(name)
         b = cls(ClusterSpec.from_mapping(data["spec"]), [SSHHost(**h) for h in data["hosts"]])
-        b.info = {n: NodeInfo(**i) for n, i in data["nodes"].items()}
+        b._restore_nodes(data)
         return b
 
     def down(self) -> None:
@@ -608,9 +596,7 @@ class SSHBackend(NodeBackend):
             raise ClusterError(f"{node}: disk layer left behind: {'; '.join(left)}")
         self.remove_dirs(node, [self.node_dir(node)])
         del self.info[node]
-        self._write_hosts()
-        self._save()
-        self.sync_hosts_file()
+        self._nodes_changed()
 
     def add_node(self, name: str, role: str | None = None, start: bool = True) -> str:
         """Brings back a host listed in the hosts file (after `destroy`) with empty data."""
@@ -621,9 +607,7 @@ class SSHBackend(NodeBackend):
         h = self.hosts[name]
         self.info[name] = NodeInfo(name, role or h.role, _resolve_addr(h.address), h.address, [])
         self._prepare(name)
-        self._write_hosts()
-        self._save()
-        self.sync_hosts_file()
+        self._nodes_changed()
         if start:
             self.start(name)
         return name

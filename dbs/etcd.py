@@ -19,6 +19,7 @@ from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Op, Run
 from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.db.process import Indeterminate, ProcessDB, common_notes, supported_nemeses
+from faultline.workloads.common import ApplyOrComplete
 
 ROLE = "etcd"
 CLIENT_PORT = 2379
@@ -174,7 +175,7 @@ class EtcdConnection:
             raise Indeterminate(f"etcd {self.address}: {exc.code().name}: {exc.details()}") from None
 
 
-class EtcdLockClient:
+class EtcdLockClient(ApplyOrComplete):
     """acquire: a lease of `lock_ttl` seconds (db option), then a Txn that creates the lock key attached
     to it only if the key does not exist; release: a Txn that deletes the key only if it still holds this
     client's token (`ok` with the value "lost" when the lease had expired). While it holds a lock, a thread renews the lease every third of its TTL, as etcd's
@@ -205,14 +206,6 @@ class EtcdLockClient:
             self.renewer.join(timeout=2 * self.ttl)
         if self.conn is not None:
             self.conn.close()
-
-    def invoke(self, test: Run, op: Op) -> Op:
-        from faultline.workloads.common import completion
-
-        try:
-            return self._apply(op)
-        except Exception as exc:
-            return completion(op, exc, read_only=False)
 
     def _apply(self, op: Op) -> Op:
         assert self.conn is not None

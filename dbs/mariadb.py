@@ -26,6 +26,8 @@ from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.db.process import DISK_NEMESES, PROCESS_NEMESES, Definite, Indeterminate, ProcessDB
 from faultline.dbs.sql import (
     ISOLATION,
+    PARTITION_NOTES,
+    PARTITIONS,
     OneSQLServer,
     SQLTxnClient,
     drop_connection,
@@ -306,16 +308,6 @@ LOG_PATTERNS = [
     ),
 ]
 
-_PARTITIONS = (
-    "partition",
-    "partition-one",
-    "partition-halves",
-    "partition-majority",
-    "partition-ring",
-    "partition-bridge",
-    "partition-primary",
-)
-
 
 class MariaDBDB(OneSQLServer, ProcessDB):
     """One MariaDB 10.11 server, m1."""
@@ -326,9 +318,9 @@ class MariaDBDB(OneSQLServer, ProcessDB):
     options = {
         "isolation": f"the transactions' isolation level: {', '.join(ISOLATION)} (default serializable)"
     }
-    nemeses = PROCESS_NEMESES - set(_PARTITIONS)
+    nemeses = PROCESS_NEMESES - set(PARTITIONS)
     nemesis_notes = {
-        **{p: "a single-node DB has no peers to be cut off from" for p in _PARTITIONS},
+        **PARTITION_NOTES,
         **{
             f: "not offered for mariadb yet: untried with InnoDB's files"
             for f in (*FILE_CORRUPTION_FAULTS, *DISK_NEMESES)

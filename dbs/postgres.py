@@ -21,7 +21,17 @@ from faultline.cluster.base import ClusterSpec, RoleSpec
 from faultline.core import Op, Run
 from faultline.db.api import FILE_CORRUPTION_FAULTS, LogPattern
 from faultline.db.process import Definite, Indeterminate, ProcessDB, common_notes, supported_nemeses
-from faultline.dbs.sql import ISOLATION, OneSQLServer, SQLTxnClient, ident, isolation, validate_isolation
+from faultline.dbs.sql import (
+    ISOLATION,
+    PARTITION_NOTES,
+    PARTITIONS,
+    OneSQLServer,
+    SQLTxnClient,
+    ident,
+    isolation,
+    validate_isolation,
+)
+from faultline.workloads.common import ApplyOrComplete
 
 ROLE = "postgres"
 PORT = 5432
@@ -246,7 +256,7 @@ def _taken(queue_table: str) -> str:
     return ident(queue_table + "_taken")
 
 
-class PostgresQueueClient:
+class PostgresQueueClient(ApplyOrComplete):
     """A queue in one table (id bigserial, v bigint), each statement its own transaction: enqueue inserts a
     row; dequeue deletes the oldest row no other transaction has locked (`FOR UPDATE SKIP LOCKED`, so
     concurrent dequeues never wait on each other) and returns it; drain deletes every row in one statement.
@@ -281,14 +291,6 @@ class PostgresQueueClient:
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
-
-    def invoke(self, test: Run, op: Op) -> Op:
-        from faultline.workloads.common import completion
-
-        try:
-            return self._apply(op)
-        except Exception as exc:
-            return completion(op, exc, read_only=False)
 
     def _apply(self, op: Op) -> Op:
         assert self.conn is not None
@@ -379,34 +381,8 @@ class PostgresDB(OneSQLServer, ProcessDB):
         "synchronous_commit": f"{', '.join(SYNC_COMMIT)} (default on); with off a commit is acknowledged "
         "before its WAL is flushed, and a crash may lose it",
     }
-    nemeses = (
-        supported_nemeses(clock=True)
-        - {
-            "partition",
-            "partition-one",
-            "partition-halves",
-            "partition-majority",
-            "partition-ring",
-            "partition-bridge",
-            "partition-primary",
-        }
-        | FILE_CORRUPTION_FAULTS
-    )
-    nemesis_notes = {
-        **common_notes(None),
-        **{
-            p: "a single-node DB has no peers to be cut off from"
-            for p in (
-                "partition",
-                "partition-one",
-                "partition-halves",
-                "partition-majority",
-                "partition-ring",
-                "partition-bridge",
-                "partition-primary",
-            )
-        },
-    }
+    nemeses = supported_nemeses(clock=True) - set(PARTITIONS) | FILE_CORRUPTION_FAULTS
+    nemesis_notes = {**common_notes(None), **PARTITION_NOTES}
     packages = ("postgresql-15",)
     data_dirs = {ROLE: ("{dir}/pgdata",)}
     data_files = {ROLE: ("{dir}/pgdata/pg_wal/0000*", "{dir}/pgdata/base/*/[0-9]*")}

@@ -15,6 +15,13 @@ from faultline.core import Op, Run
 
 ISOLATION = ("read-committed", "repeatable-read", "serializable")
 
+# the partition faults, which a DB of one SQL server does not offer: it has no peers to be cut off from
+PARTITIONS = (
+    "partition",
+    *(f"partition-{k}" for k in ("one", "halves", "majority", "ring", "bridge", "primary")),
+)
+PARTITION_NOTES = {p: "a single-node DB has no peers to be cut off from" for p in PARTITIONS}
+
 
 def isolation(test: Run) -> str:
     """The run's isolation level (`--isolation`, default serializable)."""

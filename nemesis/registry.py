@@ -145,7 +145,8 @@ def _file_package(kind: str) -> Callable[[Build], NemesisPackage]:
 _FILE_OPTIONS = {FILE_GLOB: check_file_glob}
 
 
-def _entries() -> list[Entry]:
+def _network_and_process_entries() -> list[Entry]:
+    """Partitions, kills, pauses, packet and clock faults."""
     return [
         Entry("none", "no faults", lambda b: NemesisPackage(nemesis=Noop())),
         Entry(
@@ -180,6 +181,12 @@ def _entries() -> list[Entry]:
             lambda b: packet_package(b.interval_s),
         ),
         Entry("clock", "clock bumps and strobes", clock_package),
+    ]
+
+
+def _disk_entries() -> list[Entry]:
+    """The file faults and the losses of what was never fsynced."""
+    return [
         Entry(
             "file-corrupt",
             "a data file of one node or a minority damaged (any kind), with the DB running or stopped",
@@ -222,6 +229,10 @@ def _entries() -> list[Entry]:
             disk_layer=True,
         ),
     ]
+
+
+def _entries() -> list[Entry]:
+    return [*_network_and_process_entries(), *_disk_entries()]
 
 
 NEMESES: dict[str, Entry] = {e.name: e for e in _entries()}

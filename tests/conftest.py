@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# the shared checks' failures show their values, as a test's own asserts do
+pytest.register_assert_rewrite("cluster_checks")
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

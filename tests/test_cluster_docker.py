@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_checks import brought_up
 
 from faultline.cluster.base import CHAIN, LABEL, ClusterError, RemoteTimeout
 from faultline.dbs.store import StoreDB
@@ -41,11 +42,8 @@ def cluster(image: str) -> Iterator:
         StoreDB().cluster_spec(_name("tdock"), {"masters": 3, "tservers": 5, "daemon": "placeholder"}),
         image=image,
     )
-    try:
-        b.up()
+    with brought_up(b):
         yield b
-    finally:
-        b.down()
 
 
 def port_of(b, node: str) -> int:

@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from cluster_checks import assert_pause_kill_start, brought_up
 
 from faultline.cluster.base import ClusterError
 from faultline.dbs.store import StoreDB
@@ -24,11 +25,8 @@ def cluster() -> Iterator:
             f"tloc-{secrets.token_hex(3)}", {"masters": 3, "tservers": 2, "daemon": "placeholder"}
         )
     )
-    try:
-        b.up()
+    with brought_up(b):
         yield b
-    finally:
-        b.down()
 
 
 def reach(b, src: str, dst: str) -> bool:
@@ -73,13 +71,7 @@ def test_move_master_name(cluster) -> None:
 
 
 def test_lifecycle(cluster) -> None:
-    cluster.pause("t2")
-    assert cluster.daemon_status("t2") == "paused"
-    cluster.resume("t2")
-    cluster.kill("t2")
-    assert cluster.daemon_status("t2") == "stopped"
-    cluster.start("t2")
-    assert cluster.wait_port("t1", "t2", TSERVER_PORT, 10)
+    assert_pause_kill_start(cluster, "t2", probe_from="t1", port=TSERVER_PORT)
 
 
 def test_down_leaves_nothing_and_names_are_unique() -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_checks import assert_pause_kill_start, brought_up
 
 from faultline.cluster.base import ClusterError, NodeInfo, RemoteTimeout
 from faultline.dbs.store import StoreDB
@@ -74,11 +75,8 @@ def cluster(sshd_hosts) -> Iterator:
         tmp / "hosts-accept.toml",
         StoreDB().cluster_spec(f"tssh-{secrets.token_hex(3)}", {"daemon": "placeholder"}),
     )
-    try:
-        b.up()
+    with brought_up(b):
         yield b
-    finally:
-        b.down()
 
 
 def test_unknown_host_key_is_refused_by_default(sshd_hosts, tmp_path: Path) -> None:
@@ -155,13 +153,7 @@ def test_move_master_name_and_lifecycle(cluster) -> None:
         assert cluster.run("t1", ["getent", "hosts", "master-1"])[1].split()[0] == cluster.info["m2"].address
     finally:
         cluster.set_dns("master-1", "m1")
-    cluster.pause("t1")
-    assert cluster.daemon_status("t1") == "paused"
-    cluster.resume("t1")
-    cluster.kill("t1")
-    assert cluster.daemon_status("t1") == "stopped"
-    cluster.start("t1")
-    assert cluster.wait_port("m1", "t1", TSERVER_PORT, 10)
+    assert_pause_kill_start(cluster, "t1", probe_from="m1", port=TSERVER_PORT)
 
 
 def test_down_keeps_a_directory_faultline_did_not_create(sshd_hosts) -> None:

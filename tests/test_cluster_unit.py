@@ -340,6 +340,8 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], monkeypatch
 def test_placeholder_answers_with_its_name() -> None:
     import socket
 
+    from faultline.nemesis.base import wait_until
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -357,17 +359,16 @@ def test_placeholder_answers_with_its_name() -> None:
         ],
         stdout=subprocess.DEVNULL,
     )
+    answers: list[bytes] = []
+
+    def answered() -> bool:  # refused (raises) until the placeholder listens
+        with socket.create_connection(("127.0.0.1", port), 1) as c:
+            answers.append(c.recv(10))
+        return True
+
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), 1) as c:
-                    assert c.recv(10) == b"n1\n"
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        assert wait_until(answered, 10, 0.05, "the placeholder's port")
+        assert answers == [b"n1\n"]
     finally:
         p.kill()
         p.wait(5)

@@ -64,9 +64,13 @@ class Net:
         while core.has_ready():
             r = core.ready()
             self.readies[u].append(r)
-            if u not in self.down:
-                self.queue.extend(r.messages)
+            self.handle(u, r)
             core.advance(r)
+
+    def handle(self, u: str, r: Ready) -> None:
+        """What the node does with a Ready before advancing: here, hand its messages to the network."""
+        if u not in self.down:
+            self.queue.extend(r.messages)
 
     def settle(self, limit: int = 10_000) -> None:
         for u in self.cores:
@@ -592,21 +596,16 @@ class _SnapNet(Net):
         self.sm: dict[str, list[bytes]] = {u: [] for u in ids}
         self.installed: dict[str, list[int]] = {u: [] for u in ids}
 
-    def flush(self, u: str) -> None:
-        core = self.cores[u]
-        while core.has_ready():
-            r = core.ready()
-            self.readies[u].append(r)
-            if r.snapshot is not None:  # installed first, as the node does
-                self.sm[u] = [bytes.fromhex(x) for x in r.snapshot.data.decode().split(",") if x]
-                self.installed[u].append(r.snapshot.index)
-            if u not in self.down:
-                for m in r.messages:
-                    if isinstance(m, InstallSnapshot):
-                        m = dataclasses.replace(m, data=",".join(x.hex() for x in self.sm[u]).encode())
-                    self.queue.append(m)
-            self.sm[u] += [e.payload for e in r.committed_entries if e.type == EntryType.WRITE]
-            core.advance(r)
+    def handle(self, u: str, r: Ready) -> None:
+        if r.snapshot is not None:  # installed first, as the node does
+            self.sm[u] = [bytes.fromhex(x) for x in r.snapshot.data.decode().split(",") if x]
+            self.installed[u].append(r.snapshot.index)
+        if u not in self.down:
+            for m in r.messages:
+                if isinstance(m, InstallSnapshot):
+                    m = dataclasses.replace(m, data=",".join(x.hex() for x in self.sm[u]).encode())
+                self.queue.append(m)
+        self.sm[u] += [e.payload for e in r.committed_entries if e.type == EntryType.WRITE]
 
 
 def _left_behind(install: bool) -> tuple[_SnapNet, RaftCore, str]:
@@ -698,11 +697,18 @@ def test_a_leader_holding_its_log_only_from_a_copy_sends_its_snapshot():
     assert all(e.payload != b"lost" for e in lag.log)
 
 
-def test_a_snapshot_is_refused_from_an_old_term_and_ignored_below_the_commit_index():
+def _term_2_follower(last: int, commit: int) -> tuple[RaftConfig, RaftCore]:
+    """Follower b of leader a in term 2, holding entries 1..`last` of term 2, `commit` of them committed,
+    with snapshots on: the state a snapshot then arrives in."""
     cfg = RaftConfig.of("a", "b")
-    f = make("b", cfg, [Entry(2, i) for i in range(1, 11)], term=2, install_snapshots=True)
-    f.step(AppendRequest("a", "b", 2, 10, 2, (), commit_index=10))
+    f = make("b", cfg, [Entry(2, i) for i in range(1, last + 1)], term=2, install_snapshots=True)
+    f.step(AppendRequest("a", "b", 2, last, 2, (), commit_index=commit))
     drain(f)
+    return cfg, f
+
+
+def test_a_snapshot_is_refused_from_an_old_term_and_ignored_below_the_commit_index():
+    cfg, f = _term_2_follower(10, commit=10)
     f.step(InstallSnapshot("a", "b", 1, 20, 1, cfg, b"old"))
     r = drain(f)
     assert r.snapshot is None and not r.messages[0].success and f.last_index() == 10
@@ -715,10 +721,7 @@ def test_a_snapshot_is_refused_from_an_old_term_and_ignored_below_the_commit_ind
 def test_a_follower_that_holds_the_snapshots_last_entry_keeps_its_log():
     """A stale back-off can make the leader send a snapshot to a follower further along than it thinks:
     entries after the snapshot that the follower already acknowledged must survive it (Raft's Figure 13)."""
-    cfg = RaftConfig.of("a", "b")
-    f = make("b", cfg, [Entry(2, i) for i in range(1, 13)], term=2, install_snapshots=True)
-    f.step(AppendRequest("a", "b", 2, 12, 2, (), commit_index=5))
-    drain(f)
+    cfg, f = _term_2_follower(12, commit=5)
     f.step(InstallSnapshot("a", "b", 2, 9, 2, cfg, b"snap"))
     r = drain(f)
     assert r.snapshot is None and not r.entries and r.truncate_from is None

@@ -7,9 +7,9 @@ from typing import Any
 
 import pymysql
 import pytest
+from spec_refusals import assert_refused
 
 from faultline.controller import testspec
-from faultline.controller.errors import UsageError
 from faultline.db.process import Definite, Indeterminate
 from faultline.dbs import get_db, loadable
 from faultline.dbs.mariadb import MariaDBConnection, MariaDBTxnClient, aborted, parse_list, session_sql
@@ -197,12 +197,9 @@ def test_the_run_takes_mariadbs_levels_and_refuses_what_one_node_cannot_do() -> 
     spec = testspec.build_test({"db": "mariadb", "workload": "list-append", "isolation": "repeatable-read"})
     assert spec.db_opts == {"isolation": "repeatable-read"}
     assert spec.cluster_spec["roles"][0]["user"] == "mysql"
-    with pytest.raises(UsageError, match="isolation must be one of"):
-        testspec.build_test({"db": "mariadb", "workload": "list-append", "isolation": "snapshot"})
-    with pytest.raises(UsageError, match="no peers"):
-        testspec.build_test({"db": "mariadb", "workload": "register", "nemesis": "partition"})
-    with pytest.raises(UsageError, match="no client for workload 'queue'"):
-        testspec.build_test({"db": "mariadb", "workload": "queue"})
+    assert_refused("isolation must be one of", db="mariadb", workload="list-append", isolation="snapshot")
+    assert_refused("no peers", db="mariadb", workload="register", nemesis="partition")
+    assert_refused("no client for workload 'queue'", db="mariadb", workload="queue")
 
 
 def test_every_db_image_takes_mariadb_server() -> None:

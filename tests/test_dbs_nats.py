@@ -8,9 +8,9 @@ import argparse
 import nats.errors
 import nats.js.errors
 import pytest
+from spec_refusals import assert_refused
 
 from faultline.controller import testspec
-from faultline.controller.errors import UsageError
 from faultline.dbs import get_db
 from faultline.dbs.nats import (
     CLIENT_PORT,
@@ -59,8 +59,7 @@ def test_the_cluster_spec_runs_three_servers_from_the_config_written_once() -> N
 def test_sync_interval_is_refused_because_nats_server_2_9_has_none() -> None:
     with pytest.raises(ValueError, match=r"came in 2\.10"):
         NatsDB().validate({"sync_interval": "always"})
-    with pytest.raises(UsageError, match="sync_interval"):
-        testspec.build_test({"db": "nats", "workload": "set", "db_opt": {"sync_interval": "always"}})
+    assert_refused("sync_interval", db="nats", workload="set", db_opt={"sync_interval": "always"})
 
 
 def test_it_runs_set_and_queue_and_takes_the_disk_faults_but_not_clock_or_file_damage() -> None:
@@ -68,12 +67,9 @@ def test_it_runs_set_and_queue_and_takes_the_disk_faults_but_not_clock_or_file_d
     assert supported(db) == ["set", "queue"]
     for nemesis in ("partition", "kill", "pause", "lose-unfsynced-all", "partition-primary"):
         testspec.build_test({"db": "nats", "workload": "set", "nemesis": nemesis})
-    with pytest.raises(UsageError, match="Go program"):
-        testspec.build_test({"db": "nats", "workload": "set", "nemesis": "clock"})
-    with pytest.raises(UsageError, match="not tried on nats-server"):
-        testspec.build_test({"db": "nats", "workload": "set", "nemesis": "file-bitflip"})
-    with pytest.raises(UsageError, match="no client for workload 'register'"):
-        testspec.build_test({"db": "nats", "workload": "register"})
+    assert_refused("Go program", db="nats", workload="set", nemesis="clock")
+    assert_refused("not tried on nats-server", db="nats", workload="set", nemesis="file-bitflip")
+    assert_refused("no client for workload 'register'", db="nats", workload="register")
 
 
 def test_every_db_image_includes_nats_server() -> None:

@@ -9,16 +9,13 @@ its cluster down, even on failure.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runs import ROOT, remove_cluster, run_module
 
-ROOT = Path(__file__).resolve().parent.parent
 # one Redis or etcd process each: light enough to share the machine (tests/chaos_cells.py)
 pytestmark = [pytest.mark.docker, pytest.mark.paired, pytest.mark.timeout(900)]
 
@@ -35,24 +32,17 @@ def faultline_run(
     name = name or f"fltest-{uuid.uuid4().hex[:6]}"
     store = tmp_path / "store"
     try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "faultline",
-                "run",
-                "--cluster-name",
-                name,
-                "--store",
-                str(store),
-                "--quiet",
-                *args,
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
+        proc = run_module(
+            "faultline",
+            "run",
+            "--cluster-name",
+            name,
+            "--store",
+            str(store),
+            "--quiet",
+            *args,
             timeout=800,
-            env={**os.environ, **(env or {})},
+            env=env,
         )
     finally:
         if cleanup:
@@ -63,51 +53,25 @@ def faultline_run(
     return proc.returncode, out, results
 
 
-def remove_cluster(name: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "faultline", "cluster", "down", "--name", name],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=300,
+def run_example_db(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
+    """The example user DB (docs/examples/single_redis.py) under the register workload, seed 5."""
+    return faultline_run(
+        tmp_path,
+        *("--db", "single_redis:SingleRedis", "--workload", "register", *args, "--seed", "5"),
+        env={"PYTHONPATH": str(ROOT / "docs" / "examples")},
     )
 
 
 def test_the_example_user_db_runs(tmp_path: Path) -> None:
-    code, out, results = faultline_run(
-        tmp_path,
-        "--db",
-        "single_redis:SingleRedis",
-        "--workload",
-        "register",
-        "--nemesis",
-        "pause",
-        "--time-limit",
-        "20",
-        "--seed",
-        "5",
-        env={"PYTHONPATH": str(ROOT / "docs" / "examples")},
-    )
+    code, out, results = run_example_db(tmp_path, "--nemesis", "pause", "--time-limit", "20")
     assert code == 0, out
     assert results["valid"] is True and results["workload"], results
 
 
 def test_the_example_user_db_runs_a_fault_of_its_own(tmp_path: Path) -> None:
     """The fault the example ships itself (CLIENT PAUSE), offered beside the generic ones."""
-    code, out, results = faultline_run(
-        tmp_path,
-        "--db",
-        "single_redis:SingleRedis",
-        "--workload",
-        "register",
-        "--nemesis",
-        "client-pause",
-        "--nemesis-interval",
-        "3",
-        "--time-limit",
-        "12",
-        "--seed",
-        "5",
-        env={"PYTHONPATH": str(ROOT / "docs" / "examples")},
+    code, out, results = run_example_db(
+        tmp_path, "--nemesis", "client-pause", "--nemesis-interval", "3", "--time-limit", "12"
     )
     assert code == 0, out
     assert results["valid"] is True, results

@@ -427,27 +427,12 @@ def test_a_disk_fault_on_a_db_with_no_data_files_is_one_line_of_usage_error(neme
 
 
 def test_the_cli_refuses_it_with_254(tmp_path: Path) -> None:
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "faultline",
-            "run",
-            "--cluster",
-            "fake",
-            "--db",
-            "tests.test_nemesis_corruption:NoFilesStore",
-            "--workload",
-            "set",
-            "--nemesis",
-            "file-zero",
-            "--store",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).resolve().parents[1],
+    # imported here: the run imports this module by its path, where tests/ is not on sys.path
+    from cli_runs import run_module
+
+    options = ("--cluster", "fake", "--db", "tests.test_nemesis_corruption:NoFilesStore", "--workload", "set")
+    p = run_module(
+        "faultline", "run", *options, "--nemesis", "file-zero", "--store", str(tmp_path), timeout=120
     )
     assert p.returncode == 254, p.stderr
     assert p.stderr.strip().count("\n") == 0 and "declares no data files" in p.stderr, p.stderr

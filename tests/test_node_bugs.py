@@ -4,11 +4,10 @@ stays off. Also the admin tools' `--json` format and its one parser (node/tool/o
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runs import ROOT, run_module
 
 from faultline.node import bugs
 from faultline.node.bugs import BUGS, Bug, BugSet, UnknownBug
@@ -18,8 +17,6 @@ from faultline.node.consensus.types import HardState, PersistentState
 from faultline.node.log import Wal
 from faultline.node.server.replica import DriverOptions
 from faultline.node.tool import output
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # The spellings users type (`--inject-bug`, campaign `bug_sets`): renaming one breaks campaigns.
 SPELLINGS = {
@@ -104,26 +101,8 @@ def test_node_code_asks_with_members_only() -> None:
 
 
 def test_the_tool_refuses_an_unknown_injected_bug(tmp_path: Path) -> None:
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "faultline.node",
-            "tool",
-            "local_replica",
-            "copy_from_remote",
-            "sys",
-            "127.0.0.1:1",
-            "--fs-dir",
-            str(tmp_path),
-            "--inject-bug",
-            "copy-from-lagging-mastr",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=ROOT,
-    )
+    copy = ("tool", "local_replica", "copy_from_remote", "sys", "127.0.0.1:1", "--fs-dir", str(tmp_path))
+    r = run_module("faultline.node", *copy, "--inject-bug", "copy-from-lagging-mastr", timeout=30)
     assert r.returncode == 254 and "unknown bug 'copy-from-lagging-mastr'" in r.stderr
 
 

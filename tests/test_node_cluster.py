@@ -6,6 +6,7 @@ import time
 
 import grpc
 import pytest
+from store_cluster import wait_ksck_clean
 
 from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.client import (
@@ -140,11 +141,7 @@ def test_kill_tablet_leader_writes_resume(cluster, client):
         assert client.get("kv", "before") >= 2
     finally:
         cluster.start(victim)
-    cluster.wait_for(
-        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0,
-        40,
-        "ksck clean after the old leader returns",
-    )
+    wait_ksck_clean(cluster, 40, "ksck clean after the old leader returns")
 
 
 def test_kill_leader_master_ddl_resumes(cluster, client):
@@ -165,11 +162,7 @@ def test_kill_leader_master_ddl_resumes(cluster, client):
         assert "after-failover" not in client.list_tables()
     finally:
         cluster.start(victim)
-    cluster.wait_for(
-        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0,
-        60,
-        "ksck clean after the old leader master returns",
-    )
+    wait_ksck_clean(cluster, 60, "ksck clean after the old leader master returns")
 
 
 def test_ksck_clean_under_write_load(cluster, client):
@@ -232,6 +225,4 @@ def test_outcome_unknown_vs_not_applied(cluster, client):
     finally:
         cluster.start_all()
     assert client.get("kv", "pz", timeout=30) in (0, 1)
-    cluster.wait_for(
-        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck"
-    )
+    wait_ksck_clean(cluster, 40, "ksck")

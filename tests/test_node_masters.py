@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from store_cluster import started_with_table, wait_ksck_clean
 
 from faultline.dbs.store.minicluster import MiniCluster, free_port
 from faultline.node.client import NotFoundError
@@ -78,10 +79,6 @@ def test_name_moved_to_another_address_is_followed(tmp_path, monkeypatch, rereso
             new.stop(0)
 
 
-def _ksck_ok(c: MiniCluster) -> bool:
-    return c.tool("cluster", "ksck", c.masters_arg()).returncode == 0
-
-
 def test_permanent_master_failure_replacement(tmp_path, monkeypatch):
     """Exactly the seed's procedure: the leader master dies for good; a replacement takes over its DNS
     name and uuid, copies the catalog from the new leader, starts, and the catalog is intact."""
@@ -91,9 +88,7 @@ def test_permanent_master_failure_replacement(tmp_path, monkeypatch):
     monkeypatch.setenv(HOSTS_ENV, str(hosts))  # this process's client resolves the names the same way
     c = MiniCluster(tmp_path / "c", master_names=names, env={HOSTS_ENV: str(hosts)})
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("before", 2, 3, timeout=40)
+        cl = started_with_table(c, "before", 2, 3)
         cl.put("before", "k", 1)
         leader_addr = cl._leader_master
         dead = next(n for n in c.nodes.values() if n.advertise == leader_addr)
@@ -135,7 +130,7 @@ def test_permanent_master_failure_replacement(tmp_path, monkeypatch):
         assert {"before", "during"} <= set(cl.list_tables())
         assert cl.get("before", "k") == 1
         cl.create_table("after", 1, 3, timeout=40)
-        c.wait_for(lambda: _ksck_ok(c), 40, "ksck clean")
+        wait_ksck_clean(c, 40)
         # the replacement holds the whole catalog: make it the only survivor's partner and read from it
         for n in list(c.nodes.values()):
             if n.kind == "master" and n.name != "m-repl" and n.advertise != cl._leader_master:
@@ -151,9 +146,7 @@ def test_migrate_one_master_to_three(tmp_path):
     """The seed's migration: stop A, format B and C, rewrite A's cmeta, copy_from_remote, start all."""
     c = MiniCluster(tmp_path / "c", num_masters=1)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 2, 3, timeout=40)
+        cl = started_with_table(c, "t", 2, 3)
         for i in range(20):
             cl.put("t", i, i * i)
         cl.close()
@@ -199,7 +192,7 @@ def test_migrate_one_master_to_three(tmp_path):
         assert len(ms.masters) == 3
         assert cl.list_tables() == ["t"]
         assert [cl.get("t", i) for i in range(20)] == [i * i for i in range(20)]
-        c.wait_for(lambda: _ksck_ok(c), 40, "ksck clean")
+        wait_ksck_clean(c, 40)
         # make a new master the leader: DDL still works, so tablet servers heartbeat to it
         lead = next(m for m in cl.list_masters().masters if m.role == "LEADER")
         if lead.addr == a.advertise:
@@ -214,9 +207,7 @@ def test_migrate_one_master_to_three(tmp_path):
 def test_master_add_and_remove_at_runtime(tmp_path):
     c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 1, 1, timeout=40)
+        cl = started_with_table(c, "t", 1, 1)
         port = free_port()
         new = c.add_master("m4", f"127.0.0.1:{port}", f"127.0.0.1:{port}")
         c.start("m4", masters=[*c.master_addrs, new.advertise])
@@ -254,9 +245,7 @@ def test_new_leader_master_rebuilds_caches_from_catalog(tmp_path, bug):
         tmp_path / "c", num_masters=3, num_tservers=1, bugs=("cold-tserver-cache",) if bug else ()
     )
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 1, 1, timeout=40)
+        cl = started_with_table(c, "t", 1, 1)
         old = cl._leader_master
         c.kill(next(n.name for n in c.nodes.values() if n.advertise == old))
         tables = cl.list_tables()  # retried by the client until a new leader master answers
@@ -281,11 +270,9 @@ def test_full_report_to_a_master_leading_again(tmp_path, bug):
         tmp_path / "c", num_masters=3, num_tservers=1, bugs=("edge-triggered-reports",) if bug else ()
     )
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 2, 1, timeout=40)
+        cl = started_with_table(c, "t", 2, 1)
         first = next(m for m in cl.list_masters().masters if m.role == "LEADER")
-        c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
+        wait_ksck_clean(c, 30)
         for target in [next(m.uuid for m in cl.list_masters().masters if m.uuid != first.uuid), first.uuid]:
             r = c.tool("tablet", "leader_step_down", c.masters_arg(), "sys", "--new-leader", target)
             assert r.returncode == 0, r.stderr
@@ -319,9 +306,7 @@ def test_a_cut_off_leader_master_does_not_answer_catalog_reads(tmp_path: Path) -
 
     c = MiniCluster(tmp_path / "c", num_masters=3, num_tservers=1)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("a", 1, 1, timeout=40)
+        cl = started_with_table(c, "a", 1, 1)
         leader = cl._leader_master
         others = [n for n in c.nodes.values() if n.kind == "master" and n.advertise != leader]
         assert len(others) == 2

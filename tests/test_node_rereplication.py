@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from store_cluster import started_with_table, wait_ksck_clean
 
 from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.protos import node_pb2 as pb
@@ -18,19 +19,10 @@ def _configs(cl, table: str) -> dict[str, list]:
     return {t.tablet_id: [(r.uuid, r.voter) for r in t.replicas] for t in cl.table_locations(table).tablets}
 
 
-def _ksck_ok(c: MiniCluster) -> bool:
-    r = c.tool("cluster", "ksck", c.masters_arg())
-    return r.returncode == 0
-
-
 def test_tserver_loss_is_rereplicated(tmp_path):
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=4, follower_unavailable_s=3.0)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 3, 3, timeout=40)
-        for i in range(30):
-            cl.put("t", i, i)
+        cl = started_with_table(c, "t", 3, 3, 30)
         cfgs = _configs(cl, "t")
         counts: dict[str, int] = {}
         for reps in cfgs.values():
@@ -50,7 +42,7 @@ def test_tserver_loss_is_rereplicated(tmp_path):
 
         c.wait_for(healed, 90, "every tablet back to 3 voters without the lost server")
         assert [cl.get("t", i) for i in range(30)] == list(range(30))
-        c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
+        wait_ksck_clean(c, 30)
         cl.close()
     finally:
         c.stop_all()
@@ -59,11 +51,7 @@ def test_tserver_loss_is_rereplicated(tmp_path):
 def test_majority_loss_unsafe_change_config(tmp_path):
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=5, follower_unavailable_s=3.0)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 1, 3, timeout=40)
-        for i in range(10):
-            cl.put("t", i, i)
+        cl = started_with_table(c, "t", 1, 3, 10)
         ((tablet_id, reps),) = _configs(cl, "t").items()
         uuids = [u for u, _ in reps]
         by_uuid = {n.uuid: n for n in c.nodes.values()}
@@ -85,7 +73,7 @@ def test_majority_loss_unsafe_change_config(tmp_path):
             )
 
         c.wait_for(healed, 90, "the tablet back to 3 voters")
-        c.wait_for(lambda: _ksck_ok(c), 30, "ksck clean")
+        wait_ksck_clean(c, 30)
         resp = pbg.ConsensusStub(cl.pool.get(survivor.advertise)).ListReplicas(
             pb.ListTabletsRequest(tablet_id=tablet_id), timeout=5
         )
@@ -101,9 +89,7 @@ def test_wal_gc_snapshots_restart_and_copy(tmp_path):
     env = {"FAULTLINE_WAL_SEGMENT_BYTES": "2048", "FAULTLINE_SNAPSHOT_EVERY": "40"}
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=4, env=env)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 1, 3, timeout=40)
+        cl = started_with_table(c, "t", 1, 3)
         cl.batch("t", [("put", f"pad{i}", "x" * 10) for i in range(5)])
         for i in range(200):
             cl.put("t", i, i)
@@ -149,9 +135,7 @@ def test_tablet_placed_on_dead_servers_is_replaced(tmp_path):
     Found by the Docker matrix (majority-loss during the catalog workload)."""
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=5, follower_unavailable_s=3.0)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("warm", 1, 3, timeout=40)
+        cl = started_with_table(c, "warm", 1, 3)
         ts = sorted(n for n in c.nodes if n.startswith("t"))
         dead = [c.nodes[n].uuid for n in ts[:2]]
         for n in ts[:2]:

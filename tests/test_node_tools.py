@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from store_cluster import started_with_table, wait_ksck_clean
 
 from faultline.dbs.store.minicluster import MiniCluster
 from faultline.node.client import InvalidArgumentError
@@ -19,11 +20,7 @@ pytestmark = pytest.mark.integration  # a real store cluster of processes on loo
 def cluster(tmp_path_factory):
     c = MiniCluster(tmp_path_factory.mktemp("nodetools"), num_masters=1, num_tservers=4)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 2, 3, timeout=40)
-        for i in range(20):
-            cl.put("t", i, i)
+        cl = started_with_table(c, "t", 2, 3, 20)
         c.cl = cl
         yield c
     finally:
@@ -46,19 +43,22 @@ def _status(c: MiniCluster, tablet_id: str) -> dict[str, pb.ReplicaStatus]:
     return out
 
 
+def _status_with_leader(c: MiniCluster, tablet_id: str) -> dict[str, pb.ReplicaStatus]:
+    """`_status` once one of the replicas leads (waits up to 20 s)."""
+    return c.wait_for(
+        lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(_status(c, tablet_id)),
+        20,
+        "a leader",
+    )
+
+
 def _tablet(c: MiniCluster) -> pb.TabletLocation:
     return c.cl.table_locations("t").tablets[0]
 
 
 def test_leader_step_down_to_chosen_replica(cluster):
     tab = _tablet(cluster)
-    st = cluster.wait_for(
-        lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(
-            _status(cluster, tab.tablet_id)
-        ),
-        20,
-        "a leader",
-    )
+    st = _status_with_leader(cluster, tab.tablet_id)
     leader = next(u for u, r in st.items() if r.role == "LEADER")
     target = next(u for u, r in st.items() if r.role == "FOLLOWER" and r.state == "RUNNING")
     r = cluster.tool(
@@ -75,13 +75,7 @@ def test_runtime_flags_staged_election_and_the_vote_crash_point(cluster):
     failure detection off, an abrupt step-down, an election by RPC, and a server that crashes right after
     granting its vote, then comes back with the defaults."""
     tab = _tablet(cluster)
-    st = cluster.wait_for(
-        lambda: (lambda s: s if any(r.role == "LEADER" for r in s.values()) else None)(
-            _status(cluster, tab.tablet_id)
-        ),
-        20,
-        "a leader",
-    )
+    st = _status_with_leader(cluster, tab.tablet_id)
     by_uuid = {n.uuid: n for n in cluster.nodes.values() if n.kind == "tserver"}
     servers = [by_uuid[u] for u in st]
     bad = cluster.tool("tserver", "set_flag", servers[0].advertise, "no_such_flag", "1")
@@ -164,9 +158,7 @@ def test_move_replica_and_add_remove(cluster):
         "tablet", "change_config", "remove_replica", cluster.masters_arg(), tab.tablet_id, "e" * 32
     )
     assert r.returncode == 1 and "not a member" in r.stderr
-    cluster.wait_for(
-        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 30, "ksck"
-    )
+    wait_ksck_clean(cluster, 30, "ksck")
 
 
 def test_listing_tools_print_json_that_the_one_parser_reads(cluster):
@@ -236,9 +228,7 @@ def test_full_restart_keeps_data(cluster):
     cluster.start_all()
     assert cluster.cl.get("t", "durable", timeout=40) == 42
     assert [cluster.cl.get("t", i) for i in range(20)] == list(range(20))
-    cluster.wait_for(
-        lambda: cluster.tool("cluster", "ksck", cluster.masters_arg()).returncode == 0, 40, "ksck"
-    )
+    wait_ksck_clean(cluster, 40, "ksck")
 
 
 class _Masters:

@@ -7,10 +7,11 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runs import run_module
+from store_cluster import started_with_table
 
 from faultline.node.consensus import AppendRequest, Entry, EntryType, RaftConfig
 from faultline.node.server.codec import decode_message, encode_message
@@ -28,17 +29,14 @@ from faultline.node.server.rpc import ChannelPool
 from faultline.node.server.values import BadValue, check, partition_of
 from faultline.node.tablet.state import Op, TabletState, encode_write
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def run_node(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "faultline.node", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return run_module("faultline.node", *args, timeout=timeout)
+
+
+def run_cmeta(command: str, *args: str, fs_dir: Path) -> subprocess.CompletedProcess:
+    """The node's `tool local_replica cmeta COMMAND ARGS` on data directory `fs_dir`."""
+    return run_node("tool", "local_replica", "cmeta", command, *args, "--fs-dir", str(fs_dir))
 
 
 def test_values_accept_str_and_int_only():
@@ -112,19 +110,9 @@ def test_tool_fs_commands_and_misuse(tmp_path):
     assert r.returncode == 254 and "usage:" in r.stderr
     r = run_node("tool")
     assert r.returncode == 254 and "usage:" in r.stderr
-    r = run_node(
-        "tool",
-        "local_replica",
-        "cmeta",
-        "print_replica_uuids",
-        "not-a-tablet",
-        "--fs-dir",
-        str(tmp_path / "d"),
-    )
+    r = run_cmeta("print_replica_uuids", "not-a-tablet", fs_dir=tmp_path / "d")
     assert r.returncode == 254 and "bad tablet id" in r.stderr
-    r = run_node(
-        "tool", "local_replica", "cmeta", "print_replica_uuids", "sys", "--fs-dir", str(tmp_path / "d")
-    )
+    r = run_cmeta("print_replica_uuids", "sys", fs_dir=tmp_path / "d")
     assert r.returncode == 1 and "no consensus metadata" in r.stderr
     r = run_node("tool", "table", "list", "not-an-address")
     assert r.returncode == 254 and "HOST:PORT" in r.stderr
@@ -253,16 +241,7 @@ def test_data_directory_is_locked_by_a_running_server(tmp_path):
             c.masters_arg(),
         )
         assert r.returncode == 1 and "in use by a running process" in r.stderr
-        r = run_node(
-            "tool",
-            "local_replica",
-            "cmeta",
-            "rewrite_raft_config",
-            "sys",
-            f"{'a' * 32}:h:1",
-            "--fs-dir",
-            str(t.fs_dir),
-        )
+        r = run_cmeta("rewrite_raft_config", "sys", f"{'a' * 32}:h:1", fs_dir=t.fs_dir)
         assert r.returncode == 1 and "in use" in r.stderr
     finally:
         c.stop_all()
@@ -279,11 +258,7 @@ def test_power_loss_on_every_tablet_server(tmp_path, fsync):
 
     c = MiniCluster(tmp_path / "c", num_masters=1, num_tservers=3, fsync=fsync)
     try:
-        c.start_all()
-        cl = c.client(timeout=30)
-        cl.create_table("t", 2, 3, timeout=40)
-        for i in range(30):
-            cl.put("t", i, i)
+        cl = started_with_table(c, "t", 2, 3, 30)
         tservers = [n for n, p in c.nodes.items() if p.kind == "tserver"]
         for n in tservers:
             c.kill(n)
@@ -350,10 +325,14 @@ def test_crash_points_fire_on_their_message_and_only_for_their_tablet() -> None:
         r.flags.set("consensus_max_batch_entries", "0")
 
 
-def test_bad_flags_and_data_directories_stop_at_the_edge(tmp_path, monkeypatch):
+def test_bad_flags_and_data_directories_stop_at_the_edge(tmp_path):
     """Every case exits with usage and one `error:` line, no traceback, nothing started."""
     regular = tmp_path / "file"
     regular.write_text("x")
+
+    def server(kind: str, fs_dir: str, *flags: str) -> tuple[str, ...]:
+        return (kind, "--fs-dir", str(tmp_path / fs_dir), "--master-addresses", "127.0.0.1:1", *flags)
+
     cases = [
         (("tool", "fs", "format", "--fs-dir", str(regular)), f"data directory {regular} is not a directory"),
         (("tool", "fs", "format", "--fs-dir", str(regular / "sub")), f"{regular} is not a directory"),
@@ -370,51 +349,19 @@ def test_bad_flags_and_data_directories_stop_at_the_edge(tmp_path, monkeypatch):
             "--replication: must be > 0, not 0",
         ),
         (
-            (
-                "master",
-                "--fs-dir",
-                str(tmp_path / "m"),
-                "--master-addresses",
-                "127.0.0.1:1",
-                "--heartbeat-interval-ms",
-                "-5",
-            ),
+            server("master", "m", "--heartbeat-interval-ms", "-5"),
             "--heartbeat-interval-ms: must be > 0, not -5",
         ),
         (
-            (
-                "tserver",
-                "--fs-dir",
-                str(tmp_path / "t"),
-                "--master-addresses",
-                "127.0.0.1:1",
-                "--follower-unavailable-s",
-                "nan",
-            ),
+            server("tserver", "t", "--follower-unavailable-s", "nan"),
             "--follower-unavailable-s: must be a finite number > 0, not nan",
         ),
         (
-            (
-                "tserver",
-                "--fs-dir",
-                str(tmp_path / "t"),
-                "--master-addresses",
-                "127.0.0.1:1",
-                "--consensus-port",
-                "70000",
-            ),
+            server("tserver", "t", "--consensus-port", "70000"),
             "--consensus-port: port must be in 0..65535, not 70000",
         ),
         (
-            (
-                "tserver",
-                "--fs-dir",
-                str(tmp_path / "t"),
-                "--master-addresses",
-                "127.0.0.1:1",
-                "--consensus-port",
-                "grpc",
-            ),
+            server("tserver", "t", "--consensus-port", "grpc"),
             "--consensus-port: 'grpc' is neither a port number nor `off`",
         ),
     ]
@@ -426,7 +373,9 @@ def test_bad_flags_and_data_directories_stop_at_the_edge(tmp_path, monkeypatch):
         assert "Traceback" not in r.stderr and "does not exist" not in r.stderr
     assert not (tmp_path / "m").exists() and not (tmp_path / "t").exists()
 
-    # a directory that cannot be created: one line (as root nothing is unwritable, so the OS says no here)
+
+def test_a_data_directory_that_cannot_be_created_is_one_line(tmp_path, monkeypatch):
+    """As root nothing is unwritable, so the OS says no here."""
     from faultline.node.server import fs
 
     def refuse(*a, **k):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from spec_refusals import assert_refused
 
 from faultline.controller import testspec
-from faultline.controller.errors import UsageError
 from faultline.workloads.txn import KeyPool, transaction, workload_for
 
 
@@ -39,9 +39,6 @@ def test_transactions_are_short_with_unique_values_per_key_over_a_rotating_pool(
 def test_isolation_is_a_postgres_option_checked_before_anything_starts() -> None:
     spec = testspec.build_test({"db": "postgres", "workload": "list-append", "isolation": "repeatable-read"})
     assert spec.db_opts == {"isolation": "repeatable-read"}
-    with pytest.raises(UsageError, match="isolation must be one of"):
-        testspec.build_test({"db": "postgres", "workload": "list-append", "isolation": "snapshot"})
-    with pytest.raises(UsageError, match="takes no option 'isolation'"):
-        testspec.build_test({"db": "etcd", "workload": "register", "isolation": "serializable"})
-    with pytest.raises(UsageError, match="no client for workload 'list-append'"):
-        testspec.build_test({"db": "store", "workload": "list-append"})
+    assert_refused("isolation must be one of", db="postgres", workload="list-append", isolation="snapshot")
+    assert_refused("takes no option 'isolation'", db="etcd", workload="register", isolation="serializable")
+    assert_refused("no client for workload 'list-append'", db="store", workload="list-append")

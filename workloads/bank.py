@@ -13,7 +13,7 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.workloads.api import Workload
-from faultline.workloads.common import KVClient, LazyChecker, connect
+from faultline.workloads.common import KVClient, LazyChecker, at_rate, connect
 
 
 class BankClient(KVClient):
@@ -70,11 +70,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
         return {"f": "transfer", "value": {"from": a, "to": b, "amount": ctx.rng.randint(1, 5)}}
 
     g = gen.mix(gen.repeat(transfer), gen.repeat({"f": "read", "value": None}))
-    if opts.get("rate"):
-        g = gen.stagger(1.0 / float(opts["rate"]), g)
     return Workload(
         client=BankClient(accounts=accounts, total=total),
-        generator=g,
+        generator=at_rate(g, opts),
         final_generator=gen.until_ok(gen.delay(1.0, gen.repeat({"f": "read", "value": None})), attempts=30),
         checker=LazyChecker("bank", total=total, accounts=accounts),
     )

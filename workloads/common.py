@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from faultline import gen
 from faultline.core import Op, Run, ops
 
 
@@ -28,6 +29,11 @@ def completion(op: Op, exc: BaseException, *, read_only: bool) -> Op:
     """The completion of `op` that failed with `exc` (faultline.core.ops's rule, with errors that say they
     are definite)."""
     return ops.completion(op, exc, read_only=read_only, definite=is_definite(exc))
+
+
+def at_rate(g: gen.Gen, opts: Mapping[str, Any]) -> gen.Gen:
+    """`g` staggered to the `rate` option (ops per second across all workers), when one is given."""
+    return gen.stagger(1.0 / float(opts["rate"]), g) if opts.get("rate") else g
 
 
 def run_name(test: Run, name: str) -> str:
@@ -61,6 +67,20 @@ class LazyChecker:
 
     def __repr__(self) -> str:
         return f"{self.name}({self.kwargs})"
+
+
+class ApplyOrComplete:
+    """Mixin for a client whose `_apply(op)` returns the completed op or raises: the raised error becomes
+    the op's completion (a write's: in doubt unless the error says it is definite)."""
+
+    def _apply(self, op: Op) -> Op:
+        raise NotImplementedError
+
+    def invoke(self, test: Run, op: Op) -> Op:
+        try:
+            return self._apply(op)
+        except Exception as exc:
+            return completion(op, exc, read_only=False)
 
 
 class KVClient:
@@ -141,6 +161,13 @@ class KVClient:
         finally:
             conn.close()
         raise RuntimeError(f"could not create table {self.tbl(test)}: {last}")
+
+
+class TableClient(KVClient):
+    """A row-based client whose whole setup is making its table."""
+
+    def setup(self, test: Run) -> None:
+        self.ensure_table(test)
 
 
 class DBClientOnly:

@@ -17,7 +17,7 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.workloads.api import Workload
-from faultline.workloads.common import KVClient, LazyChecker
+from faultline.workloads.common import KVClient, LazyChecker, at_rate
 
 KEY = "counter"
 READ = {"f": "read", "value": None}
@@ -49,11 +49,9 @@ def _add(ctx: gen.Context) -> Op:
 
 def workload(opts: Mapping[str, Any]) -> Workload:
     g: gen.Gen = gen.mix(gen.repeat(_add), gen.repeat(READ))
-    if opts.get("rate"):
-        g = gen.stagger(1.0 / float(opts["rate"]), g)
     return Workload(
         client=CounterClient(),
-        generator=g,
+        generator=at_rate(g, opts),
         final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(READ)), attempts=30),
         checker=LazyChecker("counter"),
     )

@@ -25,7 +25,7 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op
 from faultline.workloads.api import Workload
-from faultline.workloads.common import DBClientOnly, LazyChecker
+from faultline.workloads.common import DBClientOnly, LazyChecker, at_rate
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
         return gen.limit(per_key, gen.each_thread(holder))
 
     g: gen.Gen = gen.independent(group, for_key, key_of=lambda i: f"lock{i}")
-    if opts.get("rate"):
-        g = gen.stagger(1.0 / float(opts["rate"]), g)
     return Workload(
         client=DBClientOnly("locks"),
-        generator=g,
+        generator=at_rate(g, opts),
         final_generator=None,
         checker=LazyChecker("linearizable", model="mutex"),
     )

@@ -17,7 +17,7 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op
 from faultline.workloads.api import Workload
-from faultline.workloads.common import DBClientOnly, LazyChecker
+from faultline.workloads.common import DBClientOnly, LazyChecker, at_rate
 
 
 def workload(opts: Mapping[str, Any]) -> Workload:
@@ -34,11 +34,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
         return {"f": "txn", "value": [["r", k, None] for k in range(group * size, (group + 1) * size)]}
 
     g: gen.Gen = gen.mix(gen.repeat(write), gen.repeat(read))
-    if opts.get("rate"):
-        g = gen.stagger(1.0 / float(opts["rate"]), g)
     return Workload(
         client=DBClientOnly("long-fork transactions"),
-        generator=g,
+        generator=at_rate(g, opts),
         final_generator=None,
         checker=LazyChecker("long-fork"),
     )

@@ -18,7 +18,7 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op
 from faultline.workloads.api import Workload
-from faultline.workloads.common import DBClientOnly, LazyChecker
+from faultline.workloads.common import DBClientOnly, LazyChecker, at_rate
 
 DEQUEUE = {"f": "dequeue", "value": None}
 DRAIN = {"f": "drain", "value": None}
@@ -31,11 +31,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
         return {"f": "enqueue", "value": next(values)}
 
     g: gen.Gen = gen.mix(gen.repeat(enqueue), gen.repeat(DEQUEUE))
-    if opts.get("rate"):
-        g = gen.stagger(1.0 / float(opts["rate"]), g)
     return Workload(
         client=DBClientOnly("queues"),
-        generator=g,
+        generator=at_rate(g, opts),
         final_generator=gen.until_ok(gen.delay(1.0, gen.repeat(DRAIN)), attempts=30),
         checker=LazyChecker("total-queue", allow_duplicates=bool(opts.get("allow_duplicates", False))),
     )

@@ -18,7 +18,7 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.workloads.api import Workload
-from faultline.workloads.common import KVClient, LazyChecker
+from faultline.workloads.common import KVClient, LazyChecker, at_rate
 
 
 class RegisterClient(KVClient):
@@ -56,7 +56,6 @@ def workload(opts: Mapping[str, Any]) -> Workload:
     concurrency = int(opts.get("concurrency", 10))
     group = int(opts.get("key_group_size", max(1, min(5, concurrency // 2 or 1))))
     per_key = int(opts.get("ops_per_key", 200))
-    rate = opts.get("rate")  # ops/s over all workers; None = as fast as the cluster answers
     readers = int(opts.get("readers_per_group", 1 if group >= 3 else 0))
 
     def reader(t: gen.Thread) -> bool:
@@ -73,12 +72,9 @@ def workload(opts: Mapping[str, Any]) -> Workload:
             ),
         )
 
-    g: gen.Gen = gen.independent(group, for_key)
-    if rate:
-        g = gen.stagger(1.0 / float(rate), g)
     return Workload(
         client=RegisterClient(),
-        generator=g,
+        generator=at_rate(gen.independent(group, for_key), opts),
         final_generator=None,
         checker=LazyChecker("linearizable", model="cas-register"),
     )

@@ -16,14 +16,11 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.workloads.api import Workload
-from faultline.workloads.common import KVClient, LazyChecker
+from faultline.workloads.common import LazyChecker, TableClient, at_rate
 
 
-class SetClient(KVClient):
+class SetClient(TableClient):
     table = "set"
-
-    def setup(self, test: Run) -> None:
-        self.ensure_table(test)
 
     def apply(self, test: Run, op: Op) -> Op:
         if op["f"] == "add":
@@ -56,10 +53,7 @@ READ = {"f": "read", "value": None}
 
 
 def workload(opts: Mapping[str, Any]) -> Workload:
-    rate = opts.get("rate")
-    g: gen.Gen = UniqueAdds()
-    if rate:
-        g = gen.stagger(1.0 / float(rate), g)
+    g = at_rate(UniqueAdds(), opts)
     interval = float(opts.get("read_interval", 1.0))
     if interval > 0:
         # reads first: on a tie any_of takes the first, and the adds are always ready

@@ -20,7 +20,7 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op
 from faultline.workloads.api import Workload
-from faultline.workloads.common import DBClientOnly, LazyChecker
+from faultline.workloads.common import DBClientOnly, LazyChecker, at_rate
 
 KINDS = {"list-append": "append", "rw-register": "w"}
 
@@ -82,9 +82,7 @@ def workload_for(kind: str, opts: Mapping[str, Any]) -> Workload:
     def final_read(ctx: gen.Context) -> Op:
         return {"f": "txn", "value": [["r", k, None] for k in sorted(pool.used)]}
 
-    g: gen.Gen = gen.repeat(txn)
-    if opts.get("rate"):
-        g = gen.stagger(1.0 / float(opts["rate"]), g)
+    g = at_rate(gen.repeat(txn), opts)
     models = opts.get("consistency_models") or ["serializable"]
     return Workload(
         client=DBClientOnly(f"{kind} transactions"),

@@ -13,16 +13,13 @@ from typing import Any
 from faultline import gen
 from faultline.core import Op, Run
 from faultline.workloads.api import Workload
-from faultline.workloads.common import KVClient, LazyChecker
+from faultline.workloads.common import LazyChecker, TableClient, at_rate
 
 GENERATE = {"f": "generate", "value": None}
 
 
-class UniqueIdsClient(KVClient):
+class UniqueIdsClient(TableClient):
     table = "ids"
-
-    def setup(self, test: Run) -> None:
-        self.ensure_table(test)
 
     def apply(self, test: Run, op: Op) -> Op:
         if op["f"] == "generate":
@@ -31,9 +28,7 @@ class UniqueIdsClient(KVClient):
 
 
 def workload(opts: Mapping[str, Any]) -> Workload:
-    g: gen.Gen = gen.repeat(GENERATE)
-    if opts.get("rate"):
-        g = gen.stagger(1.0 / float(opts["rate"]), g)
+    g = at_rate(gen.repeat(GENERATE), opts)
     return Workload(
         client=UniqueIdsClient(), generator=g, final_generator=None, checker=LazyChecker("unique-ids")
     )

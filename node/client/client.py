@@ -40,23 +40,23 @@ class KuduError(Exception):
         self.message = message
 
 
-class InvalidArgumentError(KuduError):
+class DefiniteKuduError(KuduError):
     definite = True  # the operation did not take effect (a harness records it as `fail`)
+
+
+class InvalidArgumentError(DefiniteKuduError):
     code = "INVALID_ARGUMENT"
 
 
-class NotFoundError(KuduError):
-    definite = True  # the operation did not take effect (a harness records it as `fail`)
+class NotFoundError(DefiniteKuduError):
     code = "NOT_FOUND"
 
 
-class AlreadyExistsError(KuduError):
-    definite = True  # the operation did not take effect (a harness records it as `fail`)
+class AlreadyExistsError(DefiniteKuduError):
     code = "ALREADY_EXISTS"
 
 
-class UnavailableError(KuduError):
-    definite = True  # the operation did not take effect (a harness records it as `fail`)
+class UnavailableError(DefiniteKuduError):
     code = "UNAVAILABLE"
 
 
@@ -440,41 +440,49 @@ class KuduClient:
                     tab.leader = uuid
                     return resp
                 except grpc.RpcError as exc:
-                    code = exc.code()
-                    last = f"{addr}: {code.name} {exc.details()}"
-                    if code == grpc.StatusCode.INVALID_ARGUMENT:
-                        raise InvalidArgumentError(exc.details()) from None
-                    if code == grpc.StatusCode.NOT_FOUND:
-                        refresh = True  # moved, deleted, or not created yet
-                        continue
-                    if _retryable_answer(exc):
-                        h = _hint(exc)
-                        if h is not None and h[0] != uuid and not self._is_suspect(h[1]):
-                            tab.leader = h[0]
-                            if all(h[0] != u for u, _ in tab.replicas):
-                                tab.replicas.append(h)
-                                refresh = True
-                            progressed = True
-                            break
-                        continue
-                    if code == grpc.StatusCode.FAILED_PRECONDITION:
-                        raise InvalidArgumentError(exc.details()) from None
-                    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                        self._suspect(addr)  # paused or partitioned: try the others first for a while
-                    if _not_sent(exc) or not write:
-                        if tab.leader == uuid:
-                            tab.leader = None
-                        continue
-                    if tab.leader == uuid:
-                        tab.leader = None
-                    raise IndeterminateError(
-                        f"{method} on {table} sent to {addr}, outcome unknown: {code.name} {exc.details()}"
-                    ) from None
+                    last = f"{addr}: {exc.code().name} {exc.details()}"
+                    stale, progressed = self._replica_failed(
+                        exc, tab, uuid, addr, f"{method} on {table}", write
+                    )
+                    refresh = refresh or stale
+                    if progressed:
+                        break
             if not progressed:
                 time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
                 backoff = min(backoff * 2, 0.3)
                 if attempt % 3 == 0:
                     refresh = True
+
+    def _replica_failed(
+        self, exc: grpc.RpcError, tab: _Tablet, uuid: str, addr: str, what: str, write: bool
+    ) -> tuple[bool, bool]:
+        """What one replica's failed answer means for `_tablet_call`: (locations are stale, a leader hint
+        was taken so the round made progress); raises when the failure is final or the write ambiguous."""
+        code = exc.code()
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            raise InvalidArgumentError(exc.details()) from None
+        if code == grpc.StatusCode.NOT_FOUND:
+            return True, False  # moved, deleted, or not created yet
+        if _retryable_answer(exc):
+            h = _hint(exc)
+            if h is not None and h[0] != uuid and not self._is_suspect(h[1]):
+                tab.leader = h[0]
+                stale = all(h[0] != u for u, _ in tab.replicas)
+                if stale:
+                    tab.replicas.append(h)
+                return stale, True
+            return False, False
+        if code == grpc.StatusCode.FAILED_PRECONDITION:
+            raise InvalidArgumentError(exc.details()) from None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            self._suspect(addr)  # paused or partitioned: try the others first for a while
+        if tab.leader == uuid:
+            tab.leader = None
+        if _not_sent(exc) or not write:
+            return False, False
+        raise IndeterminateError(
+            f"{what} sent to {addr}, outcome unknown: {code.name} {exc.details()}"
+        ) from None
 
     def _suspect(self, addr: str) -> None:
         with self._lock:

@@ -135,6 +135,29 @@ class _Op:
     index: int = 0
 
 
+_TORN_PROBLEMS = ("partial frame header", "frame runs past the end of the segment")
+
+
+def _frame_problem(data: bytes, off: int, seg: _Segment, check_crc: bool) -> tuple[str | None, int, int]:
+    """(what is wrong with the frame at `off` or None, where it ends, its term) during recovery."""
+    if off + FRAME.size > len(data):
+        return "partial frame header", -1, 0
+    blen, fcrc, term, index = FRAME.unpack_from(data, off)
+    end = off + FRAME.size + blen
+    if blen > MAX_BODY or end > len(data):
+        return "frame runs past the end of the segment", end, term
+    body = data[off + FRAME.size : end]
+    if not _crc_ok(fcrc, blen, term, index, body, check_crc):
+        return "CRC mismatch", end, term
+    if index != seg.first_index + len(seg.offsets):
+        return f"index {index} out of sequence", end, term
+    try:
+        _decode_body(term, index, body)
+    except ValueError as exc:
+        return str(exc), end, term
+    return None, end, term
+
+
 class Wal:
     """The log of one Raft replica. Thread-safe; all writes go through one appender thread."""
 
@@ -191,82 +214,10 @@ class Wal:
         for n, p in enumerate(paths):
             last = n == len(paths) - 1
             data = p.read_bytes()
-            if len(data) < SEG_HEADER.size:
-                if last and synced.get(p.name, 0) == 0:
-                    log.warning(
-                        "wal %s: segment %s has a torn header (%d bytes); removing it",
-                        self.path,
-                        p.name,
-                        len(data),
-                    )
-                    report.torn_bytes += len(data)
-                    p.unlink()
-                    continue
-                raise WalCorruption(f"{p}: segment header truncated ({len(data)} bytes)")
-            magic, first, prev_term, crc = SEG_HEADER.unpack_from(data)
-            if magic != SEG_MAGIC or crc != zlib.crc32(data[: SEG_HEADER.size - 4]):
-                raise WalCorruption(f"{p}: bad segment header")
-            if expected is not None and first != expected:
-                raise WalCorruption(
-                    f"{p}: starts at index {first}, expected {expected} (a segment is missing)"
-                )
-            seg = _Segment(p, first, prev_term, size=SEG_HEADER.size)
-            off = SEG_HEADER.size
-            while off < len(data):
-                problem = None
-                if off + FRAME.size > len(data):
-                    problem = "partial frame header"
-                else:
-                    blen, fcrc, term, index = FRAME.unpack_from(data, off)
-                    end = off + FRAME.size + blen
-                    if blen > MAX_BODY or end > len(data):
-                        problem = "frame runs past the end of the segment"
-                    else:
-                        body = data[off + FRAME.size : end]
-                        if not _crc_ok(fcrc, blen, term, index, body, self.check_crc):
-                            problem = "CRC mismatch"
-                        elif index != seg.first_index + len(seg.offsets):
-                            problem = f"index {index} out of sequence"
-                if problem is None:
-                    try:
-                        _decode_body(term, index, body)
-                    except ValueError as exc:
-                        problem = str(exc)
-                if problem is not None:
-                    index_here = seg.first_index + len(seg.offsets)
-                    torn_shape = problem in (
-                        "partial frame header",
-                        "frame runs past the end of the segment",
-                    ) or (problem == "CRC mismatch" and end == len(data))
-                    if (
-                        last
-                        and torn_shape
-                        and off >= synced.get(p.name, 0)
-                        and not _valid_frame_after(data, off + 1, index_here + 1)
-                    ):
-                        log.warning(
-                            "wal %s: torn tail in %s at byte %d (%s); truncating %d bytes",
-                            self.path,
-                            p.name,
-                            off,
-                            problem,
-                            len(data) - off,
-                        )
-                        report.torn_bytes += len(data) - off
-                        with open(p, "r+b") as f:
-                            f.truncate(off)
-                            if self.sync:
-                                os.fsync(f.fileno())
-                        if self.sync:
-                            self._synclog.synced(p, off)
-                        break
-                    raise WalCorruption(
-                        f"{p}: {problem} at byte {off} (entry {index_here}); refusing to start"
-                    )
-                seg.offsets.append(off)
-                seg.terms.append(term)
-                off = end
-                seg.size = off
+            seg = self._segment_header(p, data, last, synced, expected, report)
+            if seg is None:
+                continue
+            self._recover_frames(p, data, seg, last, synced, report)
             expected = seg.last_index + 1
             report.entries += len(seg.offsets)
             self._segments.append(seg)
@@ -275,6 +226,82 @@ class Wal:
             self._file = open(self._segments[-1].path, "r+b")  # noqa: SIM115 - kept open for appends
             self._file.seek(self._segments[-1].size)
         return report
+
+    def _segment_header(
+        self,
+        p: Path,
+        data: bytes,
+        last: bool,
+        synced: dict[str, int],
+        expected: int | None,
+        report: RecoveryReport,
+    ) -> _Segment | None:
+        """The segment `p` describes, or None when it was a torn (never synced) last header, now removed."""
+        if len(data) < SEG_HEADER.size:
+            if last and synced.get(p.name, 0) == 0:
+                log.warning(
+                    "wal %s: segment %s has a torn header (%d bytes); removing it",
+                    self.path,
+                    p.name,
+                    len(data),
+                )
+                report.torn_bytes += len(data)
+                p.unlink()
+                return None
+            raise WalCorruption(f"{p}: segment header truncated ({len(data)} bytes)")
+        magic, first, prev_term, crc = SEG_HEADER.unpack_from(data)
+        if magic != SEG_MAGIC or crc != zlib.crc32(data[: SEG_HEADER.size - 4]):
+            raise WalCorruption(f"{p}: bad segment header")
+        if expected is not None and first != expected:
+            raise WalCorruption(f"{p}: starts at index {first}, expected {expected} (a segment is missing)")
+        return _Segment(p, first, prev_term, size=SEG_HEADER.size)
+
+    def _recover_frames(
+        self,
+        p: Path,
+        data: bytes,
+        seg: _Segment,
+        last: bool,
+        synced: dict[str, int],
+        report: RecoveryReport,
+    ) -> None:
+        """Index every frame of `data` into `seg`, cutting a torn tail off the last segment."""
+        off = SEG_HEADER.size
+        while off < len(data):
+            problem, end, term = _frame_problem(data, off, seg, self.check_crc)
+            if problem is not None:
+                index_here = seg.first_index + len(seg.offsets)
+                torn_shape = problem in _TORN_PROBLEMS or (problem == "CRC mismatch" and end == len(data))
+                if (
+                    last
+                    and torn_shape
+                    and off >= synced.get(p.name, 0)
+                    and not _valid_frame_after(data, off + 1, index_here + 1)
+                ):
+                    self._cut_torn_tail(p, data, off, problem, report)
+                    break
+                raise WalCorruption(f"{p}: {problem} at byte {off} (entry {index_here}); refusing to start")
+            seg.offsets.append(off)
+            seg.terms.append(term)
+            off = end
+            seg.size = off
+
+    def _cut_torn_tail(self, p: Path, data: bytes, off: int, problem: str, report: RecoveryReport) -> None:
+        log.warning(
+            "wal %s: torn tail in %s at byte %d (%s); truncating %d bytes",
+            self.path,
+            p.name,
+            off,
+            problem,
+            len(data) - off,
+        )
+        report.torn_bytes += len(data) - off
+        with open(p, "r+b") as f:
+            f.truncate(off)
+            if self.sync:
+                os.fsync(f.fileno())
+        if self.sync:
+            self._synclog.synced(p, off)
 
     # ------------------------------------------------------------ queries
     @property

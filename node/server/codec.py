@@ -17,14 +17,13 @@ from faultline.node.consensus import (
     EntryType,
     HardState,
     InstallSnapshot,
-    MemberType,
     Message,
-    Peer,
-    RaftConfig,
     TimeoutNow,
     VoteRequest,
     VoteResponse,
 )
+from faultline.node.log.cmeta import config_from_json as config_from_dict
+from faultline.node.log.cmeta import config_to_json as config_to_dict
 
 _MSG_TYPES: dict[str, type] = {
     "vreq": VoteRequest,
@@ -35,31 +34,6 @@ _MSG_TYPES: dict[str, type] = {
     "snap": InstallSnapshot,
 }
 _MSG_TAGS = {v: k for k, v in _MSG_TYPES.items()}
-
-
-def config_to_dict(c: RaftConfig) -> dict[str, Any]:
-    return {
-        "opid_index": c.opid_index,
-        "peers": [
-            {"uuid": p.uuid, "address": p.address, "member_type": p.member_type.value, "promote": p.promote}
-            for p in c.peers
-        ],
-    }
-
-
-def config_from_dict(d: dict[str, Any]) -> RaftConfig:
-    return RaftConfig(
-        tuple(
-            Peer(
-                p["uuid"],
-                p.get("address", ""),
-                MemberType(p.get("member_type", "VOTER")),
-                bool(p.get("promote", False)),
-            )
-            for p in d["peers"]
-        ),
-        int(d.get("opid_index", -1)),
-    )
 
 
 def entry_to_dict(e: Entry) -> dict[str, Any]:

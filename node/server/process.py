@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from faultline.node.bugs import Bug, BugSet, UnknownBug
 from faultline.node.log import CmetaCorruption, WalCorruption
@@ -84,8 +85,8 @@ def advertise_addr(args: argparse.Namespace, port: int) -> str:
     return f"{host}:{port}"
 
 
-def run_server(kind: str, args: argparse.Namespace) -> int:
-    profiling.install()  # FAULTLINE_PROFILE=PATH only
+def _checked_flags(args: argparse.Namespace) -> tuple[str, list[str], BugSet]:
+    """(uuid, masters, bugs) after the checks that refuse a bad start; the data directory stays locked."""
     try:
         uuid = read_uuid(args.fs_dir)
         lock_dir(args.fs_dir)  # held until exit
@@ -100,12 +101,14 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
         bugs = BugSet(args.inject_bug)
     except UnknownBug as exc:
         raise StartupError(str(exc)) from None
+    return uuid, masters, bugs
+
+
+def _load_host(
+    kind: str, args: argparse.Namespace, uuid: str, server, advertise: str, bugs: BugSet
+) -> tuple[ReplicaHost, bool]:
+    """The replica host with every replica loaded (and its framed consensus port open), and its fsync."""
     layout = FsLayout(__import__("pathlib").Path(args.fs_dir))
-    try:
-        server, port = make_server(args.rpc_bind)
-    except OSError as exc:
-        raise StartupError(f"{exc} (is another process using the port?)") from None
-    advertise = advertise_addr(args, port)
     pool = ChannelPool(reresolve=not bugs.enabled(Bug.NO_DNS_RERESOLVE))
     fsync = args.fsync == "always" and not bugs.enabled(Bug.NO_FSYNC)
     opts = driver_options(args)
@@ -124,32 +127,58 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
         except OSError as exc:
             server.stop(0)
             raise StartupError(f"--consensus-port {args.consensus_port}: cannot listen: {exc}") from None
-    cpbg.add_GenericServicer_to_server(GenericService(uuid, advertise, kind), server)
-    pbg.add_ConsensusServicer_to_server(ConsensusService(host), server)
-    stop_ev = threading.Event()
-    extra_stop = []
+    return host, fsync
+
+
+def _add_role_service(
+    kind: str, args: argparse.Namespace, host: ReplicaHost, masters: list[str], bugs: BugSet, server
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Register the tablet server's or the master's own service; returns its (start, stop)."""
     if kind == "tserver":
         from faultline.node.tserver.heartbeat import Heartbeater
         from faultline.node.tserver.service import TabletServerService
 
         pbg.add_TabletServerServicer_to_server(TabletServerService(host, bugs), server)
         hb = Heartbeater(host, masters, args.heartbeat_interval_ms / 1000, bugs)
-        extra_stop.append(hb.stop)
-        starters = [hb.start]
-    else:
-        from faultline.node.master.service import MasterServer
+        return hb.start, hb.stop
+    from faultline.node.master.service import MasterServer
 
-        try:
-            ms = MasterServer(host, masters, args, bugs)
-        except ValueError as exc:
-            server.stop(0)
-            raise StartupError(str(exc)) from None
-        pbg.add_MasterServicer_to_server(ms.service, server)
-        extra_stop.append(ms.stop)
-        starters = [ms.start]
+    try:
+        ms = MasterServer(host, masters, args, bugs)
+    except ValueError as exc:
+        server.stop(0)
+        raise StartupError(str(exc)) from None
+    pbg.add_MasterServicer_to_server(ms.service, server)
+    return ms.start, ms.stop
+
+
+def _wait_for_signal() -> None:
+    """Block until SIGTERM or SIGINT."""
+    stop_ev = threading.Event()
+
+    def on_signal(signum, frame):
+        stop_ev.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while not stop_ev.wait(1.0):
+        pass
+
+
+def run_server(kind: str, args: argparse.Namespace) -> int:
+    profiling.install()  # FAULTLINE_PROFILE=PATH only
+    uuid, masters, bugs = _checked_flags(args)
+    try:
+        server, port = make_server(args.rpc_bind)
+    except OSError as exc:
+        raise StartupError(f"{exc} (is another process using the port?)") from None
+    advertise = advertise_addr(args, port)
+    host, fsync = _load_host(kind, args, uuid, server, advertise, bugs)
+    cpbg.add_GenericServicer_to_server(GenericService(uuid, advertise, kind), server)
+    pbg.add_ConsensusServicer_to_server(ConsensusService(host), server)
+    start_role, stop_role = _add_role_service(kind, args, host, masters, bugs, server)
     server.start()
-    for s in starters:
-        s()
+    start_role()
     log.info(
         "%s %s listening on %s (advertised %s), masters %s, fsync=%s, bugs=%s",
         kind,
@@ -160,17 +189,9 @@ def run_server(kind: str, args: argparse.Namespace) -> int:
         fsync,
         ",".join(sorted(bugs)) or "none",
     )
-
-    def on_signal(signum, frame):
-        stop_ev.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    while not stop_ev.wait(1.0):
-        pass
+    _wait_for_signal()
     log.info("%s %s shutting down", kind, uuid)
-    for fn in extra_stop:
-        fn()
+    stop_role()
     server.stop(1.0).wait(2.0)
     host.stop()
     profiling.dump()

@@ -288,15 +288,40 @@ class Replica:
         if rd.snapshot is not None:
             self._install_snapshot(rd.snapshot)
         self.storage.persist(rd)
+        self._send_messages(rd.messages, addrs)
+        self._crash_points(rd.messages, took_entries)
+        applied_any = self._apply_committed(rd.committed_entries)
+        for rs in rd.read_states:
+            r = self._reads.pop(rs.ctx, None)  # type: ignore[arg-type]
+            if r is not None:
+                r.index, r.error = rs.index, (None if rs.ok else (rs.error or ErrorCode.ABORTED))
+                r.ev.set()
+        for ev in rd.events:
+            self._on_core_event(ev)
+        with self.cv:
+            self.core.advance(rd)
+            # waiters whose index was overwritten by a newer term can never commit as proposed
+            for idx, w in list(self._waiters.items()):
+                t = self.core.term_at(idx)
+                if t is not None and t != w.term:
+                    self._waiters.pop(idx)
+                    w.error, w.lost = "entry overwritten by a newer leader", True
+                    w.ev.set()
+        if applied_any:
+            self._after_apply()
+
+    def _send_messages(self, messages: list[Message], addrs: dict[str, str]) -> None:
+        """Hand the core's messages to the network, one batch per destination address."""
         by_addr: dict[str, list[pb.ConsensusMessage]] = {}
-        for m in rd.messages:
+        for m in messages:
             addr = addrs.get(m.dst, "")
             if not addr:
                 continue
             if isinstance(m, InstallSnapshot):
-                m = self._with_snapshot(m)
-                if m is None:
+                with_data = self._with_snapshot(m)
+                if with_data is None:
                     continue
+                m = with_data
             by_addr.setdefault(addr, []).append(
                 pb.ConsensusMessage(
                     tablet_id=self.tablet_id,
@@ -308,9 +333,11 @@ class Replica:
             )
         for addr, msgs in by_addr.items():
             self._send(addr, msgs)
-        self._crash_points(rd.messages, took_entries)
+
+    def _apply_committed(self, entries) -> bool:
+        """Apply committed entries to the tablet and answer their writers; True if any was applied."""
         applied_any = False
-        for e in rd.committed_entries:
+        for e in entries:
             res = self.tablet.apply(e.index, e.term, e.payload if e.type == EntryType.WRITE else b"")
             applied_any = True
             w = self._waiters.pop(e.index, None)
@@ -320,52 +347,41 @@ class Replica:
                 else:
                     w.error, w.lost = "entry overwritten by a newer leader", True
                 w.ev.set()
-        for rs in rd.read_states:
-            r = self._reads.pop(rs.ctx, None)  # type: ignore[arg-type]
-            if r is not None:
-                r.index, r.error = rs.index, (None if rs.ok else (rs.error or ErrorCode.ABORTED))
-                r.ev.set()
-        for ev in rd.events:
-            if ev.kind == EventKind.BECAME_LEADER:
-                self.leader_since = self.clock.monotonic()
-            if ev.kind in (
-                EventKind.LOST_LEADERSHIP,
-                EventKind.BECAME_LEADER,
-                EventKind.CONFIG_COMMITTED,
-                EventKind.REMOVED,
-            ):
-                log.info(
-                    "%s: %s term=%s leader=%s %s",
-                    self.tablet_id[:12],
-                    ev.kind.value,
-                    ev.term,
-                    ev.leader,
-                    ev.detail,
-                )
-            if self.on_event is not None:
-                try:
-                    self.on_event(self, ev)
-                except Exception:
-                    log.exception("event handler")
-        with self.cv:
-            self.core.advance(rd)
-            # waiters whose index was overwritten by a newer term can never commit as proposed
-            for idx, w in list(self._waiters.items()):
-                t = self.core.term_at(idx)
-                if t is not None and t != w.term:
-                    self._waiters.pop(idx)
-                    w.error, w.lost = "entry overwritten by a newer leader", True
-                    w.ev.set()
-        if applied_any:
-            with self.apply_cv:
-                self.apply_cv.notify_all()
-            if self.tablet.applied_index - self.snapshot_index >= SNAPSHOT_EVERY:
-                self._snapshot_and_gc()
-            if self.on_apply is not None:
-                try:
-                    self.on_apply(self, self.tablet.applied_index)
-                except Exception:
-                    log.exception("apply handler")
+        return applied_any
+
+    def _on_core_event(self, ev) -> None:
+        if ev.kind == EventKind.BECAME_LEADER:
+            self.leader_since = self.clock.monotonic()
+        if ev.kind in (
+            EventKind.LOST_LEADERSHIP,
+            EventKind.BECAME_LEADER,
+            EventKind.CONFIG_COMMITTED,
+            EventKind.REMOVED,
+        ):
+            log.info(
+                "%s: %s term=%s leader=%s %s",
+                self.tablet_id[:12],
+                ev.kind.value,
+                ev.term,
+                ev.leader,
+                ev.detail,
+            )
+        if self.on_event is not None:
+            try:
+                self.on_event(self, ev)
+            except Exception:
+                log.exception("event handler")
+
+    def _after_apply(self) -> None:
+        with self.apply_cv:
+            self.apply_cv.notify_all()
+        if self.tablet.applied_index - self.snapshot_index >= SNAPSHOT_EVERY:
+            self._snapshot_and_gc()
+        if self.on_apply is not None:
+            try:
+                self.on_apply(self, self.tablet.applied_index)
+            except Exception:
+                log.exception("apply handler")
 
     def _crash_points(self, sent: list[Message], took_entries: bool) -> None:
         """Crash points (node/server/flags.py): what fired them was persisted (as far as this store persists
@@ -419,6 +435,21 @@ class Replica:
         log.info("%s: snapshot at %d, WAL now starts at %d", self.tablet_id[:12], si, first)
 
     # ------------------------------------------------------------------ requests
+    def _add_waiter(self, idx: int) -> _Waiter:
+        """Wait for the entry just proposed at `idx` in this term (called holding `cv`)."""
+        w = _Waiter(self.core.term)
+        self._waiters[idx] = w
+        self.cv.notify()
+        return w
+
+    def _answered(self, idx: int, w: _Waiter, timeout: float) -> bool:
+        """Whether the entry's fate was known within `timeout`; a waiter that timed out is dropped."""
+        if w.ev.wait(timeout):
+            return True
+        with self.cv:
+            self._waiters.pop(idx, None)
+        return False
+
     def propose(self, payload: bytes, timeout: float) -> list[OpResult]:
         """Replicate one entry; returns the state machine's results once committed and applied.
 
@@ -428,12 +459,8 @@ class Replica:
             if self._stopped:
                 raise RaftError(ErrorCode.NOT_LEADER, "replica stopped")
             idx = self.core.propose(payload)
-            w = _Waiter(self.core.term)
-            self._waiters[idx] = w
-            self.cv.notify()
-        if not w.ev.wait(timeout):
-            with self.cv:
-                self._waiters.pop(idx, None)
+            w = self._add_waiter(idx)
+        if not self._answered(idx, w, timeout):
             raise Indeterminate(f"not committed within {timeout:.2f}s (index {idx})")
         if not w.ok:
             if w.lost:
@@ -466,15 +493,13 @@ class Replica:
             raise TimeoutError("leadership not confirmed in time")
         if r.error is not None:
             raise RaftError(r.error, "read aborted: leadership lost", None)
-        with self.apply_cv:
-            while self.tablet.applied_index < r.index:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("state machine did not catch up in time")
-                self.apply_cv.wait(left)
+        if not self._wait_applied_until(r.index, deadline):
+            raise TimeoutError("state machine did not catch up in time")
 
     def wait_applied(self, index: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
+        return self._wait_applied_until(index, time.monotonic() + timeout)
+
+    def _wait_applied_until(self, index: int, deadline: float) -> bool:
         with self.apply_cv:
             while self.tablet.applied_index < index:
                 left = deadline - time.monotonic()
@@ -487,12 +512,8 @@ class Replica:
         """Propose a one-by-one membership change and wait for it to commit; returns its index."""
         with self.cv:
             idx = self.core.change_config(change)
-            w = _Waiter(self.core.term)
-            self._waiters[idx] = w
-            self.cv.notify()
-        if not w.ev.wait(timeout):
-            with self.cv:
-                self._waiters.pop(idx, None)
+            w = self._add_waiter(idx)
+        if not self._answered(idx, w, timeout):
             raise Indeterminate(f"config change not committed within {timeout:.1f}s")
         if not w.ok:
             raise Indeterminate(w.error)

@@ -67,6 +67,22 @@ def _client(args: argparse.Namespace) -> KuduClient:
     return KuduClient(_masters(args.masters), default_timeout_s=RPC_TIMEOUT)
 
 
+def _list_replicas(
+    pool: ChannelPool, addr: str, tablet_id: str = "", timeout: float = 3.0
+) -> pb.ListTabletsResponse:
+    """ListReplicas on one server (all its replicas, or only `tablet_id`'s); raises grpc.RpcError."""
+    return cast(
+        pb.ListTabletsResponse,
+        pool.call(
+            addr,
+            pbg.ConsensusStub,
+            "ListReplicas",
+            pb.ListTabletsRequest(tablet_id=tablet_id),
+            timeout=timeout,
+        ),
+    )
+
+
 def _wrap(fn):
     try:
         return fn()
@@ -210,16 +226,7 @@ def _source_status(pool: ChannelPool, addr: str) -> _SourceStatus | None:
             cpb.PingResponse,
             pool.call(addr, cpbg.GenericStub, "Ping", cpb.PingRequest(), timeout=RPC_TIMEOUT),
         )
-        resp = cast(
-            pb.ListTabletsResponse,
-            pool.call(
-                addr,
-                pbg.ConsensusStub,
-                "ListReplicas",
-                pb.ListTabletsRequest(tablet_id=SYS_TABLET),
-                timeout=RPC_TIMEOUT,
-            ),
-        )
+        resp = _list_replicas(pool, addr, SYS_TABLET, timeout=RPC_TIMEOUT)
     except grpc.RpcError:
         return None
     st = next((r for r in resp.replicas if r.tablet_id == SYS_TABLET), None)
@@ -395,19 +402,15 @@ def unsafe_change_config(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- master
 def master_list(args: argparse.Namespace) -> int:
-    c = _client(args)
-    try:
+    with _client(args) as c:
         resp = _wrap(c.list_masters)
-    finally:
-        c.close()
     rows = [output.MasterRow(uuid=m.uuid, addr=m.addr, role=m.role, voter=m.voter) for m in resp.masters]
     print(output.format_master_list(rows, args.json), end="")
     return 0
 
 
 def _change_masters(args: argparse.Namespace, add: bool, addr: str) -> int:
-    c = _client(args)
-    try:
+    with _client(args) as c:
         deadline = time.monotonic() + getattr(args, "timeout", 60.0)
         while True:
             try:
@@ -441,8 +444,6 @@ def _change_masters(args: argparse.Namespace, add: bool, addr: str) -> int:
             raise ToolFailure(f"master {addr} was added but not promoted within {args.timeout:.0f}s")
         print(f"removed master {addr}")
         return 0
-    finally:
-        c.close()
 
 
 def master_add(args: argparse.Namespace) -> int:
@@ -469,16 +470,7 @@ def _leader_status(c: KuduClient, tid: str, deadline: float) -> tuple[str, pb.Re
         loc = _find_tablet(c, tid)
         for r in loc.replicas:
             try:
-                resp = cast(
-                    pb.ListTabletsResponse,
-                    c.pool.call(
-                        r.addr,
-                        pbg.ConsensusStub,
-                        "ListReplicas",
-                        pb.ListTabletsRequest(tablet_id=tid),
-                        timeout=3.0,
-                    ),
-                )
+                resp = _list_replicas(c.pool, r.addr, tid)
             except grpc.RpcError:
                 continue
             for st in resp.replicas:
@@ -522,8 +514,7 @@ def _change(
 
 def add_replica(args: argparse.Namespace) -> int:
     tid = _tablet_id(args.tablet)
-    c = _client(args)
-    try:
+    with _client(args) as c:
         ts = _tserver(c, args.ts)
         voter = args.replica_type == "VOTER"
         # a VOTER joins as a promotable NON_VOTER first, so it cannot weaken the majority while copying
@@ -537,26 +528,20 @@ def add_replica(args: argparse.Namespace) -> int:
             f"added {ts.uuid} to {tid} as {'a promotable NON_VOTER' if voter else 'NON_VOTER'} (config index {idx})"
         )
         return 0
-    finally:
-        c.close()
 
 
 def remove_replica(args: argparse.Namespace) -> int:
     tid = _tablet_id(args.tablet)
-    c = _client(args)
-    try:
+    with _client(args) as c:
         idx = _change(c, tid, pb.ChangeConfigRequest.REMOVE_PEER, pb.RaftPeer(uuid=args.ts))
         print(f"removed {args.ts} from {tid} (config index {idx})")
         return 0
-    finally:
-        c.close()
 
 
 def move_replica(args: argparse.Namespace) -> int:
     tid = _tablet_id(args.tablet)
-    c = _client(args)
     deadline = time.monotonic() + args.timeout
-    try:
+    with _client(args) as c:
         ts = _tserver(c, args.dst)
         _change(
             c,
@@ -581,14 +566,11 @@ def move_replica(args: argparse.Namespace) -> int:
         )
         print(f"moved the replica of {tid} from {args.src} to {ts.uuid}")
         return 0
-    finally:
-        c.close()
 
 
 def leader_step_down(args: argparse.Namespace) -> int:
     tid = _tablet_id(args.tablet)
-    c = _client(args)
-    try:
+    with _client(args) as c:
         if tid == SYS_TABLET:  # the masters' own Raft group
             lead = [m for m in _wrap(c.list_masters).masters if m.role == "LEADER"]
             if not lead:
@@ -608,34 +590,25 @@ def leader_step_down(args: argparse.Namespace) -> int:
             raise ToolFailure(f"{exc.code().name}: {exc.details()}") from None
         print(f"leader of {tid} at {addr} is stepping down")
         return 0
-    finally:
-        c.close()
 
 
 # ---------------------------------------------------------------------- table
 def table_create(args: argparse.Namespace) -> int:
-    c = _client(args)
-    try:
+    with _client(args) as c:
         tid = _wrap(lambda: c.create_table(args.name, args.num_tablets, args.replication, timeout=60.0))
         print(tid)
         return 0
-    finally:
-        c.close()
 
 
 def table_delete(args: argparse.Namespace) -> int:
-    c = _client(args)
-    try:
+    with _client(args) as c:
         _wrap(lambda: c.delete_table(args.name))
         print(f"deleted {args.name}")
         return 0
-    finally:
-        c.close()
 
 
 def table_list(args: argparse.Namespace) -> int:
-    c = _client(args)
-    try:
+    with _client(args) as c:
         tables = []
         for name in _wrap(c.list_tables):
             row = output.TableRow(name=name)
@@ -653,8 +626,6 @@ def table_list(args: argparse.Namespace) -> int:
                     for t in _wrap(lambda name=name: c.table_locations(name)).tablets
                 ]
             tables.append(row)
-    finally:
-        c.close()
     print(output.format_table_list(tables, args.json), end="")
     return 0
 
@@ -662,21 +633,16 @@ def table_list(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- ksck
 def ksck_report(masters: list[str], rounds: int = 3) -> dict[str, Any]:
     """Check the cluster; returns {"healthy": bool, "problems": [...], "tablets": n, ...}."""
-    c = KuduClient(masters, default_timeout_s=RPC_TIMEOUT)
-    try:
+    with KuduClient(masters, default_timeout_s=RPC_TIMEOUT) as c:
         for attempt in range(rounds):
             rep = _ksck_once(c, masters)
             if rep["healthy"] or attempt == rounds - 1:
                 return rep
             time.sleep(1.0)
         return rep
-    finally:
-        c.close()
 
 
-def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
-    problems: list[str] = []
-    out: dict[str, Any] = {"masters": [], "tservers": [], "tables": {}}
+def _ksck_masters(c: KuduClient, masters: list[str], out: dict[str, Any], problems: list[str]) -> None:
     leaders: set[str] = set()
     for a in masters:
         try:
@@ -690,6 +656,105 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
             problems.append(f"master {a} unreachable: {exc.code().name}")
     if len(leaders) != 1:
         problems.append(f"masters do not agree on one leader: {sorted(leaders)}")
+
+
+def _poll_replica(c: KuduClient, r: Any, tablet_id: str, statuses: dict[str, pb.ReplicaStatus]) -> None:
+    """Record replica `r`'s status if it answers and runs; an unreachable replica stays unrecorded."""
+    try:
+        resp = _list_replicas(c.pool, r.addr, tablet_id)
+        for st in resp.replicas:
+            if st.state == "RUNNING":
+                statuses[r.uuid] = st
+    except grpc.RpcError:
+        pass
+
+
+def _await_laggards(c: KuduClient, t: Any, statuses: dict[str, pb.ReplicaStatus], lead: str) -> None:
+    """Followers learn the commit index with the next append: give laggards a moment."""
+    lst = statuses[lead]
+    for _ in range(6):
+        behind = [
+            r
+            for r in t.replicas
+            if r.uuid in statuses and r.uuid != lead and statuses[r.uuid].commit_index < lst.commit_index
+        ]
+        if not behind:
+            break
+        time.sleep(0.3)
+        for r in behind:
+            _poll_replica(c, r, t.tablet_id, statuses)
+
+
+def _ksck_leader_agreement(
+    where: str, t: Any, statuses: dict[str, pb.ReplicaStatus], lead: str, problems: list[str]
+) -> None:
+    lst = statuses[lead]
+    for u, st in statuses.items():
+        if st.committed_config.SerializeToString() != lst.committed_config.SerializeToString():
+            problems.append(
+                f"{where}: replica {u} has config index {st.committed_config.index}, "
+                f"leader has {lst.committed_config.index}"
+            )
+        if st.commit_index < lst.commit_index:
+            problems.append(
+                f"{where}: replica {u} committed index {st.commit_index} < leader's {lst.commit_index}"
+            )
+    if not any(r.role == "LEADER" and r.uuid == lead for r in t.replicas):
+        problems.append(f"{where}: the leader master does not know its leader {lead} (tablet report missing)")
+    if {p.uuid for p in lst.committed_config.peers} != {r.uuid for r in t.replicas}:
+        problems.append(f"{where}: master's config differs from the leader's")
+    if lst.failed_peers:
+        problems.append(f"{where}: leader reports failed peers {list(lst.failed_peers)}")
+
+
+def _ksck_tablet(c: KuduClient, name: str, rf: int, t: Any, problems: list[str]) -> None:
+    where = f"table {name} tablet {t.tablet_id}"
+    statuses: dict[str, pb.ReplicaStatus] = {}
+    for r in t.replicas:
+        _poll_replica(c, r, t.tablet_id, statuses)
+    voters = [r for r in t.replicas if r.voter]
+    if t.state != "RUNNING":
+        problems.append(f"{where}: state {t.state}")
+    if len(voters) < rf:
+        problems.append(f"{where}: under-replicated ({len(voters)} voters, replication {rf})")
+    missing = [r.uuid for r in voters if r.uuid not in statuses]
+    if missing:
+        problems.append(f"{where}: replicas not running: {missing}")
+    lead = [u for u, st in statuses.items() if st.role == "LEADER"]
+    if len(lead) != 1:
+        problems.append(f"{where}: {len(lead)} leaders")
+        return
+    _await_laggards(c, t, statuses, lead[0])
+    _ksck_leader_agreement(where, t, statuses, lead[0], problems)
+
+
+def _ksck_orphans(c: KuduClient, servers: Any, table_names: Any, problems: list[str]) -> None:
+    """Replicas still running on live servers for tablets no table knows."""
+    known: set[str] = set()
+    for name in table_names:
+        try:
+            known.update(t.tablet_id for t in c.table_locations(name).tablets)
+        except KuduError:
+            pass
+    for s in servers:
+        if not s.live:
+            continue
+        try:
+            resp = _list_replicas(c.pool, s.addr)
+        except grpc.RpcError:
+            continue
+        for st in resp.replicas:
+            if st.state == "RUNNING" and st.tablet_id not in known:
+                problems.append(
+                    f"tablet server {s.uuid} still runs a replica of {st.tablet_id}, which belongs "
+                    f"to no live table (deleted, or never recorded)"
+                )
+
+
+def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
+    problems: list[str] = []
+    out: dict[str, Any] = {"masters": [], "tservers": [], "tables": {}}
+    _ksck_masters(c, masters, out, problems)
     try:
         servers = c.list_tservers().servers
         tables = c.list_tables()
@@ -706,113 +771,12 @@ def _ksck_once(c: KuduClient, masters: list[str]) -> dict[str, Any]:
         except KuduError as exc:
             problems.append(f"table {name}: {exc}")
             continue
-        rf = locs.table.replication
         out["tables"][name] = len(locs.tablets)
         for t in locs.tablets:
             ntablets += 1
-            where = f"table {name} tablet {t.tablet_id}"
-            statuses: dict[str, pb.ReplicaStatus] = {}
-            for r in t.replicas:
-                try:
-                    resp = cast(
-                        pb.ListTabletsResponse,
-                        c.pool.call(
-                            r.addr,
-                            pbg.ConsensusStub,
-                            "ListReplicas",
-                            pb.ListTabletsRequest(tablet_id=t.tablet_id),
-                            timeout=3.0,
-                        ),
-                    )
-                    for st in resp.replicas:
-                        if st.state == "RUNNING":
-                            statuses[r.uuid] = st
-                except grpc.RpcError:
-                    pass
-            voters = [r for r in t.replicas if r.voter]
             members.update(r.uuid for r in t.replicas)
-            if t.state != "RUNNING":
-                problems.append(f"{where}: state {t.state}")
-            if len(voters) < rf:
-                problems.append(f"{where}: under-replicated ({len(voters)} voters, replication {rf})")
-            missing = [r.uuid for r in voters if r.uuid not in statuses]
-            if missing:
-                problems.append(f"{where}: replicas not running: {missing}")
-            lead = [u for u, st in statuses.items() if st.role == "LEADER"]
-            if len(lead) != 1:
-                problems.append(f"{where}: {len(lead)} leaders")
-                continue
-            lst = statuses[lead[0]]
-            # followers learn the commit index with the next append: give laggards a moment
-            for _ in range(6):
-                behind = [
-                    r
-                    for r in t.replicas
-                    if r.uuid in statuses
-                    and r.uuid != lead[0]
-                    and statuses[r.uuid].commit_index < lst.commit_index
-                ]
-                if not behind:
-                    break
-                time.sleep(0.3)
-                for r in behind:
-                    try:
-                        resp = cast(
-                            pb.ListTabletsResponse,
-                            c.pool.call(
-                                r.addr,
-                                pbg.ConsensusStub,
-                                "ListReplicas",
-                                pb.ListTabletsRequest(tablet_id=t.tablet_id),
-                                timeout=3.0,
-                            ),
-                        )
-                        for st in resp.replicas:
-                            if st.state == "RUNNING":
-                                statuses[r.uuid] = st
-                    except grpc.RpcError:
-                        pass
-            for u, st in statuses.items():
-                if st.committed_config.SerializeToString() != lst.committed_config.SerializeToString():
-                    problems.append(
-                        f"{where}: replica {u} has config index {st.committed_config.index}, "
-                        f"leader has {lst.committed_config.index}"
-                    )
-                if st.commit_index < lst.commit_index:
-                    problems.append(
-                        f"{where}: replica {u} committed index {st.commit_index} < leader's "
-                        f"{lst.commit_index}"
-                    )
-            if not any(r.role == "LEADER" and r.uuid == lead[0] for r in t.replicas):
-                problems.append(
-                    f"{where}: the leader master does not know its leader {lead[0]} (tablet report missing)"
-                )
-            if {p.uuid for p in lst.committed_config.peers} != {r.uuid for r in t.replicas}:
-                problems.append(f"{where}: master's config differs from the leader's")
-            if lst.failed_peers:
-                problems.append(f"{where}: leader reports failed peers {list(lst.failed_peers)}")
-    known: set[str] = set()
-    for name in out["tables"]:
-        try:
-            known.update(t.tablet_id for t in c.table_locations(name).tablets)
-        except KuduError:
-            pass
-    for s in servers:
-        if not s.live:
-            continue
-        try:
-            resp = cast(
-                pb.ListTabletsResponse,
-                c.pool.call(s.addr, pbg.ConsensusStub, "ListReplicas", pb.ListTabletsRequest(), timeout=3.0),
-            )
-        except grpc.RpcError:
-            continue
-        for st in resp.replicas:
-            if st.state == "RUNNING" and st.tablet_id not in known:
-                problems.append(
-                    f"tablet server {s.uuid} still runs a replica of {st.tablet_id}, which belongs "
-                    f"to no live table (deleted, or never recorded)"
-                )
+            _ksck_tablet(c, name, locs.table.replication, t, problems)
+    _ksck_orphans(c, servers, out["tables"], problems)
     for s in servers:
         if not s.live and s.uuid in members:
             problems.append(f"tablet server {s.uuid} ({s.addr}) hosts replicas but is not heartbeating")
