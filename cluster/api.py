@@ -15,8 +15,32 @@ what the real backends (cluster/base.py's NodeBackend and its subclasses) implem
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class PacketShape:
+    """What a packet fault does to a node's outbound packets; all zero is a normal link. Delay and reorder
+    need tc netem on the node; loss, duplication and a rate limit have fallbacks (cluster/base.py)."""
+
+    delay_ms: float = 0
+    jitter_ms: float = 0
+    loss_pct: float = 0
+    duplicate_pct: float = 0
+    reorder_pct: float = 0
+    rate_kbit: float = 0
+
+    def wanted(self) -> dict[str, float]:
+        """Each packet kind (cluster/base.py's PACKET_KINDS) by how much of it this shape asks for."""
+        return {
+            "delay": self.delay_ms or self.jitter_ms,
+            "reorder": self.reorder_pct,
+            "loss": self.loss_pct,
+            "duplicate": self.duplicate_pct,
+            "rate": self.rate_kbit,
+        }
 
 
 class Remote(Protocol):
@@ -142,18 +166,8 @@ class Network(Nodes, Protocol):
         """The packet faults this node's kernel supports (of cluster/base.py's PACKET_KINDS)."""
         ...
 
-    def packet(
-        self,
-        node: str,
-        *,
-        delay_ms: float = 0,
-        jitter_ms: float = 0,
-        loss_pct: float = 0,
-        duplicate_pct: float = 0,
-        reorder_pct: float = 0,
-        rate_kbit: float = 0,
-    ) -> None:
-        """Shapes the node's outbound packets (all zero: back to normal)."""
+    def packet(self, node: str, shape: PacketShape = ...) -> None:
+        """Shapes the node's outbound packets (the default, all zero: back to normal)."""
         ...
 
     def netem(self, node: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None:

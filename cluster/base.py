@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from faultline.cluster import state
-from faultline.cluster.api import Remote
+from faultline.cluster.api import PacketShape, Remote
 
 HOSTS_ENV = "FAULTLINE_HOSTS_FILE"
 
@@ -684,7 +684,7 @@ class NodeBackend:
     def netem(self, node: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None:
         """Slow or lossy links on the node's interface; all zeros removes them. `packet` with only these
         three: where the kernel has no netem, loss falls back to iptables and delay raises a ClusterError."""
-        self.packet(node, delay_ms=delay_ms, jitter_ms=jitter_ms, loss_pct=loss_pct)
+        self.packet(node, PacketShape(delay_ms=delay_ms, jitter_ms=jitter_ms, loss_pct=loss_pct))
 
     def packet_kinds(self, node: str) -> tuple[str, ...]:
         """The packet faults this node's kernel can do (PACKET_KINDS): delay and reorder need tc netem;
@@ -700,27 +700,11 @@ class NodeBackend:
             )
         return self._kinds[node]
 
-    def packet(
-        self,
-        node: str,
-        *,
-        delay_ms: float = 0,
-        jitter_ms: float = 0,
-        loss_pct: float = 0,
-        duplicate_pct: float = 0,
-        reorder_pct: float = 0,
-        rate_kbit: float = 0,
-    ) -> None:
+    def packet(self, node: str, shape: PacketShape = PacketShape()) -> None:
         """Delays, reorders, drops, duplicates or rate-limits the node's outbound packets (inbound, for
         loss without netem); all zeros restores the link. A kind the kernel cannot do (packet_kinds)
         raises a ClusterError before anything changes."""
-        wanted = {
-            "delay": delay_ms or jitter_ms,
-            "reorder": reorder_pct,
-            "loss": loss_pct,
-            "duplicate": duplicate_pct,
-            "rate": rate_kbit,
-        }
+        wanted = shape.wanted()
         missing = [k for k, v in wanted.items() if v and k not in self.packet_kinds(node)]
         if missing:
             raise ClusterError(
@@ -732,15 +716,16 @@ class NodeBackend:
         if not any(wanted.values()):
             return
         if "delay" in self.packet_kinds(node):  # the kernel has netem: one qdisc does it all
-            argv = _tc_root(dev, "netem", "delay", f"{float(delay_ms):.3f}ms")
-            argv += [f"{float(jitter_ms):.3f}ms"] if jitter_ms else []
-            argv += ["loss", f"{float(loss_pct):.3f}%"] if loss_pct else []
-            argv += ["duplicate", f"{float(duplicate_pct):.3f}%"] if duplicate_pct else []
-            argv += ["reorder", f"{float(reorder_pct):.3f}%", "50%"] if reorder_pct else []
-            argv += ["rate", f"{int(rate_kbit)}kbit"] if rate_kbit else []
+            s = shape
+            argv = _tc_root(dev, "netem", "delay", f"{float(s.delay_ms):.3f}ms")
+            argv += [f"{float(s.jitter_ms):.3f}ms"] if s.jitter_ms else []
+            argv += ["loss", f"{float(s.loss_pct):.3f}%"] if s.loss_pct else []
+            argv += ["duplicate", f"{float(s.duplicate_pct):.3f}%"] if s.duplicate_pct else []
+            argv += ["reorder", f"{float(s.reorder_pct):.3f}%", "50%"] if s.reorder_pct else []
+            argv += ["rate", f"{int(s.rate_kbit)}kbit"] if s.rate_kbit else []
             self.run(node, argv, 20, step="tc netem")
             return
-        self._packet_without_netem(node, ipt, dev, loss_pct, duplicate_pct, rate_kbit)
+        self._packet_without_netem(node, ipt, dev, shape.loss_pct, shape.duplicate_pct, shape.rate_kbit)
 
     def _packet_without_netem(
         self, node: str, ipt: str, dev: str, loss_pct: float, duplicate_pct: float, rate_kbit: float

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from faultline.cluster.base import ClusterSpec
 from faultline.core import Run
@@ -185,15 +185,49 @@ def capability_names(db: object) -> list[str]:
     ]
 
 
-Offered = TypeVar("Offered")
+class OfferedEntry(Protocol):
+    """What `Offers` needs of an entry: a dataclass with the name users type and the DB that offers it."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def db(self) -> str | None: ...
+
+
+Offered = TypeVar("Offered", bound=OfferedEntry)
 
 
 def with_offers(
     generic: Mapping[str, Offered], offers: Iterable[Mapping[str, Offered]]
 ) -> dict[str, Offered]:
     """The generic entries (faults or workloads) by name, then each DB's own offers that no earlier one
-    names: what help texts and campaign files list (nemesis.registry and workloads.registry use it alike)."""
+    names: what help texts and campaign files list."""
     out = dict(generic)
     for offered in offers:
         out.update({k: v for k, v in offered.items() if k not in out})
     return out
+
+
+@dataclass(frozen=True)
+class Offers(Generic[Offered]):
+    """A registry of generic entries (faults or workloads: dataclasses with a `name` and the `db` that offers
+    them) beside what each DB offers of its own (`own(db)`: its entries, none when it offers none). The
+    nemesis and workload registries are each one of these."""
+
+    generic: Mapping[str, Offered]
+    own: Callable[[DB], Iterable[Offered]]
+
+    def offered(self, db: DB) -> dict[str, Offered]:
+        """What `db` offers of its own, by name, each marked as that DB's."""
+        return {e.name: replace(e, db=e.db or db.name) for e in self.own(db)}
+
+    def entries_for(self, db: DB) -> dict[str, Offered]:
+        """Every entry a run of `db` may name: the generic ones and the DB's own."""
+        return {**self.generic, **self.offered(db)}
+
+    def all_entries(self, dbs: Iterable[DB]) -> dict[str, Offered]:
+        """The generic entries and those of every DB in `dbs` (the caller names the DBs)."""
+        return with_offers(self.generic, (self.offered(db) for db in dbs))

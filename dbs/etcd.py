@@ -301,7 +301,10 @@ def _decode(raw: bytes) -> Any:
 # zeroed logs "C | mvcc: cannot unmarshal event: ..." at start and exits (measured, 3.4.23, file-zero). A flip
 # in a record's length gives "C | etcdmain: wal: max entry size limit exceeded" (measured, file-bitflip);
 # the WAL reader's other refusals of an impossible record (wal/wal.go, wal/decoder.go of 3.4) are
-# "wal: slice bounds out of range", "wal: conflicting metadata found" and "unexpected block type N".
+# "wal: slice bounds out of range", "wal: conflicting metadata found" and "unexpected block type N"; a flip
+# that breaks a record's protobuf encoding is refused by walpb.Record's decoder, which runs before the
+# record's checksum is checked: "proto: Record: illegal tag 0 (wire type 0)" and "proto: illegal wireType 7" (both
+# measured, 3.4.23, file-bitflip), or the decoder's other errors (integer overflow, negative length).
 # A flip that makes a record look cut short is taken for a torn write: etcd repairs the WAL by truncating
 # it there (the rest is kept as "*.wal.broken") and starts with a log shorter than what it had acknowledged;
 # its Raft library then panics at the leader's first heartbeat with "tocommit(N) is out of range
@@ -328,8 +331,10 @@ LOG_PATTERNS = [
     LogPattern(
         "wal-record-refused",
         r"\bwal: (?:slice bounds out of range|max entry size limit exceeded|conflicting metadata found)"
-        r"|\bunexpected block type \d+",
-        "etcd's WAL reader refused a record whose length, type or metadata is impossible",
+        r"|\bunexpected block type \d+"
+        r"|\bproto: (?:Record: |illegal wireType \d+|wrong wireType = \d+ for field |integer overflow"
+        r"|negative length found)",
+        "etcd's WAL reader refused a record whose length, type, metadata or encoding is impossible",
         expected_under=FILE_CORRUPTION_FAULTS,
     ),
     LogPattern(

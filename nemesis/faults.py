@@ -11,6 +11,7 @@ import threading
 import time
 from typing import cast
 
+from faultline.cluster.api import PacketShape
 from faultline.core import Op, Run
 from faultline.db.api import Kill, Leaders, Pause
 from faultline.db.nodes import PRIMARIES, backend, leaders, primaries, role_nodes, targets_of
@@ -252,7 +253,7 @@ class PacketNemesis:
         for n in victims:
             with self.lock:
                 self.touched.add(n)  # before the act: a crash in between still gets restored
-            b.packet(n, **params)
+            b.packet(n, PacketShape(**params))
         return done(op, {"kind": kind, "params": params, "nodes": victims})
 
     def _restore(self, test: Run) -> list[str]:

@@ -11,8 +11,7 @@ every package's fault, `heal` heals them all, and the repair generator runs ever
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from faultline import gen
@@ -23,9 +22,9 @@ from faultline.db.api import (
     DataFiles,
     Kill,
     Leaders,
+    Offers,
     Pause,
     Primaries,
-    with_offers,
 )
 from faultline.db.nodes import PRIMARIES
 from faultline.nemesis import disk, faults
@@ -238,22 +237,11 @@ def _entries() -> list[Entry]:
 NEMESES: dict[str, Entry] = {e.name: e for e in _entries()}
 
 
-def offered(db: DB) -> dict[str, Entry]:
-    """The faults `db` offers of its own (nemesis.api.OffersNemeses), by name."""
-    if not isinstance(db, OffersNemeses):
-        return {}
-    return {e.name: replace(e, db=e.db or db.name) for e in db.nemesis_entries()}
-
-
-def entries_for(db: DB) -> dict[str, Entry]:
-    """Every nemesis a run of `db` may name: the generic ones and the DB's own."""
-    return {**NEMESES, **offered(db)}
-
-
-def all_entries(dbs: Iterable[DB]) -> dict[str, Entry]:
-    """The generic nemeses and those of every DB in `dbs`, for help texts and campaign files (the caller
-    names the DBs: this layer knows none of them)."""
-    return with_offers(NEMESES, (offered(db) for db in dbs))
+# the generic faults beside each DB's own (OffersNemeses)
+_OFFERS = Offers(NEMESES, lambda db: db.nemesis_entries() if isinstance(db, OffersNemeses) else ())
+offered = _OFFERS.offered
+entries_for = _OFFERS.entries_for
+all_entries = _OFFERS.all_entries
 
 
 def build_for(db: DB, interval_s: float) -> Build:

@@ -15,6 +15,7 @@ plug-in; the store's own fake (dbs/store/fake.py) builds on these classes and ad
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import threading
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from faultline.cluster.api import ClusterBackend
+from faultline.cluster.api import ClusterBackend, PacketShape
 from faultline.cluster.backends import BackendKind, register
 from faultline.cluster.base import PACKET_KINDS, ClusterSpec, RoleSpec, fill_template
 from faultline.core import Run
@@ -274,11 +275,12 @@ class KVFakeBackend:
     def packet_kinds(self, node: str) -> tuple[str, ...]:
         return PACKET_KINDS
 
-    def packet(self, node: str, **params: float) -> None:
+    def packet(self, node: str, shape: PacketShape = PacketShape()) -> None:
         """Recorded only: the fake's links do not slow down."""
+        params = {k: v for k, v in dataclasses.asdict(shape).items() if v}
         with self.lock:
-            if any(params.values()):
-                self.packets[node] = dict(params)
+            if params:
+                self.packets[node] = params
             else:
                 self.packets.pop(node, None)
             self.events.append(("packet", f"{node} {sorted(params.items())}"))

@@ -7,41 +7,26 @@ the real-cluster chaos suite is tests/test_chaos_ci.py.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
+from campaign_files import fake_campaign
+from cli_runs import run_module
 
 from faultline.controller import campaign as cp
 from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_once
 from faultline.core import TestSpec
 
-FAKE_CAMPAIGN = """
-[campaign]
-name = "t"
-cluster = "fake"
-seeds = [1, 2]
-time_limit = 1.5
-concurrency = 4
-nemesis_interval = 0.3
-quiet_period = 0.1
+FAKE_CAMPAIGN = fake_campaign("t", [1, 2], 1.5, 4)
 
-[[cell]]
-name = "good"
-workload = "register"
-nemesis = ["partition"]
-expect = "valid"
 
-[[cell]]
-name = "stale"
-workload = "register"
-nemesis = ["partition"]
-bugs = ["stale-leader-reads"]
-expect = "invalid"
-"""
+def campaign_cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> CompletedProcess[str]:
+    """`faultline campaign ARGS` as a user runs it; `env` is added to the environment."""
+    return run_module("faultline", "campaign", *args, timeout=timeout, env=env)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -129,18 +114,11 @@ def test_campaign_meets_expectations_and_resumes_without_repeating(tmp_path: Pat
 @pytest.mark.integration
 def test_cli_dry_run_and_bad_file_exit_codes(tmp_path: Path) -> None:
     path = write(tmp_path, FAKE_CAMPAIGN)
-    out = subprocess.run(
-        [sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = campaign_cli(str(path), "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "good|seed=1|t=1.5\texpect valid" in out.stdout
     bad = write(tmp_path, FAKE_CAMPAIGN.replace('workload = "register"', 'workload = "regster"', 1))
-    out = subprocess.run(
-        [sys.executable, "-m", "faultline", "campaign", str(bad)], capture_output=True, text=True, timeout=120
-    )
+    out = campaign_cli(str(bad))
     assert out.returncode == 254
     assert "valid: register" in out.stderr and "Traceback" not in out.stderr
 
@@ -162,43 +140,13 @@ def test_select_narrows_cells_and_overrides_seeds_keeping_keys(tmp_path: Path) -
     assert reseeded.runs[3].opts["inject_bug"] == "stale-leader-reads"
     with pytest.raises(UsageError, match="no cell matches nope; cells: good, stale"):
         cp.select(camp, cells=["nope"])
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "faultline",
-            "campaign",
-            str(tmp_path / "c.toml"),
-            "--dry-run",
-            "--cell",
-            "good",
-            "--seeds",
-            "4,5",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = campaign_cli(str(tmp_path / "c.toml"), "--dry-run", "--cell", "good", "--seeds", "4,5")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[:2] == [
         "good|seed=4|t=1.5\texpect valid",
         "good|seed=5|t=1.5\texpect valid",
     ]
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "faultline",
-            "campaign",
-            str(tmp_path / "c.toml"),
-            "--dry-run",
-            "--seeds",
-            "x",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = campaign_cli(str(tmp_path / "c.toml"), "--dry-run", "--seeds", "x")
     assert out.returncode == 254 and "--seeds wants integers" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -211,23 +159,7 @@ def test_cli_campaign_runs_scores_and_fails_on_unmet_expectation(tmp_path: Path)
     )
     path = write(tmp_path, text)
     store = tmp_path / "store"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "faultline",
-            "campaign",
-            str(path),
-            "--store",
-            str(store),
-            "--quiet",
-            "--engine",
-            "spark",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    out = campaign_cli(str(path), "--store", str(store), "--quiet", "--engine", "spark", timeout=600)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "expectation not met: good|seed=1" in out.stdout
     assert (store / "_score" / "scorecard.html").exists()
@@ -269,21 +201,8 @@ def test_summary_piped_keeps_full_cell_names_and_says_what_was_met_and_what_next
         .replace('name = "stale"', 'name = "register-stale-leader-reads-expected-invalid"')
     )
     store = tmp_path / "store"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "faultline",
-            "campaign",
-            str(write(tmp_path, text)),
-            "--store",
-            str(store),
-            "--no-score",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "80"},
+    out = campaign_cli(
+        str(write(tmp_path, text)), "--store", str(store), "--no-score", timeout=600, env={"COLUMNS": "80"}
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "register-partition-expected-valid-long-name" in out.stdout
@@ -360,11 +279,6 @@ def test_a_byte_order_mark_is_skipped_and_other_encodings_are_refused(tmp_path: 
     path.write_bytes((HEAD + "# caf\xe9\n" + CELL).encode("latin-1"))
     with pytest.raises(UsageError, match=r"is not UTF-8 text \(byte 44 is 0xe9\)"):
         cp.load(path)
-    out = subprocess.run(
-        [sys.executable, "-m", "faultline", "campaign", str(path), "--dry-run"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = campaign_cli(str(path), "--dry-run")
     assert out.returncode == 254 and "not UTF-8" in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1

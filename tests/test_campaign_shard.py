@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from campaign_files import fake_campaign
 
 from faultline.controller import campaign as cp
 from faultline.controller.errors import UsageError
@@ -33,29 +34,7 @@ from faultline.results.engines import AUTO_SPARK_EVENTS, score_store
 from faultline.results.store import Store
 from faultline.results.synth import synth_run
 
-CAMPAIGN = """
-[campaign]
-name = "t"
-cluster = "fake"
-seeds = [1, 2, 3]
-time_limit = 1.0
-concurrency = 4
-nemesis_interval = 0.3
-quiet_period = 0.1
-
-[[cell]]
-name = "good"
-workload = "register"
-nemesis = ["partition"]
-expect = "valid"
-
-[[cell]]
-name = "stale"
-workload = "register"
-nemesis = ["partition"]
-bugs = ["stale-leader-reads"]
-expect = "invalid"
-"""
+CAMPAIGN = fake_campaign("t", [1, 2, 3], 1.0, 4)
 # what differs between two scorings of the same runs: when and where they ran, and the runs' directories
 WALL_CLOCK = ("generated", "seconds", "store", "stores")
 

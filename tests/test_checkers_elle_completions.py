@@ -35,122 +35,52 @@ def _txn(*mops: str, process: int = 0, typ: str = "ok") -> str:
     return f"{{:process {process}, :type :{typ}, :f :txn, :value [{' '.join(mops)}]}}"
 
 
+def _edn(*ops: str) -> str:
+    return "\n".join(ops)
+
+
+# list_append_test.clj, checker-test "G2": (op "ax1ry") (op "ay1rx")
+LA_G2 = _edn(_txn("[:append :x 1]", "[:r :y nil]"), _txn("[:append :y 1]", "[:r :x nil]"))
+# list_append_test.clj, repeatable-read-test: (op "rxay1") (op "ryax1")
+LA_RR = _edn(_txn("[:r :x nil]", "[:append :y 1]"), _txn("[:r :y nil]", "[:append :x 1]"))
+# list_append_test.clj, checker-test "duplicated elements": (op "ax1ry1") (op "ax2ay1") (op "rx121")
+LA_DUPLICATES = _edn(
+    _txn("[:append :x 1]", "[:r :y [1]]"), _txn("[:append :x 2]", "[:append :y 1]"), _txn("[:r :x [1 2 1]]")
+)
+# list_append_test.clj, checker-test "G1a": a failed append of 1 to x, then (op "rx1"); read-committed
+LA_G1A = _edn("{:process 0, :type :fail, :value [[:append :x 1]]}", _txn("[:r :x [1]]"))
+# rw_register_test.clj, checker-test "G1c": (op "wx1ry1") (op "wy1rx1")
+RW_G1C = _edn(_txn("[:w :x 1]", "[:r :y 1]"), _txn("[:w :y 1]", "[:r :x 1]"))
+# rw_register_test.clj, checker-test "G1b": (op "wx1wx2") (op "rx1"); repeatable-read
+RW_G1B = _edn(_txn("[:w :x 1]", "[:w :x 2]"), _txn("[:r :x 1]"))
+# rw_register_test.clj, "G-single transaction-order" and "G2-item transaction-order", without the
+# transaction order: nothing can be inferred, valid
+RW_G_SINGLE = _edn(_txn("[:r :x nil]", "[:w :y 2]"), _txn("[:w :x 3]", "[:w :y 4]"))
+RW_G2 = _edn(
+    _txn("[:w :x 1]", "[:w :y 2]", "[:w :z 3]"),
+    _txn("[:r :x 1]", "[:w :y 5]"),
+    _txn("[:r :z 3]", "[:w :x 4]"),
+    _txn("[:w :z 7]", "[:w :y 8]"),
+)
+
+LA, RW = "list-append", "rw-register"
+RC, RR, SER = "read-committed", "repeatable-read", "serializable"
 # (name, EDN history, kind, consistency model, Elle's valid?, Elle's anomaly types, Elle's :not or None)
 CASES: list[tuple[str, str, str, str, Any, set[str], list[str] | None]] = [
-    ("readme-demo", README_DEMO, "list-append", "serializable", False, {"G1c"}, ["read-committed"]),
-    # list_append_test.clj, checker-test "G2": (op "ax1ry") (op "ay1rx")
-    *[
-        (
-            "la-g2-" + m,
-            "\n".join([_txn("[:append :x 1]", "[:r :y nil]"), _txn("[:append :y 1]", "[:r :x nil]")]),
-            "list-append",
-            m,
-            v,
-            t,
-            n,
-        )
-        for m, v, t, n in [
-            ("read-committed", True, set(), None),
-            ("serializable", False, {"G2-item"}, ["repeatable-read"]),
-            ("repeatable-read", False, {"G2-item"}, ["repeatable-read"]),
-        ]
-    ],
-    # list_append_test.clj, repeatable-read-test: (op "rxay1") (op "ryax1")
-    *[
-        (
-            "la-rr-" + m,
-            "\n".join([_txn("[:r :x nil]", "[:append :y 1]"), _txn("[:r :y nil]", "[:append :x 1]")]),
-            "list-append",
-            m,
-            v,
-            t,
-            n,
-        )
-        for m, v, t, n in [
-            ("read-committed", True, set(), None),
-            ("repeatable-read", False, {"G2-item"}, ["repeatable-read"]),
-        ]
-    ],
-    # list_append_test.clj, checker-test "duplicated elements": (op "ax1ry1") (op "ax2ay1") (op "rx121")
-    (
-        "la-duplicates",
-        "\n".join(
-            [
-                _txn("[:append :x 1]", "[:r :y [1]]"),
-                _txn("[:append :x 2]", "[:append :y 1]"),
-                _txn("[:r :x [1 2 1]]"),
-            ]
-        ),
-        "list-append",
-        "read-committed",
-        False,
-        {"G1c", "duplicate-elements"},
-        ["read-uncommitted"],
-    ),
-    # list_append_test.clj, checker-test "G1a": a failed append of 1 to x, then (op "rx1"); read-committed
-    (
-        "la-g1a",
-        "\n".join(["{:process 0, :type :fail, :value [[:append :x 1]]}", _txn("[:r :x [1]]")]),
-        "list-append",
-        "read-committed",
-        False,
-        {"G1a"},
-        ["read-committed"],
-    ),
-    # rw_register_test.clj, checker-test "G1c": (op "wx1ry1") (op "wy1rx1")
-    *[
-        (
-            "rw-g1c-" + m,
-            "\n".join([_txn("[:w :x 1]", "[:r :y 1]"), _txn("[:w :y 1]", "[:r :x 1]")]),
-            "rw-register",
-            m,
-            v,
-            t,
-            n,
-        )
-        for m, v, t, n in [
-            ("read-uncommitted", True, set(), None),
-            ("read-committed", False, {"G1c"}, ["read-committed"]),
-            ("serializable", False, {"G1c"}, ["read-committed"]),
-        ]
-    ],
-    # rw_register_test.clj, checker-test "G1b": (op "wx1wx2") (op "rx1"); repeatable-read
-    (
-        "rw-g1b",
-        "\n".join([_txn("[:w :x 1]", "[:w :x 2]"), _txn("[:r :x 1]")]),
-        "rw-register",
-        "repeatable-read",
-        False,
-        {"G1b"},
-        ["read-committed"],
-    ),
-    # rw_register_test.clj, "G-single transaction-order" and "G2-item transaction-order", without the
-    # transaction order: nothing can be inferred, valid
-    (
-        "rw-g-single-unordered",
-        "\n".join([_txn("[:r :x nil]", "[:w :y 2]"), _txn("[:w :x 3]", "[:w :y 4]")]),
-        "rw-register",
-        "serializable",
-        True,
-        set(),
-        None,
-    ),
-    (
-        "rw-g2-unordered",
-        "\n".join(
-            [
-                _txn("[:w :x 1]", "[:w :y 2]", "[:w :z 3]"),
-                _txn("[:r :x 1]", "[:w :y 5]"),
-                _txn("[:r :z 3]", "[:w :x 4]"),
-                _txn("[:w :z 7]", "[:w :y 8]"),
-            ]
-        ),
-        "rw-register",
-        "serializable",
-        True,
-        set(),
-        None,
-    ),
+    ("readme-demo", README_DEMO, LA, SER, False, {"G1c"}, [RC]),
+    ("la-g2-" + RC, LA_G2, LA, RC, True, set(), None),
+    ("la-g2-" + SER, LA_G2, LA, SER, False, {"G2-item"}, [RR]),
+    ("la-g2-" + RR, LA_G2, LA, RR, False, {"G2-item"}, [RR]),
+    ("la-rr-" + RC, LA_RR, LA, RC, True, set(), None),
+    ("la-rr-" + RR, LA_RR, LA, RR, False, {"G2-item"}, [RR]),
+    ("la-duplicates", LA_DUPLICATES, LA, RC, False, {"G1c", "duplicate-elements"}, ["read-uncommitted"]),
+    ("la-g1a", LA_G1A, LA, RC, False, {"G1a"}, [RC]),
+    ("rw-g1c-read-uncommitted", RW_G1C, RW, "read-uncommitted", True, set(), None),
+    ("rw-g1c-" + RC, RW_G1C, RW, RC, False, {"G1c"}, [RC]),
+    ("rw-g1c-" + SER, RW_G1C, RW, SER, False, {"G1c"}, [RC]),
+    ("rw-g1b", RW_G1B, RW, RR, False, {"G1b"}, [RC]),
+    ("rw-g-single-unordered", RW_G_SINGLE, RW, SER, True, set(), None),
+    ("rw-g2-unordered", RW_G2, RW, SER, True, set(), None),
 ]
 
 

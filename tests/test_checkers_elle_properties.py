@@ -212,32 +212,19 @@ def test_rw_register_serializable_histories_are_valid(params: tuple[int, int, in
 
 
 PLANT_SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PLANTS = {"list-append": LIST_PLANTS, "rw-register": REGISTER_PLANTS}
 
 
-@pytest.mark.parametrize("name", sorted(LIST_PLANTS))
+@pytest.mark.parametrize("kind,name", [(kind, name) for kind in PLANTS for name in sorted(PLANTS[kind])])
 @PLANT_SETTINGS
 @given(histories, st.floats(0, 1))
-def test_list_append_planted_anomaly_is_found(
-    name: str, params: tuple[int, int, int, int], where: float
+def test_planted_anomaly_is_found(
+    kind: str, name: str, params: tuple[int, int, int, int], where: float
 ) -> None:
     seed, n, keys, conc = params
-    base = simulate(random.Random(seed), "list-append", n, keys, conc)
-    hist = plant(base, LIST_PLANTS[name], int(where * len(base)), seed)
-    r = checker.check(hist, "list-append")
-    assert r["valid"] is False and name in r["anomaly_types"], (name, r["anomaly_types"])
-    assert r["anomalies"][name][0]["explanation"]
-
-
-@pytest.mark.parametrize("name", sorted(REGISTER_PLANTS))
-@PLANT_SETTINGS
-@given(histories, st.floats(0, 1))
-def test_rw_register_planted_anomaly_is_found(
-    name: str, params: tuple[int, int, int, int], where: float
-) -> None:
-    seed, n, keys, conc = params
-    base = simulate(random.Random(seed), "rw-register", n, keys, conc)
-    hist = plant(base, REGISTER_PLANTS[name], int(where * len(base)), seed)
-    r = checker.check(hist, "rw-register")
+    base = simulate(random.Random(seed), kind, n, keys, conc)
+    hist = plant(base, PLANTS[kind][name], int(where * len(base)), seed)
+    r = checker.check(hist, kind)
     assert r["valid"] is False and name in r["anomaly_types"], (name, r["anomaly_types"])
     assert r["anomalies"][name][0]["explanation"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from histories import S, call, fault, ops
 
 from faultline.checkers.api import Compose
 from faultline.checkers.availability import Availability
@@ -18,27 +19,13 @@ from faultline.checkers.set import SetChecker
 from faultline.checkers.stats import Stats
 from faultline.checkers.unique_ids import UniqueIds
 
-S = 1_000_000_000  # ns per second
-
-
-def ops(*events: tuple[Any, ...]) -> list[dict[str, Any]]:
-    """(time_s, process, type, f, value) -> history."""
-    return [
-        {"index": i, "time": int(e[0] * S), "process": e[1], "type": e[2], "f": e[3], "value": e[4]}
-        for i, e in enumerate(events)
-    ]
-
 
 def test_set_lost_unexpected_duplicated_recovered() -> None:
     h = ops(
-        (0, 0, "invoke", "add", 1),
-        (1, 0, "ok", "add", 1),
-        (2, 1, "invoke", "add", 2),
-        (3, 1, "info", "add", 2),
-        (4, 2, "invoke", "add", 3),
-        (5, 2, "ok", "add", 3),
-        (6, 3, "invoke", "read", None),
-        (7, 3, "ok", "read", [1, 2, 2, 9]),
+        *call(0, 1, 0, "add", 1),
+        *call(2, 3, 1, "add", 2, "info"),
+        *call(4, 5, 2, "add", 3),
+        *call(6, 7, 3, "read", [1, 2, 2, 9]),
     )
     checker = SetChecker(stability_window_s=0)
     r = checker.check({}, h, {})
@@ -330,16 +317,11 @@ def test_a_heal_at_the_very_end_is_judged_by_the_quiet_period() -> None:
     """The demo's case: the last fault heals after the clients stopped; the runner then waits out the
     quiet period. No client op after the heal is no evidence of an outage."""
     main = ops(
-        (0, 0, "invoke", "write", 1),
-        (0.5, 0, "ok", "write", 1),
-        (1, "nemesis", "invoke", "start-partition", None),
-        (1.1, "nemesis", "info", "start-partition", None),
-        (2, 1, "invoke", "read", None),
-        (2.2, 1, "ok", "read", 1),
-        (9.9, 1, "invoke", "read", None),
-        (10.0, 1, "ok", "read", 1),
-        (10.2, "nemesis", "invoke", "stop-partition", None),
-        (10.4, "nemesis", "info", "stop-partition", None),
+        *call(0, 0.5, 0, "write", 1),
+        *fault(1, 1.1, "start-partition"),
+        *call(2, 2.2, 1, "read", 1),
+        *call(9.9, 10.0, 1, "read", 1),
+        *fault(10.2, 10.4, "stop-partition"),
     )
     r = Availability().check({"quiet_period": 5}, main, {})
     assert r["valid"] is True and r["unrecovered_heals"] == 0

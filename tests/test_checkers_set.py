@@ -397,19 +397,18 @@ def test_jepsen_set_full_write_flutter_stable_lost() -> None:
     assert SetChecker(stability_window_s=1).check({}, jepsen_history(*ops), {})["valid"] == "unknown"
 
 
+def j_add(proc: int, outcome: str, v: int) -> tuple[tuple[int, str, str, Any], ...]:
+    """An add of `v` by `proc` in Jepsen's form: its invocation, then its completion."""
+    return (proc, "invoke", "add", v), (proc, outcome, "add", v)
+
+
 SET_TEST = (
-    (0, "invoke", "add", 0),
-    (0, "ok", "add", 0),
-    (0, "invoke", "add", 1),
-    (0, "ok", "add", 1),
-    (1, "invoke", "add", 10),
-    (1, "info", "add", 10),
-    (1, "invoke", "add", 11),
-    (1, "info", "add", 11),
-    (2, "invoke", "add", 20),
-    (2, "fail", "add", 20),
-    (2, "invoke", "add", 21),
-    (2, "fail", "add", 21),
+    *j_add(0, "ok", 0),
+    *j_add(0, "ok", 1),
+    *j_add(1, "info", 10),
+    *j_add(1, "info", 11),
+    *j_add(2, "fail", 20),
+    *j_add(2, "fail", 21),
     (4, "invoke", "read", None),
     (4, "ok", "read", [0, 10, 20, 30]),
 )

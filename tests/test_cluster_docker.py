@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from cluster_checks import brought_up
 
+from faultline.cluster.api import PacketShape
 from faultline.cluster.base import CHAIN, LABEL, ClusterError, RemoteTimeout
 from faultline.dbs.store import StoreDB
 from faultline.dbs.store.layout import MASTER_PORT, TSERVER_PORT
@@ -144,9 +145,9 @@ def test_packet_faults_apply_show_as_residue_and_clear_without_touching_partitio
     assert {"loss", "duplicate", "rate"} <= set(kinds)
     try:
         cluster.partition({"t1": {"t2"}})
-        cluster.packet("t5", loss_pct=100)
+        cluster.packet("t5", PacketShape(loss_pct=100))
         assert not reach(cluster, "t4", "t5")
-        cluster.packet("t5", duplicate_pct=50, rate_kbit=256)  # replaces the loss
+        cluster.packet("t5", PacketShape(duplicate_pct=50, rate_kbit=256))  # replaces the loss
         assert reach(cluster, "t4", "t5")
         left = " ".join(cluster.residue())
         assert "packet-duplication rules" in left and "tbf qdisc" in left and "packet-loss" not in left
@@ -155,8 +156,8 @@ def test_packet_faults_apply_show_as_residue_and_clear_without_touching_partitio
         assert "t5" not in left and "t1: partition rules" in left  # a packet fault leaves partitions alone
         if "delay" not in kinds:
             with pytest.raises(ClusterError, match="needs tc netem"):
-                cluster.packet("t5", delay_ms=10)
-        cluster.packet("t5", duplicate_pct=50, rate_kbit=256)
+                cluster.packet("t5", PacketShape(delay_ms=10))
+        cluster.packet("t5", PacketShape(duplicate_pct=50, rate_kbit=256))
     finally:
         cluster.heal_network()
     assert cluster.residue() == []

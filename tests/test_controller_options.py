@@ -108,3 +108,24 @@ def test_backend_kinds_carry_what_the_controller_reads() -> None:
     assert (fake.hosts_file, fake.disk_layer, fake.shell_argv) == (None, "none", None)
     with pytest.raises(UsageError, match="use --cluster docker, local or ssh"):
         testspec.disk_layer_dirs(["lose-unfsynced"], testspec.chosen_db("etcd"), "fake")
+
+
+def test_a_postgres_report_names_no_store_field(tmp_path: Path) -> None:
+    """The Test table shows what was tested: the DB and its options, never the store's sizes for another DB
+    (and the store's sizes only as its options)."""
+    from faultline.results.report import render_report
+    from faultline.results.store import Store
+
+    def test_table(opts: dict[str, object]) -> str:
+        spec = testspec.build_test({"workload": "set", "nemesis": "kill", "seed": 1, **opts})
+        run = Store(tmp_path / "store").create_run(spec.name, spec.to_json())
+        run.history_path.write_text("")
+        run.finish({"valid": "unknown"})
+        return render_report(run).split("<h2>Test</h2>")[1].split("</table>")[0]
+
+    postgres = test_table({"db": "postgres", "db_opt": ["synchronous_commit=off"]})
+    assert "<th>db</th><td>postgres</td>" in postgres
+    assert "synchronous_commit=off" in postgres
+    assert "masters" not in postgres and "tservers" not in postgres
+    store = test_table({"cluster": "fake", "db_opt": ["masters=1"]})
+    assert "<th>db</th><td>store</td>" in store and "<th>db_opts</th><td>masters=1</td>" in store

@@ -6,20 +6,19 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runs import run_module
+from kvfake_runs import start_kvfake_run, wait_for_history
+from spec_refusals import assert_refused
 
 from faultline import gen
 from faultline.controller import testspec
 from faultline.controller.analysis import reanalyze
-from faultline.controller.errors import UsageError
 from faultline.controller.runner import run_once, run_test
 from faultline.core import TestSpec
 from faultline.dbs import get_db
@@ -30,14 +29,16 @@ from faultline.testing.kvfake import DB_PATH, KVFakeBackend
 from faultline.workloads.api import Workload
 from faultline.workloads.registry import get as get_workload
 
-ROOT = Path(__file__).resolve().parent.parent
 FAKE = {"db": DB_PATH, "cluster": "kvfake"}  # the generic fake: the runner needs no particular DB
+
+
+def fake_test(**options: Any) -> TestSpec:
+    """The test of `options` on the generic fake, a register workload unless they name another; unstamped."""
+    return testspec.build_test({**FAKE, "workload": "register", **options})
 
 
 def make_test(**kw: Any) -> TestSpec:
     opts = {
-        **FAKE,
-        "workload": "register",
         "nemesis": "partition,kill",
         "time_limit": 1.5,
         "nemesis_interval": 0.2,
@@ -45,7 +46,7 @@ def make_test(**kw: Any) -> TestSpec:
         "seed": 7,
         **kw,
     }
-    return testspec.stamp(testspec.build_test(opts))
+    return testspec.stamp(fake_test(**opts))
 
 
 def run_fake(
@@ -185,25 +186,22 @@ def test_crashed_nemesis_cuts_short_and_still_heals(tmp_path: Path) -> None:
     assert nem.healed >= 1 and backend.residue() == []
 
 
-def test_validation_names_the_choices() -> None:
-    with pytest.raises(UsageError, match="valid: register, set, bank, catalog"):
-        testspec.build_test({"workload": "regster"})
-    with pytest.raises(UsageError, match="partition-ring"):
-        testspec.build_test({"nemesis": "partition,chaos"})
-    with pytest.raises(UsageError, match="stale-leader-reads"):
-        testspec.build_test({"inject_bug": ["stale-reads"]})
-    with pytest.raises(UsageError, match="positive"):
-        testspec.build_test({"time_limit": "-3"})
-    with pytest.raises(UsageError, match="number"):
-        testspec.build_test({"concurrency": "many"})
-    with pytest.raises(UsageError, match="--db-opt masters=1"):
-        testspec.build_test({"nemesis": "master-migrate"})
-    with pytest.raises(UsageError, match="--rate must be a number"):
-        testspec.build_test({"rate": "fast"})
-    with pytest.raises(UsageError, match="docker, local, ssh"):
-        testspec.build_test({"cluster": "kubernetes"})
-    with pytest.raises(UsageError, match="--op-timeout must be positive"):
-        testspec.build_test({"op_timeout": "0"})
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"workload": "regster"}, "valid: register, set, bank, catalog"),
+        ({"nemesis": "partition,chaos"}, "partition-ring"),
+        ({"inject_bug": ["stale-reads"]}, "stale-leader-reads"),
+        ({"time_limit": "-3"}, "positive"),
+        ({"concurrency": "many"}, "number"),
+        ({"nemesis": "master-migrate"}, "--db-opt masters=1"),
+        ({"rate": "fast"}, "--rate must be a number"),
+        ({"cluster": "kubernetes"}, "docker, local, ssh"),
+        ({"op_timeout": "0"}, "--op-timeout must be positive"),
+    ],
+)
+def test_validation_names_the_choices(options: dict[str, Any], match: str) -> None:
+    assert_refused(match, **options)
 
 
 def test_op_timeout_reaches_the_client() -> None:
@@ -225,17 +223,7 @@ def test_op_timeout_reaches_the_client() -> None:
 
 
 def test_run_once_and_reanalyze(tmp_path: Path) -> None:
-    test = testspec.build_test(
-        {
-            **FAKE,
-            "workload": "register",
-            "nemesis": "pause,clock",
-            "time_limit": 1,
-            "nemesis_interval": 0.2,
-            "concurrency": 4,
-            "seed": 5,
-        }
-    )
+    test = fake_test(nemesis="pause,clock", time_limit=1, nemesis_interval=0.2, concurrency=4, seed=5)
     out = run_once(test, tmp_path / "store")
     assert out.valid is True
     (Path(out.run_dir) / "results.json").unlink()
@@ -244,55 +232,13 @@ def test_run_once_and_reanalyze(tmp_path: Path) -> None:
     assert "did not finish" in again["cut_short"]
 
 
-def faultline(*args: str, env_extra: dict | None = None) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
-    return subprocess.Popen(
-        [sys.executable, "-m", "faultline", *args],
-        cwd=ROOT,
-        text=True,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _wait_for_history(store: Path, min_lines: int, timeout: float = 60) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for h in store.glob("*/*/history.jsonl"):
-            if len(h.read_text().splitlines()) >= min_lines:
-                return h.parent
-        time.sleep(0.1)
-    raise AssertionError("the run never wrote its history")
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: int) -> None:
     store = tmp_path / "store"
-    proc = faultline(
-        "run",
-        "--db",
-        DB_PATH,
-        "--cluster",
-        "kvfake",
-        "--workload",
-        "register",
-        "--nemesis",
-        "partition,kill",
-        "--nemesis-interval",
-        "0.3",
-        "--time-limit",
-        "60",
-        "--seed",
-        "4",
-        "--store",
-        str(store),
-        "--quiet",
-        env_extra={"FAULTLINE_FAKE_HEAL_DELAY": "1.5"},
-    )
+    proc = start_kvfake_run(store, "partition,kill", {"FAULTLINE_FAKE_HEAL_DELAY": "1.5"})
     try:
-        run_dir = _wait_for_history(store, 500)
+        run_dir = wait_for_history(store, 500)
         proc.send_signal(signal.SIGINT)
         if presses == 2:
             time.sleep(0.5)  # the first press is being handled: the fake's heal takes 1.5 s
@@ -311,13 +257,7 @@ def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: i
     assert len(lines) >= 500
     if presses == 2:
         assert results["valid"] == "unknown" and "checking skipped" in results["skipped"]
-    ana = subprocess.run(
-        [sys.executable, "-m", "faultline", "analyze", "--json", str(run_dir)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    ana = run_module("faultline", "analyze", "--json", str(run_dir), timeout=120)
     assert ana.returncode == 2, ana.stderr  # cut short: as `faultline run` says it
     again = json.loads(ana.stdout)
     assert again["valid"] is True and again["cut_short"].startswith("interrupted")
@@ -327,61 +267,32 @@ def test_ctrl_c_heals_keeps_history_and_analyze_works(tmp_path: Path, presses: i
 
 
 def test_cli_rejects_bad_options_before_starting(tmp_path: Path) -> None:
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "faultline",
-            "run",
-            "--db",
-            DB_PATH,
-            "--cluster",
-            "kvfake",
-            "--nemesis",
-            "bogus",
-            "--store",
-            str(tmp_path / "s"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    p = run_module(
+        "faultline",
+        "run",
+        "--db",
+        DB_PATH,
+        "--cluster",
+        "kvfake",
+        "--nemesis",
+        "bogus",
+        "--store",
+        str(tmp_path / "s"),
         timeout=60,
     )
     assert p.returncode == 254
     assert "unknown nemesis 'bogus'; valid:" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "s").exists()
-    p = subprocess.run(
-        [sys.executable, "-m", "faultline", "analyze", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    p = run_module("faultline", "analyze", str(tmp_path), timeout=60)
     assert p.returncode == 254 and "not a run directory" in p.stderr
 
 
 @pytest.mark.integration
 def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_path: Path) -> None:
-    test = testspec.build_test(
-        {
-            **FAKE,
-            "workload": "register",
-            "nemesis": "partition",
-            "time_limit": 1,
-            "nemesis_interval": 0.2,
-            "concurrency": 3,
-            "seed": 2,
-        }
-    )
+    test = fake_test(nemesis="partition", time_limit=1, nemesis_interval=0.2, concurrency=3, seed=2)
     run_dir = Path(run_once(test, tmp_path / "store").run_dir)
     before = json.loads((run_dir / "results.json").read_text())
-    ana = subprocess.run(
-        [sys.executable, "-m", "faultline", "analyze", str(run_dir)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    ana = run_module("faultline", "analyze", str(run_dir), timeout=120)
     assert ana.returncode == 0, ana.stderr
     lines = ana.stdout.splitlines()
     assert lines[0] == f"{run_dir}: valid" and len(ana.stdout) < 2000
@@ -397,13 +308,7 @@ def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_pa
         ("{oops", "is not valid JSON"),
     ):
         (run_dir / "test.json").write_text(body)
-        p = subprocess.run(
-            [sys.executable, "-m", "faultline", "analyze", str(run_dir)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        p = run_module("faultline", "analyze", str(run_dir), timeout=60)
         assert p.returncode == 254 and needle in p.stderr, (body, p.stderr)
         assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
@@ -412,17 +317,14 @@ def test_analyze_prints_a_summary_and_refuses_a_test_json_that_is_no_test(tmp_pa
 def test_the_quiet_period_precedes_final_reads_only(tmp_path: Path, workload: str, quiet: float) -> None:
     """register has no final reads, so its run idles through no quiet period, and test.json says so; set
     keeps the one it was given."""
-    test = testspec.build_test(
-        {
-            **FAKE,
-            "workload": workload,
-            "nemesis": "partition",
-            "time_limit": 1,
-            "nemesis_interval": 0.3,
-            "concurrency": 2,
-            "seed": 3,
-            "quiet_period": 0.7,
-        }
+    test = fake_test(
+        workload=workload,
+        nemesis="partition",
+        time_limit=1,
+        nemesis_interval=0.3,
+        concurrency=2,
+        seed=3,
+        quiet_period=0.7,
     )
     out = run_once(test, tmp_path / "store")
     assert out.valid is True

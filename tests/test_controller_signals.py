@@ -9,59 +9,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from kvfake_runs import KVFAKE, start_kvfake_run, wait_for_history
 
 pytestmark = pytest.mark.integration  # real runs in subprocesses, signalled
-
-ROOT = Path(__file__).resolve().parent.parent
-KVFAKE = "faultline.testing.kvfake:KVFakeDB"  # testing.kvfake.DB_PATH, without importing it here
-
-
-def start_run(store: Path, nemesis: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "faultline",
-            "run",
-            "--db",
-            KVFAKE,
-            "--cluster",
-            "kvfake",
-            "--workload",
-            "register",
-            "--nemesis",
-            nemesis,
-            "--nemesis-interval",
-            "0.3",
-            "--time-limit",
-            "60",
-            "--seed",
-            "4",
-            "--store",
-            str(store),
-            "--quiet",
-        ],
-        cwd=ROOT,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
-    )
-
-
-def wait_for_history(store: Path, min_lines: int, timeout: float = 60) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for h in store.glob("*/*/history.jsonl"):
-            if len(h.read_text().splitlines()) >= min_lines:
-                return h.parent
-        time.sleep(0.1)
-    raise AssertionError("the run never wrote its history")
 
 
 def interrupt(proc: subprocess.Popen[str], sigs: list[int], gap_s: float = 0.3) -> tuple[str, str]:
@@ -80,7 +34,7 @@ def interrupt(proc: subprocess.Popen[str], sigs: list[int], gap_s: float = 0.3) 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_stop_like_ctrl_c(tmp_path: Path, sig: int) -> None:
     store = tmp_path / "store"
-    proc = start_run(store, "partition,kill", {})
+    proc = start_kvfake_run(store, "partition,kill", {})
     run_dir = wait_for_history(store, 300)
     out, err = interrupt(proc, [sig])
     assert proc.returncode == 2, (out, err)
@@ -144,7 +98,7 @@ def test_the_heal_comes_after_the_fault_in_flight(tmp_path: Path) -> None:
 
 def test_a_third_signal_gives_up_healing_and_says_what_was_not_healed(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    proc = start_run(store, "partition", {"FAULTLINE_FAKE_HEAL_DELAY": "3"})
+    proc = start_kvfake_run(store, "partition", {"FAULTLINE_FAKE_HEAL_DELAY": "3"})
     run_dir = wait_for_history(store, 300)
     out, err = interrupt(proc, [signal.SIGTERM, signal.SIGTERM, signal.SIGTERM], gap_s=0.5)
     assert proc.returncode == 2, (out, err)

@@ -4,12 +4,13 @@ the hosts), and one-line refusals of DBs, workloads and nemeses that do not fit.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
+from cli_runs import run_module
 
 from faultline.controller import testspec
 from faultline.controller.errors import UsageError
@@ -20,6 +21,11 @@ from faultline.dbs.store.fake import FakeBackend
 from faultline.dbs.store.layout import MASTER, TSERVER
 from faultline.nemesis.registry import compose
 from faultline.workloads.registry import get as get_workload
+
+
+def faultline_run(*args: str, env: dict[str, str] | None = None) -> CompletedProcess[str]:
+    """`faultline run ARGS` as a user runs it; `env` is added to the environment."""
+    return run_module("faultline", "run", *args, timeout=120, env=env)
 
 
 def test_dbs_by_name_and_by_import_path() -> None:
@@ -110,12 +116,7 @@ def test_build_test_asks_the_db() -> None:
 
 
 def test_cli_refuses_an_unknown_db_in_one_line() -> None:
-    p = subprocess.run(
-        [sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "nope.mod:X"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = faultline_run("--cluster", "fake", "--db", "nope.mod:X")
     assert p.returncode == 254
     assert p.stderr.strip().count("\n") == 0 and "nope.mod" in p.stderr, p.stderr
 
@@ -184,24 +185,13 @@ def test_db_options_are_key_value(raw: list[str]) -> None:
 
 def test_a_user_db_module_that_fails_to_import_is_named(tmp_path: Path) -> None:
     (tmp_path / "crashing_db.py").write_text("raise RuntimeError('boom at import')\n")
-    p = subprocess.run(
-        [sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "crashing_db:DB"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
-    )
+    p = faultline_run("--cluster", "fake", "--db", "crashing_db:DB", env={"PYTHONPATH": str(tmp_path)})
     assert p.returncode == 254, p.stderr
     assert "crashing_db" in p.stderr and "boom at import" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_an_unknown_db_lists_the_registered_ones() -> None:
-    p = subprocess.run(
-        [sys.executable, "-m", "faultline", "run", "--cluster", "fake", "--db", "mongo"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = faultline_run("--cluster", "fake", "--db", "mongo")
     assert p.returncode == 254
     assert all(n in p.stderr for n in ("store", *REAL)), p.stderr
 
@@ -292,12 +282,7 @@ def test_campaigns_take_db_options(tmp_path: Path) -> None:
 
 
 def test_a_stores_own_fault_is_refused_for_etcd_in_one_line_naming_what_etcd_supports() -> None:
-    p = subprocess.run(
-        [sys.executable, "-m", "faultline", "run", "--db", "etcd", "--nemesis", "master-replace"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = faultline_run("--db", "etcd", "--nemesis", "master-replace")
     assert p.returncode == 254, p.stderr
     assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr, p.stderr
     assert "master-replace is a fault of the store DB" in p.stderr
@@ -376,9 +361,7 @@ def test_the_stores_own_workload_and_faults_are_listed_with_their_owner() -> Non
     assert workloads.supported(get_db("etcd")) == ["register", "set", "bank", "lock", "counter", "unique-ids"]
     with pytest.raises(UsageError, match="catalog is a workload of the store DB"):
         testspec.build_test({"db": "etcd", "workload": "catalog"})
-    help_text = subprocess.run(
-        [sys.executable, "-m", "faultline", "run", "--help"], capture_output=True, text=True, timeout=120
-    ).stdout
+    help_text = faultline_run("--help").stdout
     assert "master-replace" in " ".join(help_text.split()) and "store only" in " ".join(help_text.split())
 
 

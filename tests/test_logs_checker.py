@@ -166,6 +166,18 @@ def test_a_crc_error_is_expected_only_under_a_fault_that_damaged_files() -> None
     length = LogPatternChecker(ETCD_PATTERNS, {"e2": {"l.log": [flipped]}})
     assert length.check({}, nemesis("file-bitflip"), {})["valid"] is True
     assert length.check({}, [], {})["valid"] is False
+    # a flip that reaches the record's protobuf decoder (a CI run's e2, etcd 3.4.23, file-bitflip)
+    for record in (
+        "2026-11-29 04:19:17.299138 C | etcdmain: proto: Record: illegal tag 0 (wire type 0)",
+        "2026-11-29 04:28:56.995822 C | etcdmain: proto: illegal wireType 7",
+    ):
+        decoded = LogPatternChecker(ETCD_PATTERNS, {"e2": {"l.log": [record]}})
+        under = decoded.check({}, nemesis("file-bitflip"), {})
+        assert under["valid"] is True and under["expected_matches"][0]["patterns"] == [
+            "capnslog-critical",
+            "wal-record-refused",
+        ]
+        assert decoded.check({}, nemesis("start-kill"), {})["valid"] is False
     # a flip taken for a torn write: the WAL is cut there, and Raft panics at the leader's commit index (a CI
     # run's e2, etcd 3.4.23): detection under a file fault, a finding under any other
     lost = [

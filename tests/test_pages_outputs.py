@@ -7,34 +7,22 @@ import re
 from pathlib import Path
 from typing import Any
 
+from histories import STALE_READ_IN_PARTITION, S, call, fault, ops
+
 from faultline.checkers.linearizability import check
 from faultline.pages.counterexample import evidence, render_html
 from faultline.pages.layout import STYLESHEET
 from faultline.pages.perf import write_plots
 from faultline.pages.timeline import write_timeline
 
-S = 1_000_000_000
-
 
 def _history() -> list[dict[str, Any]]:
-    ev = [
-        (0.0, 0, "invoke", "write", 1),
-        (0.2, 0, "ok", "write", 1),
-        (0.3, "nemesis", "invoke", "start-partition", None),
-        (0.35, "nemesis", "info", "start-partition", None),
-        (0.5, 1, "invoke", "read", None),
-        (0.7, 1, "ok", "read", 0),
-        (0.8, 2, "invoke", "write", 2),
-        (1.9, 2, "info", "write", 2),
-        (2.0, "nemesis", "invoke", "stop-partition", None),
-        (2.1, "nemesis", "info", "stop-partition", None),
-        (2.2, 3, "invoke", "read", None),
-        (2.4, 3, "fail", "read", None),
-    ]
-    return [
-        {"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
-        for i, (t, p, ty, f, v) in enumerate(ev)
-    ]
+    return ops(
+        *STALE_READ_IN_PARTITION,
+        *call(0.8, 1.9, 2, "write", 2, "info"),
+        *fault(2.0, 2.1, "stop-partition"),
+        *call(2.2, 2.4, 3, "read", None, "fail"),
+    )
 
 
 def test_plots_are_pngs(tmp_path: Path) -> None:

@@ -4,25 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from histories import call, ops
+
 from faultline.checkers.bank import BankChecker
 from faultline.checkers.catalog import CatalogChecker
 from faultline.checkers.elle import checker as elle
 from faultline.checkers.linearizability import check, prefix_states
 from faultline.checkers.set import SetChecker
 from faultline.pages.story import story
-
-S = 1_000_000_000
-
-
-def ops(*events: tuple[Any, ...]) -> list[dict[str, Any]]:
-    """(time_s, process, type, f, value[, key]) -> history."""
-    out = []
-    for i, e in enumerate(events):
-        op = {"index": i, "time": int(e[0] * S), "process": e[1], "type": e[2], "f": e[3], "value": e[4]}
-        if len(e) > 5:
-            op["key"] = e[5]
-        out.append(op)
-    return out
 
 
 def test_linearizability_names_the_op_the_values_and_their_writers() -> None:
@@ -58,14 +47,7 @@ def test_prefix_states_refuses_a_prefix_the_model_rejects() -> None:
 
 
 def test_set_counts_lost_adds_with_when_they_were_acknowledged() -> None:
-    h = ops(
-        (0, 0, "invoke", "add", 1),
-        (1, 0, "ok", "add", 1),
-        (2, 1, "invoke", "add", 2),
-        (3.5, 1, "ok", "add", 2),
-        (10, 3, "invoke", "read", None),
-        (11, 3, "ok", "read", [1, 9]),
-    )
+    h = ops(*call(0, 1, 0, "add", 1), *call(2, 3.5, 1, "add", 2), *call(10, 11, 3, "read", [1, 9]))
     s = story("set", SetChecker().check({}, h, {}), h)
     assert s.headline == (
         "set: 1 of 2 acknowledged adds were lost (missing from every read begun after the last "
@@ -78,14 +60,7 @@ def test_set_counts_lost_adds_with_when_they_were_acknowledged() -> None:
 
 def test_set_story_says_when_a_missing_add_is_not_yet_proven_lost() -> None:
     """A read 2.5 s after the ack, inside a 5-s stability window (an option): missing, but not called lost."""
-    h = ops(
-        (0, 0, "invoke", "add", 1),
-        (1, 0, "ok", "add", 1),
-        (2, 1, "invoke", "add", 2),
-        (3.5, 1, "ok", "add", 2),
-        (6, 3, "invoke", "read", None),
-        (7, 3, "ok", "read", [1]),
-    )
+    h = ops(*call(0, 1, 0, "add", 1), *call(2, 3.5, 1, "add", 2), *call(6, 7, 3, "read", [1]))
     assert SetChecker().check({}, h, {})["valid"] is False  # no window (the default): Jepsen's rule, lost
     res = SetChecker(stability_window_s=5).check({}, h, {})
     assert res["valid"] == "unknown"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from histories import STALE_READ_IN_PARTITION, fault, ops
 from matplotlib.figure import Figure
 
 from faultline.checkers.linearizability import check
@@ -22,27 +23,13 @@ from faultline.results.scorecard import render_html
 from faultline.results.serve import _page
 from faultline.results.store import RunDir, Store
 
-S = 1_000_000_000
 TEST = {"name": "t", "workload": "register", "nemesis": ["partition"], "seed": 1}
 PLOTS = ["latency-quantiles.png", "latency-raw.png", "rate.png"]
 
 
 def _history() -> list[dict[str, Any]]:
     """A stale read during a partition: not linearizable, with evidence to draw."""
-    ev = [
-        (0.0, 0, "invoke", "write", 1),
-        (0.2, 0, "ok", "write", 1),
-        (0.3, "nemesis", "invoke", "start-partition", None),
-        (0.35, "nemesis", "info", "start-partition", None),
-        (0.5, 1, "invoke", "read", None),
-        (0.7, 1, "ok", "read", 0),
-        (2.0, "nemesis", "invoke", "stop-partition", None),
-        (2.1, "nemesis", "info", "stop-partition", None),
-    ]
-    return [
-        {"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
-        for i, (t, p, ty, f, v) in enumerate(ev)
-    ]
+    return ops(*STALE_READ_IN_PARTITION, *fault(2.0, 2.1, "stop-partition"))
 
 
 def _run(tmp_path: Path) -> tuple[RunDir, list[dict[str, Any]], dict[str, Any]]:

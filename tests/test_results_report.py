@@ -7,28 +7,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from histories import call, fault, ops
+
 from faultline.checkers.set import SetChecker
 from faultline.results.report import evidence_html, render_report
 from faultline.results.store import RunDir, Store
 
-S = 1_000_000_000
-
 
 def _set_run(tmp_path: Path) -> tuple[RunDir, dict[str, Any]]:
-    ev = [
-        (0, 0, "invoke", "add", 1),
-        (1, 0, "ok", "add", 1),
-        (2, 1, "invoke", "add", 2),
-        (2.5, 1, "ok", "add", 2),
-        (3, "nemesis", "invoke", "start-partition", None),
-        (3.1, "nemesis", "info", "start-partition", None),
-        (9, 3, "invoke", "read", None),
-        (10, 3, "ok", "read", [1]),
-    ]  # begun after 2 was acknowledged
-    history = [
-        {"index": i, "time": int(t * S), "process": p, "type": ty, "f": f, "value": v}
-        for i, (t, p, ty, f, v) in enumerate(ev)
-    ]
+    history = ops(
+        *call(0, 1, 0, "add", 1),
+        *call(2, 2.5, 1, "add", 2),
+        *fault(3, 3.1, "start-partition"),
+        *call(9, 10, 3, "read", [1]),  # begun after 2 was acknowledged
+    )
     run = Store(tmp_path / "store").create_run("set-t", {"name": "set-t", "workload": "set"})
     run.history_path.write_text("".join(json.dumps(op) + "\n" for op in history))
     results = {

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from campaign_files import fake_campaign
 
 from faultline.results.publish import publish
 from faultline.results.serve import make_server
@@ -161,29 +162,7 @@ def test_zip_download_and_no_path_escapes(site: tuple[str, Path]) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # A store as `make demo` leaves it: a run at the top, a campaign's store one level down, with a scorecard.
 
-CAMPAIGN = """
-[campaign]
-name = "web"
-cluster = "fake"
-seeds = [1]
-time_limit = 1.5
-concurrency = 3
-nemesis_interval = 0.3
-quiet_period = 0.1
-
-[[cell]]
-name = "good"
-workload = "register"
-nemesis = ["partition"]
-expect = "valid"
-
-[[cell]]
-name = "stale"
-workload = "register"
-nemesis = ["partition"]
-bugs = ["stale-leader-reads"]
-expect = "invalid"
-"""
+CAMPAIGN = fake_campaign("web", [1], 1.5, 3)
 
 
 def make_demo_store(root: Path) -> Path:

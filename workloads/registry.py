@@ -8,11 +8,10 @@ the store's catalog workload), which `entries_for(db)` adds for runs of that DB.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from faultline.db.api import DB, with_offers
+from faultline.db.api import DB, Offers
 from faultline.workloads.api import Entry, OffersWorkloads, Workload
 
 
@@ -89,22 +88,11 @@ def _txn(kind: str, opts: Mapping[str, Any]) -> Workload:
     return workload_for(kind, opts)
 
 
-def offered(db: DB) -> dict[str, Entry]:
-    """The workloads `db` offers of its own (workloads.api.OffersWorkloads), by name."""
-    if not isinstance(db, OffersWorkloads):
-        return {}
-    return {e.name: replace(e, db=e.db or db.name) for e in db.workload_entries()}
-
-
-def entries_for(db: DB) -> dict[str, Entry]:
-    """Every workload a run of `db` may name: the generic ones and the DB's own."""
-    return {**WORKLOADS, **offered(db)}
-
-
-def all_entries(dbs: Iterable[DB]) -> dict[str, Entry]:
-    """The generic workloads and those of every DB in `dbs`, for help texts and campaign files (the caller
-    names the DBs: this layer knows none of them)."""
-    return with_offers(WORKLOADS, (offered(db) for db in dbs))
+# the generic workloads beside each DB's own (OffersWorkloads)
+_OFFERS = Offers(WORKLOADS, lambda db: db.workload_entries() if isinstance(db, OffersWorkloads) else ())
+offered = _OFFERS.offered
+entries_for = _OFFERS.entries_for
+all_entries = _OFFERS.all_entries
 
 
 def supported(db: DB) -> list[str]:
