@@ -70,6 +70,15 @@ def _write_conf(text: str, conf: str) -> list[str]:
     return ["sh", "-c", script, "sh", "{dir}", text, conf, role, "{name}"]
 
 
+def _conf_role(role: str, prefix: str, port: int, binary: str, conf: str) -> RoleSpec:
+    """Three nodes of `role` whose daemon reads one config file, `{dir}/<role>.conf`, written from `conf`
+    before the node's first start (and kept across restarts)."""
+    path = f"{{dir}}/{role}.conf"
+    return RoleSpec(
+        role, 3, prefix, port, argv=[binary, path], prepare=_write_conf(conf, path), prepare_unless=path
+    )
+
+
 # Redis logs "<pid>:<role> <day> <month> <year> <time> <mark> <message>". A crash (a signal, a failed
 # assertion, serverPanic) writes "=== REDIS BUG REPORT START: Cut & paste starting from here ===", an
 # assertion "=== ASSERTION FAILED ===", serverPanic "Guru Meditation: ...". Loading a damaged append-only
@@ -136,24 +145,8 @@ class RedisSentinelDB(ProcessDB):
             down=DOWN_AFTER_MS,
             failover=FAILOVER_TIMEOUT_MS,
         )
-        redis = RoleSpec(
-            REDIS,
-            3,
-            "r",
-            REDIS_PORT,
-            argv=["/usr/bin/redis-server", "{dir}/redis.conf"],
-            prepare=_write_conf(redis_conf, "{dir}/redis.conf"),
-            prepare_unless="{dir}/redis.conf",
-        )
-        sentinel = RoleSpec(
-            SENTINEL,
-            3,
-            "s",
-            SENTINEL_PORT,
-            argv=["/usr/bin/redis-sentinel", "{dir}/sentinel.conf"],
-            prepare=_write_conf(sentinel_conf, "{dir}/sentinel.conf"),
-            prepare_unless="{dir}/sentinel.conf",
-        )
+        redis = _conf_role(REDIS, "r", REDIS_PORT, "/usr/bin/redis-server", redis_conf)
+        sentinel = _conf_role(SENTINEL, "s", SENTINEL_PORT, "/usr/bin/redis-sentinel", sentinel_conf)
         return ClusterSpec.from_mapping(
             {"name": name, "roles": [redis, sentinel], "packages": list(self.packages), "db": self.name}
         )

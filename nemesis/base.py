@@ -11,7 +11,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Self, cast
 
 from faultline.core import Op, Run
 from faultline.db.nodes import NodeError
@@ -28,6 +28,24 @@ SUBSETS = ("one", "minority", "majority", "all", "leaders")
 def nemesis_rng(test: Run, salt: str) -> random.Random:
     """A generator of the run's seed, one per nemesis, so choices replay with the seed."""
     return random.Random(f"{test.spec.seed}:{salt}")
+
+
+class Seeded:
+    """A nemesis whose random choices replay with the run's seed: `setup` gives it a generator of its own,
+    named by `salt` (its fault's name), and `rng` refuses to be used before that."""
+
+    salt = ""
+    _rng: random.Random | None = None
+
+    def setup(self, test: Run) -> Self:
+        self._rng = nemesis_rng(test, self.salt)
+        return self
+
+    @property
+    def rng(self) -> random.Random:
+        if self._rng is None:
+            raise NemesisError(f"the {self.salt} nemesis was used before its setup")
+        return self._rng
 
 
 def pick_subset(

@@ -43,7 +43,7 @@ from faultline.db.api import FILE_CORRUPTION_KINDS, DataFiles, Kill
 from faultline.db.nodes import backend, role_nodes, targets_of
 from faultline.nemesis import filedamage
 from faultline.nemesis.api import NemesisPackage
-from faultline.nemesis.base import NemesisError, bring_back, done, log, nemesis_rng, pick_subset
+from faultline.nemesis.base import NemesisError, Seeded, bring_back, done, log, pick_subset
 
 MODES = ("running", "stopped")
 MAX_FLIPS = 3
@@ -116,13 +116,14 @@ def declared_files(db: Any) -> str | None:
     return None
 
 
-class FileCorruptNemesis:
+class FileCorruptNemesis(Seeded):
     """`f` (file-corrupt, or file-<kind>) {kind, mode, subset, targets}: damages one data file on one node
     or on each of a fixed minority; heal starts every node it stopped."""
 
+    salt = "file-corrupt"
+
     def __init__(self, f: str) -> None:
         self.fs = frozenset({f})
-        self.rng: random.Random | None = None  # set by setup
         self.doomed: list[str] | None = None  # the fixed minority of each role hit (drawn at the first op)
         self.snapshots: dict[str, tuple[str, str]] = {}  # node -> (file, its copy)
         self.stopped: set[str] = set()
@@ -131,7 +132,7 @@ class FileCorruptNemesis:
     def setup(self, test: Run) -> FileCorruptNemesis:
         """The run's rng; with a user's file_glob, the refusal of a glob that matches no file on any node
         the fault may damage (the DB is set up by now, so its files exist)."""
-        self.rng = nemesis_rng(test, "file-corrupt")
+        super().setup(test)
         pattern = self._user_glob(test)
         if pattern is not None:
             b = backend(test)
@@ -166,7 +167,6 @@ class FileCorruptNemesis:
         return {role: tuple(dirs) for role, dirs in db.data_dirs.items() if dirs}
 
     def invoke(self, test: Run, op: Op) -> Op:
-        assert self.rng is not None
         v = op.get("value") or {}
         kind, mode = str(v.get("kind", "bitflip")), str(v.get("mode", "stopped"))
         targets, subset = targets_of(test, v), str(v.get("subset", "one"))
@@ -180,7 +180,6 @@ class FileCorruptNemesis:
 
     def _doomed(self, test: Run) -> list[str]:
         """The nodes this fault may damage, drawn at its first op: a minority of each role with data files."""
-        assert self.rng is not None
         if self.doomed is None:
             b = backend(test)
             roles = self._role_globs(test)
@@ -193,7 +192,6 @@ class FileCorruptNemesis:
 
     def _one(self, test: Run, node: str, kind: str, mode: str) -> dict[str, Any]:
         """Damages one file on `node` (stopping the DB around it in mode `stopped`); what was done."""
-        assert self.rng is not None
         if kind == "rollback" and node not in self.snapshots:
             return {"node": node, **self._snapshot(test, node)}
         target = None if kind == "rollback" else self._pick(test, node)
@@ -236,7 +234,6 @@ class FileCorruptNemesis:
 
     def _pick(self, test: Run, node: str) -> tuple[str, int] | None:
         """A file of the node's data files to damage (pick_file), listed on the node; None: none has data."""
-        assert self.rng is not None
         return pick_file(self._run(test, node, {"op": "list", "globs": self._globs(test, node)}), self.rng)
 
     def _globs(self, test: Run, node: str) -> list[str]:

@@ -7,7 +7,6 @@ killed before any loses its writes, so none restarts while another still holds w
 
 from __future__ import annotations
 
-import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
@@ -17,27 +16,28 @@ from faultline.core import Op, Run
 from faultline.db.api import Kill
 from faultline.db.nodes import backend, role_nodes
 from faultline.nemesis.api import NemesisPackage
-from faultline.nemesis.base import bring_back, done, nemesis_rng, pick_subset
+from faultline.nemesis.base import Seeded, bring_back, done, pick_subset
 
 LOSE_SUBSETS = ("one", "minority", "majority", "all")
 
 
-class LoseUnfsyncedNemesis:
+class LoseUnfsyncedNemesis(Seeded):
     """lose-unfsynced {subset}: kill the subset's processes, drop what they never fsynced, start them.
 
     The completion names the nodes and, for each, the files and bytes dropped: the history alone says what
     was lost. `setup` writes through what the DB wrote while it was set up, so every run starts from a
     durable state (initdb, for one, never fsyncs)."""
 
+    salt = "lose-unfsynced"
+
     fs = frozenset({"lose-unfsynced"})
 
     def __init__(self) -> None:
-        self.rng: random.Random | None = None  # set by setup
         self.down: set[str] = set()  # killed and not yet started again (heal starts them)
         self.lock = threading.Lock()
 
     def setup(self, test: Run) -> LoseUnfsyncedNemesis:
-        self.rng = nemesis_rng(test, "lose-unfsynced")
+        super().setup(test)
         b = backend(test)
         for n in b.nodes():
             if b.disk_layers(n):
@@ -45,7 +45,6 @@ class LoseUnfsyncedNemesis:
         return self
 
     def invoke(self, test: Run, op: Op) -> Op:
-        assert self.rng is not None
         b = backend(test)
         v = op.get("value") or {}
         subset = str(v.get("subset", "one"))

@@ -6,7 +6,6 @@ the history alone tells which fault was active when.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from typing import cast
@@ -16,28 +15,24 @@ from faultline.core import Op, Run
 from faultline.db.api import Kill, Leaders, Pause
 from faultline.db.nodes import PRIMARIES, backend, leaders, primaries, role_nodes, targets_of
 from faultline.nemesis import grudge as gr
-from faultline.nemesis.base import bring_back, done, log, nemesis_rng, pick_subset
+from faultline.nemesis.base import Seeded, bring_back, done, log, pick_subset
 
 
-class PartitionNemesis:
+class PartitionNemesis(Seeded):
     """start-partition {shape, targets} cuts the network with a grudge; stop-partition heals it."""
+
+    salt = "partition"
 
     fs = frozenset({"start-partition", "stop-partition"})
 
     def __init__(self) -> None:
-        self.rng: random.Random | None = None  # set by setup
         self.active = False
-
-    def setup(self, test: Run) -> PartitionNemesis:
-        self.rng = nemesis_rng(test, "partition")
-        return self
 
     def invoke(self, test: Run, op: Op) -> Op:
         if op["f"] == "stop-partition":
             backend(test).heal_network()
             self.active = False
             return done(op)
-        assert self.rng is not None
         v = op.get("value") or {}
         shape, targets = v.get("shape", "one"), targets_of(test, v)
         nodes = role_nodes(test, "all" if targets == PRIMARIES else targets)
@@ -61,7 +56,6 @@ class PartitionNemesis:
     def _leader(self, test: Run, targets: str) -> str | None:
         """Whom the leader shape cuts off: the leader the DB names for `targets` when it has leaders of
         several kinds (db.api.Leaders), else one of its primaries."""
-        assert self.rng is not None
         if targets != PRIMARIES and isinstance(test.db, Leaders):
             return test.db.leader_to_isolate(test, targets, self.rng)
         found = primaries(test)
@@ -72,7 +66,7 @@ class PartitionNemesis:
         self.active = False
 
 
-class ProcessNemesis:
+class ProcessNemesis(Seeded):
     """start-kill / start-pause on a subset of a role's nodes (or the current leaders); stop restarts them.
 
     `mode` is "kill" (SIGKILL, then start) or "pause" (SIGSTOP, then SIGCONT); both go through the DB
@@ -82,22 +76,16 @@ class ProcessNemesis:
     def __init__(self, mode: str) -> None:
         if mode not in ("kill", "pause"):
             raise ValueError(mode)
-        self.mode = mode
+        self.mode = self.salt = mode
         self.fs = frozenset({f"start-{mode}", f"stop-{mode}"})
         self.affected: set[str] = set()
-        self.rng: random.Random | None = None  # set by setup
         self.lock = threading.Lock()
-
-    def setup(self, test: Run) -> ProcessNemesis:
-        self.rng = nemesis_rng(test, self.mode)
-        return self
 
     def invoke(self, test: Run, op: Op) -> Op:
         b = backend(test)
         if op["f"].startswith("stop-"):
             revived = self._revive(test)
             return done(op, {"nodes": revived})
-        assert self.rng is not None
         v = op.get("value") or {}
         role, subset = targets_of(test, v), v.get("subset", "one")
         aimed = leaders(test, role) if subset == "leaders" else []
@@ -156,7 +144,7 @@ class ProcessNemesis:
         self._revive(test)
 
 
-class ClockNemesis:
+class ClockNemesis(Seeded):
     """Bumps, strobes and resets node clocks through the node's clock offset file (`set_clock_offset`), never the host's.
 
     start-clock {kind: bump|strobe, targets, subset}: bump sets a random offset of up to +-`max_skew_s`;
@@ -164,23 +152,19 @@ class ClockNemesis:
     offset set. stop-clock resets every touched node to zero.
     """
 
+    salt = "clock"
+
     fs = frozenset({"start-clock", "stop-clock"})
 
     def __init__(self, max_skew_s: float = 5.0, strobe_s: float = 3.0, strobe_period_s: float = 0.25) -> None:
         self.max_skew_s, self.strobe_s, self.strobe_period_s = max_skew_s, strobe_s, strobe_period_s
         self.touched: set[str] = set()
-        self.rng: random.Random | None = None  # set by setup
-
-    def setup(self, test: Run) -> ClockNemesis:
-        self.rng = nemesis_rng(test, "clock")
-        return self
 
     def invoke(self, test: Run, op: Op) -> Op:
         b = backend(test)
         if op["f"] == "stop-clock":
             nodes = self._reset(test)
             return done(op, {"nodes": nodes})
-        assert self.rng is not None
         v = op.get("value") or {}
         kind = v.get("kind", "bump")
         victims = pick_subset(role_nodes(test, v.get("targets", "all")), v.get("subset", "one"), self.rng)
@@ -215,10 +199,12 @@ class ClockNemesis:
         self._reset(test)
 
 
-class PacketNemesis:
+class PacketNemesis(Seeded):
     """start-packet {subset}: one packet fault (PACKET_KINDS: delay with jitter, reordering, loss,
     duplication or a rate limit), drawn among those the nodes' kernel can do, on one node, a minority or
     all; stop-packet restores every link it touched. The completion names the kind and its parameters."""
+
+    salt = "packet"
 
     fs = frozenset({"start-packet", "stop-packet"})
     PARAMS = {
@@ -231,18 +217,12 @@ class PacketNemesis:
 
     def __init__(self) -> None:
         self.touched: set[str] = set()
-        self.rng: random.Random | None = None  # set by setup
         self.lock = threading.Lock()
-
-    def setup(self, test: Run) -> PacketNemesis:
-        self.rng = nemesis_rng(test, "packet")
-        return self
 
     def invoke(self, test: Run, op: Op) -> Op:
         b = backend(test)
         if op["f"] == "stop-packet":
             return done(op, {"nodes": self._restore(test)})
-        assert self.rng is not None
         v = op.get("value") or {}
         victims = pick_subset(role_nodes(test, "all"), v.get("subset", "one"), self.rng)
         if not victims:

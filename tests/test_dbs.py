@@ -296,22 +296,16 @@ def test_generic_faults_kill_and_pause_through_the_db() -> None:
 
     calls: list[tuple[str, str]] = []
 
-    class Recording(StoreDB):
-        def kill(self, test: Any, node: str) -> None:
-            calls.append(("kill", node))
-            super().kill(test, node)
+    def recorded(name: str) -> Any:
+        """StoreDB's `name`, which first notes that it was called and on which node."""
 
-        def start(self, test: Any, node: str) -> None:
-            calls.append(("start", node))
-            super().start(test, node)
+        def method(self: StoreDB, test: Any, node: str) -> None:
+            calls.append((name, node))
+            getattr(StoreDB, name)(self, test, node)
 
-        def pause(self, test: Any, node: str) -> None:
-            calls.append(("pause", node))
-            super().pause(test, node)
+        return method
 
-        def resume(self, test: Any, node: str) -> None:
-            calls.append(("resume", node))
-            super().resume(test, node)
+    Recording = type("Recording", (StoreDB,), {n: recorded(n) for n in ("kill", "start", "pause", "resume")})
 
     test = dataclasses.replace(fake_run(seed=3), db=Recording())
     for mode, undo in (("kill", "start"), ("pause", "resume")):

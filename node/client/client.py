@@ -26,7 +26,7 @@ import grpc
 
 from faultline.node.protos import node_pb2 as pb
 from faultline.node.protos import node_pb2_grpc as pbg
-from faultline.node.server.rpc import ChannelPool, resolve_host, split_addr
+from faultline.node.server.rpc import ChannelPool, check_addrs, resolve_host
 from faultline.node.server.values import BadValue, Scalar, check, from_pb, partition_of, sort_key, to_pb
 
 log = logging.getLogger("faultline.node.client")
@@ -163,11 +163,10 @@ class KuduClient:
             master_addresses = [a for a in master_addresses.split(",") if a]
         if not master_addresses:
             raise InvalidArgumentError("at least one master address is required")
-        for a in master_addresses:
-            try:
-                split_addr(a)
-            except ValueError as exc:
-                raise InvalidArgumentError(str(exc)) from None
+        try:
+            check_addrs(list(master_addresses))
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from None
         self.masters = list(master_addresses)
         self.default_timeout_s = default_timeout_s
         self.pool = ChannelPool(reresolve=True, resolve=resolve or resolve_host)

@@ -19,7 +19,7 @@ from faultline.node.server import profiling
 from faultline.node.server.fs import FsError, FsLayout, lock_dir, read_uuid
 from faultline.node.server.host import ConsensusService, ReplicaHost
 from faultline.node.server.replica import DriverOptions
-from faultline.node.server.rpc import ChannelPool, make_server, split_addr
+from faultline.node.server.rpc import ChannelPool, check_addrs, make_server, split_addr
 
 log = logging.getLogger("faultline.node.process")
 
@@ -46,11 +46,10 @@ def parse_masters(value: str) -> list[str]:
     addrs = [a.strip() for a in value.split(",") if a.strip()]
     if not addrs:
         raise StartupError("--master-addresses is empty")
-    for a in addrs:
-        try:
-            split_addr(a)
-        except ValueError as exc:
-            raise StartupError(f"--master-addresses: {exc}") from None
+    try:
+        check_addrs(addrs)
+    except ValueError as exc:
+        raise StartupError(f"--master-addresses: {exc}") from None
     if len(set(addrs)) != len(addrs):
         raise StartupError("--master-addresses lists an address twice")
     return addrs

@@ -58,6 +58,13 @@ def split_addr(addr: str, allow_zero: bool = False) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def check_addrs(addrs: list[str]) -> list[str]:
+    """`addrs` if each is `host:port` (split_addr's ValueError for the first that is not)."""
+    for a in addrs:
+        split_addr(a)
+    return addrs
+
+
 def _hosts_lookup(name: str) -> str | None:
     path = os.environ.get(HOSTS_ENV)
     if not path:
